@@ -1,0 +1,14 @@
+"""bigsearch: Active Search on datasets larger than memory.
+
+LAS (Linearized Active Search), WNAS and the paper's baselines over chunked Zarr or
+HDF5 feature stores, streaming X once per label through numba kernels.
+"""
+
+__version__ = "0.1.0"
+
+from .engine import ASG, LAS, WNAS, RandomSearch  # noqa: E402
+from .errors import BigsearchError  # noqa: E402
+from .storage import create_store, open_store  # noqa: E402
+
+__all__ = ["LAS", "WNAS", "ASG", "RandomSearch", "open_store", "create_store", "BigsearchError",
+           "__version__"]

@@ -1,0 +1,54 @@
+"""The local backend: chunk steps mapped over a thread pool in this process.
+
+Kernels release the GIL, so ``n_threads`` chunks are computed at once; each task first
+asks the OS to read ahead the chunk ``n_threads`` places further on, so reading the
+next chunks overlaps computing the current ones. Per-point state is held as whole
+arrays of length n; each chunk's state is a set of views into them.
+"""
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .state import ChunkState
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, store, n_threads=None):
+        self.store = store
+        self.n_threads = max(1, int(n_threads or os.cpu_count() or 1))
+        self.states = [ChunkState(j, a, b) for j, (a, b) in enumerate(store.chunks)]
+        self._arrays = {}
+        self._pool = ThreadPoolExecutor(self.n_threads, thread_name_prefix="bigsearch")
+
+    def alloc(self, name, dtype, fill):
+        """Create per-point array ``name`` (length n) in every chunk's state."""
+        full = np.full(self.store.n, fill, dtype)
+        self._arrays[name] = full
+        for st in self.states:
+            setattr(st, name, full[st.start:st.stop])
+
+    def gather(self, name):
+        """The whole per-point array ``name`` (a read-only view; no copy)."""
+        view = self._arrays[name].view()
+        view.flags.writeable = False
+        return view
+
+    def map(self, step, *args):
+        """``[step(x_j, state_j, *args) for every chunk j]``, in chunk order."""
+        return list(self._pool.map(lambda st: self._run(step, st, args), self.states))
+
+    def map_state(self, fn, chunk_ids, *args):
+        """``[fn(state_j, *args) for j in chunk_ids]`` (no reads of X)."""
+        return [fn(self.states[j], *args) for j in chunk_ids]
+
+    def _run(self, step, st, args):
+        self.store.prefetch(st.chunk_id + self.n_threads)
+        with self.store.chunk(st.chunk_id) as x:
+            return step(x, st, *args)
+
+    def close(self):
+        self._pool.shutdown(wait=True)

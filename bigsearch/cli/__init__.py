@@ -1,0 +1,42 @@
+"""The `bigsearch` command: thin click commands that parse options and call the library.
+
+Bad input raises a BigsearchError (or a click usage error); either becomes a one-line
+message on stderr and exit status 2, never a traceback.
+"""
+
+import sys
+
+import click
+
+from .. import __version__
+from ..errors import BigsearchError
+
+
+class Group(click.Group):
+    """A click group that turns library errors into one-line messages with status 2."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BigsearchError as e:
+            fail(str(e))
+        except OSError as e:
+            fail(f"{e.filename + ': ' if getattr(e, 'filename', None) else ''}{e.strerror or e}")
+
+
+def fail(message):
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(2)
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="bigsearch")
+def main():
+    """Active Search on feature stores larger than memory (LAS, WNAS, ASG, random)."""
+
+
+def register():
+    from . import info, run  # noqa: F401  (each module adds its commands to `main`)
+
+
+register()

@@ -1,0 +1,12 @@
+"""Engine: the search methods (ask/tell) built on chunk steps and a backend."""
+
+from .asg import ASG
+from .base import ActiveSearch
+from .las import LAS
+from .params import LASParams
+from .random import RandomSearch
+from .wnas import WNAS
+
+METHODS = {"las": LAS, "wnas": WNAS, "asg": ASG, "random": RandomSearch}
+
+__all__ = ["ActiveSearch", "ASG", "LAS", "LASParams", "RandomSearch", "WNAS", "METHODS"]

@@ -1,0 +1,210 @@
+"""LAS: Linearized Active Search (Venkatesan et al., IJCAI 2017).
+
+Label propagation with soft-label pseudo-nodes on the graph whose edge weights are
+x_i . x_j, with the impact factor (one-step look-ahead). The n x n problem of ASG is
+rewritten through K = I_r - X^T diag(rho) X (r x r), so that
+
+- initialization costs three passes over X and O(n r^2 + r^3) work;
+- each label costs a Sherman-Morrison update of K^-1 (O(r^2)) and ONE pass over X
+  (O(n r)) that updates f, J = diag(X K^-1 X^T) and the impact factor together.
+
+f, the impact factor and the queries are those of the dense ASG (tests check this
+against a direct solve and a brute-force impact factor). Formulas: docs/algorithm.md.
+"""
+
+import warnings
+
+import numpy as np
+
+from ..backends import make_backend
+from ..errors import DataError, NumericalError
+from ..kernels.las import degrees
+from .base import ActiveSearch
+from .params import LASParams, default_pi
+from .select import PassSummary, select
+from .steps import best_in_chunk, colsum_step, gram_step, las_init_step, las_update_step
+
+
+class LAS(ActiveSearch):
+    """Linearized Active Search over a feature store.
+
+    Parameters
+    ----------
+    store : path or FeatureStore
+        A Zarr directory or HDF5 file holding X (n x r).
+    pi : float, optional
+        Prior probability of a positive; default: the prevalence of the store's labels.
+    eta : float
+        Transition probability into a labeled point's pseudo-node, in (0, 1).
+    w0 : float, optional
+        Weight of an unlabeled point's pseudo-node; default 1 / n.
+    alpha : float
+        Weight of the rescaled impact factor in the selection (0: f alone).
+    backend : "local" or a dask ``distributed.Client``
+    n_threads : int, optional
+        Threads of the local backend (default: one per core).
+    check_every : int or None
+        Every this many labels, check ||K K^-1 - I|| (O(r^3)) and recompute K^-1 and J
+        from X when it exceeds ``drift_tol``.
+    """
+
+    method = "las"
+
+    def __init__(self, store, *, pi=None, eta=0.5, w0=None, alpha=0.0, backend="local",
+                 n_threads=None, check_every=100, drift_tol=1e-8, store_options=None):
+        super().__init__(store, store_options)
+        self.params = LASParams(pi=default_pi(self.store, pi), w0=1.0 / self.n if w0 is None else w0,
+                                eta=eta, alpha=alpha)
+        self.backend = make_backend(self.store, backend, n_threads)
+        self.check_every, self.drift_tol = check_every, drift_tol
+        self.refreshes = []          # drift measured at each automatic or requested refresh
+        self._ready = False
+        self._summary = None
+        self._t_prev = 0.0           # weight of IM in the last query: the kernels rank by it
+        self._labels_since_check = 0
+
+    # -- scores --------------------------------------------------------------------
+    @property
+    def f(self):
+        """Label-propagation scores, one per point (float64, read-only)."""
+        self._sync()
+        return self.backend.gather("f")
+
+    @property
+    def impact(self):
+        """Impact factor IM_i = f_i * sum_{j in U, j != i} (f+_j - f_j); 0 for labeled points."""
+        self._sync()
+        return self.backend.gather("im")
+
+    @property
+    def J(self):
+        """J_i = x_i^T K^-1 x_i (float64, read-only)."""
+        self._sync()
+        return self.backend.gather("J")
+
+    @property
+    def impact_scale(self):
+        """s, the factor that rescales IM to the mean of f (the query uses alpha * s * IM)."""
+        self._sync()
+        return self._summary.impact_scale()
+
+    # -- the algorithm -------------------------------------------------------------
+    def _sync(self):
+        if not self._ready:
+            self._pending = []
+            self._initialize()
+        elif self._pending:
+            self._update(*self._take_pending())
+
+    def _choose(self):
+        t = self._t_prev = self._summary.selection_weight(self.params.alpha)
+        return select(self._summary, t, self._rescan)
+
+    def _rescan(self, chunk_ids, t):
+        return self.backend.map_state(best_in_chunk, chunk_ids, t)
+
+    def _initialize(self):
+        """Three chunked passes: column sums; degrees and X^T diag(rho) X; J and scores."""
+        p, b = self.params, self.backend
+        for name, dtype, fill in (("label", np.int8, -1), ("deg", np.float64, 0.0), ("J", np.float64, 0.0),
+                                  ("f", np.float64, 0.0), ("im", np.float64, 0.0)):
+            b.alloc(name, dtype, fill)
+        parts = b.map(colsum_step)
+        bad_rows = [row for _, row in parts if row >= 0]
+        if bad_rows:
+            raise DataError(f"{self.store.path}: X has a non-finite value (NaN or inf) in row {min(bad_rows)} "
+                            "(the first such row); fix or drop those rows")
+        self.s = np.sum([s for s, _ in parts], axis=0)
+        if not np.all(np.isfinite(self.s)):
+            raise DataError(f"{self.store.path}: the column sums of X overflow; rescale X (e.g. unit-normalize rows)")
+        labeled = np.flatnonzero(self._label >= 0)
+        parts = b.map(gram_step, self.s, labeled, self._label[labeled], p.eta, p.w0, p.pi)
+        n_bad = sum(q[0] for q in parts)
+        if n_bad:
+            first = min(q[1] for q in parts if q[0])
+            raise DataError(
+                f"{self.store.path}: {n_bad} of {self.n} points have a degree x_i . sum_j x_j <= 0 "
+                f"(the first is row {first}); LAS needs positive degrees: unit-normalize the rows and "
+                "append a constant 1 feature (bigsearch ingest --normalize --bias), which makes every "
+                "similarity cos + 1 >= 0")
+        G = np.sum([q[2] for q in parts], axis=0)
+        self.K = np.eye(self.store.r) - (G + G.T) / 2
+        self.Kinv = self._invert(self.K)
+        self.xq = np.sum([q[3] for q in parts], axis=0)
+        self.xz = np.sum([q[4] for q in parts], axis=0)
+        V = np.stack([self.Kinv @ self.xq, self.Kinv @ self.xz])
+        self._summary = PassSummary.from_partials(
+            b.map(las_init_step, self.Kinv, V, p.eta, p.w0, p.pi, self._t_prev), self._t_prev)
+        self._ready = True
+        self._labels_since_check = 0
+
+    def _invert(self, K):
+        try:
+            Kinv = np.linalg.inv(K)
+        except np.linalg.LinAlgError as e:
+            raise NumericalError(f"K = I - X^T R X is singular ({e}); check w0 > 0 and the data") from e
+        if not np.all(np.isfinite(Kinv)):
+            raise NumericalError("K^-1 has non-finite entries; check w0 > 0 and the data")
+        return (Kinv + Kinv.T) / 2
+
+    def _update(self, idx, lab):
+        """Sherman-Morrison per new label (O(r^2) each), then one fused pass."""
+        p = self.params
+        rows = self.store.read_rows(idx)
+        deg = np.empty(len(idx))
+        degrees(rows, self.s, deg)  # the kernel the passes use: bit-identical degrees
+        b_unl = 1.0 / (1.0 + p.w0)
+        gs, cs = [], []
+        for x, d, y, i in zip(rows, deg, lab, idx):
+            gamma = (b_unl - (1.0 - p.eta)) / d
+            g = self.Kinv @ x
+            den = 1.0 + gamma * (x @ g)
+            if not (np.isfinite(den) and den > 0):
+                raise NumericalError(
+                    f"labeling point {i}: the Sherman-Morrison denominator is {den!r} (it must be finite "
+                    "and positive); K has lost positive definiteness; check eta, w0 and X")
+            c = gamma / den
+            self.Kinv -= c * np.outer(g, g)
+            self.K += gamma * np.outer(x, x)
+            self.xq += x * (p.eta * y - p.pi * p.w0 / (1.0 + p.w0))
+            self.xz -= x * (b_unl / d)
+            gs.append(g)
+            cs.append(c)
+        V = np.stack([self.Kinv @ self.xq, self.Kinv @ self.xz, *gs])
+        parts = self.backend.map(las_update_step, V, np.array(cs), idx, lab, p.eta, p.w0, p.pi, self._t_prev)
+        self._summary = PassSummary.from_partials(parts, self._t_prev)
+        self._labels_since_check += len(idx)
+        if self.check_every and self._labels_since_check >= self.check_every:
+            self._labels_since_check = 0
+            residual = self.inverse_residual()
+            if residual > self.drift_tol:
+                warnings.warn(f"K^-1 drifted (||K K^-1 - I|| = {residual:.2e}); recomputing it from X",
+                              RuntimeWarning, stacklevel=4)
+                self.refresh()
+
+    # -- numerical health ----------------------------------------------------------
+    def inverse_residual(self):
+        """max |K K^-1 - I|: a cheap (O(r^3)) check of the incrementally updated inverse."""
+        return float(np.abs(self.K @ self.Kinv - np.eye(self.store.r)).max())
+
+    def refresh(self):
+        """Recompute K^-1, J, f and the impact factor from X; return the drift it removed.
+
+        The drift is the largest difference, relative to the largest value, between the
+        incremental and the recomputed K^-1, J and f.
+        """
+        self._sync()
+        old_Kinv, old_J, old_f = self.Kinv.copy(), np.array(self.J), np.array(self.f)
+        self._initialize()
+        drift = {"labels": self.n_labeled,
+                 "Kinv": _rel(old_Kinv, self.Kinv), "J": _rel(old_J, self.J), "f": _rel(old_f, self.f)}
+        self.refreshes.append(drift)
+        return drift
+
+    def close(self):
+        self.backend.close()
+
+
+def _rel(a, b):
+    scale = np.abs(b).max()
+    return float(np.abs(a - b).max() / scale) if scale else float(np.abs(a - b).max())

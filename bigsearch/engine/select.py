@@ -1,0 +1,117 @@
+"""Choosing the next query from the chunks' partials.
+
+The selection score is f + t * IM with t = alpha * s, where s rescales IM to the mean
+of f over the unlabeled points (the paper's rescaling). s depends on sums over every
+chunk, so no chunk can rank its own points during the pass. Instead each chunk reports
+its top K points by three criteria: f, IM, and f + t_prev IM, where t_prev is the weight
+of the previous query (t changes little from one query to the next). Any point p left
+out of all three lists satisfies f_p <= kf, IM_p <= ki and f_p + t_prev IM_p <= kp (the
+lists' K-th values), so its score at t is at most
+
+    (1 - t/t_prev) kf + (t/t_prev) kp      when t <= t_prev (a convex combination),
+    kp + (t - t_prev) ki                   when t >= t_prev,
+
+plus a relative margin of 1e-12 for rounding. Only a chunk whose bound reaches the best
+candidate's score is rescanned from its per-point state (no read of X). With t close to
+t_prev the bound is close to the chunk's K-th best score, so that is rare, and the
+choice is exactly the argmax (lowest index among ties).
+"""
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..kernels.common import TOP_K
+
+
+@dataclass(frozen=True)
+class PassSummary:
+    """What one pass tells the driver: sums over unlabeled points and candidates.
+
+    Each chunk's partials are (sums [f, IM, count], candidate indices (L, K), their f,
+    their IM, the L lists' K-th values); ``t_prev`` is the weight the kernel ranked by.
+    """
+    sum_f: float
+    sum_im: float
+    n_unlabeled: int
+    partials: list
+    t_prev: float = 0.0
+
+    @classmethod
+    def from_partials(cls, partials, t_prev=0.0):
+        sums = np.sum([p[0] for p in partials], axis=0)
+        return cls(float(sums[0]), float(sums[1]), int(sums[2]), partials, t_prev)
+
+    def impact_scale(self):
+        """s such that s * mean(IM) = mean(f) over unlabeled points; 0 when IM's sum is
+        not positive and finite (then the selection falls back to f alone)."""
+        if not (np.isfinite(self.sum_im) and self.sum_im > 0 and np.isfinite(self.sum_f)):
+            return 0.0
+        return self.sum_f / self.sum_im
+
+    def selection_weight(self, alpha):
+        """t = alpha * s, warning when alpha > 0 but IM cannot be rescaled."""
+        if alpha == 0:
+            return 0.0
+        s = self.impact_scale()
+        if s == 0.0:
+            warnings.warn(
+                f"the impact factor sums to {self.sum_im:.3g} over unlabeled points, so it "
+                "cannot be rescaled to the mean of f; this query uses f alone",
+                RuntimeWarning, stacklevel=4)
+        return alpha * s
+
+
+def scores(f, im, t):
+    """The selection score; one definition, so every comparison rounds the same way."""
+    return f if t == 0 else f + t * im
+
+
+def select(summary, t, rescan):
+    """The unlabeled index with the highest score (lowest index among ties), or -1.
+
+    ``rescan(chunk_ids, t)`` returns [(index, score)] for chunks whose reported
+    candidates cannot settle the choice.
+    """
+    parts = summary.partials
+    idx = np.concatenate([p[1].ravel() for p in parts])
+    keep = idx >= 0
+    if not keep.any():
+        return -1
+    f = np.concatenate([p[2].ravel() for p in parts])[keep]
+    im = np.concatenate([p[3].ravel() for p in parts])[keep]
+    idx = idx[keep]
+    sc = scores(f, im, t)
+    best_score = sc.max()
+    best = int(idx[sc == best_score].min())
+    bounds = _bounds(np.array([p[4] for p in parts]), t, summary.t_prev)
+    counts = np.array([p[0][2] for p in parts])
+    unsettled = np.flatnonzero((counts > TOP_K) & (bounds >= best_score))
+    for j_best, s in rescan(unsettled.tolist(), t):
+        if s > best_score or (s == best_score and 0 <= j_best < best):
+            best, best_score = j_best, s
+    return best
+
+
+def _bounds(kth, t, t_prev):
+    """Per chunk, the highest score any point outside its candidate lists can have."""
+    kth = np.where(np.isfinite(kth), kth, 0.0)  # lists not full: those chunks are not bounded
+    if kth.shape[1] == 1:                      # one list, by f (t must be 0)
+        return kth[:, 0]
+    kf, ki, kp = kth.T
+    if t_prev > 0 and t <= t_prev:
+        lam = t / t_prev
+        bound = (1.0 - lam) * kf + lam * kp
+    else:
+        bound = kp + (t - t_prev) * ki
+    return bound + 1e-12 * (np.abs(kf) + np.abs(kp) + np.abs(t * ki)) + 1e-300
+
+
+def select_dense(f, im, unlabeled, alpha):
+    """The same choice as :func:`select`, from whole arrays held in memory."""
+    if not unlabeled.any():
+        return -1
+    summary = PassSummary(float(f[unlabeled].sum()), float(im[unlabeled].sum()), int(unlabeled.sum()), [])
+    sc = np.where(unlabeled, scores(f, im, summary.selection_weight(alpha)), -np.inf)
+    return int(np.argmax(sc))

@@ -1,0 +1,81 @@
+"""Chunk steps: what a backend maps over the chunks of X.
+
+Every step has the kernel contract ``step(x, state, *small_args) -> small partials``:
+``x`` is one chunk of X (m x r), ``state`` that chunk's per-point arrays (updated in
+place), the other arguments O(r^2) global state. Steps are module-level functions of
+their arguments only, so the distributed backend can run them on workers unchanged.
+
+The O(m r^2) initialization products (X^T diag(rho) X and x_i^T K^-1 x_i) go to BLAS
+on float64 blocks of rows; everything per iteration is a numba kernel.
+"""
+
+import numpy as np
+
+from ..kernels.common import best_unlabeled, column_sums
+from ..kernels.las import degrees, point_weights, update_scores
+from ..kernels.wnas import add_similarities
+
+BLAS_ROWS = 4096  # rows converted to float64 at a time: bounded temporaries
+
+
+def _blocks(x):
+    for a in range(0, x.shape[0], BLAS_ROWS):
+        yield a, np.asarray(x[a:a + BLAS_ROWS], dtype=np.float64)
+
+
+def colsum_step(x, state):
+    """Column sums and the first non-finite row (global index, or -1)."""
+    s, bad = column_sums(x)
+    return s, (state.start + bad if bad >= 0 else -1)
+
+
+def gram_step(x, state, s, label_idx, label_val, eta, w0, pi):
+    """Degrees, then this chunk's X^T diag(rho) X, X^T q and X^T z.
+
+    Returns (count of degrees <= 0, first such global row or -1, G, xq, xz).
+    """
+    state.apply_labels(label_idx, label_val)
+    bad, first = degrees(x, s, state.deg)
+    r = x.shape[1]
+    G, xq, xz = np.zeros((r, r)), np.zeros(r), np.zeros(r)
+    if bad:
+        return bad, state.start + first, G, xq, xz
+    rho, q, z = point_weights(state.label, state.deg, eta, w0, pi)
+    for a, xb in _blocks(x):
+        b = a + len(xb)
+        G += xb.T @ (xb * rho[a:b, None])
+        xq += q[a:b] @ xb
+        xz += z[a:b] @ xb
+    return 0, -1, G, xq, xz
+
+
+def las_init_step(x, state, Kinv, V, eta, w0, pi, t_prev):
+    """J_i = x_i^T K^-1 x_i for the chunk, then f and the impact factor (partials)."""
+    for a, xb in _blocks(x):
+        state.J[a:a + len(xb)] = np.einsum("ij,ij->i", xb @ Kinv, xb)
+    return update_scores(x, V, np.zeros(0), state.start, state.label, state.deg,
+                         state.J, state.f, state.im, eta, w0, pi, t_prev)
+
+
+def las_update_step(x, state, V, c, label_idx, label_val, eta, w0, pi, t_prev):
+    """Record new labels, then the fused pass: f, J, M^-1 u and the impact factor."""
+    state.apply_labels(label_idx, label_val)
+    return update_scores(x, V, c, state.start, state.label, state.deg,
+                         state.J, state.f, state.im, eta, w0, pi, t_prev)
+
+
+def wnas_update_step(x, state, Z, signs, label_idx, label_val):
+    """Record new labels, add their similarities to every point's numerator and
+    denominator, and return the partials of f."""
+    state.apply_labels(label_idx, label_val)
+    return add_similarities(x, Z, signs, state.start, state.label, state.num, state.den, state.f)
+
+
+def best_in_chunk(state, t):
+    """The highest score f + t * im over the chunk's unlabeled points: (index, score).
+
+    Called only for the rare chunks whose reported candidates cannot settle the
+    choice (engine/select.py). Ties go to the lowest index.
+    """
+    i, score = best_unlabeled(state.label, state.f, state.im if t else state.f, t)
+    return (state.start + i if i >= 0 else -1), score

@@ -1,0 +1,44 @@
+"""One error hierarchy for bigsearch.
+
+Every error a user can cause derives from :class:`BigsearchError`; subclasses also
+inherit the matching built-in, so callers can catch what they expect (a missing
+store is also a ``FileNotFoundError``, a bad label also a ``ValueError``). The CLI
+turns any ``BigsearchError`` into a one-line message and exit status 2.
+"""
+
+
+class BigsearchError(Exception):
+    """Base class of the errors bigsearch raises on bad input or bad state."""
+
+
+class StoreError(BigsearchError, ValueError):
+    """A feature store is malformed or cannot be used as it is."""
+
+
+class StoreNotFoundError(StoreError, FileNotFoundError):
+    """The path does not hold a feature store."""
+
+
+class StoreExistsError(StoreError, FileExistsError):
+    """The output path already exists and overwriting was not asked for."""
+
+
+class DataError(BigsearchError, ValueError):
+    """The numbers in X cannot be used (non-finite values, degrees <= 0)."""
+
+
+class LabelError(BigsearchError, ValueError):
+    """A label or an index given to ``tell`` is not acceptable."""
+
+
+class ParameterError(BigsearchError, ValueError):
+    """A parameter is out of its valid range."""
+
+
+class NumericalError(BigsearchError, ArithmeticError):
+    """An update would break the numerics (for example a Sherman-Morrison
+    denominator that is not finite and positive)."""
+
+
+class ResourceError(BigsearchError, MemoryError):
+    """The requested computation does not fit this machine."""

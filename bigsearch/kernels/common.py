@@ -1,0 +1,164 @@
+"""Numba building blocks shared by the LAS and WNAS kernels.
+
+Conventions: a chunk ``x`` is (m, r) float32 or float64; every product is taken in
+float64 (the float32 value converted explicitly); vectors applied to the rows are the
+rows of a small C-ordered float64 matrix ``V`` (k, r), so each dot product runs over two
+contiguous arrays, which LLVM vectorizes. ``FAST`` allows reassociation (several
+partial sums in a reduction) and fused multiply-add, but keeps NaN/inf semantics so
+the finiteness checks stay meaningful.
+"""
+
+import numba
+import numpy as np
+
+FAST = {"reassoc", "contract", "nsz"}
+ROW_BLOCK = 64          # rows whose dot products are computed before the per-point update
+TOP_K = 8               # candidates a chunk reports per criterion (see engine/select.py)
+N_LISTS = 3             # criteria: f, IM, and f + t_prev IM (the last query's weight)
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FAST)
+def row_dots(x, i0, i1, V, P):
+    """P[t, c] = x[i0 + t] . V[c] for rows i0 <= i < i1, in float64.
+
+    Two rows and three columns at a time: each load of x and of V feeds several
+    accumulators, which keeps the loop near the memory-bandwidth limit instead of the
+    load-port limit (about 1.3x faster than one dot product at a time).
+    """
+    k, r = V.shape
+    i = i0
+    while i < i1:
+        two = i + 1 < i1
+        i2 = i + 1 if two else i
+        t = i - i0
+        c = 0
+        while c + 3 <= k:
+            a0 = 0.0
+            b0 = 0.0
+            c0 = 0.0
+            a1 = 0.0
+            b1 = 0.0
+            c1 = 0.0
+            for j in range(r):
+                x0 = np.float64(x[i, j])
+                x1 = np.float64(x[i2, j])
+                v0 = V[c, j]
+                v1 = V[c + 1, j]
+                v2 = V[c + 2, j]
+                a0 += x0 * v0
+                b0 += x0 * v1
+                c0 += x0 * v2
+                a1 += x1 * v0
+                b1 += x1 * v1
+                c1 += x1 * v2
+            P[t, c] = a0
+            P[t, c + 1] = b0
+            P[t, c + 2] = c0
+            if two:
+                P[t + 1, c] = a1
+                P[t + 1, c + 1] = b1
+                P[t + 1, c + 2] = c1
+            c += 3
+        while c < k:
+            a0 = 0.0
+            a1 = 0.0
+            for j in range(r):
+                v = V[c, j]
+                a0 += np.float64(x[i, j]) * v
+                a1 += np.float64(x[i2, j]) * v
+            P[t, c] = a0
+            if two:
+                P[t + 1, c] = a1
+            c += 1
+        i += 2
+
+
+@numba.njit(nogil=True, cache=True)
+def push_top(vals, idx, row, v, i):
+    """Insert value v of point i into row ``row`` of the descending lists (vals, idx).
+
+    Only strictly greater values enter, and equal values keep their order, so among
+    equal values the lowest index (seen first) wins. Callers compare v with the row's
+    last value first, so this runs rarely.
+    """
+    K = vals.shape[1]
+    if not v > vals[row, K - 1]:
+        return
+    p = K - 1
+    while p > 0 and v > vals[row, p - 1]:
+        vals[row, p] = vals[row, p - 1]
+        idx[row, p] = idx[row, p - 1]
+        p -= 1
+    vals[row, p] = v
+    idx[row, p] = i
+
+
+@numba.njit(nogil=True, cache=True)
+def new_top(n_lists, K):
+    """n_lists empty candidate lists of length K: values -inf, indices -1."""
+    return np.full((n_lists, K), -np.inf), np.full((n_lists, K), -1, np.int64)
+
+
+@numba.njit(nogil=True, cache=True)
+def candidate_partials(vals, idx, offset, f, im):
+    """The chunk's candidates as partials: global indices, their f and IM, and each
+    list's K-th value (the bound on every point left out of it)."""
+    n_lists, K = idx.shape
+    cf, cim = np.zeros((n_lists, K)), np.zeros((n_lists, K))
+    for a in range(n_lists):
+        for b in range(K):
+            if idx[a, b] >= 0:
+                cf[a, b] = f[idx[a, b]]
+                cim[a, b] = im[idx[a, b]] if im.shape[0] else 0.0
+                idx[a, b] += offset
+    return idx, cf, cim, vals[:, K - 1].copy()
+
+
+@numba.njit(nogil=True, cache=True)
+def best_unlabeled(label, f, im, t):
+    """argmax of f + t * im over unlabeled points (lowest index among ties), and the
+    score; (-1, -inf) when none. Plain arithmetic (no fused multiply-add), so scores
+    round exactly as NumPy's f + t * im does in engine/select.py."""
+    best, best_i = -np.inf, -1
+    for i in range(label.shape[0]):
+        if label[i] < 0:
+            s = f[i] + t * im[i] if t != 0.0 else f[i]
+            if s > best:
+                best, best_i = s, i
+    return best_i, best
+
+
+@numba.njit(nogil=True, cache=True)
+def column_sums(x):
+    """Column sums of a chunk in float64, and the first row holding a non-finite value
+    (-1 if none). A non-finite value always makes its column sum non-finite, so rows
+    are scanned only when a sum is."""
+    m, r = x.shape
+    s = np.zeros(r)
+    for i in range(m):
+        for j in range(r):
+            s[j] += np.float64(x[i, j])
+    if np.all(np.isfinite(s)):
+        return s, -1
+    for i in range(m):
+        for j in range(r):
+            if not np.isfinite(x[i, j]):
+                return s, i
+    return s, -1
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FAST)
+def stream_dots(x, V):
+    """The bare streaming pass: every row times V, reduced to one number.
+
+    This is the floor a LAS iteration is measured against (benchmarks/): the same
+    reads and the same dot products, none of the per-point work.
+    """
+    P = np.empty((ROW_BLOCK, V.shape[0]))
+    total = 0.0
+    for i0 in range(0, x.shape[0], ROW_BLOCK):
+        i1 = min(i0 + ROW_BLOCK, x.shape[0])
+        row_dots(x, i0, i1, V, P)
+        for t in range(i1 - i0):
+            total += P[t, 0]
+    return total

@@ -1,0 +1,105 @@
+"""Simulated-oracle runs: the stored labels y answer every query.
+
+One run = a method, a seed, initial labels, then ``budget`` ask/tell rounds. The
+record keeps what is needed to compare methods and to reproduce the run: parameters,
+the initial labels, the queries with their answers, cumulative hits, and timings.
+``hits[t]`` counts the positives among the first t + 1 queries (the initial labels are
+not counted).
+"""
+
+import time
+
+import numpy as np
+
+from .engine import METHODS
+from .errors import LabelError, ParameterError
+from .storage import open_store
+
+
+def initial_labels(y, seed, init_index=None, init_positives=1, init_negatives=0):
+    """The starting labels [(index, label)]: given indices, or random positives and
+    negatives drawn from y with ``seed`` (the same for every method of a run)."""
+    if init_index is not None:
+        out = []
+        for i in init_index:
+            if not 0 <= i < len(y):
+                raise LabelError(f"--init-index {i} is out of range: the store has {len(y)} points")
+            if y[i] < 0:
+                raise LabelError(f"--init-index {i}: the store has no label for point {i}")
+            out.append((int(i), int(y[i])))
+        return out
+    rng = np.random.default_rng(seed)
+    out = []
+    for label, k in ((1, init_positives), (0, init_negatives)):
+        pool = np.flatnonzero(y == label)
+        if k > len(pool):
+            raise ParameterError(f"asked for {k} initial {'positives' if label else 'negatives'} "
+                                 f"but the store has {len(pool)}")
+        out += [(int(i), label) for i in rng.choice(pool, size=k, replace=False)]
+    return out
+
+
+def make_search(store, method, seed=None, **options):
+    """An ask/tell search object for ``method`` with only the options it takes."""
+    if method not in METHODS:
+        raise ParameterError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    if method == "random":
+        return METHODS[method](store, seed=seed)
+    taken = {"las": ("pi", "eta", "w0", "alpha", "backend", "n_threads"),
+             "asg": ("pi", "eta", "w0", "alpha"),
+             "wnas": ("backend", "n_threads")}[method]
+    return METHODS[method](store, **{k: v for k, v in options.items() if k in taken and v is not None})
+
+
+def simulate(store, method, budget, seed=0, init=None, progress=None, **options):
+    """Run one simulated search; returns its record (a JSON-able dict).
+
+    ``init``: the starting labels [(index, label)], default one random positive.
+    ``progress(step, hits)`` is called after every query, if given.
+    """
+    store = open_store(store)
+    y = store.labels()
+    if y is None:
+        raise ParameterError(f"{store.path} has no labels (y), so no oracle can be simulated; "
+                             "use an interactive session instead")
+    init = initial_labels(y, seed) if init is None else init
+    if budget < 0:
+        raise ParameterError(f"budget must be >= 0, got {budget}")
+    budget = min(budget, store.n - len(init))
+    t0 = time.perf_counter()
+    search = make_search(store, method, seed=seed, **options)
+    try:
+        search.tell([i for i, _ in init], [lab for _, lab in init])
+        queries, hits, iteration_seconds = [], [], []
+        found = 0
+        t_start = time.perf_counter()
+        index = search.ask()           # the first ask pays for initialization
+        init_seconds = time.perf_counter() - t_start
+        for step in range(budget):
+            t = time.perf_counter()
+            if step:
+                index = search.ask()
+            label = int(y[index])
+            if label < 0:
+                raise LabelError(f"the oracle has no label for point {index}; a simulation needs a fully labeled store")
+            search.tell(index, label)
+            if step:
+                iteration_seconds.append(time.perf_counter() - t)
+            found += label
+            queries.append([int(index), label])
+            hits.append(found)
+            if progress:
+                progress(step + 1, found)
+    finally:
+        search.close()
+    return {
+        "method": method, "seed": seed, "params": _params(search), "init": [list(p) for p in init],
+        "queries": queries, "hits": hits,
+        "timings": {"total_seconds": time.perf_counter() - t0, "init_seconds": init_seconds,
+                    "iteration_seconds": iteration_seconds},
+    }
+
+
+def _params(search):
+    p = search.params
+    return p.as_dict() if hasattr(p, "as_dict") else dict(p)

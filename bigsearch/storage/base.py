@@ -1,0 +1,194 @@
+"""What every feature store offers the engine: its shape, its row chunks, and fast chunk reads.
+
+A chunk read returns a NumPy view of the chunk's rows. On the fast path that view is a
+memory map of the stored bytes (no copy: an uncompressed Zarr chunk is a plain file of
+little-endian values, and an uncompressed HDF5 dataset has plain file offsets). Leaving
+the ``with`` block unmaps the pages, so X never stays resident: the page cache keeps
+the data, the process does not. Stores that need decoding (compression, sharding,
+big-endian data) take the slow path: a decode into a reused per-thread buffer.
+"""
+
+import contextlib
+import mmap
+import os
+import threading
+
+import numpy as np
+
+from .format import check_format_version, check_labels
+
+PAGE = mmap.PAGESIZE
+
+
+class FeatureStore:
+    """Base class: subclasses set the fields below and implement the ``_`` hooks."""
+
+    kind = "?"
+
+    def __init__(self, path, n, r, dtype, chunk_rows, attrs):
+        self.path = path
+        self.n, self.r = n, r
+        self.dtype = np.dtype(dtype)
+        self.chunk_rows = int(chunk_rows)
+        self.attrs = dict(attrs)
+        self.format_version = check_format_version(self.attrs, str(path))
+        starts = np.arange(0, n, self.chunk_rows)
+        self.chunks = [(int(a), int(min(n, a + self.chunk_rows))) for a in starts]
+        self._local = threading.local()
+
+    # -- what subclasses provide --------------------------------------------------
+    fast_path = False          # True when chunks are memory-mapped without decoding
+    slow_reason = ""           # why not, in words, for `bigsearch info` and the docs
+
+    def _map_chunk(self, j):
+        """Return (array of the chunk's rows, release callable) on the fast path."""
+        raise NotImplementedError
+
+    def _decode_chunk(self, j, out):
+        """Slow path: decode chunk j's rows into ``out``."""
+        raise NotImplementedError
+
+    def _advise_willneed(self, j):
+        """Ask the OS to start reading chunk j into the page cache."""
+
+    def _read_optional(self, name):
+        raise NotImplementedError
+
+    def close(self):
+        pass
+
+    # -- the interface ------------------------------------------------------------
+    @property
+    def shape(self):
+        return (self.n, self.r)
+
+    @property
+    def n_chunks(self):
+        return len(self.chunks)
+
+    @property
+    def nbytes(self):
+        return self.n * self.r * self.dtype.itemsize
+
+    def chunk_of(self, index):
+        return int(index) // self.chunk_rows
+
+    @contextlib.contextmanager
+    def chunk(self, j):
+        """``with store.chunk(j) as x:`` gives chunk j's rows (m x r, read-only)."""
+        if self.fast_path:
+            x, release = self._map_chunk(j)
+            try:
+                yield x
+            finally:
+                del x
+                release()
+        else:
+            a, b = self.chunks[j]
+            buf = self._buffer()[: b - a]
+            self._decode_chunk(j, buf)
+            yield buf
+
+    def prefetch(self, j):
+        """Start reading chunk j in the background (a hint; never blocks for I/O)."""
+        if 0 <= j < self.n_chunks:
+            self._advise_willneed(j)
+
+    def read_rows(self, indices):
+        """Rows of X as a float64 array (k x r), in the order given."""
+        indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+        out = np.empty((len(indices), self.r), np.float64)
+        for j in np.unique(indices // self.chunk_rows):
+            a = self.chunks[j][0]
+            pick = np.flatnonzero(indices // self.chunk_rows == j)
+            with self.chunk(int(j)) as x:
+                out[pick] = x[indices[pick] - a]
+        return out
+
+    def labels(self):
+        """The stored labels (int8, -1 unknown) or None when the store has none."""
+        y = self._read_optional("y")
+        return None if y is None else check_labels(y, self.n, f"{self.path}")
+
+    def ids(self):
+        return self._read_optional("ids")
+
+    def describe(self):
+        """A JSON-able summary (what `bigsearch info` prints)."""
+        y = self.labels()
+        out = {
+            "path": str(self.path), "kind": self.kind, "n": self.n, "r": self.r,
+            "dtype": str(self.dtype), "chunk_rows": self.chunk_rows, "n_chunks": self.n_chunks,
+            "x_bytes": self.nbytes, "fast_path": self.fast_path,
+            "format_version": self.format_version, "attrs": self.attrs,
+        }
+        if not self.fast_path:
+            out["slow_reason"] = self.slow_reason
+        if y is not None:
+            counts = {str(k): int((y == k).sum()) for k in (1, 0, -1)}
+            known = counts["1"] + counts["0"]
+            out["labels"] = counts
+            out["prevalence"] = counts["1"] / known if known else None
+        return out
+
+    # -- helpers shared by subclasses -----------------------------------------------
+    def _buffer(self):
+        buf = getattr(self._local, "buf", None)
+        if buf is None:
+            buf = np.empty((self.chunk_rows, self.r), self.dtype)
+            self._local.buf = buf
+        return buf
+
+    def __reduce__(self):
+        # Stores travel to dask workers as their path; each worker maps its own pages.
+        from . import open_store
+        return (open_store, (self.path, self._reopen_options()))
+
+    def _reopen_options(self):
+        return {}
+
+    def __repr__(self):
+        return (f"<{type(self).__name__} {self.path} n={self.n} r={self.r} {self.dtype} "
+                f"chunk_rows={self.chunk_rows} fast_path={self.fast_path}>")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def map_file_array(path, offset, dtype, shape):
+    """Memory-map an array stored raw in a file at ``offset``; returns (array, release).
+
+    ``release`` unmaps the pages, so they stop counting toward this process's memory;
+    the data stays in the OS page cache for the next pass.
+    """
+    dtype = np.dtype(dtype)
+    length = int(np.prod(shape)) * dtype.itemsize
+    start = offset - offset % mmap.ALLOCATIONGRANULARITY
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        mm = mmap.mmap(fd, length + offset - start, prot=mmap.PROT_READ, offset=start)
+    finally:
+        os.close(fd)
+    x = np.frombuffer(mm, dtype, int(np.prod(shape)), offset - start).reshape(shape)
+
+    def release():
+        try:
+            mm.close()
+        except BufferError:  # a caller still holds a view: the GC unmaps it later
+            pass
+    return x, release
+
+
+def advise_willneed(path, offset, length):
+    """Start asynchronous read-ahead of a file range into the page cache."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
+    finally:
+        os.close(fd)

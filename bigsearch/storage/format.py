@@ -1,0 +1,79 @@
+"""The feature store format: names, attributes and the checks every store passes.
+
+A store is a Zarr v3 group (a directory) or an HDF5 file holding
+
+- ``X``: n x r, float32 or float64, chunked along rows only (whole rows per chunk);
+- ``y`` (optional): n labels, int8: 1 positive, 0 negative, -1 unknown;
+- ``ids`` (optional): n identifiers (integers or strings), e.g. original row numbers;
+
+and attributes on the group / file root: ``bigsearch_format`` (format version, an
+int; missing means 1), ``provenance`` and ``featurization`` (free-form JSON).
+See docs/store-format.md.
+"""
+
+import numpy as np
+
+from ..errors import StoreError
+
+FORMAT_VERSION = 1
+FORMAT_ATTR = "bigsearch_format"
+X_NAME, Y_NAME, IDS_NAME = "X", "y", "ids"
+FEATURE_DTYPES = (np.dtype("float32"), np.dtype("float64"))
+LABEL_VALUES = (-1, 0, 1)
+
+# Chunks of 8-32 MiB stream at full speed and keep per-chunk state in cache
+# (docs/performance.md); 16 MiB is the middle of that range.
+DEFAULT_CHUNK_BYTES = 16 * 2**20
+
+
+def default_chunk_rows(n_features, itemsize, target_bytes=DEFAULT_CHUNK_BYTES):
+    """Rows per chunk so that one chunk of X holds about ``target_bytes``."""
+    return max(1, int(target_bytes // (max(1, n_features) * itemsize)))
+
+
+def check_format_version(attrs, where):
+    version = attrs.get(FORMAT_ATTR, 1)
+    if not isinstance(version, int) or version < 1:
+        raise StoreError(f"{where}: attribute {FORMAT_ATTR}={version!r} is not a format version")
+    if version > FORMAT_VERSION:
+        raise StoreError(
+            f"{where} was written in store format {version}, newer than this bigsearch "
+            f"understands ({FORMAT_VERSION}); upgrade bigsearch"
+        )
+    return version
+
+
+def check_features(shape, dtype, chunk_rows, where):
+    """Validate X's shape, dtype and row chunking; returns (n, r)."""
+    if len(shape) != 2:
+        raise StoreError(
+            f"{where}: X must be a 2-D array (n points x r features), got {len(shape)}-D "
+            f"shape {tuple(shape)}; reshape it to (n, r)"
+        )
+    n, r = shape
+    if n < 1 or r < 1:
+        raise StoreError(f"{where}: X has shape {tuple(shape)}; it needs at least one row and one column")
+    if np.dtype(dtype).newbyteorder("=") not in FEATURE_DTYPES:
+        raise StoreError(
+            f"{where}: X has dtype {np.dtype(dtype)}; bigsearch reads float32 or float64, "
+            "convert X with astype('float32')"
+        )
+    if chunk_rows is not None and chunk_rows < 1:
+        raise StoreError(f"{where}: X has a chunk of {chunk_rows} rows")
+    return int(n), int(r)
+
+
+def check_labels(y, n, where):
+    """Validate a label vector; returns it as int8."""
+    y = np.asarray(y)
+    if y.shape != (n,):
+        raise StoreError(f"{where}: y has shape {y.shape}, expected ({n},) to match X")
+    if not np.issubdtype(y.dtype, np.integer):
+        raise StoreError(f"{where}: y has dtype {y.dtype}; labels are int8 (1, 0, or -1 for unknown)")
+    bad = ~np.isin(y, LABEL_VALUES)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise StoreError(
+            f"{where}: y[{i}] = {y[i]}; labels must be 1 (positive), 0 (negative) or -1 (unknown)"
+        )
+    return y.astype(np.int8, copy=False)

@@ -1,0 +1,136 @@
+"""HDF5 stores (one file holding X, optionally y and ids).
+
+Fast path: an uncompressed dataset (contiguous, or chunked along rows) has plain file
+offsets, so its rows are memory-mapped directly. Contiguous datasets are read in
+blocks of ``chunk_rows`` rows chosen by us. Filters, big-endian data or chunks that
+were never written take the slow path (h5py ``read_direct`` into a reused buffer).
+"""
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from ..errors import StoreError, StoreNotFoundError
+from .base import FeatureStore, advise_willneed, map_file_array
+from .format import IDS_NAME, X_NAME, Y_NAME, check_features, default_chunk_rows
+
+HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
+
+
+class HDF5Store(FeatureStore):
+    kind = "hdf5"
+
+    def __init__(self, path, chunk_rows=None):
+        path = Path(path)
+        if not path.exists():
+            raise StoreNotFoundError(f"no HDF5 file at {path}")
+        try:
+            fh = h5py.File(path, "r")
+        except OSError as e:
+            raise StoreError(f"{path} is not a readable HDF5 file: {e}") from e
+        if X_NAME not in fh or not isinstance(fh[X_NAME], h5py.Dataset):
+            fh.close()
+            raise StoreError(f"{path}: the HDF5 file has no dataset 'X' (the n x r feature matrix)")
+        x = fh[X_NAME]
+        try:
+            rows = self._row_block(x, path, chunk_rows)
+            check_features(x.shape, x.dtype, rows, str(path))
+        except StoreError:
+            fh.close()
+            raise
+        attrs = {k: _plain(v) for k, v in fh.attrs.items()}
+        super().__init__(path, x.shape[0], x.shape[1], x.dtype.newbyteorder("="), rows, attrs)
+        self._file, self._x = fh, x
+        self._requested_rows = chunk_rows
+        self._offsets = self._raw_offsets(x)
+        self.fast_path = self._offsets is not None
+
+    @staticmethod
+    def _row_block(x, path, chunk_rows):
+        if x.chunks is None:  # contiguous: any block of rows is contiguous in the file
+            if chunk_rows is not None:
+                return int(chunk_rows)
+            r = x.shape[1] if len(x.shape) == 2 else 1
+            return default_chunk_rows(r, x.dtype.itemsize)
+        if len(x.shape) == 2 and x.chunks[1] != x.shape[1]:
+            raise StoreError(
+                f"{path}: X is chunked along columns (chunks {x.chunks} for shape {x.shape}); "
+                f"bigsearch reads whole rows, so rewrite X with chunks=(rows, {x.shape[1]}), "
+                f"e.g. with `bigsearch ingest {path} OUT --format hdf5`"
+            )
+        return x.chunks[0]
+
+    def _raw_offsets(self, x):
+        """File offset of each of our chunks when they can be mapped raw, else None."""
+        reasons = []
+        if x.id.get_create_plist().get_nfilters():
+            reasons.append(f"filters ({x.compression or 'other'})")
+        if x.dtype.byteorder == ">":
+            reasons.append("not little-endian")
+        if x.is_virtual or x.external:
+            reasons.append("virtual or external storage")
+        if reasons:
+            self.slow_reason = "; ".join(reasons)
+            return None
+        row_bytes = self.r * self.dtype.itemsize
+        if x.chunks is None:
+            base = x.id.get_offset()
+            if base is None:
+                self.slow_reason = "X was never written"
+                return None
+            return [base + a * row_bytes for a, _ in self.chunks]
+        offsets = []
+        for a, _ in self.chunks:
+            info = x.id.get_chunk_info_by_coord((a, 0))
+            offsets.append(info.byte_offset)  # None: chunk never written (fill value)
+        return offsets
+
+    def _map_chunk(self, j):
+        a, b = self.chunks[j]
+        offset = self._offsets[j]
+        if offset is None:
+            out = np.empty((b - a, self.r), self.dtype)
+            self._decode_chunk(j, out)
+            return out, lambda: None
+        return map_file_array(self.path, offset, self.dtype, (b - a, self.r))
+
+    def _decode_chunk(self, j, out):
+        a, b = self.chunks[j]
+        self._x.read_direct(out, np.s_[a:b], np.s_[0:b - a])
+
+    def _advise_willneed(self, j):
+        if self._offsets is not None and self._offsets[j] is not None:
+            a, b = self.chunks[j]
+            advise_willneed(self.path, self._offsets[j], (b - a) * self.r * self.dtype.itemsize)
+
+    def _read_optional(self, name):
+        if name not in (Y_NAME, IDS_NAME) or name not in self._file:
+            return None
+        values = self._file[name][()]
+        if values.dtype.kind in "OS":  # h5py strings arrive as bytes
+            values = np.array([v.decode() if isinstance(v, bytes) else v for v in values], dtype=object)
+        return values
+
+    def _reopen_options(self):
+        return {"chunk_rows": self._requested_rows}
+
+    def close(self):
+        self._file.close()
+
+
+def _plain(value):
+    """HDF5 attributes back to JSON-able Python values (we store JSON as strings)."""
+    import json
+    if isinstance(value, bytes):
+        value = value.decode()
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value

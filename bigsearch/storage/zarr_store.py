@@ -1,0 +1,98 @@
+"""Zarr stores (v3, and v2 groups zarr-python can open).
+
+Fast path: an uncompressed chunk of a local Zarr array is a plain file of values in
+C order (the edge chunk is stored at full size), so it is memory-mapped directly.
+zarr-python's own read path is 6-35x slower for this (docs/performance.md); it
+remains the slow path for compressed, sharded or remote arrays.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import zarr
+from zarr.codecs import BytesCodec
+from zarr.storage import LocalStore
+
+from ..errors import StoreError, StoreNotFoundError
+from .base import FeatureStore, advise_willneed, map_file_array
+from .format import IDS_NAME, X_NAME, Y_NAME, check_features
+
+
+class ZarrStore(FeatureStore):
+    kind = "zarr"
+
+    def __init__(self, path):
+        path = Path(path)
+        try:
+            group = zarr.open_group(str(path), mode="r")
+        except FileNotFoundError as e:
+            raise StoreNotFoundError(f"no Zarr store at {path}") from e
+        except Exception as e:  # zarr raises several kinds for "this is not a group"
+            raise StoreError(f"{path} is not a readable Zarr group: {e}") from e
+        if X_NAME not in group:
+            raise StoreError(f"{path}: the Zarr group has no array 'X' (the n x r feature matrix)")
+        x = group[X_NAME]
+        if not isinstance(x, zarr.Array):
+            raise StoreError(f"{path}: 'X' is a group, not an array")
+        chunk_rows = self._row_block(x, path)
+        check_features(x.shape, x.dtype, chunk_rows, str(path))
+        super().__init__(path, x.shape[0], x.shape[1], x.dtype, chunk_rows, dict(group.attrs))
+        self._group, self._x = group, x
+        self._chunk_dir = self._raw_chunk_dir(x)
+        self.fast_path = self._chunk_dir is not None
+
+    @staticmethod
+    def _row_block(x, path):
+        """Rows per read: the shard when sharded, else the chunk; whole rows only."""
+        block = getattr(x, "shards", None) or x.chunks
+        if len(x.shape) == 2 and block[1] != x.shape[1]:
+            raise StoreError(
+                f"{path}: X is chunked along columns (chunks {tuple(block)} for shape "
+                f"{tuple(x.shape)}); bigsearch reads whole rows, so rewrite X with chunks "
+                f"(rows, {x.shape[1]}), e.g. with `bigsearch ingest {path} OUT --format zarr`"
+            )
+        return block[0]
+
+    def _raw_chunk_dir(self, x):
+        """The array's directory when its chunks are raw little-endian files, else None."""
+        reasons = []
+        if not isinstance(x.store, LocalStore):
+            reasons.append(f"store type {type(x.store).__name__} is not a local directory")
+        if x.compressors or x.filters:
+            reasons.append(f"codecs {[type(c).__name__ for c in (*x.filters, *x.compressors)]} need decoding")
+        if getattr(x, "shards", None):
+            reasons.append("sharded")
+        if x.metadata.zarr_format == 3:
+            if not isinstance(x.serializer, BytesCodec) or (
+                    x.dtype.itemsize > 1 and str(getattr(x.serializer.endian, "value", x.serializer.endian)) != "little"):
+                reasons.append("serializer is not little-endian bytes")
+        elif getattr(x.metadata, "order", "C") != "C" or x.dtype.byteorder == ">":
+            reasons.append("v2 chunks not in little-endian C order")
+        if reasons:
+            self.slow_reason = "; ".join(reasons)
+            return None
+        return Path(x.store.root) / x.path
+
+    def _chunk_file(self, j):
+        return self._chunk_dir / self._x.metadata.encode_chunk_key((j, 0))
+
+    def _map_chunk(self, j):
+        a, b = self.chunks[j]
+        path = self._chunk_file(j)
+        if not path.exists():  # zarr leaves chunks equal to the fill value unwritten
+            return np.full((b - a, self.r), self._x.fill_value, self.dtype), lambda: None
+        x, release = map_file_array(path, 0, self.dtype, (self.chunk_rows, self.r))
+        return x[: b - a], release
+
+    def _decode_chunk(self, j, out):
+        a, b = self.chunks[j]
+        out[...] = self._x[a:b]
+
+    def _advise_willneed(self, j):
+        if self._chunk_dir is not None:
+            advise_willneed(self._chunk_file(j), 0, 0)
+
+    def _read_optional(self, name):
+        if name not in (Y_NAME, IDS_NAME) or name not in self._group:
+            return None
+        return np.asarray(self._group[name][:])

@@ -1,0 +1,50 @@
+"""Shared fixtures: small stores of every kind, dtype and chunking, written to disk."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bigsearch
+from bigsearch.testing import clustered_points
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+KINDS = ["zarr", "hdf5"]
+DTYPES = ["float32", "float64"]
+
+
+def chunkings(n):
+    """Chunk sizes the engine must be exact for: one row, a size not dividing n, all rows."""
+    return [1, 7, n]
+
+
+@pytest.fixture(scope="session")
+def small_data():
+    """80 points, 6 features, ~20% positives: small enough for brute-force references."""
+    X, y = clustered_points(80, 6, prevalence=0.2, seed=11, spread=0.8)
+    return X, y
+
+
+def write_store(tmp_path, X, y=None, kind="zarr", dtype="float32", chunk_rows=7, name="s"):
+    path = tmp_path / (f"{name}.zarr" if kind == "zarr" else f"{name}.h5")
+    bigsearch.create_store(path, X, y, dtype=dtype, chunk_rows=chunk_rows, kind=kind)
+    return path
+
+
+@pytest.fixture
+def store_factory(tmp_path):
+    counter = iter(range(10**6))
+
+    def make(X, y=None, kind="zarr", dtype="float32", chunk_rows=7):
+        return write_store(tmp_path, X, y, kind, dtype, chunk_rows, name=f"s{next(counter)}")
+    return make
+
+
+def run_cli(*args, cwd=None, timeout=300):
+    """The real `bigsearch` command in a subprocess; returns CompletedProcess."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([sys.executable, "-m", "bigsearch", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=timeout, env=env)

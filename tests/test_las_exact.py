@@ -1,0 +1,138 @@
+"""LAS against the independent dense reference: f, the impact factor and the queries,
+for every store kind, dtype and chunking (1 row, 7 rows, all rows)."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import bigsearch
+from bigsearch.testing import brute_force_impact, dense_f, dense_las_run, dense_wnas
+
+from conftest import DTYPES, KINDS, chunkings
+
+RTOL = 1e-9
+GRID = list(itertools.product(KINDS, DTYPES, chunkings(80)))
+
+
+def rel_err(a, b):
+    return np.abs(np.asarray(a) - b).max() / np.abs(b).max()
+
+
+def stored_X(path):
+    """X exactly as the engine reads it (float32 stores round the values)."""
+    s = bigsearch.open_store(path)
+    return s.read_rows(np.arange(s.n))
+
+
+@pytest.mark.parametrize("kind,dtype,chunk_rows", GRID)
+def test_f_and_impact_match_brute_force(small_data, store_factory, kind, dtype, chunk_rows):
+    X, y = small_data
+    path = store_factory(X, y, kind, dtype, chunk_rows)
+    Xs = stored_X(path)
+    labels = np.full(len(y), -1)
+    search = bigsearch.LAS(path, pi=0.2, eta=0.5, alpha=0.01)
+    start = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])]
+    search.tell(start, [1, 0])
+    labels[start] = [1, 0]
+    for step in range(6):                         # checked at init and after updates
+        f, im = brute_force_impact(Xs, labels, pi=0.2, eta=0.5)
+        assert rel_err(search.f, f) < RTOL
+        assert rel_err(search.impact, im) < RTOL
+        i = search.ask()
+        search.tell(i, int(y[i]))
+        labels[i] = y[i]
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1e-2, 1.0])
+@pytest.mark.parametrize("kind,dtype,chunk_rows", GRID)
+def test_query_sequence_matches_dense(small_data, store_factory, kind, dtype, chunk_rows, alpha):
+    X, y = small_data
+    path = store_factory(X, y, kind, dtype, chunk_rows)
+    init = [int(np.flatnonzero(y)[3])]
+    expected = dense_las_run(stored_X(path), y, init, 40, pi=0.15, eta=0.6, w0=0.02, alpha=alpha)
+    search = bigsearch.LAS(path, pi=0.15, eta=0.6, w0=0.02, alpha=alpha)
+    search.tell(init[0], 1)
+    got = []
+    for _ in range(40):
+        i = search.ask()
+        got.append(i)
+        search.tell(i, int(y[i]))
+    assert got == expected
+
+
+@pytest.mark.parametrize("kind,dtype", list(itertools.product(KINDS, DTYPES)))
+def test_asg_equals_las(small_data, store_factory, kind, dtype):
+    X, y = small_data
+    path = store_factory(X, y, kind, dtype, 7)
+    las = bigsearch.LAS(path, alpha=0.5)
+    asg = bigsearch.ASG(path, alpha=0.5)
+    start = int(np.flatnonzero(y)[0])
+    for s in (las, asg):
+        s.tell(start, 1)
+    for _ in range(30):
+        i, j = las.ask(), asg.ask()
+        assert i == j
+        assert rel_err(asg.f, las.f) < RTOL and rel_err(asg.impact, las.impact) < RTOL
+        las.tell(i, int(y[i]))
+        asg.tell(i, int(y[i]))
+
+
+@pytest.mark.parametrize("kind,dtype,chunk_rows", GRID)
+def test_wnas_matches_definition(small_data, store_factory, kind, dtype, chunk_rows):
+    X, y = small_data
+    path = store_factory(X, y, kind, dtype, chunk_rows)
+    Xs = stored_X(path)
+    search = bigsearch.WNAS(path)
+    labels = np.full(len(y), -1)
+    first = int(np.flatnonzero(y)[0])
+    search.tell(first, 1)
+    labels[first] = 1
+    for _ in range(25):
+        f = dense_wnas(Xs, labels)
+        np.testing.assert_allclose(search.f, f, rtol=0, atol=1e-12)
+        expected = int(np.argmax(np.where(labels < 0, f, -np.inf)))
+        i = search.ask()
+        assert i == expected
+        search.tell(i, int(y[i]))
+        labels[i] = y[i]
+
+
+def test_labels_told_together_equal_labels_told_one_by_one(small_data, store_factory):
+    """Several tells before an ask are applied in one pass (sequential Sherman-Morrison)."""
+    X, y = small_data
+    path = store_factory(X, y, "zarr", "float64", 7)
+    batch = [3, 10, 40, 41, 77]
+    one, many = bigsearch.LAS(path, pi=0.2), bigsearch.LAS(path, pi=0.2)
+    one.tell(0, int(y[0]))
+    many.tell(0, int(y[0]))
+    one.ask()
+    many.ask()
+    for i in batch:
+        one.tell(i, int(y[i]))
+        one.ask()
+    many.tell(batch, [int(y[i]) for i in batch])
+    labels = np.full(len(y), -1)
+    labels[[0, *batch]] = y[[0, *batch]]
+    ref = dense_f(stored_X(path), labels, pi=0.2)
+    assert rel_err(many.f, ref) < RTOL and rel_err(one.f, ref) < RTOL
+    assert rel_err(many.J, one.J) < RTOL
+
+
+def test_initial_labels_given_before_first_ask_use_one_initialization(small_data, store_factory):
+    X, y = small_data
+    path = store_factory(X, y, "hdf5", "float64", 7)
+    s = bigsearch.LAS(path, pi=0.2)
+    s.tell([1, 2, 3], [int(y[1]), int(y[2]), int(y[3])])
+    labels = np.full(len(y), -1)
+    labels[[1, 2, 3]] = y[[1, 2, 3]]
+    assert rel_err(s.f, dense_f(stored_X(path), labels, pi=0.2)) < RTOL
+
+
+def test_no_labels_at_all(small_data, store_factory):
+    X, y = small_data
+    path = store_factory(X, y, "zarr", "float64", 7)
+    s = bigsearch.LAS(path, pi=0.2)
+    ref = dense_f(stored_X(path), np.full(len(y), -1), pi=0.2)
+    assert rel_err(s.f, ref) < RTOL
+    assert 0 <= s.ask() < len(y)

@@ -1,0 +1,109 @@
+"""The query is exactly the argmax of f + alpha * s * IM over unlabeled points (lowest
+index among ties), whatever the chunking: the candidate lists and bounds of
+engine/select.py must never miss the winner."""
+
+import numpy as np
+import pytest
+
+import bigsearch
+from bigsearch.engine.select import PassSummary, select
+from bigsearch.kernels.common import TOP_K
+from bigsearch.testing import clustered_points
+
+
+def expected_query(search):
+    f, im = np.array(search.f), np.array(search.impact)
+    unl = search.labels < 0
+    t = search.params.alpha * search.impact_scale
+    score = np.where(unl, f + t * im if t else f, -np.inf)
+    return int(np.argmax(score))            # first maximum: the lowest index
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1e-3, 0.3, 5.0, 100.0])
+@pytest.mark.parametrize("chunk_rows", [1, 7, 50, 400])
+def test_query_is_argmax_with_duplicate_points(store_factory, alpha, chunk_rows):
+    # 20 distinct points, each repeated 20 times: exact ties everywhere, so chunks
+    # must be rescanned and ties resolved to the lowest index.
+    X, y = clustered_points(20, 5, prevalence=0.3, seed=4)
+    X, y = np.repeat(X, 20, axis=0), np.repeat(y, 20)
+    order = np.random.default_rng(0).permutation(len(X))
+    X, y = X[order], y[order]
+    path = store_factory(X, y, "zarr", "float64", chunk_rows)
+    s = bigsearch.LAS(path, pi=0.3, alpha=alpha)
+    s.tell(int(np.flatnonzero(y)[0]), 1)
+    for _ in range(30):
+        expected = expected_query(s)
+        i = s.ask()
+        assert i == expected
+        s.tell(i, int(y[i]))
+
+
+@pytest.mark.parametrize("alpha", [1e-4, 1e-2, 1.0, 30.0])
+def test_query_is_argmax_when_the_weight_moves(store_factory, alpha):
+    X, y = clustered_points(3000, 8, prevalence=0.05, seed=9)
+    path = store_factory(X, y, "hdf5", "float32", 64)
+    s = bigsearch.LAS(path, alpha=alpha)
+    s.tell(int(np.flatnonzero(y)[0]), 1)
+    for _ in range(25):
+        expected = expected_query(s)
+        i = s.ask()
+        assert i == expected
+        s.tell(i, int(y[i]))
+
+
+def fabricated_chunk(rng, start, m, t_prev):
+    """Partials of a chunk built the way the kernel builds them, from random f and IM."""
+    f, im = rng.random(m), rng.normal(size=m)
+    lists = [f, im, f + t_prev * im]
+    idx = np.array([np.argsort(-v, kind="stable")[:TOP_K] for v in lists])
+    kth = np.array([np.sort(v)[::-1][TOP_K - 1] for v in lists])
+    sums = np.array([f.sum(), im.sum(), m])
+    return (sums, idx + start, f[idx], im[idx], kth), f, im
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_select_finds_the_argmax_for_any_weight(seed):
+    rng = np.random.default_rng(seed)
+    t_prev = rng.choice([0.0, 0.1, 1.0])
+    chunks = [fabricated_chunk(rng, 100 * j, 100, t_prev) for j in range(12)]
+    f = np.concatenate([c[1] for c in chunks])
+    im = np.concatenate([c[2] for c in chunks])
+    summary = PassSummary.from_partials([c[0] for c in chunks], t_prev)
+    for t in (0.0, t_prev / 3, t_prev, 2 * t_prev + 0.05, 10.0):
+        rescanned = []
+
+        def rescan(ids, t):
+            rescanned.extend(ids)
+            out = []
+            for j in ids:
+                sc = f[100 * j:100 * j + 100] + t * im[100 * j:100 * j + 100]
+                out.append((100 * j + int(np.argmax(sc)), float(sc.max())))
+            return out
+        assert select(summary, t, rescan) == int(np.argmax(f + t * im))
+        if t == t_prev:                  # the lists ranked by this very weight: tight bounds
+            assert len(rescanned) <= 2
+
+
+def adversarial_chunk(start, t_prev):
+    """Each list is filled by points that lose at t = 1 (for t_prev of 0.05, by the
+    points with f = 1; for 3, by those with IM = 1); the winner is in no list."""
+    f = np.r_[np.ones(10), np.zeros(10), 0.6, np.full(30, 0.1)]
+    im = np.r_[np.zeros(10), np.ones(10), 0.6, np.full(30, 0.1)]
+    lists = [f, im, f + t_prev * im]
+    idx = np.array([np.argsort(-v, kind="stable")[:TOP_K] for v in lists])
+    kth = np.array([np.sort(v)[::-1][TOP_K - 1] for v in lists])
+    return (np.array([f.sum(), im.sum(), len(f)]), idx + start, f[idx], im[idx], kth), f, im
+
+
+@pytest.mark.parametrize("t_prev", [0.0, 0.05, 3.0])
+def test_select_rescans_when_the_winner_is_in_no_list(t_prev):
+    chunks = [adversarial_chunk(100 * j, t_prev) for j in range(3)]
+    summary = PassSummary.from_partials([c[0] for c in chunks], t_prev)
+    rescanned = []
+
+    def rescan(ids, t):
+        rescanned.extend(ids)
+        return [(100 * j + int(np.argmax(chunks[j][1] + t * chunks[j][2])),
+                 float((chunks[j][1] + t * chunks[j][2]).max())) for j in ids]
+    assert select(summary, 1.0, rescan) == 20          # the balanced point of chunk 0
+    assert rescanned == [0, 1, 2]

@@ -1,0 +1,207 @@
+"""Feature stores: round trips, the fast (memory-mapped) and slow (decoded) read paths,
+atomic writes, and clear errors for stores bigsearch cannot use."""
+
+import h5py
+import numpy as np
+import pytest
+import zarr
+
+import bigsearch
+from bigsearch.errors import StoreError, StoreExistsError, StoreNotFoundError
+from bigsearch.storage import StoreWriter, open_store
+
+from conftest import DTYPES, KINDS
+
+
+def read_all(store):
+    parts = []
+    for j in range(store.n_chunks):
+        with store.chunk(j) as x:
+            parts.append(np.array(x))
+    return np.concatenate(parts)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("chunk_rows", [1, 7, 50, 1000])
+def test_round_trip(tmp_path, kind, dtype, chunk_rows):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 4)).astype(dtype)
+    y = rng.integers(-1, 2, 50).astype(np.int8)
+    ids = np.arange(1000, 1050)
+    path = tmp_path / ("s.zarr" if kind == "zarr" else "s.h5")
+    bigsearch.create_store(path, X, y, ids=ids, chunk_rows=chunk_rows)
+    with open_store(path) as s:
+        assert s.kind == kind and s.fast_path and s.shape == (50, 4) and s.dtype == dtype
+        assert s.chunk_rows == chunk_rows
+        np.testing.assert_array_equal(read_all(s), X)
+        np.testing.assert_array_equal(s.labels(), y)
+        np.testing.assert_array_equal(s.ids(), ids)
+        np.testing.assert_array_equal(s.read_rows([49, 0, 7]), X[[49, 0, 7]].astype(np.float64))
+        assert s.attrs["bigsearch_format"] == 1
+
+
+def test_string_ids_and_attributes(tmp_path):
+    X = np.ones((5, 2), np.float32)
+    for name in ("s.zarr", "s.h5"):
+        path = tmp_path / name
+        bigsearch.create_store(path, X, ids=np.array(["a", "b", "c", "d", "e"]),
+                               attrs={"provenance": {"source": "unit test", "rows": [1, 2]}})
+        s = open_store(path)
+        assert list(s.ids()) == ["a", "b", "c", "d", "e"]
+        assert s.attrs["provenance"] == {"source": "unit test", "rows": [1, 2]}
+        assert s.labels() is None
+
+
+def test_plain_zarr_written_without_bigsearch_is_a_store(tmp_path):
+    """The format is open: a group with X (and y) made with zarr alone works."""
+    X = np.random.default_rng(1).random((30, 3)).astype(np.float32)
+    g = zarr.open_group(tmp_path / "plain.zarr", mode="w")
+    g.create_array("X", shape=X.shape, chunks=(8, 3), dtype="float32", compressors=None)[:] = X
+    s = open_store(tmp_path / "plain.zarr")
+    assert s.fast_path and s.format_version == 1
+    np.testing.assert_array_equal(read_all(s), X)
+
+
+def test_compressed_zarr_takes_the_decoding_path(tmp_path):
+    X = np.random.default_rng(2).random((40, 3))
+    g = zarr.open_group(tmp_path / "z.zarr", mode="w")
+    g.create_array("X", shape=X.shape, chunks=(9, 3), dtype="float64")[:] = X  # zstd by default
+    s = open_store(tmp_path / "z.zarr")
+    assert not s.fast_path and "need decoding" in s.slow_reason
+    np.testing.assert_array_equal(read_all(s), X)
+
+
+def test_sharded_zarr_reads_whole_shards(tmp_path):
+    X = np.random.default_rng(3).random((40, 3)).astype(np.float32)
+    g = zarr.open_group(tmp_path / "sh.zarr", mode="w")
+    g.create_array("X", shape=X.shape, chunks=(5, 3), shards=(20, 3), dtype="float32",
+                   compressors=None)[:] = X
+    s = open_store(tmp_path / "sh.zarr")
+    assert s.chunk_rows == 20 and not s.fast_path
+    np.testing.assert_array_equal(read_all(s), X)
+
+
+def test_unwritten_zarr_chunk_reads_as_fill_value(tmp_path):
+    g = zarr.open_group(tmp_path / "fill.zarr", mode="w")
+    a = g.create_array("X", shape=(10, 2), chunks=(5, 2), dtype="float32", compressors=None, fill_value=0)
+    a[5:] = 1.0
+    s = open_store(tmp_path / "fill.zarr")
+    np.testing.assert_array_equal(read_all(s), np.r_[np.zeros((5, 2)), np.ones((5, 2))])
+
+
+@pytest.mark.parametrize("chunks", [None, (6, 3)])
+def test_hdf5_contiguous_chunked_and_filtered(tmp_path, chunks):
+    X = np.random.default_rng(4).random((25, 3))
+    for compression in (None, "gzip"):
+        path = tmp_path / f"h{compression}{chunks}.h5"
+        with h5py.File(path, "w") as fh:
+            fh.create_dataset("X", data=X, chunks=chunks if compression is None else (6, 3),
+                              compression=compression)
+        s = open_store(path, {"chunk_rows": 4})
+        assert s.fast_path == (compression is None)
+        np.testing.assert_array_equal(read_all(s), X)
+
+
+def test_big_endian_hdf5_is_decoded(tmp_path):
+    X = np.random.default_rng(5).random((12, 2))
+    with h5py.File(tmp_path / "be.h5", "w") as fh:
+        fh.create_dataset("X", data=X.astype(">f8"))
+    s = open_store(tmp_path / "be.h5")
+    assert not s.fast_path
+    np.testing.assert_array_equal(read_all(s), X)
+
+
+# -- errors -----------------------------------------------------------------------
+
+def test_missing_store(tmp_path):
+    with pytest.raises(StoreNotFoundError, match="no feature store"):
+        open_store(tmp_path / "nothing.zarr")
+    with pytest.raises(FileNotFoundError):
+        open_store(tmp_path / "nothing.h5")
+
+
+def test_hdf5_without_X(tmp_path):
+    with h5py.File(tmp_path / "noX.h5", "w") as fh:
+        fh.create_dataset("features", data=np.ones((3, 2)))
+    with pytest.raises(StoreError, match="no dataset 'X'"):
+        open_store(tmp_path / "noX.h5")
+
+
+def test_zarr_without_X(tmp_path):
+    zarr.open_group(tmp_path / "noX.zarr", mode="w").create_array("Y", shape=(3,), dtype="f4")
+    with pytest.raises(StoreError, match="no array 'X'"):
+        open_store(tmp_path / "noX.zarr")
+
+
+@pytest.mark.parametrize("shape", [(10,), (2, 3, 4)])
+def test_X_of_the_wrong_rank(tmp_path, shape):
+    with h5py.File(tmp_path / "rank.h5", "w") as fh:
+        fh.create_dataset("X", data=np.ones(shape))
+    with pytest.raises(StoreError, match=f"2-D array.*got {len(shape)}-D"):
+        open_store(tmp_path / "rank.h5")
+
+
+def test_integer_X_is_refused_with_a_fix(tmp_path):
+    with h5py.File(tmp_path / "int.h5", "w") as fh:
+        fh.create_dataset("X", data=np.ones((3, 2), np.int32))
+    with pytest.raises(StoreError, match="float32 or float64"):
+        open_store(tmp_path / "int.h5")
+
+
+def test_column_chunked_X_is_refused_with_a_fix(tmp_path):
+    g = zarr.open_group(tmp_path / "cols.zarr", mode="w")
+    g.create_array("X", shape=(10, 4), chunks=(10, 2), dtype="f4")
+    with pytest.raises(StoreError, match="chunked along columns.*whole rows"):
+        open_store(tmp_path / "cols.zarr")
+
+
+def test_newer_format_version_is_refused(tmp_path):
+    path = bigsearch.create_store(tmp_path / "new.zarr", np.ones((3, 2)), attrs={"bigsearch_format": 99})
+    with pytest.raises(StoreError, match="newer than this bigsearch"):
+        open_store(path)
+
+
+def test_bad_labels_are_refused(tmp_path):
+    g = zarr.open_group(tmp_path / "y.zarr", mode="w")
+    g.create_array("X", shape=(3, 2), dtype="f4", compressors=None)[:] = 1
+    g.create_array("y", shape=(3,), dtype="i1")[:] = [0, 1, 2]
+    with pytest.raises(StoreError, match=r"y\[2\] = 2"):
+        open_store(tmp_path / "y.zarr").labels()
+
+
+def test_not_a_store(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(StoreError, match="neither a Zarr directory nor an HDF5 file"):
+        open_store(tmp_path / "notes.txt")
+
+
+# -- atomic writes -----------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["a.zarr", "a.h5"])
+def test_failed_write_leaves_nothing(tmp_path, name):
+    with pytest.raises(RuntimeError):
+        with StoreWriter(tmp_path / name, 3, chunk_rows=4) as w:
+            w.append(np.ones((10, 3)))
+            raise RuntimeError("interrupted")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["a.zarr", "a.h5"])
+def test_existing_store_is_not_overwritten_unless_asked(tmp_path, name):
+    path = bigsearch.create_store(tmp_path / name, np.ones((4, 2)))
+    with pytest.raises(StoreExistsError, match="already exists"):
+        bigsearch.create_store(path, np.zeros((4, 2)))
+    np.testing.assert_array_equal(read_all(open_store(path)), np.ones((4, 2)))
+    bigsearch.create_store(path, np.full((5, 2), 2.0), overwrite=True)
+    np.testing.assert_array_equal(read_all(open_store(path)), np.full((5, 2), 2.0))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_store_survives_pickling(tmp_path):
+    """Stores travel to dask workers by path."""
+    import pickle
+    X = np.random.default_rng(7).random((9, 2))
+    s = open_store(bigsearch.create_store(tmp_path / "p.h5", X, chunk_rows=4))
+    s2 = pickle.loads(pickle.dumps(s))
+    np.testing.assert_array_equal(read_all(s2), X)
