@@ -22,7 +22,14 @@ class LocalBackend:
         self.n_threads = max(1, int(n_threads or os.cpu_count() or 1))
         self.states = [ChunkState(j, a, b) for j, (a, b) in enumerate(store.chunks)]
         self._arrays = {}
+        self.rebuild = None          # the engine's recipe for a chunk's state (unused here)
         self._pool = ThreadPoolExecutor(self.n_threads, thread_name_prefix="bigsearch")
+
+    def set_rebuild(self, recipe):
+        """Register ``recipe() -> (step, args)`` that rebuilds a chunk's per-point state
+        from the engine's global state. Chunks are never lost here, so it is not called;
+        the distributed backend uses it when a worker dies."""
+        self.rebuild = recipe
 
     def alloc(self, name, dtype, fill):
         """Create per-point array ``name`` (length n) in every chunk's state."""
@@ -30,6 +37,10 @@ class LocalBackend:
         self._arrays[name] = full
         for st in self.states:
             setattr(st, name, full[st.start:st.stop])
+
+    def assign(self, name, values):
+        """Set per-point array ``name`` from a whole array of length n."""
+        self._arrays[name][:] = values
 
     def gather(self, name):
         """The whole per-point array ``name`` (a read-only view; no copy)."""

@@ -9,7 +9,7 @@ queries); it refuses stores too large for this machine's memory.
 
 import numpy as np
 
-from ..errors import ResourceError
+from ..errors import DataError, ResourceError
 from .base import ActiveSearch
 from .params import LASParams, default_pi
 from .select import select_dense
@@ -62,7 +62,6 @@ class ASG(ActiveSearch):
             X = self._load()
             self._pending = []
             if not np.all(self.d > 0):
-                from ..errors import DataError
                 raise DataError(f"{int((self.d <= 0).sum())} points have a degree <= 0; "
                                 "unit-normalize the rows and append a constant 1 feature")
             W = np.eye(self.n) - (self._b() / self.d)[:, None] * (X @ X.T)

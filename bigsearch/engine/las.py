@@ -22,7 +22,7 @@ from ..kernels.las import degrees
 from .base import ActiveSearch
 from .params import LASParams, default_pi
 from .select import PassSummary, select
-from .steps import best_in_chunk, colsum_step, gram_step, las_init_step, las_update_step
+from .steps import best_in_chunk, colsum_step, gram_step, las_rescore_step, las_update_step
 
 
 class LAS(ActiveSearch):
@@ -56,6 +56,7 @@ class LAS(ActiveSearch):
         self.params = LASParams(pi=default_pi(self.store, pi), w0=1.0 / self.n if w0 is None else w0,
                                 eta=eta, alpha=alpha)
         self.backend = make_backend(self.store, backend, n_threads)
+        self.backend.set_rebuild(self.rebuild_recipe)
         self.check_every, self.drift_tol = check_every, drift_tol
         self.refreshes = []          # drift measured at each automatic or requested refresh
         self._ready = False
@@ -103,12 +104,15 @@ class LAS(ActiveSearch):
     def _rescan(self, chunk_ids, t):
         return self.backend.map_state(best_in_chunk, chunk_ids, t)
 
+    def _alloc(self):
+        for name, dtype, fill in (("label", np.int8, -1), ("deg", np.float64, 0.0), ("J", np.float64, 0.0),
+                                  ("f", np.float64, 0.0), ("im", np.float64, 0.0)):
+            self.backend.alloc(name, dtype, fill)
+
     def _initialize(self):
         """Three chunked passes: column sums; degrees and X^T diag(rho) X; J and scores."""
         p, b = self.params, self.backend
-        for name, dtype, fill in (("label", np.int8, -1), ("deg", np.float64, 0.0), ("J", np.float64, 0.0),
-                                  ("f", np.float64, 0.0), ("im", np.float64, 0.0)):
-            b.alloc(name, dtype, fill)
+        self._alloc()
         parts = b.map(colsum_step)
         bad_rows = [row for _, row in parts if row >= 0]
         if bad_rows:
@@ -132,11 +136,23 @@ class LAS(ActiveSearch):
         self.Kinv = self._invert(self.K)
         self.xq = np.sum([q[3] for q in parts], axis=0)
         self.xz = np.sum([q[4] for q in parts], axis=0)
-        V = np.stack([self.Kinv @ self.xq, self.Kinv @ self.xz])
-        self._summary = PassSummary.from_partials(
-            b.map(las_init_step, self.Kinv, V, p.eta, p.w0, p.pi, self._t_prev), self._t_prev)
+        self._rescore(J_from_Kinv=True)
         self._ready = True
         self._labels_since_check = 0
+
+    def _rescore(self, J_from_Kinv):
+        """One pass: every chunk's state from the global state (see las_rescore_step)."""
+        step, args = self.rebuild_recipe(J_from_Kinv)
+        self._summary = PassSummary.from_partials(self.backend.map(step, *args), self._t_prev)
+
+    def rebuild_recipe(self, J_from_Kinv=True):
+        """(step, args) that rebuild a chunk's per-point state from the current global
+        state: ``step(x, state, *args)``. Backends use it to restore a lost chunk."""
+        p = self.params
+        labeled = np.flatnonzero(self._label >= 0)
+        V = np.stack([self.Kinv @ self.xq, self.Kinv @ self.xz])
+        return las_rescore_step, (self.s, labeled, self._label[labeled], self.Kinv if J_from_Kinv else None,
+                                  V, p.eta, p.w0, p.pi, self._t_prev)
 
     def _invert(self, K):
         try:
@@ -201,8 +217,50 @@ class LAS(ActiveSearch):
         self.refreshes.append(drift)
         return drift
 
+    # -- saving and restoring --------------------------------------------------------
+    GLOBALS = ("s", "K", "Kinv", "xq", "xz")
+
+    def export_state(self):
+        """Everything needed to continue exactly: parameters, labels in order, the
+        global state and J. (f, the impact factor and the degrees follow from these in
+        one pass.) Returns {"meta": JSON-able dict, "arrays": {name: ndarray}}."""
+        self._sync()
+        idx = np.array([i for i, _ in self.history], np.int64)
+        lab = np.array([y for _, y in self.history], np.int8)
+        arrays = {name: getattr(self, name).copy() for name in self.GLOBALS}
+        arrays.update(history_index=idx, history_label=lab, J=np.array(self.J))
+        meta = {"method": self.method, "params": self.params.as_dict(), "n": self.n, "r": self.store.r,
+                "t_prev": self._t_prev, "labels_since_check": self._labels_since_check,
+                "check_every": self.check_every, "drift_tol": self.drift_tol}
+        return {"meta": meta, "arrays": arrays}
+
+    @classmethod
+    def from_state(cls, store, state, *, backend="local", n_threads=None, store_options=None):
+        """A LAS continuing from ``export_state()`` output, with the same next query."""
+        meta, arrays = state["meta"], state["arrays"]
+        self = cls(store, backend=backend, n_threads=n_threads, store_options=store_options,
+                   check_every=meta["check_every"], drift_tol=meta["drift_tol"], **meta["params"])
+        _check_shape(self, meta)
+        self.history = [(int(i), int(y)) for i, y in zip(arrays["history_index"], arrays["history_label"])]
+        self._label[arrays["history_index"]] = arrays["history_label"]
+        for name in self.GLOBALS:
+            setattr(self, name, np.array(arrays[name], dtype=np.float64))
+        self._t_prev, self._labels_since_check = meta["t_prev"], meta["labels_since_check"]
+        self._alloc()
+        self.backend.assign("J", arrays["J"])
+        self._rescore(J_from_Kinv=False)
+        self._ready = True
+        return self
+
     def close(self):
         self.backend.close()
+
+
+def _check_shape(search, meta):
+    from ..errors import StoreError
+    if (meta["n"], meta["r"]) != (search.n, search.store.r):
+        raise StoreError(f"the saved state is for a store of {meta['n']} x {meta['r']}, "
+                         f"but {search.store.path} is {search.n} x {search.store.r}")
 
 
 def _rel(a, b):

@@ -49,10 +49,18 @@ def gram_step(x, state, s, label_idx, label_val, eta, w0, pi):
     return 0, -1, G, xq, xz
 
 
-def las_init_step(x, state, Kinv, V, eta, w0, pi, t_prev):
-    """J_i = x_i^T K^-1 x_i for the chunk, then f and the impact factor (partials)."""
-    for a, xb in _blocks(x):
-        state.J[a:a + len(xb)] = np.einsum("ij,ij->i", xb @ Kinv, xb)
+def las_rescore_step(x, state, s, label_idx, label_val, Kinv, V, eta, w0, pi, t_prev):
+    """Rebuild a chunk's state from the global state: labels, degrees, J (from K^-1,
+    or kept as it is when Kinv is None), then f and the impact factor (partials).
+
+    The third pass of initialization, and how a chunk is restored from a checkpoint
+    or rebuilt after its worker was lost.
+    """
+    state.apply_labels(label_idx, label_val)
+    degrees(x, s, state.deg)
+    if Kinv is not None:
+        for a, xb in _blocks(x):
+            state.J[a:a + len(xb)] = np.einsum("ij,ij->i", xb @ Kinv, xb)
     return update_scores(x, V, np.zeros(0), state.start, state.label, state.deg,
                          state.J, state.f, state.im, eta, w0, pi, t_prev)
 
@@ -64,10 +72,13 @@ def las_update_step(x, state, V, c, label_idx, label_val, eta, w0, pi, t_prev):
                          state.J, state.f, state.im, eta, w0, pi, t_prev)
 
 
-def wnas_update_step(x, state, Z, signs, label_idx, label_val):
+def wnas_update_step(x, state, Z, signs, label_idx, label_val, reset=False):
     """Record new labels, add their similarities to every point's numerator and
-    denominator, and return the partials of f."""
+    denominator (after zeroing them if ``reset``), and return the partials of f."""
     state.apply_labels(label_idx, label_val)
+    if reset:
+        state.num[:] = 0.0
+        state.den[:] = 0.0
     return add_similarities(x, Z, signs, state.start, state.label, state.num, state.den, state.f)
 
 

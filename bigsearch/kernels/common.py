@@ -17,13 +17,25 @@ TOP_K = 8               # candidates a chunk reports per criterion (see engine/s
 N_LISTS = 3             # criteria: f, IM, and f + t_prev IM (the last query's weight)
 
 
+@numba.njit(nogil=True, cache=True)
+def pad3(V):
+    """V with zero rows appended so that its row count is a multiple of 3."""
+    k, r = V.shape
+    out = np.zeros((max(3, (k + 2) // 3 * 3), r))
+    out[:k] = V
+    return out
+
+
 @numba.njit(nogil=True, cache=True, fastmath=FAST)
 def row_dots(x, i0, i1, V, P):
     """P[t, c] = x[i0 + t] . V[c] for rows i0 <= i < i1, in float64.
 
-    Two rows and three columns at a time: each load of x and of V feeds several
-    accumulators, which keeps the loop near the memory-bandwidth limit instead of the
-    load-port limit (about 1.3x faster than one dot product at a time).
+    V must have a multiple of 3 rows (see ``pad3``). Two rows and three columns at a
+    time: each load of x and of V feeds six accumulators, which keeps the loop near the
+    memory-bandwidth limit rather than the load-port limit (about 1.3x faster than one
+    dot product at a time). Every column goes through this same loop, so a value does
+    not depend on how many columns were computed with it: restored or rebuilt state is
+    bit-identical to state that was updated incrementally.
     """
     k, r = V.shape
     i = i0
@@ -31,8 +43,7 @@ def row_dots(x, i0, i1, V, P):
         two = i + 1 < i1
         i2 = i + 1 if two else i
         t = i - i0
-        c = 0
-        while c + 3 <= k:
+        for c in range(0, k, 3):
             a0 = 0.0
             b0 = 0.0
             c0 = 0.0
@@ -58,18 +69,6 @@ def row_dots(x, i0, i1, V, P):
                 P[t + 1, c] = a1
                 P[t + 1, c + 1] = b1
                 P[t + 1, c + 2] = c1
-            c += 3
-        while c < k:
-            a0 = 0.0
-            a1 = 0.0
-            for j in range(r):
-                v = V[c, j]
-                a0 += np.float64(x[i, j]) * v
-                a1 += np.float64(x[i2, j]) * v
-            P[t, c] = a0
-            if two:
-                P[t + 1, c] = a1
-            c += 1
         i += 2
 
 
@@ -154,6 +153,7 @@ def stream_dots(x, V):
     This is the floor a LAS iteration is measured against (benchmarks/): the same
     reads and the same dot products, none of the per-point work.
     """
+    V = pad3(V)
     P = np.empty((ROW_BLOCK, V.shape[0]))
     total = 0.0
     for i0 in range(0, x.shape[0], ROW_BLOCK):

@@ -22,14 +22,14 @@ the top candidates by f and by IM (engine/select.py picks the winner from them).
 import numba
 import numpy as np
 
-from .common import FAST, N_LISTS, ROW_BLOCK, TOP_K, candidate_partials, new_top, push_top, row_dots
+from .common import FAST, N_LISTS, ROW_BLOCK, TOP_K, candidate_partials, new_top, pad3, push_top, row_dots
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FAST)
 def degrees(x, s, deg):
     """deg_i = x_i . s; returns the count of degrees <= 0 (or not finite) and the first one."""
-    V = s.reshape(1, -1)
-    P = np.empty((ROW_BLOCK, 1))
+    V = pad3(s.reshape(1, -1))
+    P = np.empty((ROW_BLOCK, 3))
     bad, first = 0, -1
     for i0 in range(0, x.shape[0], ROW_BLOCK):
         i1 = min(i0 + ROW_BLOCK, x.shape[0])
@@ -75,10 +75,11 @@ def update_scores(x, V, c, offset, label, deg, J, f, im, eta, w0, pi, t_prev):
     """
     m = x.shape[0]
     nv = V.shape[0]
+    V = pad3(V)
     lam = (1.0 - eta) / eta
     b_lab, b_unl, q_unl = 1.0 - eta, 1.0 / (1.0 + w0), pi * w0 / (1.0 + w0)
     A1, A2 = 1.0 / lam - pi * w0, 1.0 / lam - w0
-    P = np.empty((ROW_BLOCK, nv))
+    P = np.empty((ROW_BLOCK, V.shape[0]))
     vals, idx = new_top(N_LISTS, TOP_K)
     sum_f, sum_im, n_u = 0.0, 0.0, 0
     for i0 in range(0, m, ROW_BLOCK):

@@ -8,7 +8,7 @@ new label costs one dot product per point. 0/0 gives 0 (no evidence either way).
 import numba
 import numpy as np
 
-from .common import FAST, ROW_BLOCK, TOP_K, candidate_partials, new_top, push_top, row_dots
+from .common import FAST, ROW_BLOCK, TOP_K, candidate_partials, new_top, pad3, push_top, row_dots
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FAST)
@@ -19,13 +19,14 @@ def add_similarities(x, Z, signs, offset, label, num, den, f):
     both methods share the selection code.
     """
     m, k = x.shape[0], Z.shape[0]
-    P = np.empty((ROW_BLOCK, max(k, 1)))
+    Zp = pad3(Z)
+    P = np.empty((ROW_BLOCK, Zp.shape[0]))
     vals, idx = new_top(1, TOP_K)
     sum_f, n_u = 0.0, 0
     for i0 in range(0, m, ROW_BLOCK):
         i1 = min(i0 + ROW_BLOCK, m)
         if k:
-            row_dots(x, i0, i1, Z, P)
+            row_dots(x, i0, i1, Zp, P)
         for t in range(i1 - i0):
             i = i0 + t
             a, b = num[i], den[i]

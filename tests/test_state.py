@@ -1,0 +1,77 @@
+"""Saving and restoring engine state, and the numerical health checks."""
+
+import numpy as np
+import pytest
+
+import bigsearch
+from bigsearch.testing import clustered_points, dense_f
+
+
+@pytest.fixture
+def store(store_factory):
+    X, y = clustered_points(400, 10, prevalence=0.05, seed=21)
+    return store_factory(X, y, "zarr", "float32", 37), y
+
+
+def drive(search, y, steps):
+    out = []
+    for _ in range(steps):
+        i = search.ask()
+        out.append(i)
+        search.tell(i, int(y[i]))
+    return out
+
+
+@pytest.mark.parametrize("method", ["las", "wnas"])
+def test_restored_search_continues_exactly(store, method):
+    path, y = store
+    cls = {"las": bigsearch.LAS, "wnas": bigsearch.WNAS}[method]
+    kw = {"alpha": 0.05} if method == "las" else {}
+    ref, first = cls(path, **kw), cls(path, **kw)
+    for s in (ref, first):
+        s.tell(int(np.flatnonzero(y)[0]), 1)
+    drive(ref, y, 10)
+    drive(first, y, 10)
+    state = first.export_state()
+    first.close()
+    restored = cls.from_state(path, state)
+    np.testing.assert_array_equal(restored.f, ref.f)
+    if method == "las":
+        np.testing.assert_array_equal(restored.J, ref.J)
+        np.testing.assert_array_equal(restored.impact, ref.impact)
+    assert drive(restored, y, 15) == drive(ref, y, 15)
+
+
+def test_state_for_another_store_is_refused(store, store_factory):
+    path, y = store
+    s = bigsearch.LAS(path)
+    s.tell(0, int(y[0]))
+    state = s.export_state()
+    X, y2 = clustered_points(300, 10, seed=2)
+    with pytest.raises(bigsearch.errors.StoreError, match="saved state is for a store of 400 x 10"):
+        bigsearch.LAS.from_state(store_factory(X, y2), state)
+
+
+def test_refresh_reports_small_drift_and_keeps_exactness(store):
+    path, y = store
+    s = bigsearch.LAS(path, check_every=None)
+    s.tell(int(np.flatnonzero(y)[0]), 1)
+    drive(s, y, 60)
+    assert s.inverse_residual() < 1e-10
+    drift = s.refresh()
+    assert drift["labels"] == 61
+    assert max(drift["Kinv"], drift["J"], drift["f"]) < 1e-10
+    Xs = bigsearch.open_store(path).read_rows(np.arange(400))
+    ref = dense_f(Xs, np.array(s.labels, dtype=int), pi=s.params.pi)
+    assert np.abs(s.f - ref).max() / np.abs(ref).max() < 1e-9
+
+
+def test_drift_check_triggers_a_refresh(store):
+    path, y = store
+    s = bigsearch.LAS(path, check_every=5, drift_tol=1e-8)
+    s.tell(int(np.flatnonzero(y)[0]), 1)
+    drive(s, y, 3)
+    s.Kinv += 1e-6                      # an inverse that has drifted
+    with pytest.warns(RuntimeWarning, match="K\\^-1 drifted"):
+        drive(s, y, 3)
+    assert len(s.refreshes) == 1 and s.inverse_residual() < 1e-10
