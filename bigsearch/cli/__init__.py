@@ -36,7 +36,11 @@ def main():
 
 
 def register():
-    from . import info, run  # noqa: F401  (each module adds its commands to `main`)
+    """Import every module of this package: each adds its commands to ``main``."""
+    import importlib
+    import pkgutil
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
 
 
 register()
