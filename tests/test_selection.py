@@ -72,14 +72,15 @@ def test_select_finds_the_argmax_for_any_weight(seed):
     for t in (0.0, t_prev / 3, t_prev, 2 * t_prev + 0.05, 10.0):
         rescanned = []
 
-        def rescan(ids, t):
+        def rescan(ids, t, k):
             rescanned.extend(ids)
             out = []
             for j in ids:
                 sc = f[100 * j:100 * j + 100] + t * im[100 * j:100 * j + 100]
-                out.append((100 * j + int(np.argmax(sc)), float(sc.max())))
+                order = np.argsort(-sc, kind="stable")[:k]
+                out.append((100 * j + order, sc[order]))
             return out
-        assert select(summary, t, rescan) == int(np.argmax(f + t * im))
+        assert select(summary, t, rescan)[0][0] == int(np.argmax(f + t * im))
         if t == t_prev:                  # the lists ranked by this very weight: tight bounds
             assert len(rescanned) <= 2
 
@@ -101,9 +102,33 @@ def test_select_rescans_when_the_winner_is_in_no_list(t_prev):
     summary = PassSummary.from_partials([c[0] for c in chunks], t_prev)
     rescanned = []
 
-    def rescan(ids, t):
+    def rescan(ids, t, k):
         rescanned.extend(ids)
-        return [(100 * j + int(np.argmax(chunks[j][1] + t * chunks[j][2])),
-                 float((chunks[j][1] + t * chunks[j][2]).max())) for j in ids]
-    assert select(summary, 1.0, rescan) == 20          # the balanced point of chunk 0
+        out = []
+        for j in ids:
+            sc = chunks[j][1] + t * chunks[j][2]
+            order = np.argsort(-sc, kind="stable")[:k]
+            out.append((100 * j + order, sc[order]))
+        return out
+    assert select(summary, 1.0, rescan)[0][0] == 20          # the balanced point of chunk 0
     assert rescanned == [0, 1, 2]
+
+
+@pytest.mark.parametrize("k", [1, 5, 8, 9, 30, 1000])
+@pytest.mark.parametrize("alpha", [0.0, 0.5])
+def test_top_k_is_the_sorted_scores(store_factory, k, alpha):
+    X, y = clustered_points(20, 5, prevalence=0.3, seed=4)
+    X, y = np.repeat(X, 15, axis=0), np.repeat(y, 15)          # ties: lowest index first
+    path = store_factory(X, y, "hdf5", "float64", 13)
+    for s in (bigsearch.LAS(path, pi=0.3, alpha=alpha), bigsearch.WNAS(path)):
+        s.tell([0, 1], [int(y[0]), int(y[1])])
+        idx, sc = s.top(k)
+        f = np.array(s.f)
+        im = np.array(s.impact) if isinstance(s, bigsearch.LAS) else np.zeros_like(f)
+        t = alpha * s.impact_scale if isinstance(s, bigsearch.LAS) else 0.0
+        score = f + t * im if t else f
+        unl = np.flatnonzero(s.labels < 0)
+        order = unl[np.lexsort((unl, -score[unl]))][:k]
+        np.testing.assert_array_equal(idx, order)
+        np.testing.assert_array_equal(sc, score[order])
+        assert s.ask() == idx[0]

@@ -101,5 +101,5 @@ class ASG(ActiveSearch):
         self._sync()
         return self._im
 
-    def _choose(self):
-        return select_dense(self._f, self._im, self._label < 0, self.params.alpha)
+    def _top(self, k):
+        return select_dense(self._f, self._im, self._label < 0, self.params.alpha, k)

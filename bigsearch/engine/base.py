@@ -9,7 +9,7 @@ import numbers
 
 import numpy as np
 
-from ..errors import LabelError
+from ..errors import LabelError, ParameterError
 from ..storage import open_store
 
 
@@ -41,12 +41,21 @@ class ActiveSearch:
             raise LabelError("every point is labeled; there is nothing left to ask")
         return self._choose()
 
+    def top(self, k=10):
+        """The k unlabeled points with the highest selection scores, best first (the
+        first is what ``ask()`` returns): (indices, scores) as NumPy arrays."""
+        self._sync()
+        return self._top(int(k))
+
+    def _choose(self):
+        return int(self._top(1)[0][0])
+
+    def _top(self, k):
+        raise ParameterError(f"{self.method} search has no scores to rank points by; use ask()")
+
     # -- what subclasses provide -------------------------------------------------
     def _sync(self):
         """Bring the scores up to date with every label told so far."""
-        raise NotImplementedError
-
-    def _choose(self):
         raise NotImplementedError
 
     # -- shared helpers ----------------------------------------------------------

@@ -97,12 +97,12 @@ class LAS(ActiveSearch):
         elif self._pending:
             self._update(*self._take_pending())
 
-    def _choose(self):
+    def _top(self, k):
         t = self._t_prev = self._summary.selection_weight(self.params.alpha)
-        return select(self._summary, t, self._rescan)
+        return select(self._summary, t, self._rescan, k)
 
-    def _rescan(self, chunk_ids, t):
-        return self.backend.map_state(best_in_chunk, chunk_ids, t)
+    def _rescan(self, chunk_ids, t, k):
+        return self.backend.map_state(best_in_chunk, chunk_ids, t, k)
 
     def _alloc(self):
         for name, dtype, fill in (("label", np.int8, -1), ("deg", np.float64, 0.0), ("J", np.float64, 0.0),

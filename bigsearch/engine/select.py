@@ -68,30 +68,37 @@ def scores(f, im, t):
     return f if t == 0 else f + t * im
 
 
-def select(summary, t, rescan):
-    """The unlabeled index with the highest score (lowest index among ties), or -1.
+def select(summary, t, rescan, k=1):
+    """The k unlabeled points with the highest scores, best first, ties broken by the
+    lowest index: (indices int64 array, scores float64 array), shorter if fewer exist.
 
-    ``rescan(chunk_ids, t)`` returns [(index, score)] for chunks whose reported
-    candidates cannot settle the choice.
+    ``rescan(chunk_ids, t, k)`` returns, for each chunk, its own top k as
+    (indices, scores); it is called for the chunks whose candidates cannot settle the
+    choice.
     """
     parts = summary.partials
     idx = np.concatenate([p[1].ravel() for p in parts])
     keep = idx >= 0
-    if not keep.any():
-        return -1
     f = np.concatenate([p[2].ravel() for p in parts])[keep]
     im = np.concatenate([p[3].ravel() for p in parts])[keep]
-    idx = idx[keep]
-    sc = scores(f, im, t)
-    best_score = sc.max()
-    best = int(idx[sc == best_score].min())
+    idx, first = np.unique(idx[keep], return_index=True)   # a point may be in several lists
+    top_idx, top_sc = _best(idx, scores(f[first], im[first], t), k)
+    kth = top_sc[-1] if len(top_sc) == k else -np.inf
     bounds = _bounds(np.array([p[4] for p in parts]), t, summary.t_prev)
     counts = np.array([p[0][2] for p in parts])
-    unsettled = np.flatnonzero((counts > TOP_K) & (bounds >= best_score))
-    for j_best, s in rescan(unsettled.tolist(), t):
-        if s > best_score or (s == best_score and 0 <= j_best < best):
-            best, best_score = j_best, s
-    return best
+    unsettled = np.flatnonzero((counts > TOP_K) & (bounds >= kth))
+    if unsettled.size:
+        found = rescan(unsettled.tolist(), t, k)
+        all_idx = np.concatenate([top_idx, *[i for i, _ in found]])
+        all_sc = np.concatenate([top_sc, *[sc for _, sc in found]])
+        all_idx, first = np.unique(all_idx, return_index=True)
+        top_idx, top_sc = _best(all_idx, all_sc[first], k)
+    return top_idx, top_sc
+
+
+def _best(idx, sc, k):
+    order = np.lexsort((idx, -sc))[:k]
+    return idx[order].astype(np.int64), sc[order]
 
 
 def _bounds(kth, t, t_prev):
@@ -108,10 +115,10 @@ def _bounds(kth, t, t_prev):
     return bound + 1e-12 * (np.abs(kf) + np.abs(kp) + np.abs(t * ki)) + 1e-300
 
 
-def select_dense(f, im, unlabeled, alpha):
+def select_dense(f, im, unlabeled, alpha, k=1):
     """The same choice as :func:`select`, from whole arrays held in memory."""
-    if not unlabeled.any():
-        return -1
+    idx = np.flatnonzero(unlabeled)
+    if idx.size == 0:
+        return idx, np.zeros(0)
     summary = PassSummary(float(f[unlabeled].sum()), float(im[unlabeled].sum()), int(unlabeled.sum()), [])
-    sc = np.where(unlabeled, scores(f, im, summary.selection_weight(alpha)), -np.inf)
-    return int(np.argmax(sc))
+    return _best(idx, scores(f[idx], im[idx], summary.selection_weight(alpha)), k)

@@ -11,7 +11,7 @@ on float64 blocks of rows; everything per iteration is a numba kernel.
 
 import numpy as np
 
-from ..kernels.common import best_unlabeled, column_sums
+from ..kernels.common import column_sums, top_unlabeled
 from ..kernels.las import degrees, point_weights, update_scores
 from ..kernels.wnas import add_similarities
 
@@ -82,11 +82,12 @@ def wnas_update_step(x, state, Z, signs, label_idx, label_val, reset=False):
     return add_similarities(x, Z, signs, state.start, state.label, state.num, state.den, state.f)
 
 
-def best_in_chunk(state, t):
-    """The highest score f + t * im over the chunk's unlabeled points: (index, score).
+def best_in_chunk(state, t, k):
+    """The k highest scores f + t * im over the chunk's unlabeled points, best first:
+    (global indices, scores).
 
     Called only for the rare chunks whose reported candidates cannot settle the
     choice (engine/select.py). Ties go to the lowest index.
     """
-    i, score = best_unlabeled(state.label, state.f, state.im if t else state.f, t)
-    return (state.start + i if i >= 0 else -1), score
+    i, score = top_unlabeled(state.label, state.f, state.im if t else state.f, t, k)
+    return state.start + i, score

@@ -60,8 +60,8 @@ class WNAS(ActiveSearch):
         lab = np.array([y for _, y in self.history], np.int8)
         return wnas_update_step, self._similarity_args(idx, lab, reset=True)
 
-    def _choose(self):
-        return select(self._summary, 0.0, lambda ids, t: self.backend.map_state(best_in_chunk, ids, t))
+    def _top(self, k):
+        return select(self._summary, 0.0, lambda ids, t, k: self.backend.map_state(best_in_chunk, ids, t, k), k)
 
     # -- saving and restoring --------------------------------------------------------
     def export_state(self):

@@ -114,17 +114,25 @@ def candidate_partials(vals, idx, offset, f, im):
 
 
 @numba.njit(nogil=True, cache=True)
-def best_unlabeled(label, f, im, t):
-    """argmax of f + t * im over unlabeled points (lowest index among ties), and the
-    score; (-1, -inf) when none. Plain arithmetic (no fused multiply-add), so scores
-    round exactly as NumPy's f + t * im does in engine/select.py."""
-    best, best_i = -np.inf, -1
-    for i in range(label.shape[0]):
-        if label[i] < 0:
-            s = f[i] + t * im[i] if t != 0.0 else f[i]
-            if s > best:
-                best, best_i = s, i
-    return best_i, best
+def top_unlabeled(label, f, im, t, k):
+    """The k best f + t * im over unlabeled points, best first (lowest index among
+    ties): (local indices, scores). Plain arithmetic (no fused multiply-add), so
+    scores round exactly as NumPy's f + t * im does in engine/select.py."""
+    unl = np.flatnonzero(label < 0)
+    sc = np.empty(unl.shape[0])
+    for a in range(unl.shape[0]):
+        i = unl[a]
+        sc[a] = f[i] + t * im[i] if t != 0.0 else f[i]
+    if k == 1:                                   # the common case: one linear scan
+        if unl.shape[0] == 0:
+            return unl, sc
+        best = 0
+        for a in range(1, sc.shape[0]):
+            if sc[a] > sc[best]:
+                best = a
+        return unl[best:best + 1], sc[best:best + 1]
+    order = np.argsort(-sc, kind="mergesort")[:k]   # stable: equal scores keep index order
+    return unl[order], sc[order]
 
 
 @numba.njit(nogil=True, cache=True)
