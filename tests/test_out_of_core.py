@@ -20,7 +20,9 @@ warm = bigsearch.LAS(bigsearch.create_store(sys.argv[2], np.abs(np.random.rand(6
                                             chunk_rows=8), pi=0.1, alpha=0.1)
 warm.tell(0, 1); warm.ask(); warm.tell(1, 0); warm.ask()
 w = bigsearch.WNAS(sys.argv[2]); w.tell(0, 1); w.ask()
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+# The increase is measured from the current RSS (not the earlier peak), so it is an
+# upper bound of what the run itself needs.
+base = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
 s = bigsearch.LAS(store, alpha=1e-3)
 s.tell(int(np.flatnonzero(y)[0]), 1)
 for _ in range(5):

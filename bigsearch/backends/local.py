@@ -17,9 +17,10 @@ from .state import ChunkState
 class LocalBackend:
     name = "local"
 
-    def __init__(self, store, n_threads=None):
+    def __init__(self, store, n_threads=None, readahead=True):
         self.store = store
         self.n_threads = max(1, int(n_threads or os.cpu_count() or 1))
+        self.readahead = readahead
         self.states = [ChunkState(j, a, b) for j, (a, b) in enumerate(store.chunks)]
         self._arrays = {}
         self.rebuild = None          # the engine's recipe for a chunk's state (unused here)
@@ -57,7 +58,8 @@ class LocalBackend:
         return [fn(self.states[j], *args) for j in chunk_ids]
 
     def _run(self, step, st, args):
-        self.store.prefetch(st.chunk_id + self.n_threads)
+        if self.readahead:
+            self.store.prefetch(st.chunk_id + self.n_threads)
         with self.store.chunk(st.chunk_id) as x:
             return step(x, st, *args)
 

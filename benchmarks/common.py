@@ -1,0 +1,95 @@
+"""Helpers shared by the benchmark scripts: stores, timing, memory, reporting.
+
+Benchmarks report ratios measured in one run (the machines are shared and noisy):
+the per-iteration time of a method divided by a bare streaming pass over the same
+store, with the two measured alternately so a slow spell hits both.
+"""
+
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent
+RESULTS = ROOT / "results"
+DATA = Path(os.environ.get("BIGSEARCH_BENCH_DATA", "/tmp/bigsearch-bench"))
+sys.path.insert(0, str(ROOT.parent))
+
+from bigsearch.kernels.common import stream_dots  # noqa: E402
+from bigsearch.synthetic import make_clustered_store  # noqa: E402
+
+
+def bench_store(n, r, kind="zarr", dtype="float32", prevalence=0.005, seed=0, chunk_rows=None):
+    """A synthetic store under DATA, made once and reused by later runs."""
+    suffix = "zarr" if kind == "zarr" else "h5"
+    path = DATA / f"clustered-{n}x{r}-{dtype}-{chunk_rows or 'default'}.{suffix}"
+    if not path.exists():
+        DATA.mkdir(parents=True, exist_ok=True)
+        t = time.perf_counter()
+        make_clustered_store(path, n, r, prevalence=prevalence, seed=seed, dtype=dtype,
+                             chunk_rows=chunk_rows, kind=kind, spread=0.7)
+        print(f"wrote {path} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    return path
+
+
+def bare_pass_step(x, state, V):
+    """One bare streaming pass: read the chunk, X @ V (V of 3 x r) in float64."""
+    return stream_dots(x, V)
+
+
+def median(values):
+    return statistics.median(values) if values else float("nan")
+
+
+def peak_rss_bytes():
+    """The highest resident set size of this process so far."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def current_rss_bytes():
+    """The resident set size now (peak_rss_bytes() - current_rss_bytes() before a run
+    bounds from above what the run adds)."""
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * resource.getpagesize()
+
+
+def timed(fn, *args):
+    t = time.perf_counter()
+    out = fn(*args)
+    return time.perf_counter() - t, out
+
+
+def save(name, record):
+    RESULTS.mkdir(exist_ok=True)
+    record = {"benchmark": name, "when": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": machine(), **record}
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(record, indent=2, default=float))
+    print(f"saved {path}", file=sys.stderr)
+
+
+def machine():
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    return {"cpus": os.cpu_count(), "cpu": cpu, "mem_gib": round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30, 1)}
+
+
+def table(rows, columns):
+    """Print rows (dicts) as a fixed-width table."""
+    widths = [max(len(c), *(len(_fmt(r.get(c))) for r in rows)) for c in columns]
+    print("  ".join(c.rjust(w) for c, w in zip(columns, widths)))
+    for r in rows:
+        print("  ".join(_fmt(r.get(c)).rjust(w) for c, w in zip(columns, widths)))
+
+
+def _fmt(v):
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 1e4 else f"{v:,.0f}"
+    return str(v)
+
+
+def rng_vectors(r, k=3, seed=0):
+    return np.random.default_rng(seed).normal(size=(k, r))
