@@ -8,7 +8,8 @@ __version__ = "0.1.0"
 
 from .engine import ASG, LAS, WNAS, RandomSearch  # noqa: E402
 from .errors import BigsearchError  # noqa: E402
+from .session import Session  # noqa: E402
 from .storage import create_store, open_store  # noqa: E402
 
-__all__ = ["LAS", "WNAS", "ASG", "RandomSearch", "open_store", "create_store", "BigsearchError",
+__all__ = ["LAS", "WNAS", "ASG", "RandomSearch", "Session", "open_store", "create_store", "BigsearchError",
            "__version__"]

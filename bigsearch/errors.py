@@ -42,3 +42,42 @@ class NumericalError(BigsearchError, ArithmeticError):
 
 class ResourceError(BigsearchError, MemoryError):
     """The requested computation does not fit this machine."""
+
+
+class SessionError(BigsearchError):
+    """A session directory cannot be used as asked."""
+
+
+class SessionNotFoundError(SessionError, FileNotFoundError):
+    """The directory does not hold a session."""
+
+
+class SessionExistsError(SessionError, FileExistsError):
+    """A session (or other files) already exists where a new one was to be created."""
+
+
+class SessionLockedError(SessionError):
+    """Another live process has the session open for writing."""
+
+
+class SessionCorruptError(SessionError):
+    """A session's files are damaged beyond what it can recover from by itself."""
+
+
+class SessionFormatError(SessionError):
+    """A session was written by a newer bigsearch."""
+
+
+class SessionWarning(UserWarning):
+    """Something was recovered on opening a session (a damaged checkpoint skipped, a
+    torn journal line dropped, a stale lock taken over)."""
+
+
+class InputError(BigsearchError, ValueError):
+    """An input of `bigsearch ingest` cannot be read: unknown format, malformed or unreadable
+    content, or a value that cannot become a feature. The message names the file and line or row."""
+
+
+class ClusterError(BigsearchError, RuntimeError):
+    """A dask cluster cannot run the search: no scheduler at the address, no workers,
+    or workers that cannot open the feature store."""

@@ -51,7 +51,7 @@ class LAS(ActiveSearch):
     method = "las"
 
     def __init__(self, store, *, pi=None, eta=0.5, w0=None, alpha=0.0, backend="local",
-                 n_threads=None, check_every=100, drift_tol=1e-8, store_options=None):
+                 n_threads=None, check_every=100, drift_tol=1e-10, store_options=None):
         super().__init__(store, store_options)
         self.params = LASParams(pi=default_pi(self.store, pi), w0=1.0 / self.n if w0 is None else w0,
                                 eta=eta, alpha=alpha)

@@ -1,0 +1,236 @@
+"""`bigsearch session ...`: interactive Active Search with a person as the oracle.
+
+Thin commands over :class:`bigsearch.Session`. Every error, usage errors included, is
+one line on stderr with exit status 2; warnings about recovered damage are printed as
+"Warning: ..." lines.
+"""
+
+import csv
+import json
+import sys
+import warnings
+
+import click
+from click.core import ParameterSource
+
+from ..errors import LabelError, ParameterError, SessionWarning
+from ..session import Session
+from . import Group, fail, main
+from .options import las_options
+
+
+class SessionGroup(Group):
+    """Usage errors as one line too, and warnings as "Warning: ..." lines."""
+
+    def invoke(self, ctx):
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", SessionWarning)
+            warnings.showwarning = _show_warning
+            try:
+                return super().invoke(ctx)
+            except click.UsageError as e:
+                fail(e.format_message())
+
+
+def _show_warning(message, category, *args, **kwargs):
+    click.echo(f"Warning: {message}", err=True)
+
+
+store_option = click.option("--store", type=click.Path(path_type=str), default=None,
+                            help="The session's store, if it has moved since the session began.")
+
+
+@main.group(cls=SessionGroup)
+def session():
+    """Interactive sessions: you label what the engine proposes; nothing is ever lost.
+
+    \b
+    bigsearch session new STORE DIR [--method las|wnas] [--pi ...]
+    bigsearch session next DIR [-k K]
+    bigsearch session label DIR INDEX 0|1 [INDEX 0|1 ...]   (or --from labels.csv)
+    bigsearch session undo DIR [N]
+    bigsearch session status DIR [--json]
+    bigsearch session export DIR --csv FILE
+    """
+
+
+@session.command()
+@click.argument("store", type=click.Path(path_type=str))
+@click.argument("directory", type=click.Path(path_type=str))
+@click.option("--method", type=click.Choice(["las", "wnas"]), default="las", show_default=True)
+@las_options
+@click.option("--checkpoint-every", type=click.IntRange(1), default=50, show_default=True,
+              help="Write a checkpoint every this many labels (and on every clean exit).")
+@click.pass_context
+def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every):
+    """Start a session on STORE, kept in the new directory DIRECTORY."""
+    params = {"pi": pi, "eta": eta, "w0": w0, "alpha": alpha}
+    if method == "wnas":
+        given = [f"--{k}" for k in params if ctx.get_parameter_source(k) == ParameterSource.COMMANDLINE]
+        if given:
+            raise ParameterError(f"{', '.join(given)} applies to las only; wnas takes no parameters")
+        params = {}
+    with Session.create(store, directory, method=method, checkpoint_every=checkpoint_every, **params) as s:
+        st = s.status()
+    click.echo(f"created session {directory}: {_describe_method(st)} on {st['store']} ({st['n']:,} x {st['r']})")
+    click.echo(f"next: bigsearch session next {directory}")
+
+
+@session.command("next")
+@click.argument("directory", type=click.Path(path_type=str))
+@click.option("-k", "k", type=click.IntRange(1), default=1, show_default=True, help="How many candidates.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (a list of {rank, index, id, score}).")
+@store_option
+def next_(directory, k, as_json, store):
+    """Show the next K points to label, best first (changes nothing)."""
+    with Session.open(directory, readonly=True, store=store) as s:
+        rows = s.candidates(k)
+    if as_json:
+        click.echo(json.dumps(rows))
+    elif not rows:
+        click.echo("every point is labeled")
+    else:
+        click.echo(f"{'rank':>4}  {'index':>10}  {'id':<20}  score")
+        for r in rows:
+            ident = "-" if r["id"] is None else str(r["id"])
+            click.echo(f"{r['rank']:>4}  {r['index']:>10}  {ident:<20}  {r['score']:.6g}")
+
+
+@session.command(context_settings={"ignore_unknown_options": True})
+@click.argument("directory", type=click.Path(path_type=str))
+@click.argument("pairs", nargs=-1)
+@click.option("--from", "from_csv", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="A CSV with columns index and label (a header row names them; extra columns are ignored).")
+@store_option
+def label(directory, pairs, from_csv, store):
+    """Record labels: INDEX 0|1 pairs (1 = positive), applied together in one pass."""
+    if pairs and from_csv:
+        raise LabelError("give INDEX LABEL pairs or --from FILE, not both")
+    indices, labels = read_label_csv(from_csv) if from_csv else parse_pairs(pairs)
+    with Session.open(directory, store=store) as s:
+        s.tell(indices, labels)
+        n, pos = s.n_labels, sum(y for _, y in s.history)
+    click.echo(f"recorded {_count(len(indices), 'label')} ({sum(labels)} positive); "
+               f"the session has {_count(n, 'label')}, {pos} positive")
+
+
+@session.command()
+@click.argument("directory", type=click.Path(path_type=str))
+@click.argument("count", default="1", required=False)
+@store_option
+def undo(directory, count, store):
+    """Withdraw the last COUNT labels (default 1), exactly."""
+    try:
+        count = int(count)
+    except ValueError:
+        raise ParameterError(f"COUNT must be a positive integer, got {count!r}") from None
+    with Session.open(directory, store=store) as s:
+        undone = s.undo(count)
+        n = s.n_labels
+    shown = ", ".join(f"{i} ({y})" for i, y in undone)
+    click.echo(f"undid {_count(len(undone), 'label')}: {shown}; the session has {_count(n, 'label')}")
+
+
+@session.command()
+@click.argument("directory", type=click.Path(path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (hits: positives among the first t labels).")
+def status(directory, as_json):
+    """Labels, positives found and hits by step."""
+    with Session.open(directory, readonly=True) as s:
+        st = s.status()
+    if as_json:
+        click.echo(json.dumps(st))
+        return
+    ck = st["checkpoint"]
+    click.echo(f"session     {st['directory']}: {_describe_method(st)}")
+    click.echo(f"store       {st['store']} ({st['n']:,} x {st['r']})")
+    click.echo(f"labels      {st['labels']}: {st['positives']} positive, {st['negatives']} negative"
+               + (f" ({st['undone']} undone)" if st["undone"] else ""))
+    click.echo("checkpoint  " + ("none yet" if ck is None else
+                                 f"after label {ck['labels']} (journal record {ck['journal_record']}, {ck['created']})"))
+    if st["hits"]:
+        steps = _steps(len(st["hits"]))
+        click.echo("hits by step (positives among the first t labels):")
+        click.echo("  t     " + " ".join(f"{t:>5}" for t in steps))
+        click.echo("  hits  " + " ".join(f"{st['hits'][t - 1]:>5}" for t in steps))
+
+
+@session.command()
+@click.argument("directory", type=click.Path(path_type=str))
+@click.option("--csv", "out", type=click.Path(dir_okay=False, path_type=str), required=True,
+              help="Output CSV (index, id, label, time), or - for stdout.")
+@store_option
+def export(directory, out, store):
+    """Write every label in force, in the order given, as CSV."""
+    with Session.open(directory, readonly=True, store=store) as s:
+        n = s.export_csv(sys.stdout if out == "-" else out)
+    if out != "-":
+        click.echo(f"wrote {n} labels to {out}", err=True)
+
+
+@session.command()
+@click.argument("directory", type=click.Path(path_type=str))
+@store_option
+def rebuild(directory, store):
+    """Recompute the state from the journal alone, replacing every checkpoint."""
+    with Session.rebuild(directory, store=store) as s:
+        n = s.n_labels
+    click.echo(f"rebuilt {directory} from its journal ({n} labels)")
+
+
+# -- parsing labels --------------------------------------------------------------------
+def parse_pairs(tokens):
+    if not tokens:
+        raise LabelError("no labels given: pass INDEX LABEL pairs (e.g. 17 1 42 0) or --from FILE")
+    if len(tokens) % 2:
+        raise LabelError(f"labels come in INDEX LABEL pairs, but {len(tokens)} values were given")
+    pairs = [_parse_pair(tokens[k], tokens[k + 1]) for k in range(0, len(tokens), 2)]
+    return [i for i, _ in pairs], [y for _, y in pairs]
+
+
+def _parse_pair(index, label, where=""):
+    try:
+        i = int(index)
+    except ValueError:
+        raise LabelError(f"{where}index {index!r} is not an integer") from None
+    if label.strip() not in ("0", "1"):
+        raise LabelError(f"{where}label {label!r} for point {i} is not 0 (negative) or 1 (positive)")
+    return i, int(label)
+
+
+def read_label_csv(path):
+    with open(path, newline="") as fh:
+        rows = [row for row in csv.reader(fh) if any(cell.strip() for cell in row)]
+    if rows and rows[0] and not rows[0][0].strip().lstrip("-").isdigit():
+        header = [c.strip().lower() for c in rows[0]]
+        if "index" not in header or "label" not in header:
+            raise LabelError(f"{path}: the header has no 'index' and 'label' columns ({', '.join(header)})")
+        cols, start = (header.index("index"), header.index("label")), 2
+        rows = rows[1:]
+    else:
+        cols, start = (0, 1), 1
+    pairs = []
+    for line, row in enumerate(rows, start):
+        if len(row) <= max(cols):
+            raise LabelError(f"{path} line {line}: expected index and label, got {','.join(row)!r}")
+        pairs.append(_parse_pair(row[cols[0]].strip(), row[cols[1]], f"{path} line {line}: "))
+    if not pairs:
+        raise LabelError(f"{path} has no labels")
+    return [i for i, _ in pairs], [y for _, y in pairs]
+
+
+# -- output helpers ----------------------------------------------------------------------
+def _describe_method(st):
+    params = ", ".join(f"{k}={v:.4g}" for k, v in sorted(st["params"].items()))
+    return f"{st['method']}" + (f" ({params})" if params else "")
+
+
+def _count(n, noun):
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+def _steps(n, columns=10):
+    """About ``columns`` round steps from 1 to n, n included."""
+    step = next(s for m in (1, 10, 100, 1000, 10**4, 10**5, 10**6, 10**9) for s in (m, 2 * m, 5 * m)
+                if n / s <= columns)
+    return sorted({*range(step, n + 1, step), n})

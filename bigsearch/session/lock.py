@@ -1,0 +1,62 @@
+"""The writer's lock: one process at a time may change a session.
+
+The lock is an ``flock`` on DIR/lock, which the kernel releases when its holder exits
+in any way, SIGKILL included, so a dead writer never blocks the next one. The file
+also names its holder ("pid host"), for the "in use by process N" message; a name
+left in a file whose lock is free is a stale lock, from a writer that died: it is
+taken over and reported.
+"""
+
+import fcntl
+import os
+import socket
+
+from ..errors import SessionLockedError
+
+WIDTH = 80   # the holder's name is written in place at a fixed width: no empty file between
+
+
+class SessionLock:
+    def __init__(self, path, session_dir):
+        self.path = path
+        self.session_dir = session_dir
+        self.fd = None
+        self.stale_holder = None     # "pid host" of a dead writer whose lock was taken over
+
+    def acquire(self):
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise SessionLockedError(f"session {self.session_dir} is in use by {_describe(holder)}; "
+                                     "close it there first (readers: session next/status/export work meanwhile)") from None
+        self.stale_holder = _read_holder(fd) or None
+        me = f"{os.getpid()} {socket.gethostname()}"
+        os.pwrite(fd, me.ljust(WIDTH)[:WIDTH].encode() + b"\n", 0)
+        self.fd = fd
+        return self
+
+    def release(self):
+        if self.fd is None:
+            return
+        try:
+            os.ftruncate(self.fd, 0)     # a clean exit leaves no name: a name means a crash
+        finally:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+def _read_holder(fd):
+    return os.pread(fd, WIDTH + 1, 0).decode(errors="replace").strip()
+
+
+def _describe(holder):
+    if not holder:
+        return "another process"
+    pid, _, host = holder.partition(" ")
+    where = "" if host == socket.gethostname() else f" on host {host}"
+    this = " (this process)" if pid == str(os.getpid()) and not where else ""
+    return f"process {pid}{where}{this}"

@@ -1,0 +1,495 @@
+"""Sessions: Active Search with a person as the oracle, over days, losing nothing.
+
+A session directory holds
+
+    session.json    what the session is: method, parameters, store path and fingerprint
+    journal.jsonl   every label and undo in order, fsync'd before it is acknowledged
+    checkpoints/    engine states after prefixes of the journal (the newest few)
+    lock            the writer's lock
+
+The state in force is defined by the journal alone: the engine initialized with no
+labels, then each label group still in force applied in order, one pass each (see
+journal.History). A checkpoint holds that state after some prefix of the groups, so
+opening loads the newest checkpoint that is a prefix of the history and replays the
+groups after it. Replaying in the same groups the labels were first applied in makes
+the result bit-identical to a session that never closed; undo is exact for the same
+reason (the state is rebuilt without the undone labels).
+"""
+
+import csv
+import numbers
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+from ..engine import LAS, WNAS
+from ..errors import (LabelError, ParameterError, SessionCorruptError, SessionError,
+                      SessionExistsError, SessionFormatError, SessionNotFoundError, SessionWarning)
+from ..storage import open_store
+from .checkpoint import (FORMAT_VERSION, list_checkpoints, read_arrays, read_manifest, remove_leftovers,
+                         write_checkpoint)
+from .files import fsync_dir, read_sealed_json, remove_tree, sealed_json, temp_name, write_durable
+from .fingerprint import check_fingerprint, store_fingerprint
+from .journal import History, JournalWriter, now, read_journal, truncate_journal
+from .lock import SessionLock
+
+INFO, JOURNAL, CHECKPOINTS, LOCK = "session.json", "journal.jsonl", "checkpoints", "lock"
+METHODS = {"las": LAS, "wnas": WNAS}
+
+
+class Session:
+    """An Active Search session kept in a directory. Use :meth:`create` or :meth:`open`.
+
+    Writers (the default) hold the session's lock until :meth:`close`; readers
+    (``readonly=True``) take no lock and change nothing. ``backend`` and
+    ``n_threads`` go to the engine.
+    """
+
+    def __init__(self, directory, *, writable, store=None, backend="local", n_threads=None):
+        self.directory = Path(directory)
+        self.writable = writable
+        self._store_override, self._backend, self._n_threads = store, backend, n_threads
+        self._lock = self._journal = self._engine = self._store = None
+        self._saved_seq = None        # journal seq of the checkpoint matching the engine's origin
+        self._since_checkpoint = 0
+        self.info = read_info(self.directory)
+        try:
+            if writable:
+                self._lock = SessionLock(self.directory / LOCK, self.directory).acquire()
+                if self._lock.stale_holder:
+                    warnings.warn(f"took over the lock of process {self._lock.stale_holder.split()[0]}, "
+                                  "which ended without closing the session", SessionWarning, stacklevel=3)
+                remove_leftovers(self.directory / CHECKPOINTS)
+            self._read_state()
+            if writable:
+                self._journal = JournalWriter(self.directory / JOURNAL, self._history.last_seq + 1)
+        except BaseException:
+            self._release()
+            raise
+
+    # -- creating and opening --------------------------------------------------------
+    @classmethod
+    def create(cls, store, directory, *, method="las", checkpoint_every=50, keep_checkpoints=3,
+               backend="local", n_threads=None, **params):
+        """Start a session on ``store`` in the new (or empty) ``directory``.
+
+        ``params``: pi, eta, w0, alpha for LAS (see :class:`bigsearch.LAS`); none for WNAS.
+        A checkpoint is written every ``checkpoint_every`` labels and on close; the
+        newest ``keep_checkpoints`` are kept (undo beyond them replays from the start).
+        """
+        directory = Path(directory)
+        _check_new(method, checkpoint_every, keep_checkpoints, params, directory)
+        store = open_store(getattr(store, "path", store))     # our own handle, closed with the session
+        try:
+            engine = new_engine(METHODS[method], store, params, {}, backend, n_threads)
+        except BaseException:
+            store.close()
+            raise
+        try:
+            info = {"format": FORMAT_VERSION, "created": now(), "bigsearch_version": __version__,
+                    "method": method, "params": _params_of(engine), "engine": _engine_options(engine),
+                    "store": {"path": str(Path(store.path).resolve()), "fingerprint": store_fingerprint(store)},
+                    "checkpoint_every": int(checkpoint_every), "keep_checkpoints": int(keep_checkpoints)}
+            publish_directory(directory, info)
+            session = cls(directory, writable=True, backend=backend, n_threads=n_threads)
+        except BaseException:
+            engine.close()
+            store.close()
+            raise
+        session._store, session._engine = store, engine
+        return session
+
+    @classmethod
+    def open(cls, directory, *, readonly=False, store=None, backend="local", n_threads=None):
+        """Open an existing session; ``store`` replaces the recorded store path (a
+        moved store), which must still match the session's fingerprint."""
+        return cls(directory, writable=not readonly, store=store, backend=backend, n_threads=n_threads)
+
+    @classmethod
+    def rebuild(cls, directory, *, store=None, backend="local", n_threads=None):
+        """Recompute the state from the journal alone, replacing every checkpoint
+        (for when all of them are damaged). Returns the open writer session."""
+        session = cls(directory, writable=True, store=store, backend=backend, n_threads=n_threads)
+        try:
+            for path, _, _ in session._manifests:
+                remove_tree(path)
+            session._manifests = []
+            session.checkpoint()
+        except BaseException:
+            session.close(checkpoint=False)
+            raise
+        return session
+
+    # -- the protocol ----------------------------------------------------------------
+    def ask(self):
+        """The index of the next point to label."""
+        return self.search.ask()
+
+    def top(self, k=10):
+        """The k best unlabeled points: (indices, scores), best first."""
+        return self.search.top(k)
+
+    def tell(self, index, label):
+        """Record labels: tell(i, 1) or tell([i, j], [1, 0]). Labels told in one call
+        are applied in one pass over X. Returns when they are durably in the journal."""
+        self._require_writer("label")
+        engine = self.search
+        before = engine.n_labeled
+        engine.tell(index, label)                 # validates first: a bad label changes nothing
+        told = engine.history[before:]
+        if not told:
+            raise LabelError("no labels given")
+        try:
+            engine.f                              # apply now: the journal's groups are the engine's
+            record = self._journal.append({"op": "label", "index": [i for i, _ in told],
+                                           "label": [y for _, y in told]})
+        except BaseException:
+            self._drop_engine()                   # it holds labels the journal may not: reload
+            raise
+        self._history.apply(record)
+        self._since_checkpoint += len(told)
+        if self._since_checkpoint >= self.info["checkpoint_every"]:
+            self.checkpoint()
+        return len(told)
+
+    def undo(self, count=1):
+        """Withdraw the last ``count`` labels; returns them as [(index, label)]. The
+        state afterwards is that of a session that never received them."""
+        self._require_writer("undo")
+        if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
+            raise ParameterError(f"the number of labels to undo must be a positive integer, got {count!r}")
+        if count > self._history.n_labels:
+            raise LabelError(f"cannot undo {count} labels: the session has {self._history.n_labels}")
+        undone = self._history.last(count)
+        record = self._journal.append({"op": "undo", "count": int(count)})
+        self._history.apply(record)
+        self._drop_engine()
+        self.search                               # rebuild now, so a problem shows here
+        return undone
+
+    # -- what the session holds ------------------------------------------------------
+    @property
+    def search(self):
+        """The engine (LAS or WNAS) in its current state: f, J, impact, top, ..."""
+        if self._engine is None:
+            self._engine = self._load_engine()
+        return self._engine
+
+    @property
+    def history(self):
+        """[(index, label)] in force, in the order told."""
+        return self._history.pairs()
+
+    @property
+    def n_labels(self):
+        return self._history.n_labels
+
+    @property
+    def method(self):
+        return self.info["method"]
+
+    def candidates(self, k=10):
+        """The k best unlabeled points as [{"rank", "index", "id", "score"}]."""
+        indices, scores = self.top(k)
+        ids = self._ids()
+        return [{"rank": r + 1, "index": int(i), "id": None if ids is None else _plain(ids[i]),
+                 "score": float(s)} for r, (i, s) in enumerate(zip(indices, scores))]
+
+    def status(self):
+        """A JSON-able summary: labels, positives found, hits by step, checkpoint."""
+        labels = [y for _, y in self.history]
+        newest = next((body for _, body, _ in self._manifests if body and self._holds_prefix(body)), None)
+        return {
+            "directory": str(self.directory), "method": self.method, "params": self.info["params"],
+            "store": self._store_path(), "n": self.info["store"]["fingerprint"]["n"],
+            "r": self.info["store"]["fingerprint"]["r"], "created": self.info["created"],
+            "labels": len(labels), "positives": int(sum(labels)), "negatives": len(labels) - int(sum(labels)),
+            "undone": self._history.undone, "journal_records": self._history.last_seq,
+            "hits": np.cumsum(labels, dtype=np.int64).tolist(),
+            "checkpoint": None if newest is None else {
+                "labels": newest["history"]["labels"], "journal_record": newest["seq"], "created": newest["created"]},
+            "checkpoint_every": self.info["checkpoint_every"],
+        }
+
+    def export_csv(self, out):
+        """Write one row per label in force, in order: index, id, label, time.
+        ``out`` is a path or an open text file."""
+        ids = self._ids()
+        rows = [(i, "" if ids is None else _plain(ids[i]), y, t) for i, y, t in self._history.rows()]
+        if hasattr(out, "write"):
+            _write_csv(out, rows)
+            return len(rows)
+        out = Path(out)
+        tmp = temp_name(out)
+        with open(tmp, "w", newline="") as fh:
+            _write_csv(fh, rows)
+        os.replace(tmp, out)
+        return len(rows)
+
+    # -- saving ----------------------------------------------------------------------
+    def checkpoint(self):
+        """Write a checkpoint of the current state now (if it has none yet)."""
+        self._require_writer("checkpoint")
+        engine, h = self.search, self._history
+        if self._saved_seq == h.last_seq:
+            return None
+        info = {"method": self.method, "params": self.info["params"], "created": now(),
+                "store_fingerprint": self.info["store"]["fingerprint"],
+                "journal": {"seq": h.last_seq, "bytes": self._journal.size},
+                "history": {"groups": len(h.groups), "labels": h.n_labels, "digest": h.digest(len(h.groups))}}
+        path, _ = write_checkpoint(self.directory / CHECKPOINTS, h.last_seq, engine.export_state(), info)
+        self._saved_seq, self._since_checkpoint = h.last_seq, 0
+        self._prune()
+        return path
+
+    def _prune(self):
+        """Keep the newest few checkpoints of the current history; drop stale or damaged ones."""
+        kept = 0
+        for path, body, _ in self._read_manifests():
+            if body is not None and self._holds_prefix(body) and kept < self.info["keep_checkpoints"]:
+                kept += 1
+            else:
+                remove_tree(path)
+        self._manifests = self._read_manifests()
+
+    def close(self, checkpoint=True):
+        """Checkpoint (a writer whose state is newer than its last checkpoint) and
+        release the lock."""
+        try:
+            if checkpoint and self.writable and self._engine is not None and self._lock is not None:
+                self.checkpoint()
+        finally:
+            self._release()
+
+    def _release(self):
+        self._drop_engine()
+        for resource in (self._journal, self._store):
+            if resource is not None:
+                resource.close()
+        self._journal = self._store = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.close(checkpoint=exc_type is None)
+
+    def __repr__(self):
+        mode = "writer" if self.writable else "reader"
+        return f"<Session {self.directory} ({self.method}, {self.n_labels} labels, {mode})>"
+
+    # -- reading the directory -------------------------------------------------------
+    def _read_state(self):
+        """Checkpoint manifests, then the journal (in that order: a checkpoint never
+        covers more journal than was written before it)."""
+        self._manifests = self._read_manifests()
+        path = self.directory / JOURNAL
+        journal = read_journal(path)
+        for ckpt, body, _ in self._manifests:
+            if body is not None and body["journal"]["bytes"] > journal.valid_bytes:
+                raise SessionCorruptError(
+                    f"{path} ends at byte {journal.valid_bytes} but checkpoint {ckpt.name} covers "
+                    f"{body['journal']['bytes']} bytes: acknowledged labels are missing from the journal")
+        if journal.torn_bytes and self.writable:
+            truncate_journal(path, journal.valid_bytes)
+            warnings.warn(f"dropped a torn last line of {path} ({journal.torn_bytes} bytes): a write cut "
+                          "short, never acknowledged", SessionWarning, stacklevel=4)
+        self._history = History.from_records(journal.records)
+
+    def _read_manifests(self):
+        """[(path, manifest body or None, error or None)], newest first."""
+        out = []
+        for path in list_checkpoints(self.directory / CHECKPOINTS):
+            try:
+                out.append((path, read_manifest(path), None))
+            except FileNotFoundError:
+                continue                      # removed by the writer meanwhile
+            except (ValueError, KeyError) as e:
+                out.append((path, None, str(e)))
+        return out
+
+    def _holds_prefix(self, body):
+        """Whether the checkpoint's label groups are the first ones of the history."""
+        k = body["history"]["groups"]
+        return (body["method"] == self.method and k <= len(self._history.groups)
+                and self._history.digest(k) == body["history"]["digest"])
+
+    # -- the engine ------------------------------------------------------------------
+    def _open_store(self):
+        if self._store is None:
+            store = open_store(self._store_path())
+            try:
+                check_fingerprint(self.info["store"]["fingerprint"], store, self.directory)
+            except BaseException:
+                store.close()
+                raise
+            self._store = store
+        return self._store
+
+    def _store_path(self):
+        return str(self._store_override or self.info["store"]["path"])
+
+    def _load_engine(self):
+        store = self._open_store()
+        for _ in range(3):
+            try:
+                return self._engine_from_disk(store)
+            except _Vanished:
+                self._read_state()            # the writer pruned a checkpoint as we read it
+        raise SessionError(f"{self.directory}: checkpoints keep changing under this reader; try again")
+
+    def _engine_from_disk(self, store):
+        damaged, engine, start = [], None, 0
+        for path, body, error in self._manifests:
+            if body is None:
+                damaged.append(f"{path.name}: {error}")
+            elif self._holds_prefix(body):
+                try:
+                    engine = self._engine_from_checkpoint(store, path, body)
+                except (ValueError, KeyError, OSError) as e:
+                    if not path.exists():
+                        raise _Vanished() from None
+                    damaged.append(f"{path.name}: {e}")
+                    continue
+                start, self._saved_seq = body["history"]["groups"], body["seq"]
+                break
+        self._since_checkpoint = sum(len(g.index) for g in self._history.groups[start:])
+        if engine is None:
+            if damaged:
+                raise SessionCorruptError(
+                    f"{self.directory}: no valid checkpoint ({'; '.join(damaged)}); rebuild the state "
+                    f"from the journal with `bigsearch session rebuild {self.directory}`")
+            engine = new_engine(METHODS[self.method], store, self.info["params"], self.info["engine"],
+                                self._backend, self._n_threads)
+        for problem in damaged:
+            warnings.warn(f"skipped damaged checkpoint {problem}; using an older one", SessionWarning, stacklevel=5)
+        try:
+            for group in self._history.groups[start:]:
+                apply_group(engine, group.index, group.label)
+        except BaseException:
+            engine.close()
+            raise
+        return engine
+
+    def _engine_from_checkpoint(self, store, path, body):
+        arrays = read_arrays(path, body)
+        if body["store_fingerprint"] != self.info["store"]["fingerprint"]:
+            raise ValueError("it was written for another store")
+        return METHODS[self.method].from_state(store, {"meta": body["meta"], "arrays": arrays},
+                                               backend=self._backend, n_threads=self._n_threads)
+
+    def _drop_engine(self):
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+
+    def _ids(self):
+        return self._open_store().ids()
+
+    def _require_writer(self, what):
+        if not self.writable:
+            raise SessionError(f"cannot {what}: session {self.directory} is open read-only")
+        if self._lock is None:
+            raise SessionError(f"cannot {what}: session {self.directory} is closed")
+
+
+class _Vanished(Exception):
+    """A checkpoint disappeared while a reader loaded it."""
+
+
+def new_engine(cls, store, params, options, backend, n_threads):
+    """An engine initialized with no labels: the state every replay starts from."""
+    kwargs = {k: v for k, v in {**params, **options}.items() if v is not None}
+    engine = cls(store, backend=backend, n_threads=n_threads, **kwargs)
+    try:
+        engine.f                               # initialize now, before any label is told
+    except BaseException:
+        engine.close()
+        raise
+    return engine
+
+
+def apply_group(engine, index, label):
+    """Tell a group of labels and apply them in one pass (reading f applies pending labels)."""
+    engine.tell(index, label)
+    engine.f
+
+
+def read_info(directory):
+    path = directory / INFO
+    if not path.is_file():
+        raise SessionNotFoundError(f"no session at {directory} (no {INFO}); start one with "
+                                   f"`bigsearch session new STORE {directory}`")
+    try:
+        info = read_sealed_json(path)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise SessionCorruptError(f"{path} is damaged ({e})") from None
+    version = info.get("format")
+    if not isinstance(version, int):
+        raise SessionCorruptError(f"{path} has no format version")
+    if version > FORMAT_VERSION:
+        raise SessionFormatError(f"session {directory} was written in session format {version}, newer than "
+                                 f"this bigsearch understands ({FORMAT_VERSION}); upgrade bigsearch")
+    return info
+
+
+def publish_directory(directory, info):
+    """Create the session's files under a temporary name, then rename: a crash leaves
+    either a whole new session or none (and an existing empty directory is replaced)."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_name(directory, "partial")
+    tmp.mkdir()
+    try:
+        write_durable(tmp / INFO, sealed_json(info))
+        write_durable(tmp / JOURNAL, b"")
+        write_durable(tmp / LOCK, b"")
+        (tmp / CHECKPOINTS).mkdir()
+        fsync_dir(tmp / CHECKPOINTS)
+        fsync_dir(tmp)
+        os.rename(tmp, directory)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if directory.exists():
+            raise SessionExistsError(f"{directory} already exists and is not empty; choose a new directory") from e
+        raise
+    fsync_dir(directory.parent)
+
+
+def _check_new(method, checkpoint_every, keep_checkpoints, params, directory):
+    if method not in METHODS:
+        raise ParameterError(f"unknown session method {method!r}; choose las or wnas")
+    if method == "wnas" and any(v is not None for v in params.values()):
+        raise ParameterError(f"wnas takes no parameters (got {', '.join(sorted(params))})")
+    for name, value in (("checkpoint_every", checkpoint_every), ("keep_checkpoints", keep_checkpoints)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ParameterError(f"{name} must be a positive integer, got {value!r}")
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise SessionExistsError(f"{directory} already exists and is not empty; choose a new directory")
+
+
+def _params_of(engine):
+    return engine.params.as_dict() if hasattr(engine.params, "as_dict") else dict(engine.params)
+
+
+def _engine_options(engine):
+    return {"check_every": engine.check_every, "drift_tol": engine.drift_tol} if isinstance(engine, LAS) else {}
+
+
+def _plain(value):
+    """An id as a plain Python value (ids may be NumPy integers or bytes)."""
+    if isinstance(value, bytes):
+        return value.decode()
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _write_csv(fh, rows):
+    writer = csv.writer(fh, lineterminator="\n")
+    writer.writerow(["index", "id", "label", "time"])
+    writer.writerows(rows)

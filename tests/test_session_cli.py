@@ -1,0 +1,215 @@
+"""`bigsearch session ...` through the real command in a subprocess."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import bigsearch
+from bigsearch import Session
+from bigsearch.session.files import read_sealed_json, sealed_json
+from bigsearch.testing import clustered_points
+
+from conftest import run_cli
+
+
+@pytest.fixture
+def store(tmp_path):
+    X, y = clustered_points(300, 8, prevalence=0.1, seed=4, spread=0.8)
+    ids = np.array([f"doc-{i:04d}" for i in range(300)])
+    return bigsearch.create_store(tmp_path / "s.zarr", X, y, ids, chunk_rows=40), y
+
+
+def snapshot(directory, times=False):
+    """Every file's bytes (and, with times, every entry's mtime) under directory."""
+    out = {}
+    for root, dirs, files in os.walk(directory):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            key = os.path.relpath(path, directory)
+            out[key] = (open(path, "rb").read() if name in files else None,
+                        os.stat(path).st_mtime_ns if times else None)
+    return out
+
+
+def ok(*args):
+    res = run_cli(*args)
+    assert res.returncode == 0, res.stderr
+    return res
+
+
+def test_a_session_from_the_command_line(tmp_path, store):
+    path, y = store
+    d = tmp_path / "sess"
+    res = ok("session", "new", path, d, "--pi", 0.1, "--checkpoint-every", 2)
+    assert res.stdout.startswith(f"created session {d}: las (alpha=0, eta=0.5, pi=0.1, w0=0.003333)")
+
+    before = snapshot(d, times=True)
+    top = json.loads(ok("session", "next", d, "-k", 3, "--json").stdout)
+    assert snapshot(d, times=True) == before                      # next changes nothing at all
+    with Session.open(d, readonly=True) as s:
+        assert [r["index"] for r in top] == s.top(3)[0].tolist()
+    assert [r["rank"] for r in top] == [1, 2, 3] and top[0]["id"] == f"doc-{top[0]['index']:04d}"
+    table = ok("session", "next", d, "-k", 2).stdout.splitlines()
+    assert table[0].split() == ["rank", "index", "id", "score"]
+    assert table[1].split()[:3] == ["1", str(top[0]["index"]), top[0]["id"]]
+
+    first, second = top[0]["index"], top[1]["index"]
+    res = ok("session", "label", d, first, y[first], second, y[second])
+    assert res.stdout.startswith(f"recorded 2 labels ({y[first] + y[second]} positive); the session has 2 labels")
+    labels_csv = tmp_path / "more.csv"
+    labels_csv.write_text("id,index,label,comment\nx,7,1,looks like one\ny,8,0,\n")
+    ok("session", "label", d, "--from", labels_csv)
+    res = ok("session", "undo", d)
+    assert res.stdout.startswith("undid 1 label: 8 (0); the session has 3 labels")
+
+    st = json.loads(ok("session", "status", d, "--json").stdout)
+    expected = [(first, int(y[first])), (second, int(y[second])), (7, 1)]
+    assert st["labels"] == 3 and st["undone"] == 1 and st["journal_records"] == 3
+    assert st["hits"] == np.cumsum([lab for _, lab in expected]).tolist()
+    assert st["positives"] == st["hits"][-1] and st["checkpoint"]["labels"] == 3
+    text = ok("session", "status", d).stdout
+    assert "labels      3:" in text and "(1 undone)" in text and "hits by step" in text
+
+    ok("session", "export", d, "--csv", tmp_path / "out.csv")
+    rows = list(csv.DictReader(open(tmp_path / "out.csv")))
+    assert [(int(r["index"]), int(r["label"])) for r in rows] == expected
+    assert [r["id"] for r in rows] == [f"doc-{i:04d}" for i, _ in expected]
+    assert all(r["time"].endswith("Z") for r in rows) and list(rows[0]) == ["index", "id", "label", "time"]
+
+    # the export reads back in as labels: a second session ends in the same state
+    d2 = tmp_path / "sess2"
+    ok("session", "new", path, d2, "--pi", 0.1)
+    ok("session", "label", d2, "--from", tmp_path / "out.csv")
+    with Session.open(d2, readonly=True) as a, Session.open(d, readonly=True) as b:
+        assert a.history == b.history
+
+
+def test_wnas_session_and_its_parameters(tmp_path, store):
+    path, y = store
+    res = run_cli("session", "new", path, tmp_path / "w", "--method", "wnas", "--alpha", 0.1)
+    assert res.returncode == 2 and res.stderr == "Error: --alpha applies to las only; wnas takes no parameters\n"
+    ok("session", "new", path, tmp_path / "w", "--method", "wnas")
+    ok("session", "label", tmp_path / "w", 3, 1)
+    with Session.open(tmp_path / "w", readonly=True) as s:
+        ref = bigsearch.WNAS(path)
+        ref.tell(3, 1)
+        assert s.method == "wnas" and s.ask() == ref.ask()
+        np.testing.assert_array_equal(s.search.f, ref.f)
+
+
+def make_labelled(tmp_path, store_path, y):
+    d = tmp_path / "sess"
+    with Session.create(store_path, d, pi=0.1, checkpoint_every=2) as s:
+        s.tell(5, int(y[5]))
+        for _ in range(4):
+            i = s.ask()
+            s.tell(i, int(y[i]))
+    return d
+
+
+def cut_journal(d):
+    j = d / "journal.jsonl"
+    j.write_bytes(j.read_bytes()[:-25])
+
+
+def damage_all_checkpoints(d):
+    for c in (d / "checkpoints").iterdir():
+        (c / "J.npy").write_bytes(b"\x93NUMPY garbage")
+
+
+def newer_format(d):
+    info = read_sealed_json(d / "session.json")
+    (d / "session.json").write_bytes(sealed_json({**info, "format": 99}))
+
+
+def damage_middle_line(d):
+    j = d / "journal.jsonl"
+    lines = j.read_bytes().split(b"\n")
+    lines[2] = lines[2][:10] + b"X" + lines[2][11:]
+    j.write_bytes(b"\n".join(lines))
+
+
+def change_store(d):
+    import zarr
+    store = read_sealed_json(d / "session.json")["store"]["path"]
+    x = zarr.open_group(store, mode="r+")["X"]
+    x[0, 0] = x[0, 0] + 1
+
+
+BAD = {
+    "index not an integer": (None, ["label", "{d}", "abc", "1"], "index 'abc' is not an integer"),
+    "index out of range": (None, ["label", "{d}", "300", "1"], "index 300 is out of range: the store has 300 points"),
+    "negative index": (None, ["label", "{d}", "-3", "1"], "index -3 is out of range"),
+    "already labeled": (None, ["label", "{d}", "5", "0"], "point 5 is already labeled"),
+    "label not 0 or 1": (None, ["label", "{d}", "6", "2"], "label '2' for point 6 is not 0 (negative) or 1 (positive)"),
+    "label in a file": (None, ["label", "{d}", "--from", "{bad_csv}"], "line 3: label 'yes' for point 7 is not 0"),
+    "unpaired": (None, ["label", "{d}", "6"], "labels come in INDEX LABEL pairs, but 1 values were given"),
+    "undo too many": (None, ["undo", "{d}", "99"], "cannot undo 99 labels: the session has 5"),
+    "undo not a number": (None, ["undo", "{d}", "two"], "COUNT must be a positive integer, got 'two'"),
+    "k not positive": (None, ["next", "{d}", "-k", "0"], "Invalid value for '-k': 0 is not in the range x>=1."),
+    "not a session": (None, ["next", "{tmp}"], "no session at"),
+    "every checkpoint damaged (next)": (damage_all_checkpoints, ["next", "{d}"], "no valid checkpoint"),
+    "every checkpoint damaged (label)": (damage_all_checkpoints, ["label", "{d}", "6", "1"], "no valid checkpoint"),
+    "acknowledged line torn": (cut_journal, ["label", "{d}", "6", "1"], "acknowledged labels are missing"),
+    "damaged journal line": (damage_middle_line, ["next", "{d}"], "line 3 is damaged"),
+    "newer format": (newer_format, ["label", "{d}", "6", "1"], "session format 99, newer than this bigsearch"),
+    "changed store": (change_store, ["label", "{d}", "6", "1"], "the contents of sampled chunks changed"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_is_one_line_exit_2_and_changes_nothing(tmp_path, store, case):
+    path, y = store
+    d = make_labelled(tmp_path, path, y)
+    damage, args, message = BAD[case]
+    if damage:
+        damage(d)
+    bad_csv = tmp_path / "bad.csv"
+    bad_csv.write_text("index,label\n6,1\n7,yes\n")
+    before = snapshot(d)
+    res = run_cli("session", *[a.format(d=d, tmp=tmp_path, bad_csv=bad_csv) for a in args])
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.startswith("Error: ") and res.stderr.count("\n") == 1, res.stderr
+    assert message in res.stderr
+    assert snapshot(d) == before
+
+
+def test_recoveries_warn_and_go_on(tmp_path, store):
+    path, y = store
+    d = make_labelled(tmp_path, path, y)
+    newest = sorted((d / "checkpoints").iterdir())[-1]
+    (newest / "Kinv.npy").write_bytes(b"\x93NUMPY garbage")
+    res = ok("session", "next", d)
+    assert f"Warning: skipped damaged checkpoint {newest.name}: Kinv.npy: checksum mismatch" in res.stderr
+    with open(d / "journal.jsonl", "ab") as fh:
+        fh.write(b'{"index":[9],"lab')
+    res = ok("session", "label", d, 6, 1)
+    assert "Warning: dropped a torn last line" in res.stderr
+    with Session.open(d, readonly=True) as s:
+        assert s.history[-1] == (6, 1) and s.n_labels == 6
+    ok("session", "rebuild", d)
+    assert len(list((d / "checkpoints").iterdir())) == 1
+
+
+def test_a_locked_session_names_its_holder(tmp_path, store):
+    path, y = store
+    d = make_labelled(tmp_path, path, y)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time, bigsearch\n"
+                               "s = bigsearch.Session.open(sys.argv[1]); print('holding', flush=True); time.sleep(600)",
+                               str(d)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        res = run_cli("session", "undo", d)
+        assert res.returncode == 2
+        assert res.stderr.startswith(f"Error: session {d} is in use by process {holder.pid}")
+        ok("session", "status", d)                   # readers need no lock
+    finally:
+        holder.kill()
+        holder.wait()
+    res = ok("session", "undo", d)
+    assert f"Warning: took over the lock of process {holder.pid}" in res.stderr
