@@ -28,7 +28,7 @@ path, iterations = sys.argv[1], int(sys.argv[2])
 tiny = bigsearch.create_store(sys.argv[4], np.abs(np.random.rand(64, 8)).astype("f4"), chunk_rows=8, overwrite=True)
 for cls, kw in ((bigsearch.LAS, {"alpha": 0.1, "pi": 0.1}), (bigsearch.WNAS, {})):
     s = cls(tiny, **kw); s.tell(0, 1); s.ask(); s.tell(1, 0); s.ask(); s.backend.map(bare_pass_step, rng_vectors(8)); s.close()
-base = current_rss_bytes()
+base = start_peak_measurement()
 out = {}
 for method in ("las", "wnas"):
     s = bigsearch.LAS(path, alpha=1e-3) if method == "las" else bigsearch.WNAS(path)

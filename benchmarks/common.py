@@ -7,7 +7,6 @@ store, with the two measured alternately so a slow spell hits both.
 
 import json
 import os
-import resource
 import statistics
 import sys
 import time
@@ -22,6 +21,8 @@ sys.path.insert(0, str(ROOT.parent))
 
 from bigsearch.kernels.common import stream_dots  # noqa: E402
 from bigsearch.synthetic import make_clustered_store  # noqa: E402
+from bigsearch.testing.memory import peak_rss as peak_rss_bytes  # noqa: E402,F401
+from bigsearch.testing.memory import start_peak_measurement  # noqa: E402,F401
 
 
 def bench_store(n, r, kind="zarr", dtype="float32", prevalence=0.005, seed=0, chunk_rows=None):
@@ -44,18 +45,6 @@ def bare_pass_step(x, state, V):
 
 def median(values):
     return statistics.median(values) if values else float("nan")
-
-
-def peak_rss_bytes():
-    """The highest resident set size of this process so far."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def current_rss_bytes():
-    """The resident set size now (peak_rss_bytes() - current_rss_bytes() before a run
-    bounds from above what the run adds)."""
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * resource.getpagesize()
 
 
 def timed(fn, *args):

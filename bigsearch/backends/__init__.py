@@ -8,7 +8,14 @@ __all__ = ["LocalBackend", "ChunkState", "make_backend"]
 
 
 def make_backend(store, backend="local", n_threads=None):
-    """A backend for ``store``: "local" (threads in this process)."""
-    if backend is None or backend == "local":
+    """A backend for ``store``: "local" (threads in this process), or a dask
+    ``distributed.Client`` or ``backends.distributed.Distributed(client, persist=...)``
+    (chunks mapped over the cluster's workers; ``n_threads`` is then the workers' own)."""
+    if backend is None or (isinstance(backend, str) and backend == "local"):
         return LocalBackend(store, n_threads)
-    raise ParameterError(f"unknown backend {backend!r}; use 'local'")
+    from .distributed import DistributedBackend, as_distributed   # imports dask: only when asked
+    spec = as_distributed(backend)
+    if spec is not None:
+        return DistributedBackend(store, spec.client, persist=spec.persist)
+    raise ParameterError(f"unknown backend {backend!r}; use 'local', a dask distributed.Client "
+                         "or bigsearch.backends.distributed.Distributed(client, persist=True)")

@@ -13,11 +13,14 @@ from ..errors import BigsearchError
 
 
 class Group(click.Group):
-    """A click group that turns library errors into one-line messages with status 2."""
+    """A click group that turns library and usage errors into one-line messages with
+    status 2 (click's own usage errors would add usage lines)."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except click.UsageError as e:
+            fail(e.format_message())
         except BigsearchError as e:
             fail(str(e))
         except OSError as e:

@@ -1,6 +1,7 @@
 """`bigsearch info STORE`: what a feature store holds."""
 
 import json
+import shlex
 
 import click
 
@@ -12,7 +13,7 @@ from . import main
 @click.argument("store", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def info(store, as_json):
-    """Shape, dtype, chunking, labels and provenance of STORE."""
+    """Shape, dtype, chunking, codec, size on disk, labels, provenance and featurization of STORE."""
     with open_store(store) as s:
         d = s.describe()
     if as_json:
@@ -22,12 +23,51 @@ def info(store, as_json):
                f"{d['x_bytes'] / 2**20:,.1f} MiB")
     click.echo(f"chunks: {d['n_chunks']} of {d['chunk_rows']:,} rows; "
                + ("memory-mapped reads" if d["fast_path"] else f"decoded reads ({d['slow_reason']})"))
+    click.echo(f"codec: {d['codec']}; {d['bytes_on_disk'] / 2**20:,.1f} MiB on disk")
     if "labels" in d:
         c = d["labels"]
         prev = "n/a" if d["prevalence"] is None else f"{d['prevalence']:.4f}"
         click.echo(f"labels: {c['1']:,} positive, {c['0']:,} negative, {c['-1']:,} unknown (prevalence {prev})")
     else:
         click.echo("labels: none")
-    for key in ("provenance", "featurization"):
-        if key in d["attrs"]:
-            click.echo(f"{key}: {json.dumps(d['attrs'][key], default=str)}")
+    attrs = d["attrs"]
+    if isinstance(attrs.get("provenance"), dict) and "sources" in attrs["provenance"]:
+        click.echo(f"provenance: {_provenance_text(attrs['provenance'])}")
+    elif "provenance" in attrs:
+        click.echo(f"provenance: {json.dumps(attrs['provenance'], default=str)}")
+    if isinstance(attrs.get("featurization"), dict) and "columns" in attrs["featurization"]:
+        click.echo(f"featurization: {_featurization_text(attrs['featurization'])}")
+    elif "featurization" in attrs:
+        click.echo(f"featurization: {json.dumps(attrs['featurization'], default=str)}")
+    click.echo("(--json shows everything)")
+
+
+def _provenance_text(p):
+    sources = ", ".join(f"{s['path']} ({s['format']}, {s['rows']:,} rows)" for s in p["sources"])
+    text = f"{p.get('tool', '?')} {p.get('bigsearch_version', '')} on {p.get('created', '?')} from {sources}"
+    if p.get("command"):
+        text += f"\n  command: {shlex.join(p['command'])}"
+    return text
+
+
+def _featurization_text(f):
+    kinds = {}
+    for c in f["columns"]:
+        kinds[c["kind"]] = kinds.get(c["kind"], 0) + 1
+    parts = [f"{kinds['number']} numeric columns" if "number" in kinds else None,
+             f"{kinds['bins']} columns in {f.get('bins')} quantile bins" if "bins" in kinds else None,
+             f"{kinds['onehot']} one-hot columns" if "onehot" in kinds else None]
+    steps = [s for s in f["steps"] if s != "encode"]
+    if "rff" in f:
+        steps[steps.index("rff")] = f"rff (D={f['rff']['dim']}, gamma={f['rff']['gamma']}, seed={f['rff']['seed']})"
+    text = ", ".join(p for p in parts if p) + f" -> {f['encoded_features']} features"
+    if steps:
+        text += "; then " + ", ".join(steps) + f" -> {f['n_features']}"
+    if "label" in f:
+        lab = f["label"]
+        text += f"\n  label: {lab['column'] or lab['from']}, positive {lab['positive'] or ['1']}"
+    if "subsample" in f:
+        s = f["subsample"]
+        text += (f"\n  positives subsampled to prevalence {s['prevalence']} (seed {s['seed']}): "
+                 f"{s['positives_kept']:,} of {s['positives_in_input']:,} kept")
+    return text

@@ -1,6 +1,10 @@
 """Option types and decorators shared by the commands."""
 
+import contextlib
+
 import click
+
+from ..errors import ParameterError
 
 
 class IndexList(click.ParamType):
@@ -54,3 +58,57 @@ def las_options(f):
     ]):
         f = decorator(f)
     return f
+
+
+class LocalClusterSpec(click.ParamType):
+    """local:N, a LocalCluster of N worker processes; returns N."""
+
+    name = "local:N"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        kind, _, count = str(value).partition(":")
+        if kind != "local" or not count.isdigit() or int(count) < 1:
+            self.fail(f"{value!r} is not local:N with N >= 1 (e.g. local:4); for another cluster, "
+                      "start it and pass its scheduler address with --scheduler", param, ctx)
+        return int(count)
+
+
+def cluster_options(f=None, *, persist=True):
+    """--scheduler, --cluster, --persist: run the chunk passes on a dask cluster.
+
+    The command receives ``scheduler``, ``cluster`` and ``persist`` and turns them into
+    a backend with ``with cluster_backend(scheduler, cluster, persist) as backend:``.
+    ``@cluster_options(persist=False)`` leaves out --persist (for passes that read X once).
+    """
+    if f is None:
+        return lambda g: cluster_options(g, persist=persist)
+    options = [
+        click.option("--scheduler", metavar="ADDRESS|FILE", envvar="BIGSEARCH_SCHEDULER", default=None,
+                     help="Run on the dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786) or "
+                          "is described by a scheduler FILE; env BIGSEARCH_SCHEDULER. Every worker must "
+                          "reach the store at the same path (docs/cluster.md)."),
+        click.option("--cluster", type=LocalClusterSpec(), default=None, metavar="local:N",
+                     help="Run on a new LocalCluster of N worker processes on this machine."),
+    ]
+    if persist:
+        options.append(click.option("--persist", is_flag=True,
+                                    help="Keep X in the workers' memory instead of re-reading the store every pass."))
+    for decorator in reversed(options):
+        f = decorator(f)
+    return f
+
+
+def cluster_backend(scheduler, cluster, persist=False):
+    """The backend the cluster options ask for, as a context manager yielding "local" or
+    a dask backend for the engines' ``backend=`` (its ``.client`` is a
+    ``distributed.Client``); the client and any LocalCluster close on exit."""
+    if scheduler and cluster:
+        raise ParameterError("--scheduler and --cluster both given: use a running cluster or start one, not both")
+    if persist and not (scheduler or cluster):
+        raise ParameterError("--persist needs --scheduler or --cluster (it keeps X in the workers' memory)")
+    if not (scheduler or cluster):
+        return contextlib.nullcontext("local")
+    from ..backends.distributed import connect   # imports dask: only for cluster runs
+    return connect(scheduler, cluster, persist)

@@ -13,7 +13,7 @@ from ..errors import StoreExistsError
 from ..simulate import initial_labels, simulate
 from ..storage import open_store
 from . import main
-from .options import IndexList, MethodList, las_options
+from .options import IndexList, MethodList, cluster_backend, cluster_options, las_options
 
 
 def run_methods(store, methods, budget, seed, out, init_index=None, init_positives=1,
@@ -78,16 +78,19 @@ def _write_json_atomic(path, record):
 @click.option("--init-positives", type=click.IntRange(0), default=1, show_default=True,
               help="Start from this many random positives (when --init-index is not given).")
 @las_options
-@click.option("--threads", type=click.IntRange(1), default=None, help="Threads (default: one per core).")
+@click.option("--threads", type=click.IntRange(1), default=None,
+              help="Threads of the local backend (default: one per core).")
+@cluster_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=str), required=True,
               help="Directory for results.json.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing results.json in --out.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary.")
 def run(store, methods, budget, seed, init_index, init_positives, pi, eta, w0, alpha, threads,
-        out, overwrite, quiet):
+        scheduler, cluster, persist, out, overwrite, quiet):
     """Simulated Active Search on STORE, answering queries from its stored labels y."""
-    run_methods(store, methods, budget, seed, out, init_index, init_positives, quiet, overwrite,
-                pi=pi, eta=eta, w0=w0, alpha=alpha, n_threads=threads)
+    with cluster_backend(scheduler, cluster, persist) as backend:
+        run_methods(store, methods, budget, seed, out, init_index, init_positives, quiet, overwrite,
+                    pi=pi, eta=eta, w0=w0, alpha=alpha, n_threads=threads, backend=backend)
 
 
 @main.command()

@@ -15,21 +15,18 @@ from click.core import ParameterSource
 
 from ..errors import LabelError, ParameterError, SessionWarning
 from ..session import Session
-from . import Group, fail, main
-from .options import las_options
+from . import Group, main
+from .options import cluster_backend, cluster_options, las_options
 
 
 class SessionGroup(Group):
-    """Usage errors as one line too, and warnings as "Warning: ..." lines."""
+    """Warnings about recovered damage as "Warning: ..." lines."""
 
     def invoke(self, ctx):
         with warnings.catch_warnings():
             warnings.simplefilter("always", SessionWarning)
             warnings.showwarning = _show_warning
-            try:
-                return super().invoke(ctx)
-            except click.UsageError as e:
-                fail(e.format_message())
+            return super().invoke(ctx)
 
 
 def _show_warning(message, category, *args, **kwargs):
@@ -61,8 +58,9 @@ def session():
 @las_options
 @click.option("--checkpoint-every", type=click.IntRange(1), default=50, show_default=True,
               help="Write a checkpoint every this many labels (and on every clean exit).")
+@cluster_options
 @click.pass_context
-def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every):
+def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, scheduler, cluster, persist):
     """Start a session on STORE, kept in the new directory DIRECTORY."""
     params = {"pi": pi, "eta": eta, "w0": w0, "alpha": alpha}
     if method == "wnas":
@@ -70,7 +68,9 @@ def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every):
         if given:
             raise ParameterError(f"{', '.join(given)} applies to las only; wnas takes no parameters")
         params = {}
-    with Session.create(store, directory, method=method, checkpoint_every=checkpoint_every, **params) as s:
+    with cluster_backend(scheduler, cluster, persist) as backend, \
+            Session.create(store, directory, method=method, checkpoint_every=checkpoint_every,
+                           backend=backend, **params) as s:
         st = s.status()
     click.echo(f"created session {directory}: {_describe_method(st)} on {st['store']} ({st['n']:,} x {st['r']})")
     click.echo(f"next: bigsearch session next {directory}")
@@ -81,9 +81,11 @@ def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every):
 @click.option("-k", "k", type=click.IntRange(1), default=1, show_default=True, help="How many candidates.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (a list of {rank, index, id, score}).")
 @store_option
-def next_(directory, k, as_json, store):
+@cluster_options
+def next_(directory, k, as_json, store, scheduler, cluster, persist):
     """Show the next K points to label, best first (changes nothing)."""
-    with Session.open(directory, readonly=True, store=store) as s:
+    with cluster_backend(scheduler, cluster, persist) as backend, \
+            Session.open(directory, readonly=True, store=store, backend=backend) as s:
         rows = s.candidates(k)
     if as_json:
         click.echo(json.dumps(rows))
@@ -102,12 +104,14 @@ def next_(directory, k, as_json, store):
 @click.option("--from", "from_csv", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="A CSV with columns index and label (a header row names them; extra columns are ignored).")
 @store_option
-def label(directory, pairs, from_csv, store):
+@cluster_options
+def label(directory, pairs, from_csv, store, scheduler, cluster, persist):
     """Record labels: INDEX 0|1 pairs (1 = positive), applied together in one pass."""
     if pairs and from_csv:
         raise LabelError("give INDEX LABEL pairs or --from FILE, not both")
     indices, labels = read_label_csv(from_csv) if from_csv else parse_pairs(pairs)
-    with Session.open(directory, store=store) as s:
+    with cluster_backend(scheduler, cluster, persist) as backend, \
+            Session.open(directory, store=store, backend=backend) as s:
         s.tell(indices, labels)
         n, pos = s.n_labels, sum(y for _, y in s.history)
     click.echo(f"recorded {_count(len(indices), 'label')} ({sum(labels)} positive); "
@@ -118,13 +122,15 @@ def label(directory, pairs, from_csv, store):
 @click.argument("directory", type=click.Path(path_type=str))
 @click.argument("count", default="1", required=False)
 @store_option
-def undo(directory, count, store):
+@cluster_options
+def undo(directory, count, store, scheduler, cluster, persist):
     """Withdraw the last COUNT labels (default 1), exactly."""
     try:
         count = int(count)
     except ValueError:
         raise ParameterError(f"COUNT must be a positive integer, got {count!r}") from None
-    with Session.open(directory, store=store) as s:
+    with cluster_backend(scheduler, cluster, persist) as backend, \
+            Session.open(directory, store=store, backend=backend) as s:
         undone = s.undo(count)
         n = s.n_labels
     shown = ", ".join(f"{i} ({y})" for i, y in undone)
@@ -160,9 +166,11 @@ def status(directory, as_json):
 @click.option("--csv", "out", type=click.Path(dir_okay=False, path_type=str), required=True,
               help="Output CSV (index, id, label, time), or - for stdout.")
 @store_option
-def export(directory, out, store):
+@cluster_options
+def export(directory, out, store, scheduler, cluster, persist):
     """Write every label in force, in the order given, as CSV."""
-    with Session.open(directory, readonly=True, store=store) as s:
+    with cluster_backend(scheduler, cluster, persist) as backend, \
+            Session.open(directory, readonly=True, store=store, backend=backend) as s:
         n = s.export_csv(sys.stdout if out == "-" else out)
     if out != "-":
         click.echo(f"wrote {n} labels to {out}", err=True)
@@ -171,9 +179,11 @@ def export(directory, out, store):
 @session.command()
 @click.argument("directory", type=click.Path(path_type=str))
 @store_option
-def rebuild(directory, store):
+@cluster_options
+def rebuild(directory, store, scheduler, cluster, persist):
     """Recompute the state from the journal alone, replacing every checkpoint."""
-    with Session.rebuild(directory, store=store) as s:
+    with cluster_backend(scheduler, cluster, persist) as backend, \
+            Session.rebuild(directory, store=store, backend=backend) as s:
         n = s.n_labels
     click.echo(f"rebuilt {directory} from its journal ({n} labels)")
 

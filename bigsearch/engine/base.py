@@ -41,6 +41,11 @@ class ActiveSearch:
             raise LabelError("every point is labeled; there is nothing left to ask")
         return self._choose()
 
+    def sync(self):
+        """Apply every label told so far now (the first call initializes): one pass over
+        X for all pending labels. ``ask``, ``top`` and the scores call it themselves."""
+        self._sync()
+
     def top(self, k=10):
         """The k unlabeled points with the highest selection scores, best first (the
         first is what ``ask()`` returns): (indices, scores) as NumPy arrays."""

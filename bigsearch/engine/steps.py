@@ -49,6 +49,13 @@ def gram_step(x, state, s, label_idx, label_val, eta, w0, pi):
     return 0, -1, G, xq, xz
 
 
+# Steps that compute a chunk's whole state from scratch: a backend that loses a chunk's
+# state mid-pass can simply run them again (any other step needs the engine's rebuild
+# recipe, see backends/distributed.py).
+colsum_step.from_scratch = True
+gram_step.from_scratch = True
+
+
 def las_rescore_step(x, state, s, label_idx, label_val, Kinv, V, eta, w0, pi, t_prev):
     """Rebuild a chunk's state from the global state: labels, degrees, J (from K^-1,
     or kept as it is when Kinv is None), then f and the impact factor (partials).

@@ -144,7 +144,7 @@ class Session:
         if not told:
             raise LabelError("no labels given")
         try:
-            engine.f                              # apply now: the journal's groups are the engine's
+            engine.sync()                         # apply now: the journal's groups are the engine's
             record = self._journal.append({"op": "label", "index": [i for i, _ in told],
                                            "label": [y for _, y in told]})
         except BaseException:
@@ -409,7 +409,7 @@ def new_engine(cls, store, params, options, backend, n_threads):
     kwargs = {k: v for k, v in {**params, **options}.items() if v is not None}
     engine = cls(store, backend=backend, n_threads=n_threads, **kwargs)
     try:
-        engine.f                               # initialize now, before any label is told
+        engine.sync()                          # initialize now, before any label is told
     except BaseException:
         engine.close()
         raise
@@ -417,9 +417,9 @@ def new_engine(cls, store, params, options, backend, n_threads):
 
 
 def apply_group(engine, index, label):
-    """Tell a group of labels and apply them in one pass (reading f applies pending labels)."""
+    """Tell a group of labels and apply them in one pass."""
     engine.tell(index, label)
-    engine.f
+    engine.sync()
 
 
 def read_info(directory):

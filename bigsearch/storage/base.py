@@ -120,6 +120,7 @@ class FeatureStore:
             "path": str(self.path), "kind": self.kind, "n": self.n, "r": self.r,
             "dtype": str(self.dtype), "chunk_rows": self.chunk_rows, "n_chunks": self.n_chunks,
             "x_bytes": self.nbytes, "fast_path": self.fast_path,
+            "codec": self.codec(), "bytes_on_disk": disk_bytes(self.path),
             "format_version": self.format_version, "attrs": self.attrs,
         }
         if not self.fast_path:
@@ -130,6 +131,18 @@ class FeatureStore:
             out["labels"] = counts
             out["prevalence"] = counts["1"] / known if known else None
         return out
+
+    def codec(self):
+        """X's compression in words ("none", "blosc-lz4-5", "zstd-1", "gzip-4", ...)."""
+        x = getattr(self, "_x", None)
+        if hasattr(x, "compressors"):  # zarr
+            parts = [_codec_name(c) for c in (*x.filters, *x.compressors)]
+        elif hasattr(x, "compression"):  # h5py
+            parts = [f"{x.compression}-{x.compression_opts}" if x.compression_opts is not None
+                     else x.compression] if x.compression else []
+        else:
+            return None
+        return " + ".join(parts) or "none"
 
     # -- helpers shared by subclasses -----------------------------------------------
     def _buffer(self):
@@ -156,6 +169,21 @@ class FeatureStore:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _codec_name(codec):
+    name = type(codec).__name__.removesuffix("Codec").lower()
+    cname = getattr(codec, "cname", None)
+    level = getattr(codec, "clevel", getattr(codec, "level", None))
+    cname = getattr(cname, "value", cname)
+    return "-".join(str(p) for p in (name, cname, level) if p is not None)
+
+
+def disk_bytes(path):
+    """Bytes the store takes on disk (a file, or every file under a directory)."""
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
 
 
 def map_file_array(path, offset, dtype, shape):

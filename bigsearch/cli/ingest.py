@@ -1,0 +1,125 @@
+"""`bigsearch ingest SRC... OUT`: input files -> a feature store (see docs/ingest.md)."""
+
+import sys
+
+import click
+
+from . import main
+from ..errors import ParameterError
+from .options import cluster_backend, cluster_options
+
+
+class BarProgress:
+    """A click progress bar per pass on stderr; hidden with --quiet or off a terminal."""
+
+    def __init__(self, quiet):
+        self.show = not quiet and sys.stderr.isatty()
+        self.bar, self.done = None, 0
+
+    def start(self, label, total):
+        self.bar = click.progressbar(length=max(1, total), label=label, file=sys.stderr,
+                                     hidden=not self.show, show_percent=True, show_eta=True)
+        self.bar.__enter__()
+        self.done = 0
+
+    def update(self, done):
+        self.bar.update(max(0, done - self.done))
+        self.done = max(self.done, done)
+
+    def end(self):
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+    def warn(self, message):
+        click.echo(f"Warning: {message}", err=True)
+
+
+def _split(values):
+    """--categorical a,b --categorical c -> [a, b, c]."""
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+def _choice(value, choices, option):
+    if value is not None and value not in choices:
+        raise ParameterError(f"{option} {value!r} is not one of {', '.join(choices)}")
+    return value
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str), metavar="SRC... OUT")
+@click.option("--format", "fmt", default=None, metavar="FORMAT",
+              help="Input format: csv, tsv, libsvm, npy, hdf5, zarr, idx or parquet (default: detected).")
+@click.option("--label-column", default=None, metavar="NAME|INDEX",
+              help="The column holding the labels (a 0-based index when numeric).")
+@click.option("--positive", multiple=True, metavar="VALUE",
+              help="A label value that means positive (repeatable); other values are negative.")
+@click.option("--labels", "labels", multiple=True, type=click.Path(path_type=str), metavar="FILE",
+              help="Labels in a separate file (IDX, NumPy, one-column text), one per SRC, in order.")
+@click.option("--prevalence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
+              help="Subsample the positives to this prevalence (original row numbers go to ids).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of --prevalence and --rff.")
+@click.option("--categorical", multiple=True, metavar="COLS",
+              help="Columns to one-hot encode (names or indices, comma-separated); "
+                   "text columns always are.")
+@click.option("--drop", multiple=True, metavar="COLS", help="Columns to leave out (names or indices).")
+@click.option("--bins", type=int, default=None, metavar="K",
+              help="Cut numeric columns into K quantile bins, one-hot encoded.")
+@click.option("--normalize", is_flag=True, help="Scale every row to unit norm (after encoding).")
+@click.option("--bias", is_flag=True,
+              help="Append a constant 1 (after --normalize): similarities cos + 1 >= 0.")
+@click.option("--rff", type=int, default=None, metavar="D",
+              help="Map to D random Fourier features of the RBF kernel (after --bias).")
+@click.option("--gamma", type=float, default=1.0, show_default=True, help="RBF kernel exp(-gamma |x - x'|^2).")
+@click.option("--n-features", type=click.IntRange(1), default=None,
+              help="LIBSVM: the number of features (else found by a first pass).")
+@click.option("--delimiter", default=None, help="CSV: the field separator (default: detected).")
+@click.option("--header/--no-header", default=None,
+              help="CSV: whether the first row names the columns (default: detected).")
+@click.option("--dataset", default=None, help="HDF5/Zarr input: the 2-D dataset to read (default: X).")
+@click.option("--output-format", default=None, metavar="zarr|hdf5",
+              help="Store format (default: zarr, or hdf5 when OUT ends in .h5).")
+@click.option("--chunk-rows", type=click.IntRange(1), default=None,
+              help="Rows per chunk (default: chunks of about 16 MiB).")
+@click.option("--dtype", default="float32", show_default=True, metavar="float32|float64")
+@click.option("--codec", default="none", show_default=True,
+              help="Compression: none, lz4, zstd, gzip (Zarr); none, gzip, lzf (HDF5).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing OUT.")
+@cluster_options(persist=False)
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary.")
+def ingest(paths, fmt, label_column, positive, labels, prevalence, seed, categorical, drop, bins,
+           normalize, bias, rff, gamma, n_features, delimiter, header, dataset, output_format,
+           chunk_rows, dtype, codec, overwrite, scheduler, cluster, quiet):
+    """Turn SRC files (concatenated in order) into the feature store OUT."""
+    from ..ingest import CODECS, FORMATS, ingest as run_ingest
+    if len(paths) < 2:
+        raise ParameterError("give at least one SRC and the OUT store: bigsearch ingest SRC... OUT")
+    _choice(fmt, FORMATS, "--format")
+    _choice(output_format, ("zarr", "hdf5"), "--output-format")
+    _choice(dtype, ("float32", "float64"), "--dtype")
+    _choice(codec, CODECS, "--codec")
+    progress = BarProgress(quiet)
+    try:
+        with cluster_backend(scheduler, cluster) as backend:
+            summary = run_ingest(
+                list(paths[:-1]), paths[-1], fmt=fmt, labels=labels, label_column=label_column,
+                positive=positive, prevalence=prevalence, seed=seed, categorical=_split(categorical),
+                drop=_split(drop), bins=bins, normalize=normalize, bias=bias, rff=rff, gamma=gamma,
+                n_features=n_features, delimiter=delimiter, header=header, dataset=dataset,
+                output_format=output_format, chunk_rows=chunk_rows, dtype=dtype, codec=codec,
+                overwrite=overwrite, progress=progress, command=["bigsearch", "ingest", *sys.argv[2:]],
+                backend=backend)
+    finally:
+        progress.end()
+    if not quiet:
+        labels_text = ""
+        if summary["labels"]:
+            c = summary["labels"]
+            labels_text = f"; labels: {c.get('1', 0):,} positive, {c.get('0', 0):,} negative"
+        mb = summary["input_bytes"] / 1e6
+        click.echo(f"{summary['out']}: {summary['rows_written']:,} rows x {summary['n_features']} features "
+                   f"({summary['rows_read']:,} rows read{labels_text}) in {summary['seconds']:.1f} s, "
+                   f"{mb / max(summary['seconds'], 1e-9):.0f} MB/s of input", err=True)
+        if summary["blocks_on_cluster"] or summary["blocks_redone_here"]:
+            click.echo(f"blocks featurized on the cluster: {summary['blocks_on_cluster']}"
+                       f" (redone here after a worker failed: {summary['blocks_redone_here']})", err=True)

@@ -1,0 +1,200 @@
+"""Featurization: input columns -> encoded features -> normalize -> bias -> RFF.
+
+A :class:`Plan` is the whole recipe (it is what the store records under
+``featurization``): for every input column, how it becomes features (a number kept as
+it is, K quantile bins one-hot encoded, or categories one-hot encoded), then the
+optional steps in the paper's order. ``encode`` and ``finish`` are plain functions of a
+block and the plan, so they can run anywhere a block is.
+"""
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..errors import InputError, ParameterError
+from .stats import coarsen, quantile_edges
+
+MAX_CATEGORIES = 10_000
+
+
+@dataclass
+class ColumnPlan:
+    index: int                  # the column in the input
+    name: str
+    kind: str                   # "number", "bins" or "onehot"
+    edges: list = None          # bins: inner cut points (after rounding to ``level``)
+    level: int = 0              # bins: mantissa bits dropped before comparing with the edges
+    categories: list = None     # onehot: the values, in feature order
+
+    @property
+    def width(self):
+        if self.kind == "number":
+            return 1
+        return len(self.edges) + 1 if self.kind == "bins" else len(self.categories)
+
+    def feature_names(self):
+        if self.kind == "number":
+            return [self.name]
+        if self.kind == "onehot":
+            return [f"{self.name}={c}" for c in self.categories]
+        bounds = ["-inf", *[f"{e:g}" for e in self.edges], "inf"]
+        return [f"{self.name} in ({a}, {b}]" for a, b in zip(bounds, bounds[1:])]
+
+
+@dataclass
+class Plan:
+    columns: list
+    normalize: bool = False
+    bias: bool = False
+    rff: dict = None            # {"dim": D, "gamma": G, "seed": S}
+    dropped: list = field(default_factory=list)
+
+    @property
+    def encoded_width(self):
+        return sum(c.width for c in self.columns)
+
+    @property
+    def width(self):
+        if self.rff:
+            return self.rff["dim"]
+        return self.encoded_width + int(self.bias)
+
+    def describe(self):
+        steps = ["encode"] + [s for s, on in (("normalize", self.normalize), ("bias", self.bias),
+                                               ("rff", bool(self.rff))) if on]
+        out = {"steps": steps, "n_features": self.width, "encoded_features": self.encoded_width,
+               "columns": [_column_record(c) for c in self.columns],
+               "normalize": self.normalize, "bias": self.bias, "dropped": self.dropped}
+        if self.rff:
+            out["rff"] = {**self.rff, "kernel": "exp(-gamma ||x - x'||^2)",
+                          "map": "sqrt(2/D) cos(x W + b), W = rng.normal(0, sqrt(2 gamma), (r, D)), "
+                                 "b = rng.uniform(0, 2 pi, D), rng = numpy.random.default_rng([seed, 1])"}
+        if not self.rff and self.encoded_width <= 4096:
+            out["feature_names"] = [n for c in self.columns for n in c.feature_names()] + \
+                (["bias"] if self.bias else [])
+        return out
+
+
+def _column_record(c):
+    record = {k: v for k, v in asdict(c).items() if v is not None}
+    if c.kind != "bins":
+        record.pop("level")
+    return record
+
+
+def finish_plan(columns, stats, bins):
+    """Fill in the vocabularies and bin edges from the first pass's statistics."""
+    for c in columns:
+        if c.kind == "onehot":
+            vocab = stats["vocab"].get(c.index, {})
+            if not vocab:
+                raise InputError(f"column {c.name} has no values to encode")
+            c.categories = sorted(vocab)
+        elif c.kind == "bins":
+            sk = stats["sketch"][c.index]
+            c.level, c.edges = int(sk[0]), quantile_edges(sk, bins)
+    return columns
+
+
+# -- reading columns out of a block ---------------------------------------------------
+def numeric_matrix(block, indices):
+    """The block's columns ``indices`` as float64 (m, k); missing, NaN or infinite values
+    are an error naming the line and the column."""
+    if block.matrix is not None:
+        m = block.matrix
+        if list(indices) != list(range(m.shape[1])):
+            m = m[:, indices]
+        X = np.asarray(m.toarray() if hasattr(m, "toarray") else m, dtype=np.float64)
+    else:
+        X = np.empty((len(block), len(indices)), np.float64)
+        for i, j in enumerate(indices):
+            X[:, i] = block.table.column(j).to_numpy(zero_copy_only=False)
+    bad = ~np.isfinite(X)
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        name = block.reader.columns[indices[col]].name
+        raise InputError(f"{block.where(int(row))}: column {indices[col]} ({name}) is "
+                         f"{'missing or NaN' if np.isnan(X[row, col]) else 'infinite'}; "
+                         "features must be finite numbers")
+    return X
+
+
+def text_values(block, j):
+    """Column j as a pyarrow string array with surrounding spaces removed."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    col = block.table.column(j) if block.table is not None else pa.array(block.column(j))
+    if not pa.types.is_string(col.type) and not pa.types.is_large_string(col.type):
+        return pc.cast(col, pa.string())
+    return pc.utf8_trim_whitespace(col)
+
+
+# -- the transform ----------------------------------------------------------------------
+def encode(block, plan):
+    """The encoded features of a block (float64, m x plan.encoded_width)."""
+    numbers = [c for c in plan.columns if c.kind in ("number", "bins")]
+    values = numeric_matrix(block, [c.index for c in numbers]) if numbers else None
+    if all(c.kind == "number" for c in plan.columns):
+        return values
+    m = len(block)
+    Z = np.zeros((m, plan.encoded_width))
+    rows = np.arange(m)
+    offset, k = 0, 0
+    for c in plan.columns:
+        if c.kind == "number":
+            Z[:, offset] = values[:, k]
+        elif c.kind == "bins":
+            Z[rows, offset + np.searchsorted(c.edges, coarsen(values[:, k], c.level), side="left")] = 1
+        else:
+            codes = _category_codes(block, c)
+            hit = codes >= 0
+            Z[rows[hit], offset + codes[hit]] = 1
+        k += c.kind != "onehot"
+        offset += c.width
+    return Z
+
+
+def _category_codes(block, c):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    values = text_values(block, c.index)
+    codes = pc.index_in(values, value_set=pa.array([str(v) for v in c.categories], pa.string()))
+    return pc.fill_null(codes, -1).to_numpy(zero_copy_only=False)
+
+
+def rff_weights(r, rff):
+    rng = np.random.default_rng([rff["seed"], 1])
+    W = rng.normal(0.0, np.sqrt(2.0 * rff["gamma"]), (r, rff["dim"]))
+    b = rng.uniform(0.0, 2 * np.pi, rff["dim"])
+    return W, b
+
+
+def finish(Z, plan, weights=None):
+    """Normalize, append the bias, map through random Fourier features (as the plan says).
+    Returns (features, number of all-zero rows that could not be normalized)."""
+    zero_rows = 0
+    if plan.normalize:
+        norms = np.sqrt(np.einsum("ij,ij->i", Z, Z))
+        zero = norms == 0
+        zero_rows = int(zero.sum())
+        Z = Z / np.where(zero, 1.0, norms)[:, None]
+    if plan.bias:
+        Z = np.hstack([Z, np.ones((len(Z), 1))])
+    if plan.rff:
+        W, b = weights
+        Z = np.sqrt(2.0 / plan.rff["dim"]) * np.cos(Z @ W + b)
+    return Z, zero_rows
+
+
+def featurize(block, plan, weights=None):
+    """A block's features as the plan says: (features, number of all-zero rows)."""
+    return finish(encode(block, plan), plan, weights)
+
+
+def check_plan_options(bins, rff):
+    if bins is not None and bins < 2:
+        raise ParameterError(f"--bins {bins}: quantile bins need K >= 2")
+    if rff and rff["dim"] < 1:
+        raise ParameterError("--rff D needs D >= 1")
+    if rff and not rff["gamma"] > 0:
+        raise ParameterError(f"--gamma {rff['gamma']}: the RBF kernel needs gamma > 0")

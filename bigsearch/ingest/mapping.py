@@ -1,0 +1,56 @@
+"""Where the per-block work of ingest runs: in this process, or on a dask cluster.
+
+Inputs are read once, in order, and the store is written by one writer, both here. The
+work per block that can be heavy, the statistics of pass 1 and the featurization of
+pass 2 (encoding, normalization, random Fourier features), can run on the workers of a
+dask cluster instead: blocks travel without their reader (open files stay here), at most
+two per worker are in flight, and results come back in input order. A block that fails
+on a worker is redone here, so a bad value is reported with its file and line exactly
+as without a cluster, and a lost worker costs only that block's time.
+"""
+
+from collections import deque
+from dataclasses import replace
+
+
+def block_mapper(backend):
+    """The mapper for an engine backend: "local", or a dask backend spec with ``.client``."""
+    client = getattr(backend, "client", None)
+    return ClusterMapper(client) if client is not None else LocalMapper()
+
+
+class LocalMapper:
+    remote = redone = 0
+
+    def imap(self, fn, tagged_blocks, *shared):
+        """Yield (tag, block, fn(block, *shared)) for each (tag, block), in order."""
+        for tag, block in tagged_blocks:
+            yield tag, block, fn(block, *shared)
+
+
+class ClusterMapper:
+    def __init__(self, client, per_worker=2):
+        self.client = client
+        self.window = per_worker * max(1, len(client.scheduler_info()["workers"]))
+        self.remote = self.redone = 0      # blocks done by workers, and redone here
+
+    def imap(self, fn, tagged_blocks, *shared):
+        """As LocalMapper.imap, with fn running on the cluster's workers."""
+        remote = [self.client.scatter([value], broadcast=True)[0] for value in shared]
+        pending = deque()
+        for tag, block in tagged_blocks:
+            future = self.client.submit(fn, replace(block, reader=None), *remote, pure=False)
+            pending.append((tag, block, future))
+            if len(pending) >= self.window:
+                yield self._result(fn, shared, *pending.popleft())
+        while pending:
+            yield self._result(fn, shared, *pending.popleft())
+
+    def _result(self, fn, shared, tag, block, future):
+        try:
+            result = future.result()
+        except Exception:
+            self.redone += 1
+            return tag, block, fn(block, *shared)   # here: raises with the file and line, if bad
+        self.remote += 1
+        return tag, block, result

@@ -1,0 +1,411 @@
+"""`bigsearch ingest` as a library call: inputs -> (statistics pass) -> store.
+
+Pass 1 runs only when the recipe needs statistics (categories, quantile bins, label
+counts for --prevalence); pass 2 featurizes block by block and appends to a
+StoreWriter, which publishes the store atomically when everything succeeded. Memory is
+bounded by the block size and the per-column statistics, never by the input size.
+"""
+
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+from ..errors import InputError, ParameterError, StoreExistsError
+from ..storage import StoreWriter, default_chunk_rows, store_kind_for
+from .featurize import ColumnPlan, Plan, check_plan_options, featurize, finish_plan, rff_weights
+from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
+from .mapping import block_mapper
+from .readers import open_reader
+from .stats import block_stats, merge_stats
+
+# Text read per parser call, and the most float64 data one transform step holds
+# (docs/ingest.md has the measurements behind both).
+BLOCK_BYTES = 1 << 20
+STEP_BYTES = 32 << 20
+CODECS = ("none", "lz4", "zstd", "gzip", "lzf")
+
+
+class Progress:
+    """What the pipeline reports; the CLI shows it as a progress bar."""
+
+    def start(self, label, total):
+        pass
+
+    def update(self, done):
+        pass
+
+    def end(self):
+        pass
+
+    def warn(self, message):
+        pass
+
+
+def ingest(sources, out, *, fmt=None, labels=(), label_column=None, positive=(), prevalence=None,
+           seed=0, categorical=(), drop=(), bins=None, normalize=False, bias=False, rff=None,
+           gamma=1.0, n_features=None, delimiter=None, header=None, dataset=None,
+           output_format=None, chunk_rows=None, dtype="float32", codec="none", overwrite=False,
+           block_bytes=BLOCK_BYTES, progress=None, command=None, backend="local"):
+    """Turn input files into a feature store at ``out``; returns a summary dict.
+
+    The keywords are the CLI's options (see ``bigsearch ingest --help`` and docs/ingest.md);
+    ``backend`` (an engine backend, e.g. from ``bigsearch.backends.distributed.connect``)
+    says where the per-block statistics and featurization run (ingest/mapping.py).
+    """
+    mapper = block_mapper(backend)
+    t0 = time.perf_counter()
+    progress = progress or Progress()
+    out = Path(out)
+    kind = store_kind_for(out, output_format)
+    compressors = compressors_for(kind, codec)
+    rff_spec = None if not rff else {"dim": int(rff), "gamma": float(gamma), "seed": int(seed)}
+    check_plan_options(bins, rff_spec)
+    _check_output(out, sources, overwrite)
+    readers = _open_inputs(sources, fmt, dict(delimiter=delimiter, header=header, dataset=dataset,
+                                              n_features=n_features), block_bytes, progress)
+    label_readers = _label_readers(labels, readers)
+    rule = _label_rule(readers, label_readers, label_column, positive)
+    if prevalence is not None and rule is None:
+        raise ParameterError("--prevalence needs labels: give --label-column (or --labels)")
+    plan = _plan(readers, rule, categorical, drop, bins, normalize, bias, rff_spec)
+    stats = None
+    if prevalence is not None or any(c.kind != "number" for c in plan.columns):
+        stats = _first_pass(readers, label_readers, plan, rule, block_bytes, progress, mapper)
+        finish_plan(plan.columns, stats, bins)
+        _check_positives(readers, rule, stats, progress)
+    subsample = None
+    if prevalence is not None:
+        subsample = PositiveSubsample(prevalence, seed, stats["labels"].get(1, 0), stats["labels"].get(0, 0))
+
+    carry_ids = all(getattr(r, "ids", None) is not None for r in readers)
+    ids_dtype = readers[0].ids.dtype if carry_ids else (np.int64 if subsample else None)
+    chunk_rows = chunk_rows or _default_chunk_rows(_rows_to_write(readers, stats, subsample),
+                                                   plan.width, dtype)
+    with StoreWriter(out, plan.width, dtype=dtype, chunk_rows=chunk_rows, kind=kind,
+                     labels=rule is not None, ids_dtype=ids_dtype, overwrite=overwrite,
+                     compressors=compressors) as writer:
+        totals = _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids,
+                              ids_dtype is not None, block_bytes, progress, mapper)
+        if stats is None:
+            _check_positives(readers, rule, totals, progress)
+        if totals["zero_rows"]:
+            progress.warn(f"{totals['zero_rows']:,} rows are all zero; --normalize leaves them zero")
+        writer.set_attrs(featurization=_featurization(plan, rule, subsample, bins),
+                         provenance=_provenance(readers, label_readers, totals, command))
+    return {"out": str(out), "kind": kind, "rows_read": totals["rows"], "rows_written": writer.n,
+            "n_features": plan.width, "labels": {str(k): v for k, v in sorted(totals["labels"].items())},
+            "seconds": time.perf_counter() - t0, "input_bytes": sum(r.size for r in readers),
+            "blocks_on_cluster": mapper.remote, "blocks_redone_here": mapper.redone}
+
+
+# -- setting up ---------------------------------------------------------------------------
+def compressors_for(kind, codec):
+    if codec not in CODECS:
+        raise ParameterError(f"unknown codec {codec!r}; choose one of {', '.join(CODECS)}")
+    if codec == "none":
+        return None
+    if kind == "hdf5":
+        if codec not in ("gzip", "lzf"):
+            raise ParameterError(f"codec {codec} is not available for HDF5 output; use none, gzip or lzf")
+        return codec
+    import zarr.codecs as zc
+    choices = {"lz4": lambda: zc.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"),
+               "zstd": lambda: zc.ZstdCodec(level=1), "gzip": lambda: zc.GzipCodec(level=1)}
+    if codec not in choices:
+        raise ParameterError(f"codec {codec} is not available for Zarr output; use none, lz4, zstd or gzip")
+    return [choices[codec]()]
+
+
+def _rows_to_write(readers, stats, subsample):
+    """Rows the store will get: exact after a first pass or for binary inputs, estimated
+    from the first MiB for text (5% added), None when unknown (gzipped text)."""
+    if stats is not None:
+        return stats["rows"] - (subsample.n_pos - subsample.k if subsample else 0)
+    estimates = [r.estimated_rows() for r in readers]
+    if any(e is None for e in estimates):
+        return None
+    exact = all(getattr(r, "n", None) is not None for r in readers)
+    return sum(estimates) if exact else int(sum(estimates) * 1.05) + 1
+
+
+def _default_chunk_rows(n_rows, width, dtype):
+    """Chunks of at most about 16 MiB, of equal size when the row count is known: a store's
+    last chunk takes a whole chunk's space on disk, so 48,842 rows of 124 features make two
+    chunks of 24,421 rows rather than two of 33,825."""
+    rows = default_chunk_rows(width, np.dtype(dtype).itemsize)
+    if n_rows:
+        rows = -(-n_rows // -(-n_rows // rows))   # ceil(n / number of chunks)
+    return max(1, rows)
+
+
+def _check_output(out, sources, overwrite):
+    if out.exists() and not overwrite:
+        raise StoreExistsError(f"{out} already exists; choose another OUT or pass --overwrite")
+    for s in sources:
+        if Path(s).resolve() == out.resolve():
+            raise ParameterError(f"{out} is both an input and the output")
+
+
+def _open_inputs(sources, fmt, options, block_bytes, progress):
+    """Readers for every input, with the same columns (LIBSVM widths found and aligned)."""
+    readers = [open_reader(s, fmt, **options) for s in sources]
+    for r in readers:
+        if getattr(r, "needs_scan", lambda: False)():
+            progress.start(f"scan {Path(r.path).name}", r.size)
+            r.scan(block_bytes)
+            progress.end()
+    _align_libsvm(readers)
+    _check_same_columns(readers)
+    return readers
+
+
+def _label_readers(labels, readers):
+    if not labels:
+        return None
+    if len(labels) != len(readers):
+        raise ParameterError(f"{len(labels)} --labels files for {len(readers)} inputs; give one per input, in order")
+    out = [open_reader(p) for p in labels]
+    for lr in out:
+        if len(lr.columns) != 1:
+            raise InputError(f"{lr.path}: a labels file needs one value per row, found {len(lr.columns)} columns")
+    return out
+
+
+def _align_libsvm(readers):
+    """Several LIBSVM inputs share the widest width and the same index base."""
+    svm = [r for r in readers if r.format == "libsvm"]
+    if len(svm) > 1:
+        width = max(r.n_features for r in svm)
+        zero = any(r.zero_based for r in svm)
+        for r in svm:
+            r.zero_based, r.n_features = zero, width + (1 if zero and not r.zero_based else 0)
+            r.columns = r._named(r.n_features)
+
+
+def _check_same_columns(readers):
+    first = readers[0]
+    for r in readers[1:]:
+        if len(r.columns) != len(first.columns):
+            raise InputError(f"{r.path}: {len(r.columns)} columns, but {first.path} has {len(first.columns)}")
+        names = [c.name for c in r.columns]
+        if getattr(r, "header", False) and names != [c.name for c in first.columns]:
+            raise InputError(f"{r.path}: the header differs from {first.path}'s")
+    for j in range(len(first.columns)):
+        if not all(r.columns[j].numeric for r in readers):
+            for r in readers:
+                if hasattr(r, "force_text"):
+                    r.force_text(j)
+
+
+def _resolve(reader, refs, option):
+    """Column references (names, or 0-based indices when numeric) -> indices."""
+    names = [c.name for c in reader.columns]
+    out = []
+    for ref in refs:
+        ref = str(ref).strip()
+        if ref in names:
+            out.append(names.index(ref))
+        elif ref.lstrip("-").isdigit():
+            j = int(ref)
+            if not 0 <= j < len(names):
+                raise InputError(f"{reader.path}: {option} {ref} is out of range: the input has "
+                                 f"{len(names)} columns (0..{len(names) - 1})")
+            out.append(j)
+        else:
+            shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+            raise InputError(f"{reader.path}: {option} {ref!r}: no such column (columns: {shown})")
+    return out
+
+
+def _label_rule(readers, label_readers, label_column, positive):
+    positive = tuple(str(p).strip() for p in positive)
+    if label_column is not None:
+        if readers[0].format == "libsvm":
+            raise ParameterError("a LIBSVM file's label is the first value of each line; leave out --label-column")
+        j = _resolve(readers[0], [label_column], "--label-column")[0]
+        numeric = all(r.columns[j].numeric for r in readers)
+        return LabelRule(j, readers[0].columns[j].name, numeric, positive)
+    if label_readers:
+        lr = label_readers[0]
+        return LabelRule(None, lr.path, all(r.columns[0].numeric for r in label_readers), positive)
+    with_labels = [r.has_labels for r in readers]
+    if any(with_labels):
+        if not all(with_labels):
+            missing = readers[with_labels.index(False)].path
+            raise InputError(f"{missing}: has no labels, but other inputs have")
+        return LabelRule(None, f"of {readers[0].path}", True, positive, stored=readers[0].labels_are_stored)
+    if positive:
+        raise ParameterError("--positive needs labels: give --label-column NAME|INDEX (or --labels FILE)")
+    return None
+
+
+def _plan(readers, rule, categorical, drop, bins, normalize, bias, rff_spec):
+    columns = _column_plans(readers, rule, categorical, drop, bins)
+    if not columns:
+        raise ParameterError("no feature columns are left after the label and --drop")
+    dropped = [readers[0].columns[j].name for j in _resolve(readers[0], drop, "--drop")]
+    return Plan(columns, normalize, bias, rff_spec, dropped=dropped)
+
+
+def _column_plans(readers, rule, categorical, drop, bins):
+    first = readers[0]
+    cat = set(_resolve(first, categorical, "--categorical"))
+    skip = set(_resolve(first, drop, "--drop"))
+    if rule is not None and rule.column is not None:
+        skip.add(rule.column)
+    plans = []
+    for j, col in enumerate(first.columns):
+        if j in skip:
+            continue
+        if j in cat or not col.numeric:
+            kind = "onehot"
+            for r in readers:
+                if hasattr(r, "force_text"):
+                    r.force_text(j)
+        else:
+            kind = "bins" if bins else "number"
+        plans.append(ColumnPlan(j, col.name, kind))
+    return plans
+
+
+# -- the passes ---------------------------------------------------------------------------
+def _blocks(readers, label_readers, block_bytes, progress, label):
+    """Every block of every input in order, with --labels values attached; yields
+    (global row offset of the block, block)."""
+    total = sum(r.size for r in readers)
+    progress.start(label, total)
+    done, offset = 0, 0
+    for i, r in enumerate(readers):
+        blocks = r.blocks(block_bytes)
+        if label_readers:
+            blocks = _attach_labels(blocks, label_readers[i], r)
+        for block in blocks:
+            yield offset + block.start, block
+            progress.update(done + r.position())
+        done += r.size
+        offset += r.rows_read
+    progress.end()
+
+
+def _attach_labels(blocks, label_reader, reader):
+    """Give each block of ``reader`` the next len(block) values of its --labels file."""
+    label_rule = LabelRule(0, "label", label_reader.columns[0].numeric, stored=True)
+    pending, have = [], 0
+    source = label_reader.blocks(BLOCK_BYTES)
+    for block in blocks:
+        while have < len(block):
+            try:
+                lb = next(source)
+            except StopIteration:
+                raise InputError(f"{label_reader.path}: {label_reader.rows_read:,} labels, "
+                                 f"but {reader.path} has more rows") from None
+            values = raw_labels(lb, label_rule)
+            pending.append(values)
+            have += len(values)
+        values = _concat(pending)
+        block.labels, rest = values[:len(block)], values[len(block):]
+        pending, have = [rest], len(rest)
+        yield block
+    extra = have + sum(len(b) for b in source)
+    if extra:
+        raise InputError(f"{label_reader.path}: {label_reader.rows_read:,} labels, but {reader.path} "
+                         f"has {reader.rows_read:,} rows")
+
+
+def _concat(parts):
+    if len(parts) == 1:
+        return parts[0]
+    if isinstance(parts[0], np.ndarray):
+        return np.concatenate(parts)
+    import pyarrow as pa
+    return pa.concat_arrays([p.combine_chunks() if hasattr(p, "combine_chunks") else p for p in parts])
+
+
+def _steps(tagged_blocks, width):
+    """Sub-blocks small enough that one float64 transform step stays under STEP_BYTES,
+    each tagged with its global row offset."""
+    rows = max(1, STEP_BYTES // (8 * max(1, width)))
+    for offset, block in tagged_blocks:
+        for a in range(0, len(block), rows):
+            yield offset + a, block.rows(a, min(len(block), a + rows))
+
+
+def _first_pass(readers, label_readers, plan, rule, block_bytes, progress, mapper):
+    kinds = {c.index: c.kind for c in plan.columns}
+    stats = None
+    steps = _steps(_blocks(readers, label_readers, block_bytes, progress, "pass 1/2: statistics"),
+                   max(len(readers[0].columns), 1))
+    for _, _, s in mapper.imap(block_stats, steps, kinds, rule):
+        stats = s if stats is None else merge_stats(stats, s)
+    return stats
+
+
+def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids, write_ids,
+                 block_bytes, progress, mapper):
+    weights = rff_weights(plan.encoded_width + int(plan.bias), plan.rff) if plan.rff else None
+    totals = {"rows": 0, "labels": Counter(), "label_values": set(), "matched": set(), "zero_rows": 0}
+    width = max(len(readers[0].columns), plan.encoded_width, plan.width)
+    label = "pass 2/2: writing" if subsample or any(c.kind != "number" for c in plan.columns) else "writing"
+    steps = _steps(_blocks(readers, label_readers, block_bytes, progress, label), width)
+    for offset, step, (X, zero_rows) in mapper.imap(featurize, steps, plan, weights):
+        totals["zero_rows"] += zero_rows
+        y = ids = None
+        if rule is not None:
+            y, seen, matched = label_block(step, rule)
+            totals["label_values"] |= seen
+            totals["matched"] |= matched
+        if write_ids:
+            ids = step.ids if carry_ids else offset + np.arange(len(step))
+        if subsample is not None:
+            keep = subsample.keep(y)
+            X, y, ids = X[keep], y[keep], ids[keep]
+        if rule is not None:
+            totals["labels"].update({int(k): int(v) for k, v in zip(*np.unique(y, return_counts=True))})
+        totals["rows"] += len(step)
+        if len(X):
+            writer.append(X, y, ids)
+    return totals
+
+
+def _check_positives(readers, rule, stats, progress):
+    if rule is None or (not rule.positives):
+        return
+    if not stats["matched"]:
+        seen = ", ".join(sorted(stats["label_values"])) or "none"
+        files = ", ".join(r.path for r in readers)
+        raise InputError(f"{files}: --positive {' / '.join(rule.positives)} never occurs in label column "
+                         f"{rule.name} (values seen: {seen})")
+    for p in rule.positives:
+        if p not in stats["matched"]:
+            progress.warn(f"--positive {p!r} never occurs in label column {rule.name}")
+
+
+# -- what the store records ---------------------------------------------------------------
+def _featurization(plan, rule, subsample, bins):
+    out = plan.describe()
+    if bins:
+        out["bins"] = bins
+    if rule is not None:
+        out["label"] = {"column": rule.name if rule.column is not None else None,
+                        "column_index": rule.column, "positive": list(rule.positives),
+                        "from": "column" if rule.column is not None else rule.name}
+    if subsample is not None:
+        out["subsample"] = subsample.describe()
+    return out
+
+
+def _provenance(readers, label_readers, totals, command):
+    out = {"tool": "bigsearch ingest", "bigsearch_version": __version__,
+           "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+           "sources": [r.describe() for r in readers], "rows_read": totals["rows"]}
+    if label_readers:
+        out["labels_files"] = [r.describe() for r in label_readers]
+    if command:
+        out["command"] = command
+    if totals["labels"]:
+        out["label_counts"] = {str(k): v for k, v in sorted(totals["labels"].items())}
+    return out

@@ -1,0 +1,197 @@
+"""CSV and TSV inputs, streamed with pyarrow's CSV reader.
+
+UCI files work as published: values padded with spaces (numbers parse as they are,
+text is trimmed later), leading comment lines starting with '|' or '#' (adult.test),
+blank lines. Column types are inferred once from a sample of the first file and then
+fixed (integers are read as float64), so a later block cannot change its mind; a
+value that does not fit its column is an error naming the line.
+"""
+
+import csv as pycsv
+import re
+
+from ...errors import InputError
+from .base import Column, Block, Reader, is_gzip
+from .text import count_lines, locate, read_sample
+
+SAMPLE_BYTES = 1 << 20
+COMMENT_PREFIXES = (b"#", b"|")
+DELIMITERS = ("\t", ",", ";", " ")
+# pyarrow words it with or without "Row #N: " (it depends on how the block was parsed).
+CONVERSION = re.compile(r"In CSV column #(\d+): (?:Row #\d+: )?CSV conversion error to \w+: invalid value '(.*)'",
+                        re.S)
+
+
+def _pa():
+    try:
+        import pyarrow
+        import pyarrow.csv
+    except ImportError:  # pragma: no cover - exercised only without the extra
+        raise InputError("reading CSV needs pyarrow: pip install 'bigsearch[ingest]'") from None
+    return pyarrow
+
+
+class CsvReader(Reader):
+    format = "csv"
+
+    def __init__(self, path, *, delimiter=None, header=None, fmt="csv"):
+        super().__init__(path)
+        self.format = fmt
+        self._invalid = []
+        sample, whole = read_sample(path, SAMPLE_BYTES)
+        lines = sample.splitlines()
+        self.skip_lines = _leading_comments(lines)
+        data_lines = [ln for ln in lines[self.skip_lines:] if ln]
+        if not data_lines:
+            raise InputError(f"{path}: empty file (no data rows)")
+        self.delimiter = delimiter or ("\t" if fmt == "tsv" else _sniff(data_lines[0]))
+        body = b"\n".join(lines[self.skip_lines:]) + b"\n"
+        self.header = _has_header(self, body) if header is None else header
+        names, numeric = self._infer(body)
+        rows = len(data_lines) - int(self.header)
+        self._estimate = rows if whole else (None if is_gzip(path) else int(rows * self.size / len(sample)))
+        self.columns = [Column(n, t) for n, t in zip(names, numeric)]
+
+    def force_text(self, j):
+        """Read column j as text (it is categorical, or text in another input)."""
+        self.columns[j] = Column(self.columns[j].name, False)
+
+    # -- reading ------------------------------------------------------------------
+    def _options(self, block_bytes):
+        pa = _pa()
+        ro = pa.csv.ReadOptions(block_size=block_bytes, use_threads=True,
+                                column_names=[c.name for c in self.columns],
+                                skip_rows=self.skip_lines + int(self.header))
+        types = {c.name: (pa.float64() if c.numeric else pa.string()) for c in self.columns}
+        po = pa.csv.ParseOptions(delimiter=self.delimiter, invalid_row_handler=self._on_invalid)
+        co = pa.csv.ConvertOptions(column_types=types, strings_can_be_null=False)
+        return ro, po, co
+
+    def _on_invalid(self, row):
+        self._invalid.append(row)
+        return "error"
+
+    def _infer(self, body):
+        pa = _pa()
+        ro = pa.csv.ReadOptions(autogenerate_column_names=not self.header)
+        po = pa.csv.ParseOptions(delimiter=self.delimiter, invalid_row_handler=self._on_invalid)
+        try:
+            table = pa.csv.read_csv(pa.BufferReader(body), read_options=ro, parse_options=po)
+        except (pa.ArrowInvalid, OSError) as e:
+            raise self._error(e, 0) from None
+        names = [str(n).strip() for n in table.column_names]
+        if len(set(names)) != len(names):
+            raise InputError(f"{self.path}: the header names a column twice ({', '.join(names)})")
+        return names, [_is_number(t) or _mostly_numbers(table.column(j))
+                       for j, t in enumerate(table.schema.types)]
+
+    def blocks(self, block_bytes):
+        pa = _pa()
+        self._raw = pa.OSFile(self.path)
+        stream = pa.CompressedInputStream(self._raw, "gzip") if is_gzip(self.path) else self._raw
+        ro, po, co = self._options(block_bytes)
+        start = 0
+        try:
+            reader = pa.csv.open_csv(stream, read_options=ro, parse_options=po, convert_options=co)
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    break
+                if batch.num_rows:
+                    yield Block(self, start, table=batch)
+                    start += batch.num_rows
+                    self.rows_read = start
+        except (pa.ArrowInvalid, OSError) as e:
+            raise self._error(e, start) from None
+        finally:
+            self.close()
+        if start == 0:
+            raise InputError(f"{self.path}: no data rows (only a header or comments)")
+
+    # -- errors ---------------------------------------------------------------------
+    def _error(self, e, start):
+        """An InputError naming the line, from a pyarrow error met after ``start`` good rows."""
+        skip = self.skip_lines + int(getattr(self, "header", False))
+        text = str(e)
+        if self._invalid:
+            row = self._invalid[0]
+            line = locate(self.path, skip, start, lambda ln: ln.decode(errors="replace") == row.text)
+            return InputError(f"{self._at(line, start)}: {row.actual_columns} fields where "
+                              f"{row.expected_columns} were expected (ragged row)")
+        m = CONVERSION.search(text)
+        if m:
+            j, value = int(m.group(1)), m.group(2)
+            line = locate(self.path, skip, start, lambda ln: self._field(ln, j) == value.strip())
+            return InputError(f"{self._at(line, start)}: {value.strip()!r} in numeric column {j} "
+                              f"({self.columns[j].name}) is not a number")
+        if isinstance(e, OSError) or "ompress" in text:
+            return InputError(f"{self.path}: the gzip data ends early or is corrupt after line "
+                              f"{count_lines(self.path)} ({text})")
+        if "Empty CSV file" in text:
+            return InputError(f"{self.path}: empty file (no data rows)")
+        return InputError(f"{self.path}, after data row {start}: {text.splitlines()[0]}")
+
+    def _field(self, line, j):
+        fields = next(pycsv.reader([line.decode(errors="replace")], delimiter=self.delimiter), [])
+        return fields[j].strip() if j < len(fields) else None
+
+    def _at(self, line, start):
+        return f"{self.path}, line {line}" if line else f"{self.path}, after data row {start}"
+
+    def estimated_rows(self):
+        return self._estimate
+
+    def where(self, row):
+        line = locate(self.path, self.skip_lines + int(self.header), row)
+        return f"{self.path}, line {line}" if line else super().where(row)
+
+
+def _is_number(t):
+    pa = _pa()
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+NUMBER = r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$"
+MOSTLY = 0.9
+
+
+def _mostly_numbers(col):
+    """A text column whose values are nearly all numbers is a numeric column with a stray
+    value: reading it as numbers makes the stray value an error that names its line,
+    rather than silently one-hot encoding a numeric column."""
+    import pyarrow.compute as pc
+    col = col.drop_null()
+    if len(col) == 0 or not _pa().types.is_string(col.type):
+        return False
+    numbers = pc.sum(pc.match_substring_regex(col, NUMBER)).as_py() or 0
+    return numbers >= MOSTLY * len(col) and numbers < len(col)
+
+
+def _leading_comments(lines):
+    n = 0
+    while n < len(lines) and lines[n].lstrip().startswith(COMMENT_PREFIXES):
+        n += 1
+    return n
+
+
+def _sniff(line):
+    text = line.decode(errors="replace")
+    return next((d for d in DELIMITERS if d in text), ",")
+
+
+def _has_header(reader, body):
+    """True when the first row is text in a column whose other values are numbers."""
+    pa = _pa()
+    po = pa.csv.ParseOptions(delimiter=reader.delimiter)
+    try:
+        with_first = pa.csv.read_csv(pa.BufferReader(body), parse_options=po,
+                                     read_options=pa.csv.ReadOptions(autogenerate_column_names=True))
+        without = pa.csv.read_csv(pa.BufferReader(body), parse_options=po,
+                                  read_options=pa.csv.ReadOptions(autogenerate_column_names=True, skip_rows=1))
+    except (pa.ArrowInvalid, OSError):
+        return False  # _infer reports the problem with its line
+    if without.num_rows == 0:
+        return False
+    return any(_is_number(b) and not _is_number(a)
+               for a, b in zip(with_first.schema.types, without.schema.types))

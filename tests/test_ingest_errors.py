@@ -1,0 +1,163 @@
+"""Bad inputs to `bigsearch ingest`: a one-line error naming the file and the line or row,
+exit status 2, no traceback, and nothing left at OUT (nor a temporary store beside it)."""
+
+import gzip
+import os
+
+import numpy as np
+import pytest
+
+from conftest import SHARED, run_cli
+
+GOOD_ROWS = "".join(f"{i},{i % 7}.5,{i % 2}\n" for i in range(3000))
+
+
+def ingest_fails(tmp_path, *args, out_name="out.zarr"):
+    """Run the CLI expecting a clean failure; returns the message."""
+    out = tmp_path / out_name
+    before = set(os.listdir(tmp_path))
+    r = run_cli("ingest", *args, out)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr
+    assert "Traceback" not in r.stderr
+    assert set(os.listdir(tmp_path)) == before, "ingest left something behind"
+    return lines[0]
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_ragged_row(tmp_path):
+    lines = GOOD_ROWS.splitlines(keepends=True)
+    lines[1234] = "5,6\n"
+    src = write(tmp_path, "ragged.csv", "".join(lines))
+    msg = ingest_fails(tmp_path, src, "--label-column", "2")
+    assert "ragged.csv, line 1235:" in msg and "2 fields where 3 were expected" in msg
+
+
+def test_non_numeric_value_in_a_numeric_column_early_and_late(tmp_path):
+    lines = GOOD_ROWS.splitlines(keepends=True)
+    lines[17] = "17,abc,1\n"
+    src = write(tmp_path, "early.csv", "".join(lines))
+    msg = ingest_fails(tmp_path, src, "--label-column", "2")
+    assert "early.csv, line 18: 'abc' in numeric column 1 (f1) is not a number" in msg
+    # past the first parser block (the type is fixed by then)
+    big = GOOD_ROWS * 400 + "1,x2y,0\n" + GOOD_ROWS
+    src = write(tmp_path, "late.csv", big)
+    msg = ingest_fails(tmp_path, src, "--label-column", "2")
+    assert f"late.csv, line {3000 * 400 + 1}: 'x2y' in numeric column 1" in msg
+
+
+@pytest.mark.parametrize("value,word", [("nan", "missing or NaN"), ("inf", "infinite"), ("", "missing")])
+def test_nan_inf_and_missing_values(tmp_path, value, word):
+    lines = GOOD_ROWS.splitlines(keepends=True)
+    lines[2500] = f"2500,{value},1\n"
+    src = write(tmp_path, "nan.csv", "".join(lines))
+    msg = ingest_fails(tmp_path, src, "--label-column", "2")
+    assert "nan.csv, line 2501: column 1 (f1) is" in msg and word in msg
+
+
+def test_nan_in_a_numpy_array_names_the_row(tmp_path):
+    X = np.ones((100, 3))
+    X[42, 1] = np.nan
+    np.save(tmp_path / "a.npy", X)
+    msg = ingest_fails(tmp_path, tmp_path / "a.npy")
+    assert "a.npy, row 43: column 1 (1) is missing or NaN" in msg
+
+
+@pytest.mark.parametrize("name,content", [("empty.csv", b""), ("header.csv", b"a,b,c\n"),
+                                          ("empty.npy", None), ("empty.gz", gzip.compress(b""))])
+def test_empty_inputs(tmp_path, name, content):
+    path = tmp_path / name
+    if content is None:
+        np.save(path, np.zeros((0, 3)))
+    else:
+        path.write_bytes(content)
+    args = {"empty.gz": ["--format", "csv"], "header.csv": ["--header"]}.get(name, [])
+    msg = ingest_fails(tmp_path, path, *args)
+    assert name in msg and ("empty" in msg or "no data rows" in msg)
+
+
+def test_missing_label_column(tmp_path):
+    src = write(tmp_path, "h.csv", "a,b,label\n1,2,x\n3,4,y\n")
+    msg = ingest_fails(tmp_path, src, "--label-column", "target", "--positive", "x")
+    assert "h.csv: --label-column 'target': no such column (columns: a, b, label)" in msg
+    msg = ingest_fails(tmp_path, src, "--label-column", "3", "--positive", "x")
+    assert "h.csv: --label-column 3 is out of range: the input has 3 columns (0..2)" in msg
+
+
+def test_positive_value_that_never_occurs(tmp_path):
+    msg = ingest_fails(tmp_path, SHARED / "adult" / "adult.data", "--label-column", "14", "--positive", ">50k")
+    assert "adult.data: --positive >50k never occurs in label column f14 (values seen: <=50K, >50K)" in msg
+    msg = ingest_fails(tmp_path, SHARED / "higgs" / "lightgbm_binary.test", "--label-column", "0", "--positive", "7")
+    assert "lightgbm_binary.test: --positive 7 never occurs in label column f0 (values seen: 0, 1)" in msg
+
+
+def test_text_labels_need_positive(tmp_path):
+    src = write(tmp_path, "t.csv", "1,a\n2,b\n")
+    msg = ingest_fails(tmp_path, src, "--label-column", "1")
+    assert "label column f1 holds text; say which values are positive with --positive" in msg
+
+
+def test_unknown_format(tmp_path):
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(bytes(range(256)) * 4)
+    msg = ingest_fails(tmp_path, blob)
+    assert "blob.bin: cannot tell the format" in msg and "--format" in msg
+    msg = ingest_fails(tmp_path, SHARED / "higgs" / "lightgbm_binary.test", "--format", "xlsx")
+    assert "--format 'xlsx' is not one of csv, tsv, libsvm, npy, hdf5, zarr, idx, parquet" in msg
+
+
+def test_existing_out_is_kept(tmp_path):
+    out = tmp_path / "out.zarr"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    msg = ingest_fails(tmp_path, SHARED / "higgs" / "lightgbm_binary.test", "--label-column", "0")
+    assert "out.zarr already exists; choose another OUT or pass --overwrite" in msg
+    assert (out / "keep.txt").read_text() == "mine"
+    r = run_cli("ingest", SHARED / "higgs" / "lightgbm_binary.test", out, "--label-column", "0", "--overwrite")
+    assert r.returncode == 0 and not (out / "keep.txt").exists()
+
+
+def test_unreadable_inputs(tmp_path):
+    msg = ingest_fails(tmp_path, tmp_path / "nowhere.csv")
+    assert "nowhere.csv: no such file" in msg
+    (tmp_path / "adir").mkdir()
+    msg = ingest_fails(tmp_path, tmp_path / "adir")
+    assert "adir: a directory, and not a Zarr store" in msg
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_file_without_read_permission(tmp_path):
+    src = write(tmp_path, "secret.csv", GOOD_ROWS)
+    src.chmod(0)
+    msg = ingest_fails(tmp_path, src)
+    assert "secret.csv: cannot be read (Permission denied)" in msg
+
+
+def test_truncated_gzip_csv_and_idx(tmp_path):
+    data = gzip.compress((GOOD_ROWS * 200).encode())
+    (tmp_path / "cut.csv.gz").write_bytes(data[: len(data) // 2])
+    msg = ingest_fails(tmp_path, tmp_path / "cut.csv.gz", "--label-column", "2")
+    assert "cut.csv.gz: the gzip data ends early or is corrupt after line" in msg
+    idx = (SHARED / "mnist" / "t10k-images-idx3-ubyte.gz").read_bytes()
+    (tmp_path / "cut-idx3-ubyte.gz").write_bytes(idx[: len(idx) // 3])
+    msg = ingest_fails(tmp_path, tmp_path / "cut-idx3-ubyte.gz")
+    assert "cut-idx3-ubyte.gz: the data ends early or is corrupt while reading rows" in msg
+
+
+def test_bad_libsvm_line(tmp_path):
+    src = write(tmp_path, "d.svm", "1 1:0.5 3:1\n-1 2:1\n1 2:x\n")
+    msg = ingest_fails(tmp_path, src)
+    assert "d.svm, line 3: could not convert string to float" in msg
+
+
+def test_labels_file_of_the_wrong_length(tmp_path):
+    np.save(tmp_path / "x.npy", np.ones((50, 2)))
+    np.save(tmp_path / "y.npy", np.ones(49))
+    msg = ingest_fails(tmp_path, tmp_path / "x.npy", "--labels", tmp_path / "y.npy")
+    assert "y.npy: 49 labels, but" in msg and "x.npy has more rows" in msg
