@@ -6,13 +6,14 @@ blocks of ``chunk_rows`` rows chosen by us. Filters, big-endian data or chunks t
 were never written take the slow path (h5py ``read_direct`` into a reused buffer).
 """
 
+import json
 from pathlib import Path
 
 import h5py
 import numpy as np
 
 from ..errors import StoreError, StoreNotFoundError
-from .base import FeatureStore, advise_willneed, map_file_array
+from .base import FeatureStore, advise_willneed
 from .format import IDS_NAME, X_NAME, Y_NAME, check_features, default_chunk_rows
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
@@ -39,7 +40,7 @@ class HDF5Store(FeatureStore):
         except StoreError:
             fh.close()
             raise
-        attrs = {k: _plain(v) for k, v in fh.attrs.items()}
+        attrs = {k: attribute_value(v) for k, v in fh.attrs.items()}
         super().__init__(path, x.shape[0], x.shape[1], x.dtype.newbyteorder("="), rows, attrs)
         self._file, self._x = fh, x
         self._requested_rows = chunk_rows
@@ -93,7 +94,7 @@ class HDF5Store(FeatureStore):
             out = np.empty((b - a, self.r), self.dtype)
             self._decode_chunk(j, out)
             return out, lambda: None
-        return map_file_array(self.path, offset, self.dtype, (b - a, self.r))
+        return self._maps.array(self.path, offset, self.dtype, (b - a, self.r))
 
     def _decode_chunk(self, j, out):
         a, b = self.chunks[j]
@@ -116,12 +117,13 @@ class HDF5Store(FeatureStore):
         return {"chunk_rows": self._requested_rows}
 
     def close(self):
+        super().close()
         self._file.close()
 
 
-def _plain(value):
-    """HDF5 attributes back to JSON-able Python values (we store JSON as strings)."""
-    import json
+def attribute_value(value):
+    """An HDF5 (or Zarr) attribute as a JSON-able Python value (dicts and lists are
+    stored as JSON strings in HDF5)."""
     if isinstance(value, bytes):
         value = value.decode()
     if isinstance(value, str):

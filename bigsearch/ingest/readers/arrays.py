@@ -5,12 +5,12 @@ along; any other 2-D dataset is chosen with --dataset. Parquet is read by row gr
 with pyarrow and handled like a CSV table.
 """
 
-import json
 
 import numpy as np
 
 from ...errors import InputError
 from ...storage.format import IDS_NAME, X_NAME, Y_NAME
+from ...storage.hdf5_store import attribute_value
 from .base import Block, Column, Reader
 
 
@@ -23,7 +23,7 @@ class ArrayReader(Reader):
         super().__init__(path)
         self.format = fmt
         self._root = self._open_root()
-        self.attrs = {k: _plain(v) for k, v in self._root.attrs.items()}
+        self.attrs = {k: attribute_value(v) for k, v in self._root.attrs.items()}
         if not hasattr(self._root, "keys"):  # a bare Zarr array
             self.x, self.dataset = self._root, None
         else:
@@ -108,17 +108,6 @@ def _decode(values):
     if values.dtype.kind in "OS":
         return np.array([v.decode() if isinstance(v, bytes) else v for v in values], dtype=object)
     return values
-
-
-def _plain(value):
-    if isinstance(value, bytes):
-        value = value.decode()
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value.item() if isinstance(value, np.generic) else value
 
 
 class ParquetReader(Reader):
