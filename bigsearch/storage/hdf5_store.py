@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 
 from ..errors import StoreError, StoreNotFoundError
-from .base import FeatureStore, advise_willneed
+from .base import FeatureStore, advise_willneed, map_file_array
 from .format import IDS_NAME, X_NAME, Y_NAME, check_features, default_chunk_rows
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
@@ -94,7 +94,7 @@ class HDF5Store(FeatureStore):
             out = np.empty((b - a, self.r), self.dtype)
             self._decode_chunk(j, out)
             return out, lambda: None
-        return self._maps.array(self.path, offset, self.dtype, (b - a, self.r))
+        return map_file_array(self.path, offset, self.dtype, (b - a, self.r))
 
     def _decode_chunk(self, j, out):
         a, b = self.chunks[j]
@@ -117,7 +117,6 @@ class HDF5Store(FeatureStore):
         return {"chunk_rows": self._requested_rows}
 
     def close(self):
-        super().close()
         self._file.close()
 
 
