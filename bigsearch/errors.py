@@ -81,3 +81,11 @@ class InputError(BigsearchError, ValueError):
 class ClusterError(BigsearchError, RuntimeError):
     """A dask cluster cannot run the search: no scheduler at the address, no workers,
     or workers that cannot open the feature store."""
+
+
+class ExperimentError(BigsearchError, ValueError):
+    """An experiment directory cannot be used as asked (it holds a different experiment)."""
+
+
+class ExperimentExistsError(ExperimentError, FileExistsError):
+    """The output directory already holds results of a different experiment."""

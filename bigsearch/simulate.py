@@ -4,7 +4,8 @@ One run = a method, a seed, initial labels, then ``budget`` ask/tell rounds. The
 record keeps what is needed to compare methods and to reproduce the run: parameters,
 the initial labels, the queries with their answers, cumulative hits, and timings.
 ``hits[t]`` counts the positives among the first t + 1 queries (the initial labels are
-not counted).
+not counted). With a batch size B > 1, each round labels the top B points of one pass
+before the model is updated once.
 """
 
 import time
@@ -39,23 +40,32 @@ def initial_labels(y, seed, init_index=None, init_positives=1, init_negatives=0)
     return out
 
 
+OPTIONS = {  # the options each method takes (simulate passes only these)
+    "las": ("pi", "eta", "w0", "alpha", "backend", "n_threads"),
+    "asg": ("pi", "eta", "w0", "alpha"),
+    "wnas": ("backend", "n_threads"),
+    "agr": ("anchors", "neighbors", "gamma", "kmeans_iterations", "kmeans_seed", "backend", "n_threads"),
+}
+
+
 def make_search(store, method, seed=None, **options):
     """An ask/tell search object for ``method`` with only the options it takes."""
     if method not in METHODS:
         raise ParameterError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
     if method == "random":
         return METHODS[method](store, seed=seed)
-    taken = {"las": ("pi", "eta", "w0", "alpha", "backend", "n_threads"),
-             "asg": ("pi", "eta", "w0", "alpha"),
-             "wnas": ("backend", "n_threads")}[method]
+    taken = OPTIONS[method]
     return METHODS[method](store, **{k: v for k, v in options.items() if k in taken and v is not None})
 
 
-def simulate(store, method, budget, seed=0, init=None, progress=None, **options):
+def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size=1, **options):
     """Run one simulated search; returns its record (a JSON-able dict).
 
     ``init``: the starting labels [(index, label)], default one random positive.
     ``progress(step, hits)`` is called after every query, if given.
+    ``batch_size`` B: each round takes the top B unlabeled points of one pass, labels
+    them all, then updates once (B = 1 is the sequential algorithm). Random search has
+    no scores to rank by; its batches are B sequential draws, so it ignores B.
     """
     store = open_store(store)
     y = store.labels()
@@ -65,39 +75,51 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, **options)
     init = initial_labels(y, seed) if init is None else init
     if budget < 0:
         raise ParameterError(f"budget must be >= 0, got {budget}")
+    if batch_size < 1:
+        raise ParameterError(f"batch size must be >= 1, got {batch_size}")
+    batch_size = 1 if method == "random" else int(batch_size)
     budget = min(budget, store.n - len(init))
     t0 = time.perf_counter()
     search = make_search(store, method, seed=seed, **options)
+    queries, hits, iteration_seconds, elapsed = [], [], [], []
     try:
         search.tell([i for i, _ in init], [lab for _, lab in init])
-        queries, hits, iteration_seconds = [], [], []
-        found = 0
         t_start = time.perf_counter()
-        index = search.ask()           # the first ask pays for initialization
+        batch = _next_batch(search, min(batch_size, budget))   # the first pays for initialization
         init_seconds = time.perf_counter() - t_start
-        for step in range(budget):
+        while len(queries) < budget:
             t = time.perf_counter()
-            if step:
-                index = search.ask()
-            label = int(y[index])
-            if label < 0:
-                raise LabelError(f"the oracle has no label for point {index}; a simulation needs a fully labeled store")
-            search.tell(index, label)
-            if step:
+            if queries:
+                batch = _next_batch(search, min(batch_size, budget - len(queries)))
+            labels = [int(y[i]) for i in batch]
+            unknown = [i for i, label in zip(batch, labels) if label < 0]
+            if unknown:
+                raise LabelError(f"the oracle has no label for point {unknown[0]}; "
+                                 "a simulation needs a fully labeled store")
+            search.tell(batch, labels)
+            if queries:
                 iteration_seconds.append(time.perf_counter() - t)
-            found += label
-            queries.append([int(index), label])
-            hits.append(found)
-            if progress:
-                progress(step + 1, found)
+            for i, label in zip(batch, labels):
+                queries.append([i, label])
+                hits.append((hits[-1] if hits else 0) + label)
+                elapsed.append(time.perf_counter() - t0)
+                if progress:
+                    progress(len(queries), hits[-1])
     finally:
         search.close()
     return {
         "method": method, "seed": seed, "params": _params(search), "init": [list(p) for p in init],
-        "queries": queries, "hits": hits,
+        "batch_size": batch_size, "queries": queries, "hits": hits,
         "timings": {"total_seconds": time.perf_counter() - t0, "init_seconds": init_seconds,
-                    "iteration_seconds": iteration_seconds},
+                    "iteration_seconds": iteration_seconds, "elapsed_seconds": elapsed},
     }
+
+
+def _next_batch(search, k):
+    """The next k points to label: ask() for one, the top k of one pass for more."""
+    if k <= 1:
+        return [search.ask()] if k == 1 else []
+    return [int(i) for i in search.top(k)[0]]
 
 
 def _params(search):

@@ -1,53 +1,55 @@
-"""`bigsearch run`: simulated-oracle runs; `bigsearch demo`: the same on a built-in store."""
+"""`bigsearch run`: simulated-oracle experiments; `bigsearch pairs`: the paper's Table 2;
+`bigsearch demo`: a run on a built-in store."""
 
-import json
-import os
+import contextlib
 import sys
 from pathlib import Path
 
 import click
 
-from .. import __version__
 from ..engine import METHODS
-from ..errors import StoreExistsError
-from ..simulate import initial_labels, simulate
-from ..storage import open_store
+from ..experiments import Experiment, run_experiment
+from ..experiments.pairs import pair_experiment, pairs_table, write_pairs_csv
+from ..experiments.reports import markdown_table
+from ..experiments.resume import write_json_atomic
 from . import main
 from .options import IndexList, MethodList, cluster_backend, cluster_options, las_options
 
 
-def run_methods(store, methods, budget, seed, out, init_index=None, init_positives=1,
-                quiet=False, overwrite=False, **options):
-    """Run each method from the same initial labels, write OUT/results.json, print a summary."""
-    out = Path(out)
-    results_path = out / "results.json"
-    if results_path.exists() and not overwrite:
-        raise StoreExistsError(f"{results_path} already exists; choose another --out or pass --overwrite")
-    with open_store(store) as s:
-        y = s.labels()
-        if y is None:
-            from ..errors import ParameterError
-            raise ParameterError(f"{store} has no labels (y), so no oracle can be simulated")
-        init = initial_labels(y, seed, init_index, init_positives)
-        runs = [_run_one(s, m, budget, seed, init, quiet, options) for m in methods]
-        record = {"bigsearch_version": __version__, "store": str(s.path), "n": s.n, "r": s.r,
-                  "budget": budget, "runs": runs}
-    out.mkdir(parents=True, exist_ok=True)
-    _write_json_atomic(results_path, record)
+def run_methods(store, methods, budget, seed, out, init_index=None, init_positives=1, quiet=False,
+                overwrite=False, runs=1, init_negatives=0, batch_size=1, table=True, backend="local",
+                n_threads=None, **options):
+    """Run each method from the same initial labels (per run), write OUT/results.json and
+    the reports, print a summary; returns the results."""
+    exp = Experiment(str(store), tuple(methods), budget, runs, seed,
+                     tuple(init_index) if init_index is not None else None, init_positives, init_negatives,
+                     batch_size, options)
+    results, notes = run_experiment(exp, out, overwrite=overwrite, backend=backend, n_threads=n_threads,
+                                    progress=None if quiet else _bars(budget, runs))
     if not quiet:
-        _print_summary(runs)
-        click.echo(f"results: {results_path}", err=True)
-    return record
+        if runs == 1:
+            _print_summary(results["runs"])
+        if table:
+            click.echo(markdown_table(results["summary"], budget))
+        for note in notes:
+            click.echo(note, err=True)
+        click.echo(f"results: {Path(out) / 'results.json'}", err=True)
+    return results
 
 
-def _run_one(store, method, budget, seed, init, quiet, options):
-    show = not quiet and sys.stderr.isatty()
-    with click.progressbar(length=budget, label=f"{method:>6}", file=sys.stderr,
-                           show_pos=True, hidden=not show) as bar:
-        def progress(step, hits):
-            bar.label = f"{method:>6} hits {hits}"
-            bar.update(1)
-        return simulate(store, method, budget, seed, init, progress=progress, **options)
+def _bars(budget, runs):
+    """A progress bar per (method, run) showing the hits so far, when stderr is a terminal."""
+    show = sys.stderr.isatty()
+
+    @contextlib.contextmanager
+    def bar(method, run):
+        label = f"run {run + 1}/{runs} {method:>6}" if runs > 1 else f"{method:>6}"
+        with click.progressbar(length=budget, label=label, file=sys.stderr, show_pos=True, hidden=not show) as b:
+            def update(step, hits):
+                b.label = f"{label} hits {hits}"
+                b.update(step - b.pos)
+            yield update
+    return bar
 
 
 def _print_summary(runs):
@@ -59,38 +61,95 @@ def _print_summary(runs):
                    f"{r['timings']['init_seconds']:>8.2f} {med:>8.1f}")
 
 
-def _write_json_atomic(path, record):
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w") as fh:
-        json.dump(record, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+def agr_options(f):
+    """--agr-anchors, --agr-neighbors, --agr-gamma: the parameters of AGR."""
+    for decorator in reversed([
+        click.option("--agr-anchors", type=click.IntRange(1), default=500, show_default=True,
+                     help="AGR: number of k-means anchors (cached beside the store)."),
+        click.option("--agr-neighbors", type=click.IntRange(1), default=3, show_default=True,
+                     help="AGR: nearest anchors each point is embedded on (LAE)."),
+        click.option("--agr-gamma", type=click.FloatRange(0), default=0.01, show_default=True,
+                     help="AGR: weight of the anchor-graph Laplacian regularizer."),
+    ]):
+        f = decorator(f)
+    return f
 
 
 @main.command()
 @click.argument("store", type=click.Path(path_type=str))
 @click.option("--method", "methods", type=MethodList(list(METHODS)), default="las", show_default=True,
-              help="las, wnas, asg or random; several separated by commas.")
+              help="las, wnas, agr, asg or random; several separated by commas.")
 @click.option("--budget", type=click.IntRange(0), required=True, help="Number of queries (T).")
+@click.option("--runs", type=click.IntRange(1), default=1, show_default=True,
+              help="Runs per method; run r starts from labels drawn with seed S + r.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the initial labels (and of random).")
 @click.option("--init-index", type=IndexList(), default=None, help="Start from these labeled points.")
 @click.option("--init-positives", type=click.IntRange(0), default=1, show_default=True,
               help="Start from this many random positives (when --init-index is not given).")
+@click.option("--init-negatives", type=click.IntRange(0), default=0, show_default=True,
+              help="... and this many random negatives.")
+@click.option("--batch-size", type=click.IntRange(1), default=1, show_default=True,
+              help="Label the top B points of each pass before updating (1: sequential).")
 @las_options
+@agr_options
 @click.option("--threads", type=click.IntRange(1), default=None,
               help="Threads of the local backend (default: one per core).")
 @cluster_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=str), required=True,
-              help="Directory for results.json.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing results.json in --out.")
+              help="Directory for results.json, runs.csv, table.md and recall.png.")
+@click.option("--overwrite", is_flag=True, help="Replace the results of another experiment in --out.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary.")
-def run(store, methods, budget, seed, init_index, init_positives, pi, eta, w0, alpha, threads,
-        scheduler, cluster, persist, out, overwrite, quiet):
-    """Simulated Active Search on STORE, answering queries from its stored labels y."""
+def run(store, methods, budget, runs, seed, init_index, init_positives, init_negatives, batch_size, pi, eta,
+        w0, alpha, agr_anchors, agr_neighbors, agr_gamma, threads, scheduler, cluster, persist, out,
+        overwrite, quiet):
+    """Simulated Active Search on STORE, answering queries from its stored labels y.
+
+    Rerunning the same command on the same --out continues an interrupted experiment.
+    """
     with cluster_backend(scheduler, cluster, persist) as backend:
         run_methods(store, methods, budget, seed, out, init_index, init_positives, quiet, overwrite,
-                    pi=pi, eta=eta, w0=w0, alpha=alpha, n_threads=threads, backend=backend)
+                    runs=runs, init_negatives=init_negatives, batch_size=batch_size, backend=backend,
+                    n_threads=threads, pi=pi, eta=eta, w0=w0, alpha=alpha, anchors=agr_anchors,
+                    neighbors=agr_neighbors, gamma=agr_gamma)
+
+
+@main.command()
+@click.argument("store", type=click.Path(path_type=str))
+@click.option("--method", "methods", type=MethodList([m for m in METHODS if m != "random"]),
+              default="las,wnas", show_default=True, help="Methods to compare (any but random).")
+@click.option("--pairs", type=click.IntRange(1), default=100, show_default=True,
+              help="Pairs to count (pairs where no method finds a positive are skipped).")
+@click.option("--top", type=click.IntRange(1), default=100, show_default=True,
+              help="Unlabeled points with the highest f to look at.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the pairs.")
+@las_options
+@agr_options
+@click.option("--threads", type=click.IntRange(1), default=None,
+              help="Threads of the local backend (default: one per core).")
+@cluster_options
+@click.option("--out", type=click.Path(file_okay=False, path_type=str), required=True,
+              help="Directory for pairs.json, pairs.csv and table2.md.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar or table.")
+def pairs(store, methods, pairs, top, seed, pi, eta, w0, alpha, agr_anchors, agr_neighbors, agr_gamma,
+          threads, scheduler, cluster, persist, out, quiet):
+    """The paper's Table 2 on STORE: positives among the top K unlabeled points by f after
+    one random positive and one random negative label, over many pairs."""
+    show = not quiet and sys.stderr.isatty()
+    with cluster_backend(scheduler, cluster, persist) as backend, \
+            click.progressbar(length=pairs, label="pairs", file=sys.stderr, hidden=not show) as bar:
+        record = pair_experiment(store, methods, pairs=pairs, top=top, seed=seed, backend=backend,
+                                 n_threads=threads, progress=lambda drawn, counted: bar.update(counted - bar.pos),
+                                 pi=pi, eta=eta, w0=w0, alpha=alpha, anchors=agr_anchors,
+                                 neighbors=agr_neighbors, gamma=agr_gamma)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "pairs.json", record)
+    write_pairs_csv(record, out / "pairs.csv")
+    table = pairs_table(record)
+    (out / "table2.md").write_text(table)
+    if not quiet:
+        click.echo(table)
+        click.echo(f"results: {out / 'pairs.json'}", err=True)
 
 
 @main.command()
@@ -110,4 +169,4 @@ def demo(directory, n, budget, quiet):
             click.echo(f"writing {store} ({n:,} points x 32 features, 0.5% positives)", err=True)
         make_clustered_store(store, n, 32, prevalence=0.005, seed=0, spread=0.7)
     run_methods(store, ["las", "wnas", "random"], budget, 0, directory / "results", quiet=quiet,
-                overwrite=True)
+                overwrite=True, table=False)

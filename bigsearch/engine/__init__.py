@@ -1,5 +1,6 @@
 """Engine: the search methods (ask/tell) built on chunk steps and a backend."""
 
+from .agr import AGR
 from .asg import ASG
 from .base import ActiveSearch
 from .las import LAS
@@ -7,6 +8,6 @@ from .params import LASParams
 from .random import RandomSearch
 from .wnas import WNAS
 
-METHODS = {"las": LAS, "wnas": WNAS, "asg": ASG, "random": RandomSearch}
+METHODS = {"las": LAS, "wnas": WNAS, "agr": AGR, "asg": ASG, "random": RandomSearch}
 
-__all__ = ["ActiveSearch", "ASG", "LAS", "LASParams", "RandomSearch", "WNAS", "METHODS"]
+__all__ = ["ActiveSearch", "AGR", "ASG", "LAS", "LASParams", "RandomSearch", "WNAS", "METHODS"]

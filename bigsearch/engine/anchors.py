@@ -1,0 +1,140 @@
+"""Anchors for AGR: k-means over a store by streaming passes, cached beside the store.
+
+k-means++ seeding draws its k centres from a random sample of rows (20 per anchor, at
+least 10,000, read with ``read_rows``); then each Lloyd iteration is one pass over the
+chunks through the engine's backend: every chunk assigns its rows to the nearest centre
+and returns the per-centre sums and counts (k x r), which the driver adds up. X is never
+held whole. A centre that loses all its points keeps its place. Iterations stop when the
+total squared distance improves by less than ``KMEANS_TOLERANCE`` (relative) or after
+``iterations`` passes.
+
+The anchors depend only on the store and (k, seed, iterations), so they are cached in
+``.bigsearch-cache/`` beside the store (or in $BIGSEARCH_CACHE_DIR), in a file named by a
+hash of the store's fingerprint (shape, chunking, featurization attributes and a sample of
+chunks; see session/fingerprint.py) and those parameters, written atomically. The store
+itself is never written to.
+"""
+
+import hashlib
+import json
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ParameterError
+from ..kernels.agr import cluster_sums
+
+KMEANS_VERSION = 1            # part of the cache key: bump when the algorithm changes
+KMEANS_TOLERANCE = 1e-4
+SAMPLE_PER_ANCHOR = 20
+MIN_SAMPLE = 10_000
+BLOCK_ROWS = 4096             # rows converted to float64 at a time
+
+
+def anchors_for(store, k, *, seed=0, iterations=20, mapper, cache_dir=None):
+    """The k-means anchors of ``store`` (k x r, float64), from the cache when present.
+
+    ``mapper(step, *args)`` runs ``step(x, state, *args)`` over every chunk (a backend's
+    ``map``).
+    """
+    if not 1 <= k <= store.n:
+        raise ParameterError(f"AGR needs 1 <= anchors <= n = {store.n}, got {k}")
+    path = cache_path(store, k, seed, iterations, cache_dir)
+    try:
+        with np.load(path) as cached:
+            return cached["anchors"]
+    except (OSError, ValueError, KeyError):
+        pass
+    anchors = kmeans(store, k, seed=seed, iterations=iterations, mapper=mapper)
+    _save(path, anchors)
+    return anchors
+
+
+def cache_path(store, k, seed, iterations, cache_dir=None):
+    from ..session.fingerprint import store_fingerprint   # not at import: session imports the engine
+    key = {"fingerprint": store_fingerprint(store), "k": k, "seed": seed, "iterations": iterations,
+           "version": KMEANS_VERSION}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+    root = Path(cache_dir or os.environ.get("BIGSEARCH_CACHE_DIR") or Path(store.path).parent / ".bigsearch-cache")
+    return root / f"{Path(store.path).name}.anchors-k{k}-{digest}.npz"
+
+
+def _save(path, anchors):
+    """Write atomically; a cache that cannot be written only costs the next run time."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            np.savez(fh, anchors=anchors)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        warnings.warn(f"cannot cache the AGR anchors at {path} ({e.strerror or e}); they will be "
+                      "recomputed next time (set BIGSEARCH_CACHE_DIR to a writable directory)",
+                      RuntimeWarning, stacklevel=3)
+
+
+def kmeans(store, k, *, seed=0, iterations=20, mapper):
+    """Lloyd's k-means from k-means++ seeds, one pass over the store per iteration."""
+    rng = np.random.default_rng(seed)
+    centers = kmeans_plus_plus(_sample(store, k, rng), k, rng)
+    previous = np.inf
+    for _ in range(iterations):
+        parts = mapper(lloyd_step, centers)
+        sums = np.sum([p[0] for p in parts], axis=0)
+        counts = np.sum([p[1] for p in parts], axis=0)
+        inertia = sum(p[2] for p in parts)
+        centers = np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], centers)
+        if previous - inertia <= KMEANS_TOLERANCE * inertia:
+            break
+        previous = inertia
+    return centers
+
+
+def _sample(store, k, rng):
+    size = min(store.n, max(SAMPLE_PER_ANCHOR * k, MIN_SAMPLE))
+    return store.read_rows(np.sort(rng.choice(store.n, size=size, replace=False)))
+
+
+def kmeans_plus_plus(S, k, rng):
+    """k centres from the rows of S by D^2 sampling (Arthur and Vassilvitskii 2007)."""
+    centers = np.empty((k, S.shape[1]))
+    centers[0] = S[rng.integers(len(S))]
+    d2 = ((S - centers[0]) ** 2).sum(axis=1)
+    for j in range(1, k):
+        total = d2.sum()
+        if not total > 0:
+            raise ParameterError(f"AGR asks for {k} anchors, but a sample of {len(S)} rows of the store "
+                                 f"has only {j} distinct points; choose fewer anchors")
+        i = min(int(np.searchsorted(np.cumsum(d2), rng.random() * total, side="right")), len(S) - 1)
+        centers[j] = S[i]
+        d2 = np.minimum(d2, ((S - S[i]) ** 2).sum(axis=1))
+    return centers
+
+
+def squared_distances(xb, centers, center_sq):
+    """||x - c||^2 for a float64 block of rows and every centre (clipped at 0)."""
+    d = (xb * xb).sum(axis=1)[:, None] - 2.0 * (xb @ centers.T) + center_sq[None, :]
+    return np.maximum(d, 0.0)
+
+
+def lloyd_step(x, state, centers):
+    """One chunk's part of a Lloyd iteration: per-centre sums and counts, and the chunk's
+    total squared distance to the nearest centres."""
+    k, r = centers.shape
+    sums, counts, inertia = np.zeros((k, r)), np.zeros(k, np.int64), 0.0
+    center_sq = (centers * centers).sum(axis=1)
+    for a in range(0, x.shape[0], BLOCK_ROWS):
+        xb = np.asarray(x[a:a + BLOCK_ROWS], dtype=np.float64)
+        d = squared_distances(xb, centers, center_sq)
+        labels = d.argmin(axis=1)
+        inertia += float(d[np.arange(len(xb)), labels].sum())
+        cluster_sums(labels, xb, sums, counts)
+    return sums, counts, inertia
+
+
+lloyd_step.from_scratch = True   # it reads only X: a lost chunk's part is simply recomputed

@@ -1,0 +1,14 @@
+"""Batch experiments: many runs of several methods with paired starts, recall curves,
+the paper's Table 1 and Table 2 (docs/experiments.md).
+
+``runner`` runs and resumes them (``resume``: the journal), ``reports`` turns runs
+into summaries, curves, tables and CSV, ``plots`` draws the recall figure (matplotlib,
+optional), ``pairs`` is the Table 2 experiment.
+"""
+
+from .pairs import pair_experiment, pairs_table
+from .reports import checkpoints, markdown_table, recall_curves, summarize
+from .runner import Experiment, run_experiment
+
+__all__ = ["Experiment", "run_experiment", "pair_experiment", "pairs_table", "checkpoints", "markdown_table",
+           "recall_curves", "summarize"]

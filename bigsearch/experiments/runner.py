@@ -1,0 +1,117 @@
+"""Batch experiments: every method, several runs, paired starts, resumable.
+
+Run r starts from initial labels drawn with seed S + r (S = ``seed``), and every method
+gets the same initial labels in a run, so comparisons are paired; a run can be
+reproduced alone with ``seed=S + r, runs=1``. Each finished (method, run) is kept in the
+journal (resume.py) before the next starts. At the end the directory holds:
+
+- results.json: the experiment, every run's record (simulate.py) with its ``run``, and
+  a summary (mean and standard deviation of the positives found at T/2 and T);
+- runs.csv: one row per query; table.md: the paper's Table 1 layout;
+- recall.png: the recall curves (when matplotlib is installed).
+"""
+
+import contextlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .. import __version__
+from ..errors import ParameterError
+from ..session.fingerprint import store_fingerprint
+from ..simulate import initial_labels, simulate
+from ..storage import open_store
+from .reports import markdown_table, recall_curves, summarize, write_runs_csv
+from .resume import Journal, write_json_atomic
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """What to run. ``options`` are the methods' parameters (pi, eta, w0, alpha for LAS;
+    anchors, neighbors, gamma for AGR); None means the method's default."""
+    store: str
+    methods: tuple
+    budget: int
+    runs: int = 1
+    seed: int = 0
+    init_index: tuple = None
+    init_positives: int = 1
+    init_negatives: int = 0
+    batch_size: int = 1
+    options: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.runs < 1:
+            raise ParameterError(f"runs must be >= 1, got {self.runs}")
+        if self.budget < 0:
+            raise ParameterError(f"budget must be >= 0, got {self.budget}")
+        if self.batch_size < 1:
+            raise ParameterError(f"batch size must be >= 1, got {self.batch_size}")
+        if self.init_index is not None and self.runs > 1:
+            raise ParameterError("--init-index gives every run the same start, so several runs would repeat "
+                                 "each other; use --init-positives/--init-negatives for random starts")
+
+    def run_seed(self, run):
+        return self.seed + run
+
+    def identity(self, store):
+        """Everything a run's record depends on (resume.py compares it)."""
+        init = {"index": list(self.init_index) if self.init_index is not None else None,
+                "positives": self.init_positives, "negatives": self.init_negatives}
+        return {"format": 1, "store": store_fingerprint(store), "budget": self.budget, "seed": self.seed,
+                "init": init, "batch_size": self.batch_size,
+                "options": {k: v for k, v in sorted(self.options.items()) if v is not None}}
+
+
+def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None, progress=None, plot=True):
+    """Run (or continue) ``exp`` into directory ``out``; returns (results, notes).
+
+    ``progress(method, run)`` may return a context manager yielding ``update(step, hits)``
+    (e.g. a progress bar). ``notes`` lists outputs that were skipped, with why.
+    """
+    out = Path(out)
+    progress = progress or (lambda method, run: contextlib.nullcontext(None))
+    with open_store(exp.store) as store:
+        y = store.labels()
+        if y is None:
+            raise ParameterError(f"{store.path} has no labels (y), so no oracle can be simulated; "
+                                 "use an interactive session instead")
+        journal = Journal(out, exp.identity(store), overwrite)
+        for run in range(exp.runs):
+            init = initial_labels(y, exp.run_seed(run), exp.init_index, exp.init_positives, exp.init_negatives)
+            for method in exp.methods:
+                if (method, run) in journal.done:
+                    continue
+                with progress(method, run) as update:
+                    record = simulate(store, method, exp.budget, exp.run_seed(run), init, progress=update,
+                                      batch_size=exp.batch_size, backend=backend, n_threads=n_threads,
+                                      **exp.options)
+                journal.append({"run": run, **record})
+        records = [journal.done[(m, r)] for r in range(exp.runs) for m in exp.methods]
+        results = {"bigsearch_version": __version__, "store": str(store.path), "n": store.n, "r": store.r,
+                   "budget": exp.budget, "experiment": _describe(exp), "runs": records,
+                   "summary": summarize(records, exp.budget, list(exp.methods))}
+        curves = recall_curves(records, store.n, int((y == 1).sum()))
+    return results, write_outputs(out, results, curves, plot)
+
+
+def _describe(exp):
+    d = asdict(exp)
+    d["methods"] = list(exp.methods)
+    d["seeds"] = [exp.run_seed(r) for r in range(exp.runs)]
+    return d
+
+
+def write_outputs(out, results, curves, plot=True):
+    """results.json, runs.csv, table.md and recall.png; returns notes on skipped files."""
+    out = Path(out)
+    write_json_atomic(out / "results.json", results)
+    write_runs_csv(results["runs"], out / "runs.csv")
+    (out / "table.md").write_text(markdown_table(results["summary"], results["budget"]))
+    notes = []
+    if plot and curves["queries"]:
+        from .plots import plot_recall
+        try:
+            plot_recall(curves, out / "recall.png", title=Path(results["store"]).name)
+        except ImportError as e:
+            notes.append(f"recall.png not written: {e}")
+    return notes
