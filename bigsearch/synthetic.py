@@ -40,10 +40,11 @@ def clustered_points(n, r, prevalence=0.01, seed=0, spread=1.0):
 
 
 def make_clustered_store(path, n, r, *, prevalence=0.01, seed=0, spread=1.0, dtype="float32",
-                         chunk_rows=None, kind=None, overwrite=False, progress=None):
+                         chunk_rows=None, kind=None, overwrite=False, progress=None, compressors=None):
     """Write a synthetic store of n points and r features; returns its path.
 
-    ``progress(rows_written)`` is called after each block, if given.
+    ``progress(rows_written)`` is called after each block, if given; ``compressors``
+    goes to the store writer (None: uncompressed, the fast read path).
     """
     if r < 2:
         raise ValueError("a synthetic store needs r >= 2 (features plus the constant one)")
@@ -52,7 +53,7 @@ def make_clustered_store(path, n, r, *, prevalence=0.01, seed=0, spread=1.0, dty
                             "prevalence": prevalence, "seed": seed, "spread": spread},
              "featurization": {"steps": ["normalize", "bias", "scale 1/sqrt(2)"]}}
     with StoreWriter(path, r, dtype=dtype, chunk_rows=chunk_rows, kind=kind, labels=True,
-                     attrs=attrs, overwrite=overwrite) as w:
+                     attrs=attrs, overwrite=overwrite, compressors=compressors) as w:
         for b, a in enumerate(range(0, n, BLOCK_ROWS)):
             rng = np.random.default_rng([seed, 2, b])
             X, y = clustered_block(rng, centres, min(BLOCK_ROWS, n - a), prevalence, spread)

@@ -75,3 +75,18 @@ def test_drift_check_triggers_a_refresh(store):
     with pytest.warns(RuntimeWarning, match="K\\^-1 drifted"):
         drive(s, y, 3)
     assert len(s.refreshes) == 1 and s.inverse_residual() < 1e-10
+
+
+def test_refresh_measures_the_drift_it_removes(store):
+    path, y = store
+    s = bigsearch.LAS(path, check_every=None, n_threads=2)
+    s.tell(int(np.flatnonzero(y)[0]), 1)
+    drive(s, y, 5)
+    s.Kinv += 1e-7                      # an inverse that has drifted: J and f follow it
+    drive(s, y, 2)
+    old_J, old_f = np.array(s.J), np.array(s.f)
+    drift = s.refresh()
+    for name, old, new in (("J", old_J, s.J), ("f", old_f, s.f)):
+        expected = np.abs(old - new).max() / np.abs(new).max()
+        assert expected > 1e-9
+        assert drift[name] == pytest.approx(expected, rel=1e-12)

@@ -4,14 +4,25 @@ Kernels release the GIL, so ``n_threads`` chunks are computed at once; each task
 asks the OS to read ahead the chunk ``n_threads`` places further on, so reading the
 next chunks overlaps computing the current ones. Per-point state is held as whole
 arrays of length n; each chunk's state is a set of views into them.
+
+While chunks run in parallel, BLAS (the O(m r^2) products of initialization) is held
+to one thread per call: a BLAS that starts its own threads under each of ours
+oversubscribes the cores, and on a busy machine its spinning threads made
+initialization 10-17x slower (benchmarks/scale/, docs/performance.md).
 """
 
+import contextlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from .state import ChunkState
+
+try:
+    from threadpoolctl import ThreadpoolController
+except ImportError:            # without it, BLAS keeps its own threads
+    ThreadpoolController = None
 
 
 class LocalBackend:
@@ -25,6 +36,7 @@ class LocalBackend:
         self._arrays = {}
         self.rebuild = None          # the engine's recipe for a chunk's state (unused here)
         self._pool = ThreadPoolExecutor(self.n_threads, thread_name_prefix="bigsearch")
+        self._blas = ThreadpoolController() if ThreadpoolController and self.n_threads > 1 else None
 
     def set_rebuild(self, recipe):
         """Register ``recipe() -> (step, args)`` that rebuilds a chunk's per-point state
@@ -51,7 +63,13 @@ class LocalBackend:
 
     def map(self, step, *args):
         """``[step(x_j, state_j, *args) for every chunk j]``, in chunk order."""
-        return list(self._pool.map(lambda st: self._run(step, st, args), self.states))
+        with self._one_blas_thread():
+            return list(self._pool.map(lambda st: self._run(step, st, args), self.states))
+
+    def _one_blas_thread(self):
+        if self._blas is None:
+            return contextlib.nullcontext()
+        return self._blas.limit(limits=1, user_api="blas")
 
     def map_state(self, fn, chunk_ids, *args):
         """``[fn(state_j, *args) for j in chunk_ids]`` (no reads of X)."""

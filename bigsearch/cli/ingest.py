@@ -80,7 +80,7 @@ def _choice(value, choices, option):
 @click.option("--output-format", default=None, metavar="zarr|hdf5",
               help="Store format (default: zarr, or hdf5 when OUT ends in .h5).")
 @click.option("--chunk-rows", type=click.IntRange(1), default=None,
-              help="Rows per chunk (default: chunks of about 16 MiB).")
+              help="Rows per chunk (default: chunks of about 32 MiB).")
 @click.option("--dtype", default="float32", show_default=True, metavar="float32|float64")
 @click.option("--codec", default="none", show_default=True,
               help="Compression: none, lz4, zstd, gzip (Zarr); none, gzip, lzf (HDF5).")

@@ -22,7 +22,8 @@ from ..kernels.las import degrees
 from .base import ActiveSearch
 from .params import LASParams, default_pi
 from .select import PassSummary, select
-from .steps import best_in_chunk, colsum_step, gram_step, las_rescore_step, las_update_step
+from .steps import (Compared, best_in_chunk, colsum_step, gram_step, las_refresh_step, las_rescore_step,
+                    las_update_step)
 
 
 class LAS(ActiveSearch):
@@ -109,10 +110,14 @@ class LAS(ActiveSearch):
                                   ("f", np.float64, 0.0), ("im", np.float64, 0.0)):
             self.backend.alloc(name, dtype, fill)
 
-    def _initialize(self):
-        """Three chunked passes: column sums; degrees and X^T diag(rho) X; J and scores."""
+    def _initialize(self, refresh=False):
+        """Three chunked passes: column sums; degrees and X^T diag(rho) X; J and scores.
+
+        A refresh overwrites the per-point arrays in place (no second copy of the state)
+        and returns the drift of J and f that the last pass measured."""
         p, b = self.params, self.backend
-        self._alloc()
+        if not refresh:
+            self._alloc()
         parts = b.map(colsum_step)
         bad_rows = [row for _, row in parts if row >= 0]
         if bad_rows:
@@ -136,14 +141,24 @@ class LAS(ActiveSearch):
         self.Kinv = self._invert(self.K)
         self.xq = np.sum([q[3] for q in parts], axis=0)
         self.xz = np.sum([q[4] for q in parts], axis=0)
-        self._rescore(J_from_Kinv=True)
+        drift = self._rescore(J_from_Kinv=True, compare=refresh)
         self._ready = True
         self._labels_since_check = 0
+        return drift
 
-    def _rescore(self, J_from_Kinv):
-        """One pass: every chunk's state from the global state (see las_rescore_step)."""
+    def _rescore(self, J_from_Kinv, compare=False):
+        """One pass: every chunk's state from the global state (see las_rescore_step).
+        With ``compare``, also returns {"J": ..., "f": ...}: the largest change of each,
+        relative to its largest value."""
         step, args = self.rebuild_recipe(J_from_Kinv)
-        self._summary = PassSummary.from_partials(self.backend.map(step, *args), self._t_prev)
+        parts = self.backend.map(las_refresh_step if compare else step, *args)
+        # A chunk rebuilt after a lost worker returns plain partials: its old values are gone.
+        drifts = [p[1] for p in parts if isinstance(p, Compared)]
+        parts = [p[0] if isinstance(p, Compared) else p for p in parts]
+        self._summary = PassSummary.from_partials(parts, self._t_prev)
+        if compare:
+            dJ, J, df, f = np.max(drifts, axis=0) if drifts else (0.0, 0.0, 0.0, 0.0)
+            return {"J": dJ / J if J else dJ, "f": df / f if f else df}
 
     def rebuild_recipe(self, J_from_Kinv=True):
         """(step, args) that rebuild a chunk's per-point state from the current global
@@ -210,10 +225,9 @@ class LAS(ActiveSearch):
         incremental and the recomputed K^-1, J and f.
         """
         self._sync()
-        old_Kinv, old_J, old_f = self.Kinv.copy(), np.array(self.J), np.array(self.f)
-        self._initialize()
-        drift = {"labels": self.n_labeled,
-                 "Kinv": _rel(old_Kinv, self.Kinv), "J": _rel(old_J, self.J), "f": _rel(old_f, self.f)}
+        old_Kinv = self.Kinv.copy()
+        drift = self._initialize(refresh=True)
+        drift = {"labels": self.n_labeled, "Kinv": _rel(old_Kinv, self.Kinv), **drift}
         self.refreshes.append(drift)
         return drift
 

@@ -72,6 +72,25 @@ def las_rescore_step(x, state, s, label_idx, label_val, Kinv, V, eta, w0, pi, t_
                          state.J, state.f, state.im, eta, w0, pi, t_prev)
 
 
+class Compared(tuple):
+    """(partials, drift) from ``las_refresh_step``; drift is (max |J_old - J|, max |J|,
+    max |f_old - f|, max |f|) over the chunk."""
+
+
+def las_refresh_step(x, state, *args):
+    """``las_rescore_step`` that also measures how far the chunk's incrementally updated
+    J and f were from the recomputed ones. Only the chunk's old values are copied, so a
+    refresh needs no extra memory per point."""
+    old_J, old_f = state.J.copy(), state.f.copy()
+    partials = las_rescore_step(x, state, *args)
+    drift = (_max_abs(old_J - state.J), _max_abs(state.J), _max_abs(old_f - state.f), _max_abs(state.f))
+    return Compared((partials, drift))
+
+
+def _max_abs(a):
+    return float(np.abs(a).max(initial=0.0))
+
+
 def las_update_step(x, state, V, c, label_idx, label_val, eta, w0, pi, t_prev):
     """Record new labels, then the fused pass: f, J, M^-1 u and the impact factor."""
     state.apply_labels(label_idx, label_val)

@@ -133,7 +133,7 @@ def _rows_to_write(readers, stats, subsample):
 
 
 def _default_chunk_rows(n_rows, width, dtype):
-    """Chunks of at most about 16 MiB, of equal size when the row count is known: a store's
+    """Chunks of at most about 32 MiB (DEFAULT_CHUNK_BYTES), of equal size when the row count is known: a store's
     last chunk takes a whole chunk's space on disk, so 48,842 rows of 124 features make two
     chunks of 24,421 rows rather than two of 33,825."""
     rows = default_chunk_rows(width, np.dtype(dtype).itemsize)

@@ -1,0 +1,86 @@
+#!/usr/bin/env python
+"""Write a realistic synthetic feature store: rare positives in a few clusters among many
+negative clusters, unit-norm rows plus a bias feature (every similarity (cos + 1) / 2),
+as bigsearch's benchmarks use them. Generation streams in blocks of 65,536 rows, so any
+n fits in bounded memory, and is reproducible from --seed.
+
+    python tools/make_store.py /tmp/x10m.zarr --n 10000000 --r 128
+    python tools/make_store.py x.h5 --n 1000000 --r 512 --prevalence 0.001 --chunk-mib 32
+    python tools/make_store.py x.zarr --n 2000000 --codec lz4 --dtype float64
+
+Prints one JSON line: the store, its size, and the time and rate of writing it.
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bigsearch.ingest.pipeline import compressors_for  # noqa: E402
+from bigsearch.storage import default_chunk_rows, open_store, store_kind_for  # noqa: E402
+from bigsearch.storage.base import disk_bytes  # noqa: E402
+from bigsearch.synthetic import make_clustered_store  # noqa: E402
+
+CODECS = ("none", "lz4", "zstd", "gzip", "lzf")   # lz4 is blosc-lz4; gzip, lzf: HDF5 only
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", help="store to write: a Zarr directory, or an HDF5 file (.h5)")
+    ap.add_argument("--n", type=int, required=True, help="points")
+    ap.add_argument("--r", type=int, default=128, help="features, the bias included (default 128)")
+    ap.add_argument("--prevalence", type=float, default=0.005, help="fraction of positives (default 0.005)")
+    ap.add_argument("--spread", type=float, default=0.7,
+                    help="noise around the cluster centres, relative to their norm (default 0.7)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    ap.add_argument("--format", choices=("zarr", "hdf5"), default=None,
+                    help="default: hdf5 for a .h5/.hdf5 name, else zarr")
+    size = ap.add_mutually_exclusive_group()
+    size.add_argument("--chunk-mib", type=float, default=None, help="MiB of X per chunk (default 16)")
+    size.add_argument("--chunk-rows", type=int, default=None, help="rows per chunk")
+    ap.add_argument("--codec", choices=CODECS, default="none",
+                    help="compression of X (default none: chunks are memory-mapped with no decoding)")
+    ap.add_argument("--overwrite", action="store_true")
+    args = ap.parse_args(argv)
+    if args.n < 1 or args.r < 2:
+        ap.error("--n must be >= 1 and --r >= 2 (features plus the bias)")
+    if not 0 < args.prevalence < 1:
+        ap.error("--prevalence must be in (0, 1), e.g. 0.005")
+    if Path(args.out).exists() and not args.overwrite:
+        ap.error(f"{args.out} exists; pass --overwrite to replace it")
+    return args
+
+
+def chunk_rows(args):
+    if args.chunk_rows:
+        return args.chunk_rows
+    itemsize = 4 if args.dtype == "float32" else 8
+    if args.chunk_mib:
+        return default_chunk_rows(args.r, itemsize, args.chunk_mib * 2**20)
+    return default_chunk_rows(args.r, itemsize)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    kind = store_kind_for(args.out, args.format)
+    t = time.perf_counter()
+    make_clustered_store(args.out, args.n, args.r, prevalence=args.prevalence, seed=args.seed,
+                         spread=args.spread, dtype=args.dtype, chunk_rows=chunk_rows(args), kind=kind,
+                         overwrite=args.overwrite, compressors=compressors_for(kind, args.codec))
+    seconds = time.perf_counter() - t
+    with open_store(args.out) as store:
+        y = store.labels()
+        out = {"path": str(args.out), "kind": kind, "n": store.n, "r": store.r, "dtype": str(store.dtype),
+               "chunk_rows": store.chunk_rows, "codec": store.codec(), "positives": int((y == 1).sum()),
+               "x_bytes": store.nbytes, "bytes_on_disk": disk_bytes(args.out), "seconds": round(seconds, 2),
+               "MB_per_s": round(store.nbytes / seconds / 1e6, 1)}
+    print(json.dumps(out))
+    return out
+
+
+if __name__ == "__main__":
+    main()
