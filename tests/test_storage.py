@@ -37,6 +37,8 @@ def test_round_trip(tmp_path, kind, dtype, chunk_rows):
         np.testing.assert_array_equal(read_all(s), X)
         np.testing.assert_array_equal(s.labels(), y)
         np.testing.assert_array_equal(s.ids(), ids)
+        np.testing.assert_array_equal(s.ids([49, 0, 7, 0]), ids[[49, 0, 7, 0]])
+        assert len(s.ids([])) == 0
         np.testing.assert_array_equal(s.read_rows([49, 0, 7]), X[[49, 0, 7]].astype(np.float64))
         assert s.attrs["bigsearch_format"] == 1
 
@@ -49,6 +51,7 @@ def test_string_ids_and_attributes(tmp_path):
                                attrs={"provenance": {"source": "unit test", "rows": [1, 2]}})
         s = open_store(path)
         assert list(s.ids()) == ["a", "b", "c", "d", "e"]
+        assert list(s.ids([4, 1, 4])) == ["e", "b", "e"]
         assert s.attrs["provenance"] == {"source": "unit test", "rows": [1, 2]}
         assert s.labels() is None
 

@@ -195,8 +195,8 @@ class Session:
     def candidates(self, k=10):
         """The k best unlabeled points as [{"rank", "index", "id", "score"}]."""
         indices, scores = self.top(k)
-        ids = self._ids()
-        return [{"rank": r + 1, "index": int(i), "id": None if ids is None else _plain(ids[i]),
+        ids = self._ids(indices)
+        return [{"rank": r + 1, "index": int(i), "id": None if ids is None else _plain(ids[r]),
                  "score": float(s)} for r, (i, s) in enumerate(zip(indices, scores))]
 
     def status(self):
@@ -218,8 +218,9 @@ class Session:
     def export_csv(self, out):
         """Write one row per label in force, in order: index, id, label, time.
         ``out`` is a path or an open text file."""
-        ids = self._ids()
-        rows = [(i, "" if ids is None else _plain(ids[i]), y, t) for i, y, t in self._history.rows()]
+        rows = list(self._history.rows())
+        ids = self._ids([i for i, _, _ in rows])
+        rows = [(i, "" if ids is None else _plain(ids[k]), y, t) for k, (i, y, t) in enumerate(rows)]
         if hasattr(out, "write"):
             _write_csv(out, rows)
             return len(rows)
@@ -390,8 +391,9 @@ class Session:
             self._engine.close()
             self._engine = None
 
-    def _ids(self):
-        return self._open_store().ids()
+    def _ids(self, indices):
+        """The ids of these points only: a store of millions of ids is not read whole."""
+        return self._open_store().ids(indices)
 
     def _require_writer(self, what):
         if not self.writable:

@@ -51,7 +51,9 @@ class FeatureStore:
     def _advise_willneed(self, j):
         """Ask the OS to start reading chunk j into the page cache."""
 
-    def _read_optional(self, name):
+    def _read_optional(self, name, rows=None):
+        """Array ``name`` (y or ids), or only its entries at ``rows`` (sorted, unique
+        int64); None when the store has no such array."""
         raise NotImplementedError
 
     def close(self):
@@ -110,8 +112,15 @@ class FeatureStore:
         y = self._read_optional("y")
         return None if y is None else check_labels(y, self.n, f"{self.path}")
 
-    def ids(self):
-        return self._read_optional("ids")
+    def ids(self, indices=None):
+        """The stored ids (None if the store has none); with ``indices``, only those
+        entries, in the order given, read from the chunks that hold them."""
+        if indices is None:
+            return self._read_optional("ids")
+        indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+        rows, where = np.unique(indices, return_inverse=True)
+        values = self._read_optional("ids", rows)
+        return None if values is None else values[where]
 
     def describe(self):
         """A JSON-able summary (what `bigsearch info` prints)."""

@@ -105,10 +105,12 @@ class HDF5Store(FeatureStore):
             a, b = self.chunks[j]
             advise_willneed(self.path, self._offsets[j], (b - a) * self.r * self.dtype.itemsize)
 
-    def _read_optional(self, name):
+    def _read_optional(self, name, rows=None):
         if name not in (Y_NAME, IDS_NAME) or name not in self._file:
             return None
-        values = self._file[name][()]
+        dataset = self._file[name]
+        # h5py's fancy indexing wants increasing indices, and at least one
+        values = dataset[()] if rows is None else dataset[rows] if len(rows) else dataset[0:0]
         if values.dtype.kind in "OS":  # h5py strings arrive as bytes
             values = np.array([v.decode() if isinstance(v, bytes) else v for v in values], dtype=object)
         return values

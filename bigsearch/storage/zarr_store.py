@@ -92,7 +92,8 @@ class ZarrStore(FeatureStore):
         if self._chunk_dir is not None:
             advise_willneed(self._chunk_file(j), 0, 0)
 
-    def _read_optional(self, name):
+    def _read_optional(self, name, rows=None):
         if name not in (Y_NAME, IDS_NAME) or name not in self._group:
             return None
-        return np.asarray(self._group[name][:])
+        array = self._group[name]
+        return np.asarray(array[:] if rows is None else array.get_orthogonal_selection(rows))
