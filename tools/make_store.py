@@ -40,7 +40,7 @@ def parse_args(argv=None):
     ap.add_argument("--format", choices=("zarr", "hdf5"), default=None,
                     help="default: hdf5 for a .h5/.hdf5 name, else zarr")
     size = ap.add_mutually_exclusive_group()
-    size.add_argument("--chunk-mib", type=float, default=None, help="MiB of X per chunk (default 16)")
+    size.add_argument("--chunk-mib", type=float, default=None, help="MiB of X per chunk (default 32)")
     size.add_argument("--chunk-rows", type=int, default=None, help="rows per chunk")
     ap.add_argument("--codec", choices=CODECS, default="none",
                     help="compression of X (default none: chunks are memory-mapped with no decoding)")

@@ -11,7 +11,7 @@ same labels at once): f, J, the impact factor and K^-1, relative to the largest 
 and the next 5 queries. For "none" the comparison is made every 1,000 labels.
 Target (issue 7): drift <= 1e-9 relative with the automatic refresh.
 
-    python benchmarks/scale/drift.py [--n 1000000] [--labels 5000]
+    python benchmarks/scale/drift.py [--n 1000000] [--labels 5000] [--runs none,default,periodic]
 """
 
 import argparse
@@ -78,6 +78,7 @@ def main():
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--labels", type=int, default=5000)
     ap.add_argument("--runs", default="none,default,periodic")
+    ap.add_argument("--save-as", default="scale_drift", help="name of the JSON in benchmarks/results")
     args = ap.parse_args()
     store = bigsearch.open_store(scale_store(args.n))
     results = []
@@ -88,12 +89,15 @@ def main():
     print()
     table(results, ["run", "labels", "residual", "f", "J", "impact", "Kinv", "same_next_5", "refreshes",
                     "positives", "mean_iteration_ms"])
-    table(results[0]["checkpoints"], ["labels", "residual", "f", "J", "impact", "Kinv", "same_next_5"])
+    for r in results:
+        if r["checkpoints"]:
+            print(r["run"], "drift along the way:")
+            table(r["checkpoints"], ["labels", "residual", "f", "J", "impact", "Kinv", "same_next_5"])
     for r in results:
         if r["refresh_log"]:
             print(r["run"], "drift removed by each refresh:")
             table(r["refresh_log"], ["labels", "Kinv", "J", "f"])
-    save("scale_drift", {"n": args.n, "r": store.r, "w0": 1 / args.n, "alpha": 1e-3, "results": results,
+    save(args.save_as, {"n": args.n, "r": store.r, "w0": 1 / args.n, "alpha": 1e-3, "results": results,
                          "target": "drift <= 1e-9 relative with the automatic refresh"})
 
 

@@ -11,6 +11,7 @@ import argparse
 import json
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -53,6 +54,7 @@ def by_r(ax, growth):
     ax.set(xscale="log", yscale="log", xlabel=f"r (features), n = {growth['n']:,}, warm", ylabel="seconds",
            title="Growth in r")
     ax.set_xticks(rs, [str(r) for r in rs])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())   # only the r measured
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
 
