@@ -43,6 +43,16 @@ def store_factory(tmp_path):
     return make
 
 
+def run_queries(search, y, steps):
+    """Ask and answer from the stored labels ``steps`` times; the queries in order."""
+    out = []
+    for _ in range(steps):
+        i = search.ask()
+        out.append(i)
+        search.tell(i, int(y[i]))
+    return out
+
+
 def run_cli(*args, cwd=None, timeout=300):
     """The real `bigsearch` command in a subprocess; returns CompletedProcess."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}

@@ -14,7 +14,7 @@ from bigsearch.backends.distributed import Distributed, PersistedChunks
 from bigsearch.errors import ClusterError
 from bigsearch.testing import clustered_points
 
-from conftest import run_cli
+from conftest import run_cli, run_queries
 
 RTOL = 1e-9
 LAS_OPTIONS = {"pi": 0.05, "eta": 0.6, "alpha": 0.05}
@@ -30,15 +30,6 @@ def client():
 @pytest.fixture(scope="module")
 def data():
     return clustered_points(600, 10, prevalence=0.05, seed=4, spread=0.8)
-
-
-def run_queries(search, y, steps):
-    out = []
-    for _ in range(steps):
-        i = search.ask()
-        out.append(i)
-        search.tell(i, int(y[i]))
-    return out
 
 
 def rel_err(a, b):

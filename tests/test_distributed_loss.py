@@ -14,6 +14,8 @@ from distributed import Client, LocalCluster
 import bigsearch
 from bigsearch.testing import clustered_points
 
+from conftest import run_queries
+
 RTOL = 1e-9
 LAS_OPTIONS = {"pi": 0.05, "alpha": 0.05}
 
@@ -41,15 +43,6 @@ def make(method, path, backend="local"):
     if method == "las":
         return bigsearch.LAS(path, backend=backend, **LAS_OPTIONS)
     return bigsearch.WNAS(path, backend=backend)
-
-
-def run_queries(search, y, steps):
-    out = []
-    for _ in range(steps):
-        i = search.ask()
-        out.append(i)
-        search.tell(i, int(y[i]))
-    return out
 
 
 def kill_worker_of_first_shard(client, search):

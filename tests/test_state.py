@@ -6,20 +6,13 @@ import pytest
 import bigsearch
 from bigsearch.testing import clustered_points, dense_f
 
+from conftest import run_queries
+
 
 @pytest.fixture
 def store(store_factory):
     X, y = clustered_points(400, 10, prevalence=0.05, seed=21)
     return store_factory(X, y, "zarr", "float32", 37), y
-
-
-def drive(search, y, steps):
-    out = []
-    for _ in range(steps):
-        i = search.ask()
-        out.append(i)
-        search.tell(i, int(y[i]))
-    return out
 
 
 @pytest.mark.parametrize("method", ["las", "wnas"])
@@ -30,8 +23,8 @@ def test_restored_search_continues_exactly(store, method):
     ref, first = cls(path, **kw), cls(path, **kw)
     for s in (ref, first):
         s.tell(int(np.flatnonzero(y)[0]), 1)
-    drive(ref, y, 10)
-    drive(first, y, 10)
+    run_queries(ref, y, 10)
+    run_queries(first, y, 10)
     state = first.export_state()
     first.close()
     restored = cls.from_state(path, state)
@@ -39,7 +32,7 @@ def test_restored_search_continues_exactly(store, method):
     if method == "las":
         np.testing.assert_array_equal(restored.J, ref.J)
         np.testing.assert_array_equal(restored.impact, ref.impact)
-    assert drive(restored, y, 15) == drive(ref, y, 15)
+    assert run_queries(restored, y, 15) == run_queries(ref, y, 15)
 
 
 def test_state_for_another_store_is_refused(store, store_factory):
@@ -56,7 +49,7 @@ def test_refresh_reports_small_drift_and_keeps_exactness(store):
     path, y = store
     s = bigsearch.LAS(path, check_every=None)
     s.tell(int(np.flatnonzero(y)[0]), 1)
-    drive(s, y, 60)
+    run_queries(s, y, 60)
     assert s.inverse_residual() < 1e-10
     drift = s.refresh()
     assert drift["labels"] == 61
@@ -70,10 +63,10 @@ def test_drift_check_triggers_a_refresh(store):
     path, y = store
     s = bigsearch.LAS(path, check_every=5, drift_tol=1e-8)
     s.tell(int(np.flatnonzero(y)[0]), 1)
-    drive(s, y, 3)
+    run_queries(s, y, 3)
     s.Kinv += 1e-6                      # an inverse that has drifted
     with pytest.warns(RuntimeWarning, match="K\\^-1 drifted"):
-        drive(s, y, 3)
+        run_queries(s, y, 3)
     assert len(s.refreshes) == 1 and s.inverse_residual() < 1e-10
 
 
@@ -81,9 +74,9 @@ def test_refresh_measures_the_drift_it_removes(store):
     path, y = store
     s = bigsearch.LAS(path, check_every=None, n_threads=2)
     s.tell(int(np.flatnonzero(y)[0]), 1)
-    drive(s, y, 5)
+    run_queries(s, y, 5)
     s.Kinv += 1e-7                      # an inverse that has drifted: J and f follow it
-    drive(s, y, 2)
+    run_queries(s, y, 2)
     old_J, old_f = np.array(s.J), np.array(s.f)
     drift = s.refresh()
     for name, old, new in (("J", old_J, s.J), ("f", old_f, s.f)):
