@@ -279,3 +279,32 @@ def test_info_reports_codec_size_and_featurization(tmp_path):
     X, _, _, _ = read_x(out)
     ref = np.loadtxt(DIGITS, delimiter=",")[:, :64]
     np.testing.assert_allclose(X[:, :64], ref / np.linalg.norm(ref, axis=1, keepdims=True), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name, chunk_rows", [("in.zarr", 7), ("in.h5", 7), ("in.h5", None)])
+def test_array_inputs_are_read_by_whole_source_chunks(tmp_path, name, chunk_rows):
+    """Blocks smaller than the source's chunks come out of whole chunks read once (a chunk
+    read per block decoded every chunk many times), with rows, labels and ids aligned."""
+    from bigsearch.ingest.readers import open_reader
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(53, 4)).astype("float32")
+    y = rng.integers(0, 2, 53).astype(np.int8)
+    ids = np.arange(100, 153)
+    path = tmp_path / name
+    if name.endswith(".h5"):
+        import h5py
+        with h5py.File(path, "w") as f:
+            f.create_dataset("X", data=X, chunks=None if chunk_rows is None else (chunk_rows, 4))
+            f["y"], f["ids"] = y, ids
+    else:
+        bigsearch.create_store(path, X, y, ids=ids, chunk_rows=chunk_rows)
+    reader = open_reader(path)
+    blocks = list(reader.blocks(block_bytes=2 * 16))            # 2 rows of 16 bytes
+    assert max(len(b.matrix) for b in blocks) == 2
+    np.testing.assert_array_equal(np.concatenate([b.matrix for b in blocks]), X)
+    np.testing.assert_array_equal(np.concatenate([b.labels for b in blocks]), y)
+    np.testing.assert_array_equal(np.concatenate([b.ids for b in blocks]), ids)
+    if chunk_rows:                                               # no block spans two chunks
+        assert reader._span(2, 16) == 7 and reader._span(9, 16) == 14
+        assert all(b.start // 7 == (b.start + len(b.matrix) - 1) // 7 for b in blocks)
+    reader.close()

@@ -14,6 +14,9 @@ from ...storage.hdf5_store import attribute_value
 from .base import Block, Column, Reader
 
 
+MAX_SPAN_BYTES = 128 * 2**20     # source chunks larger than this are read by blocks
+
+
 class ArrayReader(Reader):
     """A 2-D array in an HDF5 file or a Zarr store, read by slices of rows."""
 
@@ -78,16 +81,33 @@ class ArrayReader(Reader):
     def blocks(self, block_bytes):
         row_bytes = max(1, self.width * np.dtype(self.x.dtype).itemsize)
         step = max(1, block_bytes // row_bytes)
-        for a in range(0, self.n, step):
-            b = min(self.n, a + step)
-            try:
-                x = np.asarray(self.x[a:b]).reshape(b - a, self.width)
-                y = None if self.y is None else np.asarray(self.y[a:b])
-                ids = None if self.ids is None else _decode(np.asarray(self.ids[a:b]))
-            except (OSError, ValueError, RuntimeError) as e:
-                raise InputError(f"{self.path}, rows {a + 1}-{b}: cannot be read ({e})") from None
-            self.rows_read = b
-            yield Block(self, a, matrix=x, labels=y, ids=ids)
+        span = self._span(step, row_bytes)
+        for a0 in range(0, self.n, span):
+            b0 = min(self.n, a0 + span)
+            x, y, ids = self._read(a0, b0)
+            for a in range(a0, b0, step):
+                b = min(b0, a + step)
+                self.rows_read = b
+                yield Block(self, a, matrix=x[a - a0:b - a0], labels=None if y is None else y[a - a0:b - a0],
+                            ids=None if ids is None else ids[a - a0:b - a0])
+
+    def _span(self, step, row_bytes):
+        """Rows to read at a time: whole chunks of the source, so that no chunk is decoded
+        once per block (zarr-python and h5py decode a whole chunk for any slice of it),
+        unless a chunk is too large to hold (then blocks of ``step`` rows)."""
+        chunk_rows = (getattr(self.x, "chunks", None) or (None,))[0]
+        if not chunk_rows or chunk_rows * row_bytes > MAX_SPAN_BYTES:
+            return step
+        return chunk_rows * -(-step // chunk_rows)
+
+    def _read(self, a, b):
+        try:
+            x = np.asarray(self.x[a:b]).reshape(b - a, self.width)
+            y = None if self.y is None else np.asarray(self.y[a:b])
+            ids = None if self.ids is None else _decode(np.asarray(self.ids[a:b]))
+        except (OSError, ValueError, RuntimeError) as e:
+            raise InputError(f"{self.path}, rows {a + 1}-{b}: cannot be read ({e})") from None
+        return x, y, ids
 
     def position(self):
         return int(self.size * self.rows_read / max(1, self.n))
