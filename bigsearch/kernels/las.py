@@ -85,13 +85,16 @@ def update_scores(x, V, c, offset, label, deg, J, f, im, eta, w0, pi, t_prev):
     for i0 in range(0, m, ROW_BLOCK):
         i1 = min(i0 + ROW_BLOCK, m)
         row_dots(x, i0, i1, V, P)
-        # Branch-free per-point update, so LLVM can vectorize it across rows.
+        # Branch-free per-point update and sums, so LLVM can vectorize them across rows.
         for t in range(i1 - i0):
             i = i0 + t
             d = deg[i]
             j = J[i]
-            for b in range(nv - 2):
-                j -= c[b] * P[t, 2 + b] * P[t, 2 + b]
+            if nv == 3:         # one new label, the usual case: no inner loop
+                j -= c[0] * P[t, 2] * P[t, 2]
+            else:
+                for b in range(nv - 2):
+                    j -= c[b] * P[t, 2 + b] * P[t, 2 + b]
             J[i] = j
             lab = label[i] >= 0
             rho = (b_lab if lab else b_unl) / d
@@ -100,12 +103,11 @@ def update_scores(x, V, c, offset, label, deg, J, f, im, eta, w0, pi, t_prev):
             mi = (1.0 + rho * j) * rho
             ci = d * (A1 - A2 * fi) / (1.0 + d * A2 * mi)
             f[i] = fi
-            im[i] = 0.0 if lab else fi * ci * (mu - mi)
-        for i in range(i0, i1):
-            u = label[i] < 0
-            sum_f += f[i] if u else 0.0
-            sum_im += im[i] if u else 0.0
-            n_u += 1 if u else 0
+            imi = 0.0 if lab else fi * ci * (mu - mi)
+            im[i] = imi
+            sum_f += 0.0 if lab else fi
+            sum_im += imi
+            n_u += 0 if lab else 1
         # Candidates: compare with each list's current K-th value inline; insert rarely.
         k_f, k_im, k_s = vals[0, TOP_K - 1], vals[1, TOP_K - 1], vals[2, TOP_K - 1]
         for i in range(i0, i1):
