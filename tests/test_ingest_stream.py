@@ -63,7 +63,7 @@ def test_memory_is_bounded_by_blocks_not_by_the_input(tmp_path):
 
 @pytest.mark.parametrize("name", ["out.zarr", "out.h5"])
 def test_sigkill_leaves_no_store(tmp_path, name):
-    src, _ = write_csv(tmp_path / "in.csv", 60)
+    src, rows = write_csv(tmp_path / "in.csv", 60)
     out = tmp_path / name
     p = subprocess.Popen([sys.executable, "-m", "bigsearch", "ingest", src, out, "--label-column", "0",
                           "--chunk-rows", "5000", "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -80,7 +80,11 @@ def test_sigkill_leaves_no_store(tmp_path, name):
     with pytest.raises(StoreNotFoundError):
         open_store(out)
     left = sorted(set(os.listdir(tmp_path)) - {"in.csv"})
-    assert all(f.startswith(f".{name}.partial-") for f in left), left
+    assert left and all(f.startswith(f".{name}.partial-") for f in left), left
+    # the next ingest to the same OUT removes what the killed one left
+    run_cli("ingest", src, out, "--label-column", "0", "-q")
+    assert sorted(set(os.listdir(tmp_path)) - {"in.csv"}) == [name]
+    assert open_store(out).n == rows
 
 
 def _bytes(path):

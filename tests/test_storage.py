@@ -208,3 +208,27 @@ def test_store_survives_pickling(tmp_path):
     s = open_store(bigsearch.create_store(tmp_path / "p.h5", X, chunk_rows=4))
     s2 = pickle.loads(pickle.dumps(s))
     np.testing.assert_array_equal(read_all(s2), X)
+
+
+def test_a_new_write_removes_what_dead_writers_left(tmp_path):
+    """Leftovers of a dead writer on this host go; a live writer's and another host's stay."""
+    import subprocess
+    import sys
+    from bigsearch.storage.writer import _HOST
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        names = {"dead": f".s.zarr.partial-{_HOST}-{dead}-0123abcd",
+                 "dead_old": f".s.zarr.old-{_HOST}-{dead}-0123abcd",
+                 "live": f".s.zarr.partial-{_HOST}-{live.pid}-0123abcd",
+                 "other_host": f".s.zarr.partial-{_HOST}x-{dead}-0123abcd",
+                 "other_store": f".t.zarr.partial-{_HOST}-{dead}-0123abcd"}
+        for n in names.values():
+            (tmp_path / n).mkdir()
+        bigsearch.create_store(tmp_path / "s.zarr", np.ones((3, 2), np.float32))
+        left = set(p.name for p in tmp_path.iterdir())
+        assert left == {"s.zarr", names["live"], names["other_host"], names["other_store"]}
+    finally:
+        live.kill()
+        live.wait()

@@ -2,12 +2,16 @@
 
 A store is written under a temporary sibling name and renamed into place only when
 complete, so an interrupted or failed write never leaves something that looks like a
-store, and an existing store is replaced only when ``overwrite=True``.
+store, and an existing store is replaced only when ``overwrite=True``. The temporary
+name carries the writer's host and process id, so a later write to the same path removes
+what a killed writer left behind (and never what a live one is writing).
 """
 
 import json
 import os
+import re
 import shutil
+import socket
 import uuid
 from pathlib import Path
 
@@ -49,7 +53,8 @@ class StoreWriter:
         if self.path.exists() and not overwrite:
             raise StoreExistsError(f"{self.path} already exists; pass overwrite=True (--overwrite) to replace it")
         self.overwrite = overwrite
-        self.tmp = self.path.with_name(f".{self.path.name}.partial-{uuid.uuid4().hex[:8]}")
+        remove_stale_leftovers(self.path)
+        self.tmp = _sibling(self.path, "partial")
         self.n = 0                 # rows written to disk
         self.rows_appended = 0     # rows given to append (some may still be pending)
         self._pending = []
@@ -96,7 +101,7 @@ class StoreWriter:
             if not self.overwrite:
                 self.abort()
                 raise StoreExistsError(f"{self.path} appeared while writing; not overwriting it")
-            old = self.path.with_name(f".{self.path.name}.old-{uuid.uuid4().hex[:8]}")
+            old = _sibling(self.path, "old")
             os.rename(self.path, old)
             os.rename(self.tmp, self.path)
             _remove(old)
@@ -119,6 +124,37 @@ class StoreWriter:
             self.close()
         else:
             self.abort()
+
+
+_HOST = re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname())
+
+
+def _sibling(path, tag):
+    """``.NAME.TAG-HOST-PID-RANDOM`` beside ``path``: hidden, unique, and traceable to its writer."""
+    return path.with_name(f".{path.name}.{tag}-{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def remove_stale_leftovers(path):
+    """Remove the temporary siblings of ``path`` left by writers on this host that died
+    (killed, or the machine lost power); returns their names."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.(?:partial|old)-{re.escape(_HOST)}-(\d+)-[0-9a-f]{{8}}$")
+    removed = []
+    for entry in path.parent.iterdir() if path.parent.is_dir() else ():
+        match = pattern.match(entry.name)
+        if match and not _alive(int(match.group(1))):
+            _remove(entry)
+            removed.append(entry.name)
+    return removed
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:      # another user's live process
+        return True
+    return True
 
 
 def _remove(path):
