@@ -172,3 +172,22 @@ def test_session_commands_on_a_cluster_follow_the_local_session(client, data, tm
         assert run_cli("session", "undo", d, 1, *where).returncode == 0
         nexts[name] = json.loads(run_cli("session", "next", d, "-k", 5, "--json", *where).stdout)
     assert nexts["local"] == nexts["cluster"]
+
+
+def test_refresh_on_the_cluster_matches_local(client, data, store_factory):
+    """A refresh maps its comparing step over the workers and reports the drift as locally."""
+    X, y = data
+    path = store_factory(X, y, "zarr", "float32", 37)
+    local, remote = bigsearch.LAS(path, **LAS_OPTIONS), bigsearch.LAS(path, backend=client, **LAS_OPTIONS)
+    for s in (local, remote):
+        s.tell(int(np.flatnonzero(y)[0]), 1)
+        run_queries(s, y, 5)
+        s.Kinv += 1e-7                      # the same drifted inverse on both
+        run_queries(s, y, 2)
+    drift_local, drift_remote = local.refresh(), remote.refresh()
+    assert drift_local["J"] > 1e-9 and drift_remote["J"] == pytest.approx(drift_local["J"], rel=1e-9)
+    assert drift_remote["f"] == pytest.approx(drift_local["f"], rel=1e-9)
+    for name in ("f", "J", "impact"):
+        assert rel_err(getattr(remote, name), getattr(local, name)) < RTOL
+    assert run_queries(remote, y, 5) == run_queries(local, y, 5)
+    remote.close()
