@@ -362,3 +362,16 @@ def test_a_failed_journal_write_leaves_no_trace(tmp_path, store, data):
     s.close()
     with Session.open(directory, readonly=True) as r:
         assert_same_state(r, engine_after(store, "las", [([a], [b]) for a, b in history + [(i, int(y[i]))]]))
+
+
+def test_create_removes_what_a_killed_create_left(tmp_path, store):
+    import subprocess
+    import sys
+    from bigsearch.storage.writer import temp_sibling
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    stale = temp_sibling(tmp_path / "s", "partial")
+    stale = stale.with_name(stale.name.replace(f"-{os.getpid()}-", f"-{dead}-"))
+    stale.mkdir()
+    Session.create(store, tmp_path / "s", checkpoint_every=10).close()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".s.")) == []

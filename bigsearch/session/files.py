@@ -9,8 +9,9 @@ import hashlib
 import json
 import os
 import shutil
-import uuid
 from pathlib import Path
+
+from ..storage.writer import temp_sibling
 
 
 def fsync_dir(path):
@@ -30,9 +31,9 @@ def write_durable(path, data):
 
 
 def temp_name(path, tag="tmp"):
-    """A hidden sibling name that no other process will pick."""
-    path = Path(path)
-    return path.with_name(f".{path.name}.{tag}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    """A hidden sibling name that no other process will pick (it names this host and
+    process, so leftovers of a dead process can be told apart: remove_stale_leftovers)."""
+    return temp_sibling(Path(path), tag)
 
 
 def remove_tree(path):

@@ -30,6 +30,7 @@ from ..engine import LAS, WNAS
 from ..errors import (LabelError, ParameterError, SessionCorruptError, SessionError,
                       SessionExistsError, SessionFormatError, SessionNotFoundError, SessionWarning)
 from ..storage import open_store
+from ..storage.writer import remove_stale_leftovers
 from .checkpoint import (FORMAT_VERSION, list_checkpoints, read_arrays, read_manifest, remove_leftovers,
                          write_checkpoint)
 from .files import fsync_dir, read_sealed_json, remove_tree, sealed_json, temp_name, write_durable
@@ -446,6 +447,7 @@ def publish_directory(directory, info):
     """Create the session's files under a temporary name, then rename: a crash leaves
     either a whole new session or none (and an existing empty directory is replaced)."""
     directory.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_leftovers(directory)        # what a killed `session new` left here
     tmp = temp_name(directory, "partial")
     tmp.mkdir()
     try:

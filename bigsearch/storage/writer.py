@@ -54,7 +54,7 @@ class StoreWriter:
             raise StoreExistsError(f"{self.path} already exists; pass overwrite=True (--overwrite) to replace it")
         self.overwrite = overwrite
         remove_stale_leftovers(self.path)
-        self.tmp = _sibling(self.path, "partial")
+        self.tmp = temp_sibling(self.path, "partial")
         self.n = 0                 # rows written to disk
         self.rows_appended = 0     # rows given to append (some may still be pending)
         self._pending = []
@@ -101,7 +101,7 @@ class StoreWriter:
             if not self.overwrite:
                 self.abort()
                 raise StoreExistsError(f"{self.path} appeared while writing; not overwriting it")
-            old = _sibling(self.path, "old")
+            old = temp_sibling(self.path, "old")
             os.rename(self.path, old)
             os.rename(self.tmp, self.path)
             _remove(old)
@@ -129,7 +129,7 @@ class StoreWriter:
 _HOST = re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname())
 
 
-def _sibling(path, tag):
+def temp_sibling(path, tag):
     """``.NAME.TAG-HOST-PID-RANDOM`` beside ``path``: hidden, unique, and traceable to its writer."""
     return path.with_name(f".{path.name}.{tag}-{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
