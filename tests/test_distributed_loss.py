@@ -45,10 +45,15 @@ def make(method, path, backend="local"):
     return bigsearch.WNAS(path, backend=backend)
 
 
+def first_shard_worker(client, search):
+    """(address, process id) of the worker holding the first chunks."""
+    address = search.backend.shards[0].address
+    return address, client.run(os.getpid, workers=[address])[address]
+
+
 def kill_worker_of_first_shard(client, search):
     """SIGKILL the process of the worker holding the first chunks; returns its address."""
-    address = search.backend.shards[0].address
-    pid = client.run(os.getpid, workers=[address])[address]
+    address, pid = first_shard_worker(client, search)
     os.kill(pid, signal.SIGKILL)
     return address
 
@@ -103,8 +108,7 @@ def test_worker_killed_while_passes_run(client, store_factory):
     first = int(np.flatnonzero(y)[0])
     remote.tell(first, 1)
     before = run_queries(remote, y, 3)
-    address = remote.backend.shards[0].address
-    pid = client.run(os.getpid, workers=[address])[address]
+    address, pid = first_shard_worker(client, remote)
     killer = threading.Timer(0.05, os.kill, (pid, signal.SIGKILL))
     killer.start()
     with pytest.warns(RuntimeWarning, match="was lost"):
@@ -140,8 +144,7 @@ def cut_off_during_a_pass(client, data, store_factory):
     first = int(np.flatnonzero(y)[0])
     remote.tell(first, 1)
     before = run_queries(remote, y, 5)
-    address = remote.backend.shards[0].address
-    pid = client.run(os.getpid, workers=[address])[address]
+    address, pid = first_shard_worker(client, remote)
     os.kill(pid, signal.SIGSTOP)
     cut = threading.Timer(0.3, client.run_on_scheduler, (drop_worker, address))
     try:

@@ -75,6 +75,14 @@ def agr_options(f):
     return f
 
 
+def search_options(f):
+    """What run and pairs share: the LAS and AGR parameters, --threads, and the cluster."""
+    f = cluster_options(f)
+    f = click.option("--threads", type=click.IntRange(1), default=None,
+                     help="Threads of the local backend (default: one per core).")(f)
+    return las_options(agr_options(f))
+
+
 @main.command()
 @click.argument("store", type=click.Path(path_type=str))
 @click.option("--method", "methods", type=MethodList(list(METHODS)), default="las", show_default=True,
@@ -90,11 +98,7 @@ def agr_options(f):
               help="... and this many random negatives.")
 @click.option("--batch-size", type=click.IntRange(1), default=1, show_default=True,
               help="Label the top B points of each pass before updating (1: sequential).")
-@las_options
-@agr_options
-@click.option("--threads", type=click.IntRange(1), default=None,
-              help="Threads of the local backend (default: one per core).")
-@cluster_options
+@search_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=str), required=True,
               help="Directory for results.json, runs.csv, table.md and recall.png.")
 @click.option("--overwrite", is_flag=True, help="Replace the results of another experiment in --out.")
@@ -122,11 +126,7 @@ def run(store, methods, budget, runs, seed, init_index, init_positives, init_neg
 @click.option("--top", type=click.IntRange(1), default=100, show_default=True,
               help="Unlabeled points with the highest f to look at.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the pairs.")
-@las_options
-@agr_options
-@click.option("--threads", type=click.IntRange(1), default=None,
-              help="Threads of the local backend (default: one per core).")
-@cluster_options
+@search_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=str), required=True,
               help="Directory for pairs.json, pairs.csv and table2.md.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or table.")
