@@ -6,12 +6,11 @@ import itertools
 
 import numpy as np
 import pytest
+from conftest import DTYPES, KINDS, chunkings
 
 import bigsearch
 from bigsearch.errors import ParameterError
 from bigsearch.testing import clustered_points, dense_las_run
-
-from conftest import DTYPES, KINDS, chunkings
 
 N = 600
 
@@ -97,7 +96,7 @@ def test_pruning_reads_a_small_part_of_clustered_data(store_factory):
     order = np.argsort(np.argmax(X[:, :-1] @ np.linalg.qr(np.random.default_rng(0).normal(size=(15, 15)))[0],
                                  axis=1), kind="stable")
     path = store_factory(X[order], y[order], "zarr", "float32", 1024)
-    (full, q_full, _), (pruned, q_pruned, _) = both(path, y[order], 60, pi=0.01)
+    (_, q_full, _), (pruned, q_pruned, _) = both(path, y[order], 60, pi=0.01)
     assert q_pruned == q_full
     fraction = np.array(pruned.query_bytes[10:]) / pruned.store.nbytes
     assert fraction.mean() < 0.5
@@ -119,7 +118,7 @@ def test_state_saved_while_pruning_continues_with_the_same_queries(data, store_f
 def test_refresh_while_pruning_keeps_the_queries(data, store_factory):
     X, y = data
     path = store_factory(X, y, "zarr", "float64", 100)
-    (full, q_full, _), (pruned, q_pruned, _) = both(path, y, 12, pi=0.08)
+    (full, _, _), (pruned, _, _) = both(path, y, 12, pi=0.08)
     drift = pruned.refresh()
     full.refresh()
     assert drift["J"] < 1e-9 and drift["f"] < 1e-9

@@ -23,8 +23,15 @@ from .base import ActiveSearch
 from .params import LASParams, default_pi
 from .pruning import LASPruning
 from .select import PassSummary, select
-from .steps import (Compared, best_in_chunk, colsum_step, gram_step, las_refresh_step, las_rescore_step,
-                    las_update_step)
+from .steps import (
+    Compared,
+    best_in_chunk,
+    colsum_step,
+    gram_step,
+    las_refresh_step,
+    las_rescore_step,
+    las_update_step,
+)
 
 
 class LAS(ActiveSearch):
