@@ -111,9 +111,11 @@ class OutputOptions(_Group):
     dtype: str = "float32"
     codec: str = "none"
     overwrite: bool = False
+    cluster_order: int | None = None  # rows grouped by k-means cluster, k clusters (0: default k)
 
     def __post_init__(self):
         _one_of("output format", self.format, ("zarr", "hdf5"))
         _one_of("dtype", self.dtype, DTYPES)
         _one_of("codec", self.codec, CODECS)
         _at_least("chunk_rows", self.chunk_rows, 1)
+        _at_least("cluster_order", self.cluster_order, 0)

@@ -6,6 +6,7 @@ StoreWriter, which publishes the store atomically when everything succeeded. Mem
 bounded by the block size and the per-column statistics, never by the input size.
 """
 
+import shutil
 import time
 from collections import Counter
 from datetime import datetime, timezone
@@ -16,6 +17,7 @@ import numpy as np
 from .. import __version__
 from ..errors import InputError, ParameterError, StoreExistsError
 from ..storage import StoreWriter, default_chunk_rows, store_kind_for
+from ..storage.writer import temp_sibling
 from .featurize import ColumnPlan, Plan, featurize, finish_plan, rff_weights
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
@@ -82,6 +84,7 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     ids_dtype = readers[0].ids.dtype if carry_ids else (np.int64 if subsample else None)
     chunk_rows = output.chunk_rows or _default_chunk_rows(_rows_to_write(readers, stats, subsample),
                                                           plan.width, output.dtype)
+    final, out = out, (out if output.cluster_order is None else temp_sibling(out, "unordered"))
     with StoreWriter(out, plan.width, dtype=output.dtype, chunk_rows=chunk_rows, kind=kind,
                      labels=rule is not None, ids_dtype=ids_dtype, overwrite=output.overwrite,
                      compressors=compressors) as writer:
@@ -93,10 +96,27 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
             progress.warn(f"{totals['zero_rows']:,} rows are all zero; --normalize leaves them zero")
         writer.set_attrs(featurization=_featurization(plan, rule, subsample, features.bins),
                          provenance=_provenance(readers, label_readers, totals, command))
+    if output.cluster_order is not None:
+        out = _reorder(out, final, output, kind, compressors, progress)
     return {"out": str(out), "kind": kind, "rows_read": totals["rows"], "rows_written": writer.n,
             "n_features": plan.width, "labels": {str(k): v for k, v in sorted(totals["labels"].items())},
             "seconds": time.perf_counter() - t0, "input_bytes": sum(r.size for r in readers),
             "blocks_on_cluster": mapper.remote, "blocks_redone_here": mapper.redone}
+
+
+def _reorder(unordered, out, output, kind, compressors, progress):
+    """Rewrite the new store in cluster order (ingest/cluster_order.py) at ``out``; the
+    unordered copy is removed whatever happens."""
+    from .cluster_order import cluster_order
+    try:
+        cluster_order(unordered, out, clusters=output.cluster_order or None, kind=kind, compressors=compressors,
+                      overwrite=output.overwrite)
+    finally:
+        if unordered.is_dir():
+            shutil.rmtree(unordered, ignore_errors=True)
+        else:
+            unordered.unlink(missing_ok=True)
+    return out
 
 
 def _groups(source, labels, features, output):
