@@ -519,7 +519,10 @@ def _params_of(engine):
 
 
 def _engine_options(engine):
-    return {"check_every": engine.check_every, "drift_tol": engine.drift_tol} if isinstance(engine, LAS) else {}
+    if not isinstance(engine, LAS):
+        return {}
+    prune = {"prune": True, "block_rows": engine.pruning.block_rows} if engine.pruning is not None else {}
+    return {"check_every": engine.check_every, "drift_tol": engine.drift_tol, **prune}
 
 
 def _plain(value):
