@@ -24,7 +24,7 @@ from bigsearch.ingest.cluster_order import cluster_order  # noqa: E402
 from bigsearch.ingest.pipeline import compressors_for  # noqa: E402
 from bigsearch.storage import default_chunk_rows, open_store, store_kind_for  # noqa: E402
 from bigsearch.storage.base import disk_bytes  # noqa: E402
-from bigsearch.storage.writer import temp_sibling  # noqa: E402
+from bigsearch.storage.atomic import remove, temp_sibling  # noqa: E402
 from bigsearch.synthetic import make_clustered_store  # noqa: E402
 
 CODECS = ("none", "lz4", "zstd", "gzip", "lzf")   # lz4 is blosc-lz4; gzip, lzf: HDF5 only
@@ -85,7 +85,7 @@ def main(argv=None):
                                      compressors=compressors_for(kind, args.codec), overwrite=args.overwrite)
     finally:
         if args.cluster_order is not None:
-            _remove(target)
+            remove(target)
     seconds = time.perf_counter() - t
     with open_store(args.out) as store:
         y = store.labels()
@@ -97,14 +97,6 @@ def main(argv=None):
             out.update(clusters=ordering["clusters"], cluster_order_seconds=round(ordering["seconds"], 2))
     print(json.dumps(out))
     return out
-
-
-def _remove(path):
-    import shutil
-    if path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-    elif path.exists():
-        path.unlink()
 
 
 if __name__ == "__main__":

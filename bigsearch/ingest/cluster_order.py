@@ -18,7 +18,6 @@ k-means passes, then X read twice and written twice (docs/performance.md).
 """
 
 import contextlib
-import shutil
 import time
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from ..backends.local import LocalBackend
 from ..engine.anchors import kmeans, squared_distances
 from ..errors import ParameterError, StoreExistsError
 from ..storage import StoreWriter, open_store, store_kind_for
-from ..storage.writer import temp_sibling
+from ..storage.atomic import remove, remove_stale_leftovers, temp_sibling
 
 ROWS_PER_CLUSTER = 8192        # the default k: about this many rows per cluster (at least 16)
 MAX_CLUSTERS = 256
@@ -62,6 +61,7 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
             backend.close()
         t_kmeans = time.perf_counter() - t0
         out.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_leftovers(out, tags=("clusters", "unordered"))    # what killed runs left
         spill = temp_sibling(out, "clusters")
         spill.mkdir()
         try:
@@ -71,7 +71,7 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
                    overwrite=overwrite, attrs={**store.attrs, "cluster_order": {
                        "clusters": k, "iterations": iterations, "seed": seed, "source": str(store.path)}})
         finally:
-            shutil.rmtree(spill, ignore_errors=True)
+            remove(spill)
     return {"out": str(out), "clusters": k, "sizes": sizes.tolist(), "kmeans_seconds": t_kmeans,
             "seconds": time.perf_counter() - t0}
 

@@ -6,7 +6,6 @@ StoreWriter, which publishes the store atomically when everything succeeded. Mem
 bounded by the block size and the per-column statistics, never by the input size.
 """
 
-import shutil
 import time
 from collections import Counter
 from datetime import datetime, timezone
@@ -17,7 +16,7 @@ import numpy as np
 from .. import __version__
 from ..errors import InputError, ParameterError, StoreExistsError
 from ..storage import StoreWriter, default_chunk_rows, store_kind_for
-from ..storage.writer import temp_sibling
+from ..storage.atomic import remove, temp_sibling
 from .featurize import ColumnPlan, Plan, featurize, finish_plan, rff_weights
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
@@ -112,10 +111,7 @@ def _reorder(unordered, out, output, kind, compressors, progress):
         cluster_order(unordered, out, clusters=output.cluster_order or None, kind=kind, compressors=compressors,
                       overwrite=output.overwrite)
     finally:
-        if unordered.is_dir():
-            shutil.rmtree(unordered, ignore_errors=True)
-        else:
-            unordered.unlink(missing_ok=True)
+        remove(unordered)
     return out
 
 
