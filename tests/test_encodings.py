@@ -235,3 +235,35 @@ def test_distributed_backend_matches_dense(tmp_path, datasets, client, kind, enc
     las.tell(init[0], 1)
     assert run_queries(las, y, 12) == expected
     las.close()
+
+
+# -- ingest and info through the real CLI ------------------------------------------------
+def test_ingest_encodings_round_trip_and_info(tmp_path, datasets):
+    from conftest import run_cli
+    X, y = datasets["binary"]
+    bits = (X > 0).astype(np.float32)
+    np.save(tmp_path / "bits.npy", bits)
+    for encoding in ("binary", "int8", "float16"):
+        out = tmp_path / f"bits-{encoding}.h5"
+        done = run_cli("ingest", tmp_path / "bits.npy", out, "--normalize", "--encoding", encoding, "-q")
+        assert done.returncode == 0, done.stderr
+        store = bigsearch.open_store(out)
+        expected = bits / np.sqrt(bits.sum(axis=1, keepdims=True))
+        tol = {"binary": 1e-7, "int8": 0.5 / 127, "float16": 1e-3}[encoding]
+        assert store.encoding == encoding and np.abs(store.read_rows(np.arange(len(X))) - expected).max() < tol
+        info = run_cli("info", out)
+        assert f"encoding: {encoding}, {store.bytes_per_point} bytes per point" in info.stdout
+
+
+def test_ingest_binary_refuses_non_binary_values_with_one_line(tmp_path):
+    from conftest import run_cli
+    X = np.random.default_rng(1).random((50, 4))
+    np.save(tmp_path / "x.npy", X)
+    out = tmp_path / "out.zarr"
+    done = run_cli("ingest", tmp_path / "x.npy", out, "--encoding", "binary", "-q")
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and done.stderr.startswith("Error: ")
+    assert "binary" in done.stderr and "row 0" in done.stderr
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["x.npy"]
+    done = run_cli("ingest", tmp_path / "x.npy", out, "--encoding", "int4", "-q")
+    assert done.returncode == 2 and "--encoding" in done.stderr and not out.exists()

@@ -144,7 +144,9 @@ def _encode_int8(X, first_row):
 
 
 def _encode_binary(X, first_row):
-    """Packed bits of X != 0 and the row's common nonzero value as its scale."""
+    """Packed bits of X != 0 and the row's common nonzero value as its scale (values
+    are compared as float32, the precision of the scale, as a float32 store keeps them)."""
+    X = X.astype(np.float32, copy=False)
     nonzero = X != 0
     scale = np.zeros(len(X), np.float32)
     has = nonzero.any(axis=1)
@@ -155,7 +157,8 @@ def _encode_binary(X, first_row):
         i, j = _first(bad)
         raise DataError(f"--encoding binary needs every row to be 0/1 times one number, but row "
                         f"{first_row + i} has {X[i, j]:g} at feature {j} and {scale[i]:g} elsewhere; "
-                        "use --encoding float32, float16 or int8")
+                        "use --encoding float32, float16 or int8 (note: --bias after --normalize appends a 1, "
+                        "which is not the row's scale)")
     return np.packbits(nonzero, axis=1, bitorder="little"), scale
 
 
