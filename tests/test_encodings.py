@@ -8,6 +8,7 @@ import h5py
 import numpy as np
 import pytest
 import zarr
+from conftest import KINDS, chunkings, run_queries
 
 import bigsearch
 from bigsearch.errors import DataError, StoreError
@@ -15,8 +16,6 @@ from bigsearch.kernels.encoded import stream_dots
 from bigsearch.kernels.las import degrees
 from bigsearch.storage.encoding import Encoded, as_chunk, decode, encode_rows
 from bigsearch.testing import brute_force_impact, dense_las_run, dense_wnas
-
-from conftest import KINDS, chunkings, run_queries
 
 ENCODINGS = ["float16", "int8", "binary"]
 RTOL = 1e-9
@@ -121,9 +120,8 @@ def test_int8_without_scale_or_attribute_is_refused(tmp_path):
     with pytest.raises(StoreError, match="bigsearch_encoding"):
         bigsearch.open_store(tmp_path / "raw.zarr")
     g.attrs["bigsearch_encoding"] = {"name": "int8", "n_features": 2}
-    with pytest.raises(StoreError, match="X_scale"):
-        with bigsearch.open_store(tmp_path / "raw.zarr").chunk(0):
-            pass
+    with pytest.raises(StoreError, match="X_scale"), bigsearch.open_store(tmp_path / "raw.zarr").chunk(0):
+        pass
 
 
 # -- kernels ------------------------------------------------------------------------
@@ -163,7 +161,7 @@ GRID = list(itertools.product(KINDS, ENCODINGS, chunkings(80)))
 
 @pytest.mark.parametrize("kind,encoding,chunk_rows", GRID)
 def test_f_and_impact_match_brute_force(tmp_path, datasets, kind, encoding, chunk_rows):
-    X, y = datasets[encoding]
+    _, y = datasets[encoding]
     path = make(tmp_path, datasets[encoding], encoding, kind, chunk_rows)
     Xd = decoded(path)
     search = bigsearch.LAS(path, pi=0.2, eta=0.5, alpha=0.01)
@@ -182,7 +180,7 @@ def test_f_and_impact_match_brute_force(tmp_path, datasets, kind, encoding, chun
 
 @pytest.mark.parametrize("kind,encoding,chunk_rows", GRID)
 def test_query_sequences_match_dense(tmp_path, datasets, kind, encoding, chunk_rows):
-    X, y = datasets[encoding]
+    _, y = datasets[encoding]
     path = make(tmp_path, datasets[encoding], encoding, kind, chunk_rows)
     Xd = decoded(path)
     init = [int(np.flatnonzero(y)[2])]
@@ -204,7 +202,7 @@ def test_query_sequences_match_dense(tmp_path, datasets, kind, encoding, chunk_r
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_batch_of_labels_matches_brute_force(tmp_path, datasets, encoding):
     """Many labels told at once: one pass, exact."""
-    X, y = datasets[encoding]
+    _, y = datasets[encoding]
     path = make(tmp_path, datasets[encoding], encoding, "hdf5", 9)
     Xd = decoded(path)
     search = bigsearch.LAS(path, pi=0.2, alpha=0.01)
@@ -227,7 +225,7 @@ def client():
 
 @pytest.mark.parametrize("kind,encoding", list(itertools.product(KINDS, ENCODINGS)))
 def test_distributed_backend_matches_dense(tmp_path, datasets, client, kind, encoding):
-    X, y = datasets[encoding]
+    _, y = datasets[encoding]
     path = make(tmp_path, datasets[encoding], encoding, kind, 9)
     init = [int(np.flatnonzero(y)[2])]
     expected = dense_las_run(decoded(path), y, init, 12, pi=0.15, eta=0.6, w0=0.02, alpha=1e-2)
@@ -240,7 +238,7 @@ def test_distributed_backend_matches_dense(tmp_path, datasets, client, kind, enc
 # -- ingest and info through the real CLI ------------------------------------------------
 def test_ingest_encodings_round_trip_and_info(tmp_path, datasets):
     from conftest import run_cli
-    X, y = datasets["binary"]
+    X = datasets["binary"][0]
     bits = (X > 0).astype(np.float32)
     np.save(tmp_path / "bits.npy", bits)
     for encoding in ("binary", "int8", "float16"):

@@ -18,8 +18,24 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StoreError, StoreExistsError
-from .encoding import SCALE_NAME, SCALED, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
-from .format import FEATURE_DTYPES, FORMAT_ATTR, IDS_NAME, X_NAME, Y_NAME, check_labels, default_chunk_rows
+from .encoding import (
+    SCALE_NAME,
+    SCALED,
+    check_encoding,
+    encode_rows,
+    encoding_attrs,
+    stored_columns,
+    stored_dtype,
+)
+from .format import (
+    FEATURE_DTYPES,
+    FORMAT_ATTR,
+    IDS_NAME,
+    X_NAME,
+    Y_NAME,
+    check_labels,
+    default_chunk_rows,
+)
 from .hdf5_store import HDF5_SUFFIXES
 
 LABEL_CHUNK = 1 << 20
