@@ -8,7 +8,6 @@ import h5py
 import numpy as np
 import pytest
 import zarr
-from conftest import KINDS, chunkings, run_queries
 
 import bigsearch
 from bigsearch.errors import DataError, StoreError
@@ -16,6 +15,8 @@ from bigsearch.kernels.encoded import stream_dots
 from bigsearch.kernels.las import degrees
 from bigsearch.storage.encoding import Encoded, as_chunk, decode, encode_rows
 from bigsearch.testing import brute_force_impact, dense_las_run, dense_wnas
+
+from conftest import KINDS, chunkings, run_queries
 
 ENCODINGS = ["float16", "int8", "binary"]
 RTOL = 1e-9

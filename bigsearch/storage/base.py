@@ -15,16 +15,7 @@ import threading
 
 import numpy as np
 
-from .encoding import (
-    SCALE_NAME,
-    SCALED,
-    as_chunk,
-    bytes_per_point,
-    concat,
-    decode,
-    encoding_of,
-    take,
-)
+from .encoding import SCALE_NAME, SCALED, as_chunk, bytes_per_point, concat, decode, encoding_of, take
 from .format import check_format_version, check_labels
 
 PAGE = mmap.PAGESIZE

@@ -4,38 +4,19 @@ A store is written under a temporary sibling name and renamed into place only wh
 complete, so an interrupted or failed write never leaves something that looks like a
 store, and an existing store is replaced only when ``overwrite=True``. The temporary
 name carries the writer's host and process id, so a later write to the same path removes
-what a killed writer left behind (and never what a live one is writing).
+what a killed writer left behind (and never what a live one is writing); every file of
+the store is fsync'd before the rename (storage/atomic.py).
 """
 
 import json
-import os
-import re
-import shutil
-import socket
-import uuid
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import StoreError, StoreExistsError
-from .encoding import (
-    SCALE_NAME,
-    SCALED,
-    check_encoding,
-    encode_rows,
-    encoding_attrs,
-    stored_columns,
-    stored_dtype,
-)
-from .format import (
-    FEATURE_DTYPES,
-    FORMAT_ATTR,
-    IDS_NAME,
-    X_NAME,
-    Y_NAME,
-    check_labels,
-    default_chunk_rows,
-)
+from .atomic import fsync_tree, publish, publish_over, remove, remove_stale_leftovers, temp_sibling
+from .encoding import SCALE_NAME, SCALED, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
+from .format import FEATURE_DTYPES, FORMAT_ATTR, IDS_NAME, X_NAME, Y_NAME, check_labels, default_chunk_rows
 from .hdf5_store import HDF5_SUFFIXES
 
 LABEL_CHUNK = 1 << 20
@@ -120,16 +101,14 @@ class StoreWriter:
             self.abort()
             raise StoreError(f"{self.path}: no rows were written")
         self._backend.close()
+        fsync_tree(self.tmp)
         if self.path.exists():
             if not self.overwrite:
                 self.abort()
                 raise StoreExistsError(f"{self.path} appeared while writing; not overwriting it")
-            old = temp_sibling(self.path, "old")
-            os.rename(self.path, old)
-            os.rename(self.tmp, self.path)
-            _remove(old)
+            publish_over(self.tmp, self.path)
         else:
-            os.rename(self.tmp, self.path)
+            publish(self.tmp, self.path)
         return self.path
 
     def abort(self):
@@ -137,7 +116,7 @@ class StoreWriter:
             self._backend.close()
         except Exception:
             pass
-        _remove(self.tmp)
+        remove(self.tmp)
 
     def __enter__(self):
         return self
@@ -147,44 +126,6 @@ class StoreWriter:
             self.close()
         else:
             self.abort()
-
-
-_HOST = re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname())
-
-
-def temp_sibling(path, tag):
-    """``.NAME.TAG-HOST-PID-RANDOM`` beside ``path``: hidden, unique, and traceable to its writer."""
-    return path.with_name(f".{path.name}.{tag}-{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-
-
-def remove_stale_leftovers(path):
-    """Remove the temporary siblings of ``path`` left by writers on this host that died
-    (killed, or the machine lost power); returns their names."""
-    pattern = re.compile(rf"\.{re.escape(path.name)}\.(?:partial|old)-{re.escape(_HOST)}-(\d+)-[0-9a-f]{{8}}$")
-    removed = []
-    for entry in path.parent.iterdir() if path.parent.is_dir() else ():
-        match = pattern.match(entry.name)
-        if match and not _alive(int(match.group(1))):
-            _remove(entry)
-            removed.append(entry.name)
-    return removed
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:      # another user's live process
-        return True
-    return True
-
-
-def _remove(path):
-    if path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-    elif path.exists():
-        path.unlink()
 
 
 class _ZarrWriter:
