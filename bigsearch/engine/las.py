@@ -19,6 +19,7 @@ import numpy as np
 from ..backends import make_backend
 from ..errors import DataError, NumericalError
 from ..kernels.las import degrees
+from ..storage.encoding import decode
 from .base import ActiveSearch
 from .params import LASParams, default_pi
 from .pruning import LASPruning
@@ -226,9 +227,10 @@ class LAS(ActiveSearch):
     def _update(self, idx, lab):
         """Sherman-Morrison per new label (O(r^2) each), then one fused pass."""
         p = self.params
-        rows = self.store.read_rows(idx)
+        stored = self.store.read_stored_rows(idx)
+        rows = decode(stored)
         deg = np.empty(len(idx))
-        degrees(rows, self.s, deg)  # the kernel the passes use: bit-identical degrees
+        degrees(stored, self.s, deg)  # the kernel the passes use: bit-identical degrees
         b_unl = 1.0 / (1.0 + p.w0)
         gs, cs = [], []
         for x, d, y, i in zip(rows, deg, lab, idx):

@@ -38,8 +38,11 @@ def default_clusters(n):
 
 
 def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_rows=None, kind=None,
-                  dtype=None, compressors=None, overwrite=False, n_threads=None):
+                  encoding=None, compressors=None, overwrite=False, n_threads=None):
     """Write ``source``'s rows to a new store ``out`` grouped by k-means cluster.
+
+    The source holds float32 or float64 X; the output has its dtype, or ``encoding``
+    (storage/encoding.py: the rows are encoded as they are written).
 
     ``clusters``: k (default about n / 8,192, at least 16, at most 256). Returns a summary dict:
     the clusters, their sizes, and the seconds spent clustering and rewriting.
@@ -51,6 +54,9 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
     if out.resolve() == Path(getattr(source, "path", source)).resolve():
         raise ParameterError("cluster order writes a new store: give an output path other than the source")
     with open_store(source) as store:
+        if store.encoding not in ("float32", "float64"):
+            raise ParameterError(f"{store.path} is {store.encoding}-encoded; cluster order rewrites float stores: "
+                                 "ingest again with --cluster-order (and --encoding), which orders before encoding")
         k = default_clusters(store.n) if clusters is None else int(clusters)
         if not 1 <= k <= store.n:
             raise ParameterError(f"clusters must be between 1 and n = {store.n}, got {clusters}")
@@ -67,7 +73,7 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
         try:
             sizes, ids_dtype = _spill(store, centres, spill)
             _write(store, spill, sizes, ids_dtype, out, chunk_rows=chunk_rows or store.chunk_rows,
-                   kind=store_kind_for(out, kind), dtype=dtype or store.dtype, compressors=compressors,
+                   kind=store_kind_for(out, kind), encoding=encoding or store.encoding, compressors=compressors,
                    overwrite=overwrite, attrs={**store.attrs, "cluster_order": {
                        "clusters": k, "iterations": iterations, "seed": seed, "source": str(store.path)}})
         finally:
@@ -106,9 +112,9 @@ def _spill(store, centres, spill):
     return sizes, ids_dtype
 
 
-def _write(store, spill, sizes, ids_dtype, out, *, chunk_rows, kind, dtype, compressors, overwrite, attrs):
+def _write(store, spill, sizes, ids_dtype, out, *, chunk_rows, kind, encoding, compressors, overwrite, attrs):
     has_y = store.labels() is not None
-    with StoreWriter(out, store.r, dtype=dtype, chunk_rows=chunk_rows, kind=kind, labels=has_y,
+    with StoreWriter(out, store.r, encoding=encoding, chunk_rows=chunk_rows, kind=kind, labels=has_y,
                      ids_dtype=ids_dtype, attrs=attrs, overwrite=overwrite, compressors=compressors) as w:
         for c in np.flatnonzero(sizes):
             X = np.fromfile(spill / f"{c}.x", dtype=store.dtype).reshape(-1, store.r)

@@ -17,6 +17,7 @@ from .. import __version__
 from ..errors import InputError, ParameterError, StoreExistsError
 from ..storage import StoreWriter, default_chunk_rows, store_kind_for
 from ..storage.atomic import remove, temp_sibling
+from ..storage.encoding import stored_columns, stored_dtype
 from .featurize import ColumnPlan, Plan, featurize, finish_plan, rff_weights
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
@@ -81,10 +82,12 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
 
     carry_ids = all(r.ids is not None for r in readers)
     ids_dtype = readers[0].ids.dtype if carry_ids else (np.int64 if subsample else None)
+    encoding = output.encoding or output.dtype
     chunk_rows = output.chunk_rows or _default_chunk_rows(_rows_to_write(readers, stats, subsample),
-                                                          plan.width, output.dtype)
+                                                          stored_columns(encoding, plan.width), stored_dtype(encoding))
     final, out = out, (out if output.cluster_order is None else temp_sibling(out, "unordered"))
-    with StoreWriter(out, plan.width, dtype=output.dtype, chunk_rows=chunk_rows, kind=kind,
+    with StoreWriter(out, plan.width, encoding=encoding if output.cluster_order is None else output.dtype,
+                     chunk_rows=chunk_rows, kind=kind,
                      labels=rule is not None, ids_dtype=ids_dtype, overwrite=output.overwrite,
                      compressors=compressors) as writer:
         totals = _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids,
@@ -96,20 +99,20 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
         writer.set_attrs(featurization=_featurization(plan, rule, subsample, features.bins),
                          provenance=_provenance(readers, label_readers, totals, command))
     if output.cluster_order is not None:
-        out = _reorder(out, final, output, kind, compressors, progress)
+        out = _reorder(out, final, output, kind, compressors, encoding)
     return {"out": str(out), "kind": kind, "rows_read": totals["rows"], "rows_written": writer.n,
             "n_features": plan.width, "labels": {str(k): v for k, v in sorted(totals["labels"].items())},
             "seconds": time.perf_counter() - t0, "input_bytes": sum(r.size for r in readers),
             "blocks_on_cluster": mapper.remote, "blocks_redone_here": mapper.redone}
 
 
-def _reorder(unordered, out, output, kind, compressors, progress):
-    """Rewrite the new store in cluster order (ingest/cluster_order.py) at ``out``; the
-    unordered copy is removed whatever happens."""
+def _reorder(unordered, out, output, kind, compressors, encoding):
+    """Rewrite the new (float) store in cluster order (ingest/cluster_order.py) at ``out``,
+    encoded then; the unordered copy is removed whatever happens."""
     from .cluster_order import cluster_order
     try:
         cluster_order(unordered, out, clusters=output.cluster_order or None, kind=kind, compressors=compressors,
-                      overwrite=output.overwrite)
+                      overwrite=output.overwrite, encoding=encoding)
     finally:
         remove(unordered)
     return out
