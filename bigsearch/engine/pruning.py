@@ -39,7 +39,7 @@ import numpy as np
 from ..errors import ParameterError
 from ..kernels.common import ROW_BLOCK
 from ..kernels.las import update_scores
-from ..storage.encoding import decode, n_rows, take
+from ..storage.encoding import Encoded, decode, n_rows
 from .select import _best
 from .steps import BLAS_ROWS
 
@@ -296,8 +296,15 @@ class LASPruning:
             with e.store.chunk(c) as x:
                 for run in (r for r, rc in zip(runs, chunk_of_run) if rc == c):
                     a, z = sm.start[run[0]] - st.start, sm.stop[run[-1]] - st.start
-                    update_scores(take(x, slice(a, z)), V, NO_LABELS, 0, st.label[a:z], st.deg[a:z], st.J[a:z],
+                    update_scores(_rows(x, a, z), V, NO_LABELS, 0, st.label[a:z], st.deg[a:z], st.J[a:z],
                                   st.f[a:z], st.im[a:z], p.eta, p.w0, p.pi, 0.0)
+
+
+def _rows(x, a, z):
+    """Rows a:z of a chunk, as a view (a copy of every block read cost more than the kernel)."""
+    if isinstance(x, Encoded):
+        return Encoded(x.codes[a:z], x.scale[a:z] if len(x.scale) else x.scale, x.n_features)
+    return x[a:z]
 
 
 def _apply_labels(state, idx, lab):
