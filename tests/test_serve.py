@@ -149,8 +149,9 @@ def test_why_this_point_is_exact_for_las(store_factory, kind, dtype):
         unl = labels < 0
         assert why["prior"] == pytest.approx((share[i, unl] * yprime[unl]).sum(), rel=1e-8)
         assert why["prior"] + sum(p["contribution"] for p in why["points"]) == pytest.approx(f[i], rel=1e-10)
-        weights = [abs(p["weight"]) for p in why["points"]]
-        assert weights == sorted(weights, reverse=True)
+        assert why["labeled"] == pytest.approx(sum(p["contribution"] for p in why["points"]), rel=1e-12)
+        order = [(-p["contribution"], -abs(p["weight"])) for p in why["points"]]
+        assert order == sorted(order)
         engine.close()
 
 

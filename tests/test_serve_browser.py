@@ -289,3 +289,50 @@ def test_a_wrong_or_missing_token_is_refused(tmp_path, browser, servers, store):
     assert "a valid access token is required" in browser.find_element(By.TAG_NAME, "body").text
     code, out, _ = server.stop()
     assert code == 0
+
+
+def test_the_page_shows_images_and_records(tmp_path, browser, servers):
+    """A store ingested from IDX images and one from a CSV: the page draws the image
+    and lists the record's fields by name (the screenshots in docs/ come from here)."""
+    from sklearn.datasets import load_digits
+    from tests.test_serve import write_idx
+    digits = load_digits()
+    write_idx(tmp_path / "digits.idx", (digits.images * 16).clip(0, 255))
+    (tmp_path / "labels.csv").write_text("label\n" + "".join(f"{int(t == 3)}\n" for t in digits.target))
+    r = run_cli("ingest", tmp_path / "digits.idx", tmp_path / "digits.zarr", "--labels", tmp_path / "labels.csv",
+                "--positive", "1", "--normalize", "--bias")
+    assert r.returncode == 0, r.stderr
+    d = tmp_path / "threes"
+    Session.create(tmp_path / "digits.zarr", d, pi=0.1).close()
+    assert run_cli("session", "label", d, 3, 1).returncode == 0     # one 3 we know, as in sessions.md
+    server = servers(d, "--budget", "40").start()
+    browser.get(server.url)
+    y = (digits.target == 3).astype(int)
+    for t in range(1, 16):
+        shown = wait_for(browser, t)
+        press(browser, int(y[shown]))
+    shown = wait_for(browser, 16)
+    canvas = browser.find_element(By.ID, "item-image")
+    assert (canvas.get_attribute("width"), canvas.get_attribute("height")) == ("8", "8")
+    drawn = browser.execute_script(
+        "const c = document.getElementById('item-image').getContext('2d');"
+        "return Array.from(c.getImageData(0, 0, 8, 8).data).filter((v, k) => k % 4 === 0);")
+    np.testing.assert_array_equal(drawn, np.round(255 * (digits.images[shown] * 16).clip(0, 255).ravel() / 255))
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#why-table tbody tr")) == 5
+    screenshot(browser, "serve-image.png")
+    server.stop()
+
+    rows = [("Ada", 36, "London", "yes"), ("Alan", 41, "Wilmslow", "no"), ("Grace", 85, "Arlington", "yes")] * 20
+    (tmp_path / "people.csv").write_text("name,age,city,label\n" + "".join(f"{a}{i},{b},{c},{e}\n" for i, (a, b, c, e) in enumerate(rows)))
+    r = run_cli("ingest", tmp_path / "people.csv", tmp_path / "people.zarr", "--label-column", "label",
+                "--positive", "yes", "--drop", "name", "--categorical", "city", "--normalize", "--bias")
+    assert r.returncode == 0, r.stderr
+    Session.create(tmp_path / "people.zarr", tmp_path / "people", pi=0.3).close()
+    server = servers(tmp_path / "people").start()
+    browser.get(server.url)
+    shown = wait_for(browser, 0)
+    cells = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#item-body th, #item-body td")]
+    name, age, city, label = rows[shown]
+    assert cells == ["name", f"{name}{shown}", "age", str(age), "city", city, "label", label]
+    screenshot(browser, "serve-record.png")
+    server.stop()
