@@ -121,3 +121,68 @@ def test_fingerprint_errors():
             parse_spec(bad)
     with pytest.raises(InputError, match="line 3: 'C1CC' is not a SMILES"):
         fingerprints(["CCO", "CC", "C1CC"], parse_spec("morgan"), where=lambda i: f"mols.csv, line {i + 1}")
+
+
+# -- the ingest options ----------------------------------------------------------------
+def _molecules_csv(path, n=40):
+    rng = np.random.default_rng(0)
+    fragments = ["C", "CC", "O", "N", "c1ccccc1", "C(=O)", "C(Cl)", "C(F)", "C1CC1", "S", "C(N)"]
+    rows = ["smiles,score"]
+    for i in range(n):
+        smi = "".join(rng.choice(fragments, 4)) + "C"
+        rows.append(f"{smi},{-5 - rng.random() * 4:.2f}")
+    path.write_text("\n".join(rows) + "\n")
+    return [r.split(",")[0] for r in rows[1:]]
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 7, None])
+def test_ingest_fingerprints_with_idf_normalize_bias(tmp_path, chunk_rows):
+    """The store holds exactly: fingerprints -> IDF over all rows -> unit rows -> bias."""
+    pytest.importorskip("rdkit", reason="RDKit is the optional extra bigsearch[chem]")
+    from bigsearch.ingest import FeatureOptions, OutputOptions, ingest
+    from bigsearch.ingest.fingerprints import fingerprints, parse_spec
+    from bigsearch.storage import open_store
+    smiles = _molecules_csv(tmp_path / "mols.csv")
+    ingest([str(tmp_path / "mols.csv")], tmp_path / "m.zarr",
+           features=FeatureOptions(smiles_column="smiles", drop=("score",), fingerprint="morgan:256", idf=True,
+                                   normalize=True, bias=True),
+           output=OutputOptions(dtype="float64", chunk_rows=chunk_rows))
+    F = fingerprints(smiles, parse_spec("morgan:256"))
+    W = F * (np.log(41.0 / (1.0 + (F != 0).sum(axis=0))) + 1.0)
+    W = np.hstack([W / np.linalg.norm(W, axis=1, keepdims=True), np.ones((len(W), 1))])
+    with open_store(tmp_path / "m.zarr") as store:
+        X = store.read_rows(np.arange(store.n))
+        feat = store.attrs["featurization"]
+    assert np.allclose(X, W, rtol=0, atol=1e-12)
+    assert feat["steps"] == ["encode", "idf", "normalize", "bias"]
+    assert feat["columns"][0]["fingerprint"]["kind"] == "morgan" and feat["columns"][0]["fingerprint"]["bits"] == 256
+    assert feat["idf"]["rows"] == 40 and len(feat["idf"]["document_frequency"]) == 256
+
+
+def test_ingest_minmax_cli(tmp_path):
+    """`ingest --smiles-column --counts --minmax` from the CLI: unit rows whose inner
+    products approximate the MinMax kernel of the count fingerprints."""
+    pytest.importorskip("rdkit", reason="RDKit is the optional extra bigsearch[chem]")
+    import json
+    import subprocess
+    import sys
+
+    from bigsearch.ingest.fingerprints import fingerprints, parse_spec
+    from bigsearch.storage import open_store
+    smiles = _molecules_csv(tmp_path / "mols.csv", n=12)
+    out = tmp_path / "m.zarr"
+    subprocess.run([sys.executable, "-m", "bigsearch", "ingest", str(tmp_path / "mols.csv"), str(out), "--quiet",
+                    "--smiles-column", "smiles", "--drop", "score", "--fingerprint", "atompair:512", "--counts",
+                    "--minmax", "2000", "--minmax-buckets", "16", "--seed", "4"], check=True)
+    with open_store(out) as store:
+        X = store.read_rows(np.arange(store.n)).astype(np.float64)
+        assert X.shape == (12, 2000 * 16)
+        assert json.loads(json.dumps(store.attrs["featurization"]))["minmax"]["power"] == 1
+    K = minmax_kernel(*[fingerprints(smiles, parse_spec("atompair:512", counts=True))] * 2)
+    # s.d. <= 1 / (2 sqrt(2000)) = 0.011 per inner product; 0.06 is 5 of them.
+    assert np.abs(X @ X.T - (K + (1 - K) / 16)).max() < 0.06
+    bad = subprocess.run([sys.executable, "-m", "bigsearch", "ingest", str(tmp_path / "mols.csv"),
+                          str(tmp_path / "x.zarr"), "--smiles-column", "smiles", "--fingerprint", "maccs"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("Error: --fingerprint 'maccs'")
+    assert not (tmp_path / "x.zarr").exists()
