@@ -16,6 +16,7 @@ import numpy as np
 from .. import __version__
 from ..errors import InputError, ParameterError, StoreExistsError
 from ..storage import StoreWriter, default_chunk_rows, store_kind_for
+from ..storage.atomic import remove, temp_sibling
 from ..storage.encoding import stored_columns, stored_dtype
 from .featurize import ColumnPlan, Plan, featurize, finish_plan, prepare
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
@@ -84,7 +85,9 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     encoding = output.encoding or output.dtype
     chunk_rows = output.chunk_rows or _default_chunk_rows(_rows_to_write(readers, stats, subsample),
                                                           stored_columns(encoding, plan.width), stored_dtype(encoding))
-    with StoreWriter(out, plan.width, encoding=encoding, chunk_rows=chunk_rows, kind=kind,
+    final, out = out, (out if output.cluster_order is None else temp_sibling(out, "unordered"))
+    with StoreWriter(out, plan.width, encoding=encoding if output.cluster_order is None else output.dtype,
+                     chunk_rows=chunk_rows, kind=kind,
                      labels=rule is not None, ids_dtype=ids_dtype, overwrite=output.overwrite,
                      compressors=compressors) as writer:
         totals = _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids,
@@ -95,6 +98,8 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
             progress.warn(f"{totals['zero_rows']:,} rows are all zero; --normalize leaves them zero")
         writer.set_attrs(featurization=_featurization(plan, rule, subsample, features.bins),
                          provenance=_provenance(readers, label_readers, totals, command))
+    if output.cluster_order is not None:
+        out = _reorder(out, final, output, kind, compressors, encoding)
     return {"out": str(out), "kind": kind, "rows_read": totals["rows"], "rows_written": writer.n,
             "n_features": plan.width, "labels": {str(k): v for k, v in sorted(totals["labels"].items())},
             "seconds": time.perf_counter() - t0, "input_bytes": sum(r.size for r in readers),
@@ -105,6 +110,18 @@ def _needs_statistics(plan, labels):
     """A first pass is needed for --prevalence, categories, bins and --idf."""
     return (labels.prevalence is not None or plan.idf is not None
             or any(c.kind in ("bins", "onehot") for c in plan.columns))
+
+
+def _reorder(unordered, out, output, kind, compressors, encoding):
+    """Rewrite the new (float) store in cluster order (ingest/cluster_order.py) at ``out``,
+    encoded then; the unordered copy is removed whatever happens."""
+    from .cluster_order import cluster_order
+    try:
+        cluster_order(unordered, out, clusters=output.cluster_order or None, kind=kind, compressors=compressors,
+                      overwrite=output.overwrite, encoding=encoding)
+    finally:
+        remove(unordered)
+    return out
 
 
 def _groups(source, labels, features, output):
