@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +25,10 @@ from tests.conftest import run_cli
 
 pytest.importorskip("flask", reason="bigsearch[serve] (flask, waitress) is not installed")
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
-from selenium.common.exceptions import TimeoutException  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -287,7 +286,7 @@ def test_a_wrong_or_missing_token_is_refused(tmp_path, browser, servers, store):
     browser.delete_all_cookies()
     browser.refresh()
     assert "a valid access token is required" in browser.find_element(By.TAG_NAME, "body").text
-    code, out, _ = server.stop()
+    code, _, _ = server.stop()
     assert code == 0
 
 
@@ -295,6 +294,7 @@ def test_the_page_shows_images_and_records(tmp_path, browser, servers):
     """A store ingested from IDX images and one from a CSV: the page draws the image
     and lists the record's fields by name (the screenshots in docs/ come from here)."""
     from sklearn.datasets import load_digits
+
     from tests.test_serve import write_idx
     digits = load_digits()
     write_idx(tmp_path / "digits.idx", (digits.images * 16).clip(0, 255))
