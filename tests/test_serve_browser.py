@@ -9,11 +9,7 @@ Set BIGSEARCH_SCREENSHOTS=DIR to keep the page's screenshots (docs/serve-*.png a
 
 import os
 import re
-import shutil
 import signal
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +17,7 @@ import pytest
 
 from bigsearch import Session
 from bigsearch.testing import clustered_points
+from bigsearch.testing.serve import CHROMEDRIVER, CHROMIUM, ServerProcess, chromium
 from tests.conftest import run_cli
 
 pytest.importorskip("flask", reason="bigsearch[serve] (flask, waitress) is not installed")
@@ -30,11 +27,6 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--window-size=1200,860"]
 pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
                                 reason="Chromium and chromedriver are not installed "
                                        "(apt-get install chromium chromium-driver; .ci/run does)")
@@ -44,12 +36,7 @@ WAIT = 60
 
 @pytest.fixture
 def browser(tmp_path):
-    from selenium.webdriver.chrome.service import Service
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS + [f"--user-data-dir={tmp_path / 'chromium-profile'}"]:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    driver = chromium(tmp_path / "chromium-profile")
     yield driver
     driver.quit()
 
@@ -65,49 +52,17 @@ def store(store_factory, data):
     return store_factory(X, y, "zarr", "float32", 64)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """`bigsearch serve` in a subprocess, on a fixed port so the page can reconnect."""
-
-    def __init__(self, directory, *args, port=None):
-        self.directory, self.args, self.port = directory, args, port or free_port()
-        self.proc = None
-
-    def start(self):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bigsearch", "serve", str(self.directory), "--port", str(self.port), *self.args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.banner = [self.proc.stdout.readline() for _ in range(2)]
-        if "serving session" not in self.banner[0]:
-            self.proc.kill()
-            raise AssertionError(f"the server did not start: {self.banner}{self.proc.stderr.read()}")
-        self.url = re.search(r"at (http://\S+)", self.banner[0]).group(1)
-        return self
-
-    def stop(self, sig=signal.SIGINT):
-        self.proc.send_signal(sig)
-        out, err = self.proc.communicate(timeout=WAIT)
-        return self.proc.returncode, out, err
-
-
 @pytest.fixture
 def servers():
     started = []
 
     def make(*args, **kw):
-        server = Server(*args, **kw)
+        server = ServerProcess(*args, timeout=WAIT, **kw)
         started.append(server)
         return server
     yield make
     for s in started:
-        if s.proc is not None and s.proc.poll() is None:
-            s.proc.kill()
-            s.proc.wait()
+        s.kill()
 
 
 def body(driver, name):
