@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 import bigsearch
+from bigsearch.storage import STORE_FORMATS, store_format
 from bigsearch.testing import clustered_points
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
-KINDS = ["zarr", "hdf5"]
+KINDS = list(STORE_FORMATS)     # every store format: tests parametrized by kind run on each
 DTYPES = ["float32", "float64"]
 
 
@@ -29,7 +30,7 @@ def small_data():
 
 
 def write_store(tmp_path, X, y=None, kind="zarr", dtype="float32", chunk_rows=7, name="s"):
-    path = tmp_path / (f"{name}.zarr" if kind == "zarr" else f"{name}.h5")
+    path = tmp_path / f"{name}{store_format(kind).suffixes[0]}"
     bigsearch.create_store(path, X, y, dtype=dtype, chunk_rows=chunk_rows, kind=kind)
     return path
 

@@ -15,10 +15,11 @@ value fails before any file is opened.
 from dataclasses import dataclass, fields
 
 from ..errors import ParameterError
+from ..storage.registry import STORE_FORMATS, store_codecs
 
 # Text read per parser call (docs/ingest.md has the measurements behind it).
 BLOCK_BYTES = 1 << 20
-CODECS = ("none", "lz4", "zstd", "gzip", "lzf")
+CODECS = store_codecs()         # every codec some store format writes
 DTYPES = ("float32", "float64")
 
 
@@ -106,14 +107,14 @@ class FeatureOptions(_Group):
 
 @dataclass(frozen=True)
 class OutputOptions(_Group):
-    format: str | None = None         # None: from OUT's name (storage.store_kind_for)
+    format: str | None = None         # a store format; None: from OUT's name (storage.store_kind_for)
     chunk_rows: int | None = None     # None: chunks of about 32 MiB
     dtype: str = "float32"
     codec: str = "none"
     overwrite: bool = False
 
     def __post_init__(self):
-        _one_of("output format", self.format, ("zarr", "hdf5"))
+        _one_of("output format", self.format, tuple(STORE_FORMATS))
         _one_of("dtype", self.dtype, DTYPES)
         _one_of("codec", self.codec, CODECS)
         _at_least("chunk_rows", self.chunk_rows, 1)
