@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import ParameterError
 from ..kernels.agr import cluster_sums
 from ..storage.atomic import atomic_open
+from ..storage.encoding import decode, n_rows
 
 KMEANS_VERSION = 1            # part of the cache key: bump when the algorithm changes
 KMEANS_TOLERANCE = 1e-4
@@ -124,8 +125,8 @@ def lloyd_step(x, state, centers):
     k, r = centers.shape
     sums, counts, inertia = np.zeros((k, r)), np.zeros(k, np.int64), 0.0
     center_sq = (centers * centers).sum(axis=1)
-    for a in range(0, x.shape[0], BLOCK_ROWS):
-        xb = np.asarray(x[a:a + BLOCK_ROWS], dtype=np.float64)
+    for a in range(0, n_rows(x), BLOCK_ROWS):
+        xb = decode(x, a, a + BLOCK_ROWS)
         d = squared_distances(xb, centers, center_sq)
         labels = d.argmin(axis=1)
         inertia += float(d[np.arange(len(xb)), labels].sum())

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import StoreError, StoreNotFoundError
 from .base import FeatureStore, advise_willneed, map_file_array
+from .encoding import SCALE_NAME
 from .format import IDS_NAME, LABEL_CHUNK, OPTIONAL_NAMES, X_NAME, Y_NAME, check_features, default_chunk_rows
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
@@ -22,13 +23,15 @@ HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 class HDF5Writer:
     """Writes an HDF5 file (see StoreWriter)."""
 
-    def __init__(self, path, r, dtype, chunk_rows, labels, ids_dtype, attrs, compressors):
+    def __init__(self, path, r, dtype, chunk_rows, labels, ids_dtype, attrs, compressors, scaled=False):
         import h5py
         self.file = h5py.File(path, "w")
         self.set_attrs(attrs)
         kw = {} if compressors is None else {"compression": compressors}
         self.x = self.file.create_dataset(X_NAME, shape=(0, r), maxshape=(None, r), chunks=(chunk_rows, r),
                                           dtype=dtype, **kw)
+        self.scale = self.file.create_dataset(SCALE_NAME, shape=(0,), maxshape=(None,), chunks=(chunk_rows,),
+                                              dtype="float32", **kw) if scaled else None
         self.y = self.file.create_dataset(Y_NAME, shape=(0,), maxshape=(None,), chunks=(LABEL_CHUNK,),
                                           dtype="int8", fillvalue=-1) if labels else None
         self.ids = None
@@ -37,9 +40,9 @@ class HDF5Writer:
             self.ids = self.file.create_dataset(IDS_NAME, shape=(0,), maxshape=(None,), chunks=(LABEL_CHUNK,),
                                                 dtype=dt)
 
-    def write(self, start, X, y, ids):
+    def write(self, start, X, scale, y, ids):
         stop = start + len(X)
-        for arr, values in ((self.x, X), (self.y, y), (self.ids, ids)):
+        for arr, values in ((self.x, X), (self.scale, scale), (self.y, y), (self.ids, ids)):
             if arr is None:
                 continue
             if values is None:
@@ -129,7 +132,7 @@ class HDF5Store(FeatureStore):
         if reasons:
             self.slow_reason = "; ".join(reasons)
             return None
-        row_bytes = self.r * self.dtype.itemsize
+        row_bytes = self.columns * self.dtype.itemsize
         if x.chunks is None:
             base = x.id.get_offset()
             if base is None:
@@ -146,10 +149,10 @@ class HDF5Store(FeatureStore):
         a, b = self.chunks[j]
         offset = self._offsets[j]
         if offset is None:
-            out = np.empty((b - a, self.r), self.dtype)
+            out = np.empty((b - a, self.columns), self.dtype)
             self._decode_chunk(j, out)
             return out, lambda: None
-        return map_file_array(self.path, offset, self.dtype, (b - a, self.r))
+        return map_file_array(self.path, offset, self.dtype, (b - a, self.columns))
 
     def _decode_chunk(self, j, out):
         a, b = self.chunks[j]
@@ -158,7 +161,10 @@ class HDF5Store(FeatureStore):
     def _advise_willneed(self, j):
         if self._offsets is not None and self._offsets[j] is not None:
             a, b = self.chunks[j]
-            advise_willneed(self.path, self._offsets[j], (b - a) * self.r * self.dtype.itemsize)
+            advise_willneed(self.path, self._offsets[j], (b - a) * self.columns * self.dtype.itemsize)
+
+    def _read_scale(self):
+        return self._file[SCALE_NAME][()] if SCALE_NAME in self._file else None
 
     def _read_optional(self, name, rows=None):
         if name not in OPTIONAL_NAMES or name not in self._file:

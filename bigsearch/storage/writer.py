@@ -14,7 +14,8 @@ import numpy as np
 
 from ..errors import StoreError, StoreExistsError
 from .atomic import fsync_tree, publish, publish_over, remove, remove_stale_leftovers, temp_sibling
-from .format import FEATURE_DTYPES, FORMAT_ATTR, FORMAT_VERSION, check_labels, default_chunk_rows
+from .encoding import SCALED, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
+from .format import FEATURE_DTYPES, FORMAT_ATTR, check_labels, default_chunk_rows
 from .registry import store_format, store_kind_for
 
 
@@ -22,21 +23,26 @@ class StoreWriter:
     """Append rows of X (and y, ids) in blocks; ``close()`` publishes the store.
 
     The format's own writer (``FeatureStore.writer``: ZarrWriter, HDF5Writer) creates
-    the arrays and writes whole chunks; this class buffers, checks and publishes.
+    the arrays and writes whole chunks; this class encodes, buffers, checks and publishes.
 
     Use it as a context manager: leaving the block with an exception removes the
     temporary store and leaves ``path`` untouched.
     """
 
     def __init__(self, path, n_features, *, dtype="float32", chunk_rows=None, kind=None,
-                 labels=False, ids_dtype=None, attrs=None, overwrite=False, compressors=None):
+                 labels=False, ids_dtype=None, attrs=None, overwrite=False, compressors=None,
+                 encoding=None):
         self.path = Path(path)
         self.kind = store_kind_for(self.path, kind)
         self.r = int(n_features)
-        self.dtype = np.dtype(dtype)
-        if self.dtype not in FEATURE_DTYPES:
-            raise StoreError(f"X dtype {self.dtype} is not supported; use float32 or float64")
-        self.chunk_rows = int(chunk_rows or default_chunk_rows(self.r, self.dtype.itemsize))
+        if encoding is None:
+            if np.dtype(dtype) not in FEATURE_DTYPES:
+                raise StoreError(f"X dtype {np.dtype(dtype)} is not supported; use float32 or float64")
+            encoding = np.dtype(dtype).name
+        self.encoding = check_encoding(encoding)
+        self.dtype = stored_dtype(self.encoding)
+        columns = stored_columns(self.encoding, self.r)
+        self.chunk_rows = int(chunk_rows or default_chunk_rows(columns, self.dtype.itemsize))
         if self.path.exists() and not overwrite:
             raise StoreExistsError(f"{self.path} already exists; pass overwrite=True (--overwrite) to replace it")
         self.overwrite = overwrite
@@ -45,18 +51,22 @@ class StoreWriter:
         self.n = 0                 # rows written to disk
         self.rows_appended = 0     # rows given to append (some may still be pending)
         self._pending = []
-        attrs = {FORMAT_ATTR: FORMAT_VERSION, **(attrs or {})}
+        encoded = self.encoding not in ("float32", "float64")
+        attrs = {FORMAT_ATTR: 2 if encoded else 1, **encoding_attrs(self.encoding, self.r), **(attrs or {})}
         self._backend = store_format(self.kind).writer(
-            self.tmp, self.r, self.dtype, self.chunk_rows, labels, ids_dtype, attrs, compressors)
+            self.tmp, columns, self.dtype, self.chunk_rows, labels, ids_dtype, attrs, compressors,
+            scaled=self.encoding in SCALED)
 
     def append(self, X, y=None, ids=None):
-        """Append rows; X is (k, r). Rows are written in whole chunks as they fill."""
+        """Append rows; X is (k, r). Rows are encoded (a DataError names the first value
+        the encoding cannot hold) and written in whole chunks as they fill."""
         X = np.asarray(X)
         if X.ndim != 2 or X.shape[1] != self.r:
             raise StoreError(f"block of shape {X.shape} does not have {self.r} columns")
         if y is not None:
             y = check_labels(y, len(X), str(self.path))
-        self._pending.append((X.astype(self.dtype, copy=False), y, ids))
+        codes, scale = encode_rows(X, self.encoding, self.rows_appended)
+        self._pending.append((codes, scale, y, ids))
         self.rows_appended += len(X)
         if sum(len(p[0]) for p in self._pending) >= self.chunk_rows:
             self._flush(final=False)
@@ -64,15 +74,13 @@ class StoreWriter:
     def _flush(self, final):
         if not self._pending:
             return
-        X = np.concatenate([p[0] for p in self._pending])
-        y = None if self._pending[0][1] is None else np.concatenate([p[1] for p in self._pending])
-        ids = None if self._pending[0][2] is None else np.concatenate([np.asarray(p[2]) for p in self._pending])
-        keep = len(X) if final else len(X) - len(X) % self.chunk_rows
-        self._backend.write(self.n, X[:keep], None if y is None else y[:keep],
-                            None if ids is None else ids[:keep])
+        columns = [None if self._pending[0][c] is None else np.concatenate([np.asarray(p[c]) for p in self._pending])
+                   for c in range(4)]
+        n_rows = len(columns[0])
+        keep = n_rows if final else n_rows - n_rows % self.chunk_rows
+        self._backend.write(self.n, *(None if a is None else a[:keep] for a in columns))
         self.n += keep
-        self._pending = [] if keep == len(X) else [
-            (X[keep:], None if y is None else y[keep:], None if ids is None else ids[keep:])]
+        self._pending = [] if keep == n_rows else [tuple(None if a is None else a[keep:] for a in columns)]
 
     def set_attrs(self, **attrs):
         self._backend.set_attrs(attrs)
@@ -112,15 +120,18 @@ class StoreWriter:
 
 
 def create_store(path, X, y=None, ids=None, *, dtype=None, chunk_rows=None, kind=None,
-                 attrs=None, overwrite=False, compressors=None):
-    """Write arrays held in memory as a feature store; returns the path."""
+                 attrs=None, overwrite=False, compressors=None, encoding=None):
+    """Write arrays held in memory as a feature store; returns the path.
+
+    ``encoding`` (float32, float64, float16, int8, binary; docs/store-format.md)
+    overrides ``dtype``."""
     X = np.asarray(X)
     if X.ndim != 2:
         raise StoreError(f"X must be 2-D (n x r), got shape {X.shape}")
     dtype = dtype or (X.dtype if X.dtype in FEATURE_DTYPES else "float32")
     with StoreWriter(path, X.shape[1], dtype=dtype, chunk_rows=chunk_rows, kind=kind,
                      labels=y is not None, ids_dtype=None if ids is None else np.asarray(ids).dtype,
-                     attrs=attrs, overwrite=overwrite, compressors=compressors) as w:
+                     attrs=attrs, overwrite=overwrite, compressors=compressors, encoding=encoding) as w:
         step = w.chunk_rows * max(1, (1 << 26) // max(1, w.chunk_rows * X.shape[1] * 8))
         for a in range(0, len(X), step):
             w.append(X[a:a + step], None if y is None else np.asarray(y)[a:a + step],

@@ -12,19 +12,22 @@ import numpy as np
 
 from ..errors import StoreError, StoreNotFoundError
 from .base import FeatureStore, advise_willneed, map_file_array
+from .encoding import SCALE_NAME
 from .format import IDS_NAME, LABEL_CHUNK, OPTIONAL_NAMES, X_NAME, Y_NAME, check_features
 
 
 class ZarrWriter:
     """Writes a Zarr v3 group (see StoreWriter)."""
 
-    def __init__(self, path, r, dtype, chunk_rows, labels, ids_dtype, attrs, compressors):
+    def __init__(self, path, r, dtype, chunk_rows, labels, ids_dtype, attrs, compressors, scaled=False):
         import zarr
         self.zarr = zarr
         self.group = zarr.open_group(str(path), mode="w", zarr_format=3)
         self.group.attrs.update(attrs)
         self.x = self.group.create_array(X_NAME, shape=(0, r), chunks=(chunk_rows, r), dtype=dtype,
                                          compressors=compressors, fill_value=0)
+        self.scale = self.group.create_array(SCALE_NAME, shape=(0,), chunks=(chunk_rows,), dtype="float32",
+                                             compressors=compressors, fill_value=0) if scaled else None
         self.y = self.group.create_array(Y_NAME, shape=(0,), chunks=(LABEL_CHUNK,), dtype="int8",
                                          fill_value=-1) if labels else None
         self.ids = None
@@ -32,11 +35,11 @@ class ZarrWriter:
             dt = str if np.dtype(ids_dtype).kind in "OUS" else np.dtype(ids_dtype)
             self.ids = self.group.create_array(IDS_NAME, shape=(0,), chunks=(LABEL_CHUNK,), dtype=dt)
 
-    def write(self, start, X, y, ids):
+    def write(self, start, X, scale, y, ids):
         stop = start + len(X)
         self.x.resize((stop, self.x.shape[1]))
         self.x[start:stop] = X
-        for arr, values in ((self.y, y), (self.ids, ids)):
+        for arr, values in ((self.scale, scale), (self.y, y), (self.ids, ids)):
             if arr is not None:
                 if values is None:
                     raise StoreError("every block must carry the same optional columns (y, ids)")
@@ -130,8 +133,8 @@ class ZarrStore(FeatureStore):
         a, b = self.chunks[j]
         path = self._chunk_file(j)
         if not path.exists():  # zarr leaves chunks equal to the fill value unwritten
-            return np.full((b - a, self.r), self._x.fill_value, self.dtype), lambda: None
-        x, release = map_file_array(path, 0, self.dtype, (self.chunk_rows, self.r))
+            return np.full((b - a, self.columns), self._x.fill_value, self.dtype), lambda: None
+        x, release = map_file_array(path, 0, self.dtype, (self.chunk_rows, self.columns))
         return x[: b - a], release
 
     def _decode_chunk(self, j, out):
@@ -141,6 +144,9 @@ class ZarrStore(FeatureStore):
     def _advise_willneed(self, j):
         if self._chunk_dir is not None:
             advise_willneed(self._chunk_file(j), 0, 0)
+
+    def _read_scale(self):
+        return np.asarray(self._group[SCALE_NAME][:]) if SCALE_NAME in self._group else None
 
     def _read_optional(self, name, rows=None):
         if name not in OPTIONAL_NAMES or name not in self._group:
