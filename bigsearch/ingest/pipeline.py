@@ -23,6 +23,7 @@ from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
 from .options import BLOCK_BYTES, CODECS, FeatureOptions, LabelOptions, OutputOptions, SourceOptions
 from .readers import open_reader
+from .records import display_keeper, record_display
 from .stats import block_stats, merge_stats
 
 # The most float64 data one transform step holds (docs/ingest.md has the measurements).
@@ -90,8 +91,10 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
                      chunk_rows=chunk_rows, kind=kind,
                      labels=rule is not None, ids_dtype=ids_dtype, overwrite=output.overwrite,
                      compressors=compressors) as writer:
+        keeper = display_keeper(readers, writer)
         totals = _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids,
-                              ids_dtype is not None, block_bytes, progress, mapper, stats is not None)
+                              ids_dtype is not None, block_bytes, progress, mapper, stats is not None, keeper)
+        record_display(writer, keeper)
         if stats is None:
             _check_positives(readers, rule, totals, progress)
         if totals["zero_rows"]:
@@ -374,7 +377,7 @@ def _first_pass(readers, label_readers, plan, rule, block_bytes, progress, mappe
 
 
 def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids, write_ids,
-                 block_bytes, progress, mapper, stats_pass):
+                 block_bytes, progress, mapper, stats_pass, keeper=None):
     weights = prepare(plan)
     totals = {"rows": 0, "labels": Counter(), "label_values": set(), "matched": set(), "zero_rows": 0}
     width = max(len(readers[0].columns), plan.encoded_width, plan.width)
@@ -389,9 +392,12 @@ def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_id
             totals["matched"] |= matched
         if write_ids:
             ids = step.ids if carry_ids else offset + np.arange(len(step))
+        keep = None
         if subsample is not None:
             keep = subsample.keep(y)
             X, y, ids = X[keep], y[keep], ids[keep]
+        if keeper is not None:
+            keeper.append(step, keep)
         if rule is not None:
             totals["labels"].update({int(k): int(v) for k, v in zip(*np.unique(y, return_counts=True))})
         totals["rows"] += len(step)

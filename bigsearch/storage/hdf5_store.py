@@ -50,6 +50,12 @@ class HDF5Writer:
             arr.resize(stop, axis=0)
             arr[start:stop] = values
 
+    def create_rows(self, name, tail, dtype, chunk_rows):
+        import h5py
+        dt = h5py.string_dtype() if dtype is str else np.dtype(dtype)
+        return self.file.create_dataset(name, shape=(0, *tail), maxshape=(None, *tail), chunks=(chunk_rows, *tail),
+                                        dtype=dt)
+
     def set_attrs(self, attrs):
         for k, v in attrs.items():
             self.file.attrs[k] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else json.dumps(v)

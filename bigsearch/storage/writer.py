@@ -85,6 +85,11 @@ class StoreWriter:
     def set_attrs(self, **attrs):
         self._backend.set_attrs(attrs)
 
+    def add_rows_array(self, name, tail_shape, dtype, chunk_rows):
+        """Another array with one entry per row of X (``str`` for strings), filled by
+        its own ``append`` in row order; published with the store (ingest/records.py)."""
+        return _RowsArray(self._backend.create_rows(name, tuple(tail_shape), dtype, int(chunk_rows)))
+
     def close(self):
         """Write what is pending and move the finished store to ``path``."""
         self._flush(final=True)
@@ -117,6 +122,17 @@ class StoreWriter:
             self.close()
         else:
             self.abort()
+
+
+class _RowsArray:
+    def __init__(self, array):
+        self.array, self.n = array, 0
+
+    def append(self, values):
+        stop = self.n + len(values)
+        self.array.resize((stop, *self.array.shape[1:]))
+        self.array[self.n:stop] = values
+        self.n = stop
 
 
 def create_store(path, X, y=None, ids=None, *, dtype=None, chunk_rows=None, kind=None,

@@ -49,6 +49,10 @@ class ZarrWriter:
     def set_attrs(self, attrs):
         self.group.attrs.update(attrs)
 
+    def create_rows(self, name, tail, dtype, chunk_rows):
+        return self.group.create_array(name, shape=(0, *tail), chunks=(chunk_rows, *tail),
+                                       dtype=str if dtype is str else np.dtype(dtype))
+
     def close(self):
         pass
 
