@@ -95,12 +95,14 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
                     progress(len(queries), hits[-1])
     finally:
         search.close()
-    return {
+    record = {
         "method": method, "seed": seed, "params": search.params.as_dict(), "init": [list(p) for p in init],
         "batch_size": batch_size, "queries": queries, "hits": hits,
         "timings": {"total_seconds": time.perf_counter() - t0, "init_seconds": init_seconds,
                     "iteration_seconds": iteration_seconds, "elapsed_seconds": elapsed},
     }
+    record.update(search.run_details())   # e.g. LAS: bytes of X read to choose each round's queries
+    return record
 
 
 def _next_batch(search, k):

@@ -44,7 +44,7 @@ def test_every_entry_matches_its_class(name, store):
     assert cls.method == name and issubclass(cls, ActiveSearch) and issubclass(spec.params, Params)
     assert spec.ranks == (cls._top is not ActiveSearch._top)
     assert spec.sessions == (issubclass(cls, ChunkedSearch) and cls._restore is not ChunkedSearch._restore)
-    assert set(spec.params.names()) <= set(spec.options())
+    assert set(spec.params.names()) <= set(spec.settings()) <= set(spec.options())
     with make_search(store, name, seed=3, pi=0.2, anchors=5, backend="local") as search:
         assert type(search.params) is spec.params
         assert dataclasses.is_dataclass(search.params) and search.params.__dataclass_params__.frozen
@@ -65,8 +65,8 @@ def test_unknown_methods_and_missing_capabilities():
     with pytest.raises(ParameterError, match="unknown method for sessions 'agr'; choose from las, wnas"):
         method_spec("agr", need="sessions")
     with pytest.raises(ParameterError, match="pi does not apply to wnas, which takes no parameters"):
-        METHODS["wnas"].check_params({"pi": 0.1, "eta": None})
-    METHODS["las"].check_params({"pi": 0.1, "eta": None})
+        METHODS["wnas"].check_settings({"pi": 0.1, "eta": None})
+    METHODS["las"].check_settings({"pi": 0.1, "eta": None, "check_every": 5})
 
 
 def test_sessions_refuse_other_methods_parameters(store, tmp_path):

@@ -59,12 +59,15 @@ def session():
 @las_options
 @click.option("--checkpoint-every", type=click.IntRange(1), default=50, show_default=True,
               help="Write a checkpoint every this many labels (and on every clean exit).")
+@click.option("--prune", is_flag=True,
+              help="LAS: exact pruned queries (alpha = 0, local backend): read only the blocks of rows "
+                   "that could hold the answer.")
 @cluster_options
 @click.pass_context
-def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, scheduler, cluster, persist):
+def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, prune, scheduler, cluster, persist):
     """Start a session on STORE, kept in the new directory DIRECTORY."""
-    params = {"pi": pi, "eta": eta, "w0": w0, "alpha": alpha}
-    taken = method_spec(method).params.names()
+    params = {"pi": pi, "eta": eta, "w0": w0, "alpha": alpha, "prune": prune or None}
+    taken = [k for k in params if k in method_spec(method).settings()]
     given = [f"--{k}" for k in params if k not in taken and ctx.get_parameter_source(k) == ParameterSource.COMMANDLINE]
     if given:
         takes = ", ".join(f"--{k}" for k in taken) if taken else "no parameters"

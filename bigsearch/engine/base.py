@@ -81,6 +81,11 @@ class ActiveSearch:
     def _top(self, k: int) -> Ranked:
         raise ParameterError(f"{self.method} search has no scores to rank points by; use ask()")
 
+    def run_details(self) -> dict[str, Any]:
+        """What a simulation records about how the run went besides its queries (e.g.
+        the bytes of X read per query); JSON-able."""
+        return {}
+
     def engine_options(self) -> dict[str, Any]:
         """Constructor options besides the parameters that change the numbers (not the
         backend or threads): what a saved search must be recreated with."""

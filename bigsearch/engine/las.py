@@ -24,7 +24,8 @@ from ..errors import DataError, NumericalError
 from ..kernels.las import degrees
 from .base import ChunkedSearch, PointArray, StoreLike
 from .params import DriftCheck, LASParams
-from .select import PassSummary
+from .pruning import LASPruning
+from .select import PassSummary, Ranked
 from .steps import COLSUM, GRAM, LAS_REFRESH, LAS_RESCORE, LAS_UPDATE, Compared
 
 
@@ -49,6 +50,13 @@ class LAS(ChunkedSearch):
     check_every : int or None
         Every this many labels, check ||K K^-1 - I|| (O(r^3)) and recompute K^-1 and J
         from X when it exceeds ``drift_tol`` (None or 0: never).
+    prune : bool
+        Exact pruned selection (engine/pruning.py): with alpha = 0 on the local backend, a
+        query reads only the blocks of rows that could hold the answer, and the answer is
+        the full pass's. J and the impact factor are then brought up to date only when
+        asked for. ``pruning_status`` says whether it is on, and why not.
+    block_rows : int, optional
+        Rows per pruning block (even; default 128).
     """
 
     method = "las"
@@ -62,16 +70,33 @@ class LAS(ChunkedSearch):
     def __init__(self, store: StoreLike, *, pi: float | None = None, eta: float = 0.5, w0: float | None = None,
                  alpha: float = 0.0, backend: Any = "local", n_threads: int | None = None,
                  check_every: int | None = 100, drift_tol: float = 1e-10,
-                 store_options: dict[str, Any] | None = None) -> None:
+                 store_options: dict[str, Any] | None = None, prune: bool = False,
+                 block_rows: int | None = None) -> None:
         self.drift_check = DriftCheck(check_every, drift_tol)
         super().__init__(store, lambda st: LASParams.for_store(st, pi, eta, w0, alpha), backend=backend,
                          n_threads=n_threads, store_options=store_options)
         self.refreshes: list[dict[str, Any]] = []   # drift measured at each automatic or requested refresh
         self._t_prev = 0.0           # weight of IM in the last query: the kernels rank by it
         self._labels_since_check = 0
+        self.pruning = LASPruning(self, block_rows) if prune else None
+        self.bytes_since_query = 0   # bytes of X read since the last query was chosen
+        self.query_bytes: list[int] = []   # per query (ask or top): bytes of X read to choose it
 
     def engine_options(self) -> dict[str, Any]:
-        return self.drift_check.as_dict()
+        prune = {"prune": True, "block_rows": self.pruning.block_rows} if self.pruning is not None else {}
+        return {**self.drift_check.as_dict(), **prune}
+
+    def run_details(self) -> dict[str, Any]:
+        """Bytes of X read to choose each round's queries, and whether queries were pruned."""
+        return {"bytes_read": self.query_bytes, "x_bytes": self.store.nbytes, "pruning": self.pruning_status}
+
+    @property
+    def pruning_status(self) -> str:
+        """How queries are chosen: a full pass each, or pruned (and why not)."""
+        return "off: a full pass per query" if self.pruning is None else self.pruning.status
+
+    def _pruned(self) -> bool:
+        return self.pruning is not None and self.pruning.active
 
     @property
     def check_every(self) -> int | None:
@@ -87,6 +112,10 @@ class LAS(ChunkedSearch):
         """Label-propagation scores, one per point (float64, read-only)."""
         return self._point_values("f")
 
+    def _point_values(self, name: str) -> np.ndarray:
+        self._sync_all()
+        return self.backend.gather(name)
+
     @property
     def impact(self) -> np.ndarray:
         """Impact factor IM_i = f_i * sum_{j in U, j != i} (f+_j - f_j); 0 for labeled points."""
@@ -100,15 +129,29 @@ class LAS(ChunkedSearch):
     @property
     def impact_scale(self) -> float:
         """s, the factor that rescales IM to the mean of f (the query uses alpha * s * IM)."""
-        self._sync()
+        self._sync_all()
         assert self._summary is not None
         return self._summary.impact_scale()
 
     # -- the algorithm -------------------------------------------------------------
+    def _sync_all(self) -> None:
+        """_sync, then every per-point value current (pruned queries leave J, the impact
+        factor and unread blocks' f behind: one pass recomputes them, J from K^-1)."""
+        self._sync()
+        if self._pruned() and self.pruning.stale:
+            self._rescore(J_from_Kinv=True)
+            self.pruning.after_full_pass()
+
     def _selection_weight(self) -> float:
         assert self._summary is not None
         self._t_prev = self._summary.selection_weight(self.params.alpha)
         return self._t_prev
+
+    def _top(self, k: int) -> Ranked:
+        out = Ranked(*self.pruning.top(k)) if self._pruned() else super()._top(k)
+        self.query_bytes.append(self.bytes_since_query)
+        self.bytes_since_query = 0
+        return out
 
     def _initialize(self, refresh: bool = False) -> dict[str, float] | None:
         """Three chunked passes: column sums; degrees and X^T diag(rho) X; J and scores.
@@ -142,8 +185,11 @@ class LAS(ChunkedSearch):
         self.xq = np.sum([q.xq for q in grams], axis=0)
         self.xz = np.sum([q.xz for q in grams], axis=0)
         drift = self._rescore(J_from_Kinv=True, compare=refresh)
+        if self.pruning is not None:
+            self.pruning.after_full_pass(G)
         self._ready = True
         self._labels_since_check = 0
+        self.bytes_since_query = 0
         return drift
 
     def _rescore(self, J_from_Kinv: bool, compare: bool = False) -> dict[str, float] | None:
@@ -152,6 +198,7 @@ class LAS(ChunkedSearch):
         relative to its largest value."""
         step, args = self.rebuild_recipe(J_from_Kinv)
         parts = self.backend.map(LAS_REFRESH if compare else step, *args)
+        self.bytes_since_query += self.store.nbytes
         # A chunk rebuilt after a lost worker returns plain partials: its old values are gone.
         drifts = [p.drift for p in parts if isinstance(p, Compared)]
         parts = [p.partials if isinstance(p, Compared) else p for p in parts]
@@ -203,8 +250,12 @@ class LAS(ChunkedSearch):
             self.xz -= x * (b_unl / d)
             gs.append(g)
             cs.append(c)
-        V = np.stack([self.Kinv @ self.xq, self.Kinv @ self.xz, *gs])
-        self._pass(LAS_UPDATE, V, np.array(cs), idx, lab, p.eta, p.w0, p.pi, self._t_prev, t_prev=self._t_prev)
+        if self._pruned():
+            self.pruning.labels_told(idx, lab)        # no pass: the next query reads what it needs
+        else:
+            V = np.stack([self.Kinv @ self.xq, self.Kinv @ self.xz, *gs])
+            self._pass(LAS_UPDATE, V, np.array(cs), idx, lab, p.eta, p.w0, p.pi, self._t_prev, t_prev=self._t_prev)
+            self.bytes_since_query += self.store.nbytes
         self._labels_since_check += len(idx)
         if self.check_every and self._labels_since_check >= self.check_every:
             self._labels_since_check = 0
@@ -225,7 +276,7 @@ class LAS(ChunkedSearch):
         The drift is the largest difference, relative to the largest value, between the
         incremental and the recomputed K^-1, J and f.
         """
-        self._sync()
+        self._sync_all()               # J is compared with its recomputed value
         old_Kinv = self.Kinv.copy()
         measured = self._initialize(refresh=True) or {}
         drift = {"labels": self.n_labeled, "Kinv": _rel(old_Kinv, self.Kinv), **measured}
@@ -233,16 +284,27 @@ class LAS(ChunkedSearch):
         return drift
 
     # -- saving and restoring --------------------------------------------------------
+    # With pruned queries J may lag behind; the state then says so (``J_stale``) and the
+    # restored engine recomputes J from K^-1 (only the impact factor uses it).
     def _export_meta(self) -> dict[str, Any]:
-        return {"t_prev": self._t_prev, "labels_since_check": self._labels_since_check, **self.engine_options()}
+        meta = {"t_prev": self._t_prev, "labels_since_check": self._labels_since_check,
+                **self.drift_check.as_dict(), "J_stale": bool(self._pruned() and self.pruning.stale)}
+        if self.pruning is not None:
+            meta["prune"] = {"block_rows": self.pruning.block_rows}
+        return meta
 
     @classmethod
     def _options_from_meta(cls, meta: dict[str, Any]) -> dict[str, Any]:
-        return {**meta["params"], **{name: meta[name] for name in DriftCheck.names()}}
+        prune = meta.get("prune")
+        return {**meta["params"], **{name: meta[name] for name in DriftCheck.names()},
+                "prune": prune is not None, "block_rows": (prune or {}).get("block_rows")}
 
     def _restore(self, meta: dict[str, Any]) -> None:
         self._t_prev, self._labels_since_check = meta["t_prev"], meta["labels_since_check"]
-        self._rescore(J_from_Kinv=False)
+        self._rescore(J_from_Kinv=bool(meta.get("J_stale", False)))
+        if self.pruning is not None:
+            self.pruning.after_full_pass()
+        self.bytes_since_query = 0
 
 
 def _rel(a: np.ndarray, b: np.ndarray) -> float:

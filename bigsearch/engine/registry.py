@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from .base import ActiveSearch
 
 
+RUN_OPTIONS = ("backend", "n_threads")     # how a search runs, not what it computes
+
+
 @dataclass(frozen=True)
 class MethodSpec:
     """One search method.
@@ -52,17 +55,22 @@ class MethodSpec:
         return tuple(name for name, p in signature.parameters.items()
                      if p.kind is p.KEYWORD_ONLY and name != "store_options")
 
+    def settings(self) -> tuple[str, ...]:
+        """The options that define what a search computes: its parameters and engine
+        options (LAS's drift check, ...); not the backend or threads."""
+        return tuple(k for k in self.options() if k not in RUN_OPTIONS)
+
     def create(self, store: Any, **options: Any) -> ActiveSearch:
         """A new search on ``store`` with the options it takes; others, and None (the
         default), are left out, so one set of options can serve several methods."""
         taken = self.options()
         return self.cls(store, **{k: v for k, v in options.items() if k in taken and v is not None})
 
-    def check_params(self, given: dict[str, Any]) -> None:
-        """Refuse parameters (not None) that this method does not have."""
-        foreign = sorted(k for k, v in given.items() if v is not None and k not in self.params.names())
+    def check_settings(self, given: dict[str, Any]) -> None:
+        """Refuse settings (not None) that this method does not have."""
+        foreign = sorted(k for k, v in given.items() if v is not None and k not in self.settings())
         if foreign:
-            takes = ", ".join(self.params.names()) if self.params.names() else "no parameters"
+            takes = ", ".join(self.settings()) if self.settings() else "no parameters"
             raise ParameterError(f"{', '.join(foreign)} does not apply to {self.name}, which takes {takes}")
 
 
