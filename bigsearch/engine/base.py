@@ -231,8 +231,13 @@ class ChunkedSearch(ActiveSearch):
         return self._point_values("f")
 
     def _point_values(self, name: str) -> np.ndarray:
-        self._sync()
+        self._sync_scores()
         return self.backend.gather(name)
+
+    def _sync_scores(self) -> None:
+        """``_sync``, then every per-point value current (for a method that can leave
+        values behind between queries, as LAS's pruned queries do)."""
+        self._sync()
 
     def _pass(self, step: Any, *args: Any, t_prev: float = 0.0) -> None:
         """One pass of ``step`` over the chunks; its partials become the summary."""

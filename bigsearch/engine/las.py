@@ -116,10 +116,6 @@ class LAS(ChunkedSearch):
         """Label-propagation scores, one per point (float64, read-only)."""
         return self._point_values("f")
 
-    def _point_values(self, name: str) -> np.ndarray:
-        self._sync_all()
-        return self.backend.gather(name)
-
     @property
     def impact(self) -> np.ndarray:
         """Impact factor IM_i = f_i * sum_{j in U, j != i} (f+_j - f_j); 0 for labeled points."""
@@ -133,12 +129,12 @@ class LAS(ChunkedSearch):
     @property
     def impact_scale(self) -> float:
         """s, the factor that rescales IM to the mean of f (the query uses alpha * s * IM)."""
-        self._sync_all()
+        self._sync_scores()
         assert self._summary is not None
         return self._summary.impact_scale()
 
     # -- the algorithm -------------------------------------------------------------
-    def _sync_all(self) -> None:
+    def _sync_scores(self) -> None:
         """_sync, then every per-point value current (pruned queries leave J, the impact
         factor and unread blocks' f behind: one pass recomputes them, J from K^-1)."""
         self._sync()
@@ -269,7 +265,7 @@ class LAS(ChunkedSearch):
         The drift is the largest difference, relative to the largest value, between the
         incremental and the recomputed K^-1, J and f.
         """
-        self._sync_all()               # J is compared with its recomputed value
+        self._sync_scores()               # J is compared with its recomputed value
         old_Kinv = self.Kinv.copy()
         measured = self._initialize(refresh=True) or {}
         drift = {"labels": self.n_labeled, "Kinv": _rel(old_Kinv, self.Kinv), **measured}
