@@ -94,6 +94,11 @@ class StoreWriter:
     def set_attrs(self, **attrs):
         self._backend.set_attrs(attrs)
 
+    def add_rows_array(self, name, tail_shape, dtype, chunk_rows):
+        """Another array with one entry per row of X (``str`` for strings), filled by
+        its own ``append`` in row order; published with the store (ingest/records.py)."""
+        return _RowsArray(self._backend.create_rows(name, tuple(tail_shape), dtype, int(chunk_rows)))
+
     def close(self):
         """Write what is pending and move the finished store to ``path``."""
         self._flush(final=True)
@@ -128,6 +133,17 @@ class StoreWriter:
             self.abort()
 
 
+class _RowsArray:
+    def __init__(self, array):
+        self.array, self.n = array, 0
+
+    def append(self, values):
+        stop = self.n + len(values)
+        self.array.resize((stop, *self.array.shape[1:]))
+        self.array[self.n:stop] = values
+        self.n = stop
+
+
 class _ZarrWriter:
     def __init__(self, path, r, dtype, chunk_rows, labels, ids_dtype, attrs, compressors, scaled=False):
         import zarr
@@ -158,6 +174,10 @@ class _ZarrWriter:
 
     def set_attrs(self, attrs):
         self.group.attrs.update(attrs)
+
+    def create_rows(self, name, tail, dtype, chunk_rows):
+        return self.group.create_array(name, shape=(0, *tail), chunks=(chunk_rows, *tail),
+                                       dtype=str if dtype is str else np.dtype(dtype))
 
     def close(self):
         pass
@@ -190,6 +210,12 @@ class _HDF5Writer:
                 raise StoreError("every block must carry the same optional columns (y, ids)")
             arr.resize(stop, axis=0)
             arr[start:stop] = values
+
+    def create_rows(self, name, tail, dtype, chunk_rows):
+        import h5py
+        dt = h5py.string_dtype() if dtype is str else np.dtype(dtype)
+        return self.file.create_dataset(name, shape=(0, *tail), maxshape=(None, *tail), chunks=(chunk_rows, *tail),
+                                        dtype=dt)
 
     def set_attrs(self, attrs):
         for k, v in attrs.items():

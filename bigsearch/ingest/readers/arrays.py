@@ -53,6 +53,7 @@ class ArrayReader(Reader):
             raise InputError(f"{path}: dataset {name!r} has dtype {self.x.dtype}; ingest reads numbers")
         self.n = self.x.shape[0]
         self.width = int(np.prod(self.x.shape[1:], dtype=np.int64))
+        self.row_shape, self.dtype = tuple(self.x.shape[1:]), np.dtype(self.x.dtype)   # for ingest/records.py
         self.columns = [Column(str(j), True) for j in range(self.width)]
         self.y = self._optional(Y_NAME)
         self.ids = self._optional(IDS_NAME)
