@@ -7,11 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..engine.registry import method_names
-from ..experiments import Experiment, run_experiment
-from ..experiments.pairs import pair_experiment, pairs_table, write_pairs_csv
-from ..experiments.reports import markdown_table
-from ..storage.atomic import atomic_write_json
+from ..engine.registry import method_names   # the registry only: no numerical code
 from . import main
 from .options import (
     IndexList,
@@ -27,6 +23,8 @@ def run_methods(store, methods, budget, seed, out, init_index=None, init_positiv
                 n_threads=None, **options):
     """Run each method from the same initial labels (per run), write OUT/results.json and
     the reports, print a summary; returns the results."""
+    from ..experiments import Experiment, run_experiment
+    from ..experiments.reports import markdown_table
     exp = Experiment(str(store), tuple(methods), budget, runs, seed,
                      tuple(init_index) if init_index is not None else None, init_positives, init_negatives,
                      batch_size, options)
@@ -154,6 +152,8 @@ def pairs(store, methods, pairs, top, seed, pi, eta, w0, alpha, agr_anchors, agr
           threads, scheduler, cluster, persist, out, quiet):
     """The paper's Table 2 on STORE: positives among the top K unlabeled points by f after
     one random positive and one random negative label, over many pairs."""
+    from ..experiments.pairs import pair_experiment, pairs_table, write_pairs_csv
+    from ..storage.atomic import atomic_write_json
     show = not quiet and sys.stderr.isatty()
     with cluster_backend(scheduler, cluster, persist) as backend, \
             click.progressbar(length=pairs, label="pairs", file=sys.stderr, hidden=not show) as bar:
