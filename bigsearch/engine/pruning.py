@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..backends import ChunkStep
 from ..errors import ParameterError
 from ..kernels.common import ROW_BLOCK
 from ..kernels.las import update_scores
@@ -127,10 +128,14 @@ def summary_step(x, state, basis, block_rows):
     return tuple(np.concatenate(col) for col in zip(*parts))
 
 
+# It reads the chunk's degrees, state it did not create (pruning runs on the local backend only).
+SUMMARY = ChunkStep(summary_step)
+
+
 def compute_summaries(mapper, chunks, basis, block_rows):
     """Every block's summary in one pass (``mapper`` is a backend's ``map``)."""
     chunk, start, stop = block_layout(chunks, block_rows)
-    cols = [np.concatenate(col) for col in zip(*mapper(summary_step, basis, block_rows))]
+    cols = [np.concatenate(col) for col in zip(*mapper(SUMMARY, basis, block_rows))]
     return BlockSummaries(block_rows, chunk, start, stop, basis, *cols)
 
 
