@@ -280,7 +280,7 @@ class ChunkedSearch(ActiveSearch):
                    n_threads: int | None = None, store_options: dict[str, Any] | None = None) -> SearchT:
         """A search continuing from ``export_state()`` output, with the same next query."""
         meta, arrays = state["meta"], state["arrays"]
-        self = cls(store, backend=backend, n_threads=n_threads, store_options=store_options,  # type: ignore[call-arg]
+        self = cls(store, backend=backend, n_threads=n_threads, store_options=store_options,
                    **cls._options_from_meta(meta))
         try:
             self._check_shape(meta)

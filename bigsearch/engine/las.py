@@ -97,8 +97,9 @@ class LAS(ChunkedSearch):
         """How queries are chosen: a full pass each, or pruned (and why not)."""
         return "off: a full pass per query" if self.pruning is None else self.pruning.status
 
-    def _pruned(self) -> bool:
-        return self.pruning is not None and self.pruning.active
+    def _pruned(self) -> LASPruning | None:
+        """The pruning when queries are pruned, else None."""
+        return self.pruning if self.pruning is not None and self.pruning.active else None
 
     @property
     def check_every(self) -> int | None:
@@ -136,9 +137,10 @@ class LAS(ChunkedSearch):
         """_sync, then every per-point value current (pruned queries leave J, the impact
         factor and unread blocks' f behind: one pass recomputes them, J from K^-1)."""
         self._sync()
-        if self._pruned() and self.pruning.stale:
+        pruning = self._pruned()
+        if pruning is not None and pruning.stale:
             self._rescore(J_from_Kinv=True)
-            self.pruning.after_full_pass()
+            pruning.after_full_pass()
 
     def _selection_weight(self) -> float:
         assert self._summary is not None
@@ -146,12 +148,16 @@ class LAS(ChunkedSearch):
         return self._t_prev
 
     def _top(self, k: int) -> Ranked:
-        out = Ranked(*self.pruning.top(k)) if self._pruned() else super()._top(k)
+        pruning = self._pruned()
+        out = Ranked(*pruning.top(k)) if pruning is not None else super()._top(k)
         self.query_bytes.append(self.bytes_since_query)
         self.bytes_since_query = 0
         return out
 
-    def _initialize(self, refresh: bool = False) -> dict[str, float] | None:
+    def _initialize(self) -> None:
+        self._initial_passes()
+
+    def _initial_passes(self, refresh: bool = False) -> dict[str, float] | None:
         """Three chunked passes: column sums; degrees and X^T diag(rho) X; J and scores.
         Every label told so far is applied (none is left pending).
 
@@ -237,8 +243,9 @@ class LAS(ChunkedSearch):
         G, cs = batch_update(self.Kinv, self.K, rows, (b_unl - (1.0 - p.eta)) / deg, idx)
         self.xq += (p.eta * np.asarray(lab, np.float64) - p.pi * p.w0 / (1.0 + p.w0)) @ rows
         self.xz -= (b_unl / deg) @ rows
-        if self._pruned():
-            self.pruning.labels_told(idx, lab)        # no pass: the next query reads what it needs
+        pruning = self._pruned()
+        if pruning is not None:
+            pruning.labels_told(idx, lab)             # no pass: the next query reads what it needs
         else:
             V = np.vstack([self.Kinv @ self.xq, self.Kinv @ self.xz, G])
             self._pass(LAS_UPDATE, V, cs, idx, lab, p.eta, p.w0, p.pi, self._t_prev, t_prev=self._t_prev)
@@ -265,7 +272,7 @@ class LAS(ChunkedSearch):
         """
         self._sync_scores()               # J is compared with its recomputed value
         old_Kinv = self.Kinv.copy()
-        measured = self._initialize(refresh=True) or {}
+        measured = self._initial_passes(refresh=True) or {}
         drift = {"labels": self.n_labeled, "Kinv": _rel(old_Kinv, self.Kinv), **measured}
         self.refreshes.append(drift)
         return drift
@@ -275,7 +282,7 @@ class LAS(ChunkedSearch):
     # restored engine recomputes J from K^-1 (only the impact factor uses it).
     def _export_meta(self) -> dict[str, Any]:
         meta = {"t_prev": self._t_prev, "labels_since_check": self._labels_since_check,
-                **self.drift_check.as_dict(), "J_stale": bool(self._pruned() and self.pruning.stale)}
+                **self.drift_check.as_dict(), "J_stale": bool((pruning := self._pruned()) and pruning.stale)}
         if self.pruning is not None:
             meta["prune"] = {"block_rows": self.pruning.block_rows}
         return meta
