@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import InputError, ParameterError, StoreExistsError
-from ..storage import StoreWriter, default_chunk_rows, store_kind_for
+from ..storage import StoreWriter, default_chunk_rows, store_format, store_kind_for
 from ..storage.atomic import remove, temp_sibling
 from ..storage.encoding import stored_columns, stored_dtype
 from .featurize import ColumnPlan, Plan, featurize, finish_plan, prepare
@@ -142,20 +142,10 @@ def _groups(source, labels, features, output):
 
 # -- setting up ---------------------------------------------------------------------------
 def compressors_for(kind, codec):
+    """What the writer of store format ``kind`` takes for a codec name."""
     if codec not in CODECS:
         raise ParameterError(f"unknown codec {codec!r}; choose one of {', '.join(CODECS)}")
-    if codec == "none":
-        return None
-    if kind == "hdf5":
-        if codec not in ("gzip", "lzf"):
-            raise ParameterError(f"codec {codec} is not available for HDF5 output; use none, gzip or lzf")
-        return codec
-    import zarr.codecs as zc
-    choices = {"lz4": lambda: zc.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"),
-               "zstd": lambda: zc.ZstdCodec(level=1), "gzip": lambda: zc.GzipCodec(level=1)}
-    if codec not in choices:
-        raise ParameterError(f"codec {codec} is not available for Zarr output; use none, lz4, zstd or gzip")
-    return [choices[codec]()]
+    return store_format(kind).compressors(codec)
 
 
 def _rows_to_write(readers, stats, subsample):

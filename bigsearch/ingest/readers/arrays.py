@@ -10,11 +10,10 @@ import numpy as np
 
 from ...errors import InputError
 from ...storage.format import IDS_NAME, X_NAME, Y_NAME
-from ...storage.hdf5_store import attribute_value
+from ...storage.hdf5_store import HDF5_SIGNATURE, attribute_value
 from .base import Block, Column, Reader
 
 
-HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 MAX_SPAN_BYTES = 128 * 2**20     # source chunks larger than this are read by blocks
 
 
