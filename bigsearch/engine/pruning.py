@@ -128,7 +128,7 @@ def summary_step(x, state, basis, block_rows):
     return tuple(np.concatenate(col) for col in zip(*parts))
 
 
-# It reads the chunk's degrees, state it did not create (pruning runs on the local backend only).
+# It reads the chunk's degrees, state it did not create.
 SUMMARY = ChunkStep(summary_step)
 
 
@@ -319,9 +319,9 @@ class LASPruning:
         e, p = self.engine, self.engine.params
         args = (u, np.stack([u, e.Kinv @ e.xz]), k, self.generation, self.u_reset, self.basis, self.block_rows,
                 e.s, p.eta, p.w0, p.pi)
-        parts = e.backend.map(chunk_top_step, *args)
+        parts = e.backend.map(CHUNK_TOP, *args)
         if not all(isinstance(part, ChunkTop) for part in parts):
-            parts = e.backend.map(chunk_top_step, *args)     # a lost worker's chunks were rebuilt: again
+            parts = e.backend.map(CHUNK_TOP, *args)     # a lost worker's chunks were rebuilt: ask again
         idx, sc = _best(np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts]), k)
         return idx, sc, sum(q[2] for q in parts)
 
@@ -377,6 +377,11 @@ def chunk_top_step(x, state, u, V, k, generation, u_reset, basis, block_rows, s,
             _score_rows(x, state, pr.sm.start[run[0]], pr.sm.stop[run[-1]], V, eta, w0, pi)
     idx, sc, rows = pr.top(k, u, read, state.f, state.label)
     return ChunkTop((idx + state.start, sc, rows))
+
+
+# It updates state it did not create: a lost chunk is rebuilt by the engine's recipe,
+# whose partials are not a ChunkTop, and the query is asked again (LASPruning).
+CHUNK_TOP = ChunkStep(chunk_top_step)
 
 
 def _rows(x, a, z):
