@@ -278,7 +278,8 @@ def test_the_page_shows_images_and_records(tmp_path, browser, servers):
     server.stop()
 
     rows = [("Ada", 36, "London", "yes"), ("Alan", 41, "Wilmslow", "no"), ("Grace", 85, "Arlington", "yes")] * 20
-    (tmp_path / "people.csv").write_text("name,age,city,label\n" + "".join(f"{a}{i},{b},{c},{e}\n" for i, (a, b, c, e) in enumerate(rows)))
+    lines = "".join(f"{a}{i},{b},{c},{e}\n" for i, (a, b, c, e) in enumerate(rows))
+    (tmp_path / "people.csv").write_text("name,age,city,label\n" + lines)
     r = run_cli("ingest", tmp_path / "people.csv", tmp_path / "people.zarr", "--label-column", "label",
                 "--positive", "yes", "--drop", "name", "--categorical", "city", "--normalize", "--bias")
     assert r.returncode == 0, r.stderr

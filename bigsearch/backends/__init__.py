@@ -13,7 +13,7 @@ def make_backend(store, backend="local", n_threads=None):
     (chunks mapped over the cluster's workers; ``n_threads`` is then the workers' own)."""
     if backend is None or (isinstance(backend, str) and backend == "local"):
         return LocalBackend(store, n_threads)
-    from .distributed import DistributedBackend, as_distributed   # imports dask: only when asked
+    from .distributed import DistributedBackend, as_distributed  # imports dask: only when asked
     spec = as_distributed(backend)
     if spec is not None:
         return DistributedBackend(store, spec.client, persist=spec.persist)

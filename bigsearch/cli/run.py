@@ -12,7 +12,7 @@ from .options import IndexList, MethodList, cluster_backend, cluster_options, la
 
 
 def _methods():
-    from ..engine import METHODS     # the engine and numba: imported when a command runs
+    from ..engine import METHODS  # the engine and numba: imported when a command runs
     return list(METHODS)
 
 

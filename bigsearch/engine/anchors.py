@@ -55,7 +55,7 @@ def anchors_for(store, k, *, seed=0, iterations=20, mapper, cache_dir=None):
 
 
 def cache_path(store, k, seed, iterations, cache_dir=None):
-    from ..session.fingerprint import store_fingerprint   # not at import: session imports the engine
+    from ..session.fingerprint import store_fingerprint  # not at import: session imports the engine
     key = {"fingerprint": store_fingerprint(store), "k": k, "seed": seed, "iterations": iterations,
            "version": KMEANS_VERSION}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]

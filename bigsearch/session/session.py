@@ -25,12 +25,19 @@ import numpy as np
 
 from .. import __version__
 from ..engine import LAS, WNAS
-from ..errors import (LabelError, ParameterError, SessionCorruptError, SessionError,
-                      SessionExistsError, SessionFormatError, SessionNotFoundError, SessionWarning)
+from ..errors import (
+    LabelError,
+    ParameterError,
+    SessionCorruptError,
+    SessionError,
+    SessionExistsError,
+    SessionFormatError,
+    SessionNotFoundError,
+    SessionWarning,
+)
 from ..storage import open_store
 from ..storage.atomic import atomic_open, atomic_path, remove_stale_leftovers, remove_tree
-from .checkpoint import (FORMAT_VERSION, list_checkpoints, read_arrays, read_manifest, remove_leftovers,
-                         write_checkpoint)
+from .checkpoint import FORMAT_VERSION, list_checkpoints, read_arrays, read_manifest, remove_leftovers, write_checkpoint
 from .files import read_sealed_json, sealed_json
 from .fingerprint import check_fingerprint, store_fingerprint
 from .journal import History, JournalWriter, now, read_journal, truncate_journal
