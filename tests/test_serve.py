@@ -76,6 +76,16 @@ def test_answers_computed_ahead_equal_a_plain_session(tmp_path, store, data, met
     assert page_next == plain_next
 
 
+def test_the_curve_keeps_its_size():
+    from bigsearch.serve.labeler import hits_curve
+    assert hits_curve([]) == []
+    assert hits_curve([1, 0, 1]) == [[1, 1], [2, 1], [3, 2]]
+    labels = np.random.default_rng(0).integers(0, 2, 100_000)
+    curve = hits_curve(labels)
+    assert len(curve) == 400 and curve[0] == [1, int(labels[0])] and curve[-1] == [100_000, int(labels.sum())]
+    assert all(h == int(labels[:t].sum()) for t, h in curve[::50])
+
+
 @pytest.mark.parametrize("kind", ["zarr", "hdf5"])
 def test_a_fork_in_memory_continues_exactly(store_factory, data, kind):
     from bigsearch.serve.fork import fork, forkable
