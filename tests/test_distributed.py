@@ -7,7 +7,6 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import run_cli, run_queries
 from distributed import Client, LocalCluster
 
 import bigsearch
@@ -15,6 +14,8 @@ from bigsearch.backends import Backend
 from bigsearch.backends.distributed import Distributed, PersistedChunks
 from bigsearch.errors import ClusterError
 from bigsearch.testing import clustered_points
+
+from conftest import run_cli, run_queries
 
 RTOL = 1e-9
 LAS_OPTIONS = {"pi": 0.05, "eta": 0.6, "alpha": 0.05}

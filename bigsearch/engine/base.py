@@ -130,7 +130,8 @@ class ActiveSearch:
             if not 0 <= i < self.n:
                 raise LabelError(f"index {i} is out of range: the store has {self.n} points (0..{self.n - 1})")
             if self._label[i] >= 0 or i in seen:
-                raise LabelError(f"point {i} is already labeled ({self._label[i] if self._label[i] >= 0 else 'twice in this call'})")
+                how = self._label[i] if self._label[i] >= 0 else "twice in this call"
+                raise LabelError(f"point {i} is already labeled ({how})")
             if isinstance(y, (bool, np.bool_)):
                 y = int(y)
             if not isinstance(y, numbers.Integral) or int(y) not in (0, 1):
