@@ -34,6 +34,7 @@ class ASG(ActiveSearch):
     """Dense Active Search on Graphs; same parameters and results as :class:`LAS`."""
 
     method = "asg"
+    GRADED = True
 
     def __init__(self, store, *, pi=None, eta=0.5, w0=None, alpha=0.0, store_options=None):
         super().__init__(store, store_options)
@@ -81,7 +82,9 @@ class ASG(ActiveSearch):
         p = self.params
         unl = self._label < 0
         b = self._b()
-        q = np.where(unl, p.pi * p.w0 / (1.0 + p.w0), p.eta * self._label)
+        y = self._label.astype(np.float64)
+        y[list(self._grade)] = list(self._grade.values())
+        q = np.where(unl, p.pi * p.w0 / (1.0 + p.w0), p.eta * y)
         z = np.where(unl, b / self.d, 0.0)
         f, mu = (self._Winv @ np.stack([q, z], axis=1)).T
         m = np.diag(self._Winv) * b / self.d            # diag(M^-1) = diag(W^-1) B D^-1

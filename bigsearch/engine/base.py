@@ -17,20 +17,28 @@ class ActiveSearch:
     """Base class: label bookkeeping and the ask/tell protocol."""
 
     method = "?"
+    GRADED = False     # takes graded labels y in [0, 1] besides 0 and 1
 
     def __init__(self, store, store_options=None):
         self.store = open_store(store, store_options)
         self.n = self.store.n
         self._label = np.full(self.n, -1, np.int8)
+        self._grade = {}           # point -> its graded label, for labels other than 0 and 1
         self.history = []          # (index, label) in the order told
         self._pending = []         # told but not yet applied to the scores
 
     # -- the protocol ------------------------------------------------------------
     def tell(self, index, label):
-        """Record the label (0 or 1) of a point, or of several: tell([i, j], [1, 0])."""
+        """Record the label (0 or 1) of a point, or of several: tell([i, j], [1, 0]).
+
+        Methods with ``GRADED`` also take graded labels, any y in [0, 1] (e.g. how good
+        a measured score is): label propagation takes y as the point's soft label.
+        ``labels`` shows such a point as 1 when y >= 0.5, else 0."""
         indices, labels = self._validate(index, label)
         for i, y in zip(indices, labels):
-            self._label[i] = y
+            self._label[i] = int(y >= 0.5)
+            if y not in (0, 1):
+                self._grade[i] = y
             self.history.append((i, y))
             self._pending.append((i, y))
 
@@ -78,8 +86,7 @@ class ActiveSearch:
     def _take_pending(self):
         pending, self._pending = self._pending, []
         idx = np.array([i for i, _ in pending], np.int64)
-        lab = np.array([y for _, y in pending], np.int8)
-        return idx, lab
+        return idx, self._label[idx]
 
     def _validate(self, index, label):
         scalar = np.ndim(index) == 0
@@ -96,14 +103,25 @@ class ActiveSearch:
                 raise LabelError(f"index {i} is out of range: the store has {self.n} points (0..{self.n - 1})")
             if self._label[i] >= 0 or i in seen:
                 raise LabelError(f"point {i} is already labeled ({self._label[i] if self._label[i] >= 0 else 'twice in this call'})")
-            if isinstance(y, (bool, np.bool_)):
-                y = int(y)
-            if not isinstance(y, numbers.Integral) or int(y) not in (0, 1):
-                raise LabelError(f"label {y!r} for point {i} is not 0 (negative) or 1 (positive)")
             seen.add(i)
             out_i.append(i)
-            out_y.append(int(y))
+            out_y.append(self._check_label(i, y))
         return out_i, out_y
+
+    def _check_label(self, i, y):
+        """0 or 1 as an int; a graded label in [0, 1] as a float (when the method takes them)."""
+        if isinstance(y, (bool, np.bool_)):
+            y = int(y)
+        if isinstance(y, numbers.Integral) and int(y) in (0, 1):
+            return int(y)
+        if self.GRADED and isinstance(y, numbers.Real) and 0.0 <= float(y) <= 1.0:
+            return int(y) if float(y) in (0.0, 1.0) else float(y)
+        graded = " or a graded label in [0, 1]" if self.GRADED else ""
+        raise LabelError(f"label {y!r} for point {i} is not 0 (negative), 1 (positive){graded}")
+
+    def label_values(self, idx):
+        """The labels told for points ``idx``, graded ones included (float64)."""
+        return np.array([self._grade.get(int(i), self._label[i]) for i in idx], np.float64)
 
     def close(self):
         pass

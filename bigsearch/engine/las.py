@@ -67,6 +67,7 @@ class LAS(ActiveSearch):
     """
 
     method = "las"
+    GRADED = True
 
     def __init__(self, store, *, pi=None, eta=0.5, w0=None, alpha=0.0, backend="local",
                  n_threads=None, check_every=100, drift_tol=1e-10, store_options=None, prune=False,
@@ -99,7 +100,15 @@ class LAS(ActiveSearch):
     def f(self):
         """Label-propagation scores, one per point (float64, read-only)."""
         self._sync_all()
-        return self.backend.gather("f")
+        f = self.backend.gather("f")
+        if not self._grade:
+            return f
+        # The chunks' state keeps labels as int8, so a graded point's own f has
+        # q_i = eta * (0 or 1) where the model has eta * y_i; only that term differs.
+        f = np.array(f)
+        idx = np.fromiter(self._grade, np.int64)
+        f[idx] += self.params.eta * (self.label_values(idx) - self._label[idx])
+        return f
 
     @property
     def impact(self):
@@ -182,7 +191,7 @@ class LAS(ActiveSearch):
         G = np.sum([q[2] for q in parts], axis=0)
         self.K = np.eye(self.store.r) - (G + G.T) / 2
         self.Kinv = self._invert(self.K)
-        self.xq = np.sum([q[3] for q in parts], axis=0)
+        self.xq = np.sum([q[3] for q in parts], axis=0) + self._graded_xq()
         self.xz = np.sum([q[4] for q in parts], axis=0)
         drift = self._rescore(J_from_Kinv=True, compare=refresh)
         if self.pruning is not None:
@@ -191,6 +200,14 @@ class LAS(ActiveSearch):
         self._labels_since_check = 0
         self.bytes_since_query = 0
         return drift
+
+    def _graded_xq(self):
+        """What graded labels add to X^T q beyond the int8 labels the chunk steps see:
+        sum over graded points of x_i eta (y_i - label_i)."""
+        if not self._grade:
+            return 0.0
+        idx = np.fromiter(self._grade, np.int64)
+        return (self.params.eta * (self.label_values(idx) - self._label[idx])) @ self.store.read_rows(idx)
 
     def _rescore(self, J_from_Kinv, compare=False):
         """One pass: every chunk's state from the global state (see las_rescore_step).
@@ -235,7 +252,7 @@ class LAS(ActiveSearch):
         degrees(stored, self.s, deg)  # the kernel the passes use: bit-identical degrees
         b_unl = 1.0 / (1.0 + p.w0)
         G, cs = batch_update(self.Kinv, self.K, rows, (b_unl - (1.0 - p.eta)) / deg, idx)
-        self.xq += (p.eta * np.asarray(lab, np.float64) - p.pi * p.w0 / (1.0 + p.w0)) @ rows
+        self.xq += (p.eta * self.label_values(idx) - p.pi * p.w0 / (1.0 + p.w0)) @ rows
         self.xz -= (b_unl / deg) @ rows
         if self._pruned():
             self.pruning.labels_told(idx, lab)        # no pass: the next query reads what it needs
@@ -283,7 +300,7 @@ class LAS(ActiveSearch):
         the restored engine recomputes J from K^-1 (only the impact factor uses it)."""
         self._sync()
         idx = np.array([i for i, _ in self.history], np.int64)
-        lab = np.array([y for _, y in self.history], np.int8)
+        lab = np.array([y for _, y in self.history], np.float64 if self._grade else np.int8)
         arrays = {name: getattr(self, name).copy() for name in self.GLOBALS}
         arrays.update(history_index=idx, history_label=lab, J=np.array(self.backend.gather("J")))
         meta = {"method": self.method, "params": self.params.as_dict(), "n": self.n, "r": self.store.r,
@@ -303,8 +320,9 @@ class LAS(ActiveSearch):
                    check_every=meta["check_every"], drift_tol=meta["drift_tol"], prune=prune is not None,
                    block_rows=(prune or {}).get("block_rows"), **meta["params"])
         _check_shape(self, meta)
-        self.history = [(int(i), int(y)) for i, y in zip(arrays["history_index"], arrays["history_label"])]
-        self._label[arrays["history_index"]] = arrays["history_label"]
+        self.history = []
+        self.tell(arrays["history_index"].tolist(), arrays["history_label"].tolist())
+        self._pending = []
         for name in self.GLOBALS:
             setattr(self, name, np.array(arrays[name], dtype=np.float64))
         self._t_prev, self._labels_since_check = meta["t_prev"], meta["labels_since_check"]

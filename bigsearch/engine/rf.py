@@ -34,6 +34,7 @@ class RandomForestSearch(ActiveSearch):
     """
 
     method = "rf"
+    GRADED = True
 
     def __init__(self, store, *, n_trees=100, max_depth=8, min_samples_leaf=1, seed=0, n_jobs=1,
                  store_options=None):

@@ -13,6 +13,7 @@ import numpy as np
 
 
 def dense_f(X, labels, pi, eta=0.5, w0=None):
+    """f for labels -1 (unknown) or y in [0, 1] (0/1, or graded soft labels)."""
     X = np.asarray(X, np.float64)
     n = len(X)
     w0 = 1.0 / n if w0 is None else w0
@@ -57,8 +58,9 @@ def dense_wnas(X, labels):
 
 
 def dense_las_run(X, y, init, steps, pi, eta=0.5, w0=None, alpha=0.0):
-    """The query sequence of dense Active Search with a simulated oracle y."""
-    labels = np.full(len(X), -1)
+    """The query sequence of dense Active Search with a simulated oracle y (0/1, or graded
+    labels in [0, 1]: label propagation takes them as soft labels)."""
+    labels = np.full(len(X), -1.0)
     for i in init:
         labels[i] = y[i]
     queries = []
