@@ -98,19 +98,21 @@ def main():
     graded = grades(score)
     stores = {name: ingest(csv_path, args.work, name, opts) for name, opts in REPRESENTATIONS.items()}
     configs = {
-        # name: (store, method, batch size, graded answers?, options)
+        # name: (store, method, batch size, graded answers?, options); the most telling first
         "random": ("bits", "random", batch, False, {}),
         "rf": ("bits", "rf", batch, False, {}),
-        "rf, graded": ("bits", "rf", batch, True, {}),
-        "wnas cosine": ("cosine", "wnas", batch, False, {}),
-        "agr cosine": ("cosine", "agr", batch, False, {}),
         "las cosine": ("cosine", "las", batch, False, {"pi": 0.01}),
         "las idf": ("idf", "las", batch, False, {"pi": 0.01}),
         "las idf, graded": ("idf", "las", batch, True, {"pi": 0.01}),
-        "las minmax2, graded": ("minmax2", "las", batch, True, {"pi": 0.01}),
-        "las cosine, sequential": ("cosine", "las", 1, False, {"pi": 0.01}),
+        "las idf, graded, fantasy 0": ("idf", "las", batch, True, {"pi": 0.01, "fantasy": 0.0}),
+        "rf, graded": ("bits", "rf", batch, True, {}),
+        "wnas cosine": ("cosine", "wnas", batch, False, {}),
+        "wnas idf": ("idf", "wnas", batch, False, {}),
+        "agr idf": ("idf", "agr", batch, False, {}),
         "las idf, graded, sequential": ("idf", "las", 1, True, {"pi": 0.01}),
-        "wnas cosine, sequential": ("cosine", "wnas", 1, False, {}),
+        "las cosine, sequential": ("cosine", "las", 1, False, {"pi": 0.01}),
+        "wnas idf, sequential": ("idf", "wnas", 1, False, {}),
+        "las minmax2, graded": ("minmax2", "las", batch, True, {"pi": 0.01}),
     }
     chosen = list(configs) if args.configs == "all" else [c.strip() for c in args.configs.split(",")]
     results_path = args.out / "results.json"

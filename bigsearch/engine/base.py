@@ -60,6 +60,11 @@ class ActiveSearch:
         self._sync()
         return self._top(int(k))
 
+    def next_batch(self, k):
+        """The next k points to label together: the top k (methods may choose better)."""
+        self._sync()
+        return [int(i) for i in self._top(int(k))[0]]
+
     def _choose(self):
         return int(self._top(1)[0][0])
 

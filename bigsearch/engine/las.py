@@ -21,6 +21,7 @@ from ..errors import DataError, NumericalError
 from ..kernels.las import degrees
 from ..storage.encoding import decode
 from .base import ActiveSearch
+from .fantasy import FantasizedBatch, check_fantasy
 from .params import LASParams, default_pi
 from .pruning import LASPruning
 from .rank_updates import batch_update
@@ -71,8 +72,10 @@ class LAS(ActiveSearch):
 
     def __init__(self, store, *, pi=None, eta=0.5, w0=None, alpha=0.0, backend="local",
                  n_threads=None, check_every=100, drift_tol=1e-10, store_options=None, prune=False,
-                 block_rows=None):
+                 block_rows=None, fantasy=None):
         super().__init__(store, store_options)
+        self.fantasy = check_fantasy(fantasy)
+        self.fantasy_passes = []     # per fantasized batch: the passes it took to choose
         self.params = LASParams(pi=default_pi(self.store, pi), w0=1.0 / self.n if w0 is None else w0,
                                 eta=eta, alpha=alpha)
         self.backend = make_backend(self.store, backend, n_threads)
@@ -153,6 +156,18 @@ class LAS(ActiveSearch):
         self.query_bytes.append(self.bytes_since_query)
         self.bytes_since_query = 0
         return out
+
+    def next_batch(self, k):
+        """The next k points to label together: with ``fantasy`` (a soft label in [0, 1],
+        or "f"), sequential greedy with each chosen point told that fantasized label
+        (engine/fantasy.py); else the top k."""
+        if self.fantasy is None or k <= 1:
+            return super().next_batch(k)
+        self._sync_all()
+        chooser = FantasizedBatch(self, self.fantasy)
+        batch = chooser.choose(int(k))
+        self.fantasy_passes.append(chooser.passes)
+        return batch
 
     def _rescan(self, chunk_ids, t, k):
         return self.backend.map_state(best_in_chunk, chunk_ids, t, k)

@@ -70,3 +70,16 @@ def dense_las_run(X, y, init, steps, pi, eta=0.5, w0=None, alpha=0.0):
         queries.append(i)
         labels[i] = y[i]
     return queries
+
+
+def dense_fantasized_batch(X, labels, k, pi, eta=0.5, w0=None, fantasy=0.0):
+    """Sequential greedy by f with fantasized answers, by full dense solves: each chosen
+    point is told ``fantasy`` (a soft label) or, with "f", its own current f."""
+    labels = np.asarray(labels, np.float64).copy()
+    chosen = []
+    for _ in range(k):
+        f = dense_f(X, labels, pi, eta, w0)
+        i = int(np.argmax(np.where(labels < 0, f, -np.inf)))
+        chosen.append(i)
+        labels[i] = f[i] if fantasy == "f" else fantasy
+    return chosen
