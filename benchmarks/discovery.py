@@ -96,6 +96,8 @@ def main():
     n = len(hit)
     batch = int(round(0.01 * n))
     graded = grades(score)
+    # MolPAL's forest regresses the scores; a linear map into [0, 1] (1 = best) gives the same forest ranking.
+    linear = (score.max() - score) / (score.max() - score.min())
     stores = {name: ingest(csv_path, args.work, name, opts) for name, opts in REPRESENTATIONS.items()}
     configs = {
         # name: (store, method, batch size, graded answers?, options); the most telling first
@@ -106,6 +108,7 @@ def main():
         "las idf, graded": ("idf", "las", batch, True, {"pi": 0.01}),
         "las idf, graded, fantasy 0": ("idf", "las", batch, True, {"pi": 0.01, "fantasy": 0.0}),
         "rf, graded": ("bits", "rf", batch, True, {}),
+        "rf, scores": ("bits", "rf", batch, "scores", {}),
         "wnas cosine": ("cosine", "wnas", batch, False, {}),
         "wnas idf": ("idf", "wnas", batch, False, {}),
         "agr idf": ("idf", "agr", batch, False, {}),
@@ -127,7 +130,7 @@ def main():
                 continue
             store, method, b, use_grades, options = configs[name]
             r = one_run(stores[store], method, hit, init, 5 * batch // b, b,
-                        answers=graded if use_grades else None, **options)
+                        answers={True: graded, "scores": linear}.get(use_grades), **options)
             r.update(config=name, start=start, init_positives=int(hit[init_idx].sum()))
             print(f"start {start} {name:32s} found {r['found']:.3f} ({r['seconds']:.0f} s)", flush=True)
             results["runs"].append(r)
