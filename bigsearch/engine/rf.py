@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import ParameterError
 from ..storage.encoding import decode
 from .base import ActiveSearch
+from .params import RFParams
 
 PREDICT_ROWS = 8192      # rows converted to float64 and predicted at a time: bounded memory
 
@@ -38,13 +39,10 @@ class RandomForestSearch(ActiveSearch):
 
     def __init__(self, store, *, n_trees=100, max_depth=8, min_samples_leaf=1, seed=0, n_jobs=1,
                  store_options=None):
+        self.params = RFParams(n_trees, max_depth, min_samples_leaf, seed)
+        if int(n_jobs) != n_jobs or n_jobs < 1:
+            raise ParameterError(f"rf: n_jobs must be a positive integer, got {n_jobs!r}")
         super().__init__(store, store_options)
-        for name, value in (("n_trees", n_trees), ("max_depth", max_depth), ("min_samples_leaf", min_samples_leaf),
-                            ("n_jobs", n_jobs)):
-            if int(value) != value or value < 1:
-                raise ParameterError(f"rf: {name} must be a positive integer, got {value!r}")
-        self.params = {"n_trees": int(n_trees), "max_depth": int(max_depth),
-                       "min_samples_leaf": int(min_samples_leaf), "seed": int(seed)}
         self.n_jobs = int(n_jobs)
         self._prediction = np.zeros(self.n)
         self.fits = 0
@@ -60,7 +58,7 @@ class RandomForestSearch(ActiveSearch):
             return
         self._pending = []
         idx = np.array([i for i, _ in self.history], np.int64)
-        y = np.array([y for _, y in self.history], np.float64)
+        y = self.label_values(idx)
         forest = self._forest().fit(self.store.read_rows(idx), y)
         self.fits += 1
         for j in range(self.store.n_chunks):
@@ -73,9 +71,8 @@ class RandomForestSearch(ActiveSearch):
     def _forest(self):
         from sklearn.ensemble import RandomForestRegressor
         p = self.params
-        return RandomForestRegressor(n_estimators=p["n_trees"], max_depth=p["max_depth"],
-                                     min_samples_leaf=p["min_samples_leaf"], random_state=p["seed"],
-                                     n_jobs=self.n_jobs)
+        return RandomForestRegressor(n_estimators=p.n_trees, max_depth=p.max_depth,
+                                     min_samples_leaf=p.min_samples_leaf, random_state=p.seed, n_jobs=self.n_jobs)
 
     def _top(self, k):
         unl = np.flatnonzero(self._label < 0)
