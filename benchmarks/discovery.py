@@ -88,7 +88,7 @@ def main():
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "discovery")
     ap.add_argument("--work", type=Path, default=Path("/tmp/bigsearch-discovery"))
     ap.add_argument("--starts", type=int, default=3)
-    ap.add_argument("--configs", default="all", help="comma-separated names of CONFIGS to run (default all)")
+    ap.add_argument("--configs", default="all", help="names of configurations to run, separated by semicolons (default all)")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -117,7 +117,7 @@ def main():
         "wnas idf, sequential": ("idf", "wnas", 1, False, {}),
         "las minmax2, graded": ("minmax2", "las", batch, True, {"pi": 0.01}),
     }
-    chosen = list(configs) if args.configs == "all" else [c.strip() for c in args.configs.split(",")]
+    chosen = list(configs) if args.configs == "all" else [c.strip() for c in args.configs.split(";")]
     results_path = args.out / "results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {"runs": []}
     done = {(r["config"], r["start"]) for r in results["runs"]}

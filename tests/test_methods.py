@@ -5,7 +5,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import chunkings, run_queries, write_store
 
 import bigsearch
 from bigsearch.backends import ChunkStep, StepCall
@@ -24,6 +23,8 @@ from bigsearch.errors import ParameterError
 from bigsearch.kernels.common import TOP_K
 from bigsearch.simulate import make_search, simulate
 from bigsearch.testing import clustered_points
+
+from conftest import chunkings, run_queries, write_store
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from bigsearch.errors import StoreError, StoreNotFoundError
 from bigsearch.storage import open_store
 
 
-
 def read_all(store):
     parts = []
     for j in range(store.n_chunks):
@@ -150,6 +149,7 @@ def test_a_new_write_removes_what_dead_writers_left(tmp_path):
     """Leftovers of a dead writer on this host go; a live writer's and another host's stay."""
     import subprocess
     import sys
+
     from bigsearch.storage.atomic import _HOST
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()
@@ -163,7 +163,7 @@ def test_a_new_write_removes_what_dead_writers_left(tmp_path):
         for n in names.values():
             (tmp_path / n).mkdir()
         bigsearch.create_store(tmp_path / "s.zarr", np.ones((3, 2), np.float32))
-        left = set(p.name for p in tmp_path.iterdir())
+        left = {p.name for p in tmp_path.iterdir()}
         assert left == {"s.zarr", names["live"], names["other_host"], names["other_store"]}
     finally:
         live.kill()

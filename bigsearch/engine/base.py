@@ -150,7 +150,8 @@ class ActiveSearch:
             if not 0 <= i < self.n:
                 raise LabelError(f"index {i} is out of range: the store has {self.n} points (0..{self.n - 1})")
             if self._label[i] >= 0 or i in seen:
-                raise LabelError(f"point {i} is already labeled ({self._label[i] if self._label[i] >= 0 else 'twice in this call'})")
+                how = self._label[i] if self._label[i] >= 0 else "twice in this call"
+                raise LabelError(f"point {i} is already labeled ({how})")
             seen.add(i)
             out_i.append(i)
             out_y.append(self._check_label(i, y))

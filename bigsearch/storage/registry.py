@@ -16,8 +16,8 @@ from .base import FeatureStore
 from .hdf5_store import HDF5Store
 from .zarr_store import ZarrStore
 
-STORE_FORMATS = {}          # kind -> FeatureStore subclass, the default first
-HEAD_BYTES = 8              # what ``recognizes`` sees of a file
+STORE_FORMATS = {}  # kind -> FeatureStore subclass, the default first
+HEAD_BYTES = 8  # what ``recognizes`` sees of a file
 
 
 def register_store_format(cls):
