@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import bigsearch
@@ -32,6 +33,15 @@ def dataset_files(name, *files):
         datasets.fetch(name)
     folder = datasets.path(name)
     return [folder / f for f in files]
+
+
+def read_all(store):
+    """Every row of X, read chunk by chunk through the store."""
+    parts = []
+    for j in range(store.n_chunks):
+        with store.chunk(j) as x:
+            parts.append(np.array(x))
+    return np.concatenate(parts)
 
 
 def chunkings(n):

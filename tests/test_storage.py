@@ -11,13 +11,7 @@ import bigsearch
 from bigsearch.errors import StoreError, StoreNotFoundError
 from bigsearch.storage import open_store
 
-
-def read_all(store):
-    parts = []
-    for j in range(store.n_chunks):
-        with store.chunk(j) as x:
-            parts.append(np.array(x))
-    return np.concatenate(parts)
+from conftest import read_all
 
 
 def test_plain_zarr_written_without_bigsearch_is_a_store(tmp_path):

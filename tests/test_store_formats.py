@@ -11,15 +11,7 @@ import bigsearch
 from bigsearch.errors import ParameterError, StoreExistsError
 from bigsearch.storage import STORE_FORMATS, HDF5Store, StoreWriter, ZarrStore, open_store, store_codecs, store_kind_for
 
-from conftest import DTYPES
-
-
-def read_all(store):
-    parts = []
-    for j in range(store.n_chunks):
-        with store.chunk(j) as x:
-            parts.append(np.array(x))
-    return np.concatenate(parts)
+from conftest import DTYPES, read_all
 
 
 class StoreFormatTests:
