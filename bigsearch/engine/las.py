@@ -20,10 +20,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..backends import StepCall
-from ..errors import DataError, NumericalError
+from ..errors import DataError, NumericalError, ParameterError
 from ..kernels.las import degrees
 from ..storage.encoding import decode
 from .base import ChunkedSearch, PointArray, StoreLike
+from .fantasy import FantasizedBatch, check_fantasy
 from .params import DriftCheck, LASParams
 from .pruning import LASPruning
 from .rank_updates import batch_update
@@ -62,6 +63,7 @@ class LAS(ChunkedSearch):
     """
 
     method = "las"
+    GRADED = True
     params: LASParams
     POINT_STATE = (PointArray("label", np.int8, -1), PointArray("deg", np.float64, 0.0),
                    PointArray("J", np.float64, 0.0), PointArray("f", np.float64, 0.0),
@@ -73,20 +75,26 @@ class LAS(ChunkedSearch):
                  alpha: float = 0.0, backend: Any = "local", n_threads: int | None = None,
                  check_every: int | None = 100, drift_tol: float = 1e-10,
                  store_options: dict[str, Any] | None = None, prune: bool = False,
-                 block_rows: int | None = None) -> None:
+                 block_rows: int | None = None, fantasy: float | str | None = None) -> None:
         self.drift_check = DriftCheck(check_every, drift_tol)
+        self.fantasy = check_fantasy(fantasy)
+        self.fantasy_passes: list[int] = []   # per fantasized batch: the passes it took to choose
         super().__init__(store, lambda st: LASParams.for_store(st, pi, eta, w0, alpha), backend=backend,
                          n_threads=n_threads, store_options=store_options)
         self.refreshes: list[dict[str, Any]] = []   # drift measured at each automatic or requested refresh
         self._t_prev = 0.0           # weight of IM in the last query: the kernels rank by it
         self._labels_since_check = 0
         self.pruning = LASPruning(self, block_rows) if prune else None
+        if prune and self.fantasy is not None:
+            self.close()
+            raise ParameterError("fantasized batches need every f after each pass: use prune or fantasy, not both")
         self.bytes_since_query = 0   # bytes of X read since the last query was chosen
         self.query_bytes: list[int] = []   # per query (ask or top): bytes of X read to choose it
 
     def engine_options(self) -> dict[str, Any]:
         prune = {"prune": True, "block_rows": self.pruning.block_rows} if self.pruning is not None else {}
-        return {**self.drift_check.as_dict(), **prune}
+        fantasy = {"fantasy": self.fantasy} if self.fantasy is not None else {}
+        return {**self.drift_check.as_dict(), **prune, **fantasy}
 
     def run_details(self) -> dict[str, Any]:
         """Bytes of X read to choose each round's queries, and whether queries were pruned."""
@@ -113,7 +121,15 @@ class LAS(ChunkedSearch):
     @property
     def f(self) -> np.ndarray:
         """Label-propagation scores, one per point (float64, read-only)."""
-        return self._point_values("f")
+        f = self._point_values("f")
+        if not self._grade:
+            return f
+        # The chunks' state keeps labels as int8, so a graded point's own f has
+        # q_i = eta * (0 or 1) where the model has eta * y_i; only that term differs.
+        f = np.array(f)
+        idx = np.fromiter(self._grade, np.int64)
+        f[idx] += self.params.eta * (self.label_values(idx) - self._label[idx])
+        return f
 
     @property
     def impact(self) -> np.ndarray:
@@ -186,7 +202,7 @@ class LAS(ChunkedSearch):
         G = np.sum([q.G for q in grams], axis=0)
         self.K = np.eye(self.store.r) - (G + G.T) / 2
         self.Kinv = self._invert(self.K)
-        self.xq = np.sum([q.xq for q in grams], axis=0)
+        self.xq = np.sum([q.xq for q in grams], axis=0) + self._graded_xq()
         self.xz = np.sum([q.xz for q in grams], axis=0)
         drift = self._rescore(J_from_Kinv=True, compare=refresh)
         if self.pruning is not None:
@@ -211,6 +227,26 @@ class LAS(ChunkedSearch):
             return None
         dJ, J, df, f = np.max(drifts, axis=0) if drifts else (0.0, 0.0, 0.0, 0.0)
         return {"J": dJ / J if J else dJ, "f": df / f if f else df}
+
+    def _graded_xq(self) -> np.ndarray | float:
+        """What graded labels add to X^T q beyond the int8 labels the chunk steps see:
+        sum over graded points of x_i eta (y_i - label_i)."""
+        if not self._grade:
+            return 0.0
+        idx = np.fromiter(self._grade, np.int64)
+        return (self.params.eta * (self.label_values(idx) - self._label[idx])) @ self.store.read_rows(idx)
+
+    def next_batch(self, k: int) -> list[int]:
+        """The next k points to label together: with ``fantasy`` (a soft label in [0, 1],
+        or "f"), sequential greedy with each chosen point told that fantasized label
+        (engine/fantasy.py); else the top k."""
+        if self.fantasy is None or k <= 1:
+            return super().next_batch(k)
+        self._sync_scores()
+        chooser = FantasizedBatch(self, self.fantasy)
+        batch = chooser.choose(int(k))
+        self.fantasy_passes.append(chooser.passes)
+        return batch
 
     def rebuild_recipe(self, J_from_Kinv: bool = True) -> StepCall:
         """The step and arguments that rebuild a chunk's per-point state from the
@@ -241,7 +277,7 @@ class LAS(ChunkedSearch):
         degrees(stored, self.s, deg)  # the kernel the passes use: bit-identical degrees
         b_unl = 1.0 / (1.0 + p.w0)
         G, cs = batch_update(self.Kinv, self.K, rows, (b_unl - (1.0 - p.eta)) / deg, idx)
-        self.xq += (p.eta * np.asarray(lab, np.float64) - p.pi * p.w0 / (1.0 + p.w0)) @ rows
+        self.xq += (p.eta * self.label_values(idx) - p.pi * p.w0 / (1.0 + p.w0)) @ rows
         self.xz -= (b_unl / deg) @ rows
         pruning = self._pruned()
         if pruning is not None:
@@ -281,7 +317,7 @@ class LAS(ChunkedSearch):
     # With pruned queries J may lag behind; the state then says so (``J_stale``) and the
     # restored engine recomputes J from K^-1 (only the impact factor uses it).
     def _export_meta(self) -> dict[str, Any]:
-        meta = {"t_prev": self._t_prev, "labels_since_check": self._labels_since_check,
+        meta = {"t_prev": self._t_prev, "labels_since_check": self._labels_since_check, "fantasy": self.fantasy,
                 **self.drift_check.as_dict(), "J_stale": bool((pruning := self._pruned()) and pruning.stale)}
         if self.pruning is not None:
             meta["prune"] = {"block_rows": self.pruning.block_rows}
@@ -291,7 +327,8 @@ class LAS(ChunkedSearch):
     def _options_from_meta(cls, meta: dict[str, Any]) -> dict[str, Any]:
         prune = meta.get("prune")
         return {**meta["params"], **{name: meta[name] for name in DriftCheck.names()},
-                "prune": prune is not None, "block_rows": (prune or {}).get("block_rows")}
+                "prune": prune is not None, "block_rows": (prune or {}).get("block_rows"),
+                "fantasy": meta.get("fantasy")}
 
     def _restore(self, meta: dict[str, Any]) -> None:
         self._t_prev, self._labels_since_check = meta["t_prev"], meta["labels_since_check"]

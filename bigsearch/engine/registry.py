@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ParameterError
-from .params import AGRParams, LASParams, Params, RandomParams, WNASParams
+from .params import AGRParams, LASParams, Params, RandomParams, RFParams, WNASParams
 
 if TYPE_CHECKING:
     from .base import ActiveSearch, ChunkedSearch
@@ -83,6 +83,8 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     MethodSpec("asg", "bigsearch.engine.asg:ASG", LASParams, "dense Active Search on Graphs (n x n: small stores)"),
     MethodSpec("random", "bigsearch.engine.random:RandomSearch", RandomParams,
                "uniform random queries (the baseline)", ranks=False),
+    MethodSpec("rf", "bigsearch.engine.rf:RandomForestSearch", RFParams,
+               "random forest retrained per batch, greedy (MolPAL's model; a baseline, needs scikit-learn)"),
 )}
 
 
