@@ -67,7 +67,8 @@ def save(name, record):
 
 def machine():
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
-    return {"cpus": os.cpu_count(), "cpu": cpu, "mem_gib": round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30, 1)}
+    mem = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return {"cpus": os.cpu_count(), "cpu": cpu, "mem_gib": round(mem / 2**30, 1)}
 
 
 def table(rows, columns):

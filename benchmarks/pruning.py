@@ -24,11 +24,12 @@ import sys
 import time
 
 import numpy as np
-from common import DATA, ROOT, bench_store, machine, median, save, table
 
 import bigsearch
 from bigsearch.ingest.cluster_order import cluster_order
 from bigsearch.synthetic import make_clustered_store
+
+from common import DATA, ROOT, bench_store, machine, median, save, table
 
 SHARED = ROOT.parent.parent / "shared" / "datasets"
 RECIPES = {   # docs/ingest.md

@@ -35,6 +35,15 @@ def dataset_files(name, *files):
     return [folder / f for f in files]
 
 
+def read_all(store):
+    """Every row of X, read chunk by chunk through the store."""
+    parts = []
+    for j in range(store.n_chunks):
+        with store.chunk(j) as x:
+            parts.append(np.array(x))
+    return np.concatenate(parts)
+
+
 def chunkings(n):
     """Chunk sizes the engine must be exact for: one row, a size not dividing n, all rows."""
     return [1, 7, n]

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli
 
 import bigsearch
 from bigsearch.backends.local import LocalBackend
@@ -17,6 +16,8 @@ from bigsearch.engine.anchors import kmeans, squared_distances
 from bigsearch.errors import ParameterError, StoreExistsError
 from bigsearch.ingest.cluster_order import cluster_order
 from bigsearch.testing import clustered_points
+
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 

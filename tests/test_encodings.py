@@ -41,7 +41,8 @@ def datasets(small_data):
 
 def make(tmp_path, data, encoding, kind="zarr", chunk_rows=7, name="s"):
     X, y = data
-    path = tmp_path / (f"{name}-{encoding}-{chunk_rows}.zarr" if kind == "zarr" else f"{name}-{encoding}-{chunk_rows}.h5")
+    stem = f"{name}-{encoding}-{chunk_rows}"
+    path = tmp_path / (f"{stem}.zarr" if kind == "zarr" else f"{stem}.h5")
     bigsearch.create_store(path, X, y, encoding=encoding, chunk_rows=chunk_rows, kind=kind)
     return path
 

@@ -6,11 +6,12 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import DTYPES, KINDS, chunkings
 
 import bigsearch
 from bigsearch.errors import ParameterError
 from bigsearch.testing import clustered_points, dense_las_run
+
+from conftest import DTYPES, KINDS, chunkings
 
 N = 600
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..engine.registry import method_names   # the registry only: no numerical code
+from ..engine.registry import method_names  # the registry only: no numerical code
 from . import main
 from .options import (
     IndexList,

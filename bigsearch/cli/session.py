@@ -20,7 +20,7 @@ from .options import cluster_backend, cluster_options, las_options
 
 
 def _session():
-    from ..session import Session   # the engine and numba: imported when a command runs
+    from ..session import Session  # the engine and numba: imported when a command runs
     return Session
 
 
@@ -162,7 +162,8 @@ def status(directory, as_json):
     click.echo(f"labels      {st['labels']}: {st['positives']} positive, {st['negatives']} negative"
                + (f" ({st['undone']} undone)" if st["undone"] else ""))
     click.echo("checkpoint  " + ("none yet" if ck is None else
-                                 f"after label {ck['labels']} (journal record {ck['journal_record']}, {ck['created']})"))
+                                 f"after label {ck['labels']} (journal record {ck['journal_record']}, "
+                                 f"{ck['created']})"))
     if st["hits"]:
         steps = _steps(len(st["hits"]))
         click.echo("hits by step (positives among the first t labels):")

@@ -24,7 +24,8 @@ A query computes every block's bound (O(blocks x r), no reads), reads blocks bes
 in growing batches, recomputes their f exactly (the full pass's kernel,
 ``update_scores``, run on the block's rows: the same arithmetic, bit for bit), and stops
 when the k-th best f read so far exceeds every remaining bound plus a rounding margin
-(``SAFETY`` relative to the magnitudes involved). Unread points all score strictly below it, so the answer, ties to the lowest
+(``SAFETY`` relative to the magnitudes involved). Unread points all score strictly below it, so the answer,
+ties to the lowest
 index included, is the full pass's. A label lowers its block's cached maximum to the
 best remaining row's f (kept in memory), so a block is re-read only when u moved enough.
 

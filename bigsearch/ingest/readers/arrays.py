@@ -13,7 +13,6 @@ from ...storage.format import IDS_NAME, X_NAME, Y_NAME
 from ...storage.hdf5_store import HDF5_SIGNATURE, attribute_value
 from .base import Block, Column, Reader
 
-
 MAX_SPAN_BYTES = 128 * 2**20     # source chunks larger than this are read by blocks
 
 
