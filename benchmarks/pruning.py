@@ -97,7 +97,8 @@ def compare(path, queries, compare_first, block_rows, backend="local"):
             assert i == j, f"query {q}: pruned {i}, full pass {j}"
         hits += int(y[i] == 1)
     frac = np.array(pruned.query_bytes[1:]) / pruned.store.nbytes
-    out = {"store": path.name + ("" if backend == "local" else " (dask, 2 workers)"), "n": pruned.n, "r": pruned.store.r, "block_rows": block_rows, "queries": len(t_pruned),
+    name = path.name + ("" if backend == "local" else " (dask, 2 workers)")
+    out = {"store": name, "n": pruned.n, "r": pruned.store.r, "block_rows": block_rows, "queries": len(t_pruned),
            "hits": hits, "read_mean": float(frac.mean()), "read_median": float(np.median(frac)),
            "read_p90": float(np.quantile(frac, 0.9)), "read_last100": float(frac[-100:].mean()),
            "identical_first": len(t_full)}

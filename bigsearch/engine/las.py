@@ -56,8 +56,8 @@ class LAS(ChunkedSearch):
     prune : bool
         Exact pruned selection (engine/pruning.py): with alpha = 0, a query reads only the
         blocks of rows that could hold the answer (on a dask backend, each worker prunes
-        its own chunks), and the answer is the full pass's. J and the impact factor are then brought up to date only when
-        asked for. ``pruning_status`` says whether it is on, and why not.
+        its own chunks), and the answer is the full pass's. J and the impact factor are
+        then brought up to date only when asked for. ``pruning_status`` says whether it is on, and why not.
     block_rows : int, optional
         Rows per pruning block (a multiple of 64; default 128).
     """
