@@ -128,6 +128,9 @@ def run(store, methods, budget, runs, seed, init_index, init_positives, init_neg
 
     Rerunning the same command on the same --out continues an interrupted experiment.
     """
+    if out == "-":
+        raise click.BadParameter("results are several files (results.json, runs.csv, table.md, ...), so they "
+                                 "cannot go to stdout; give a directory", param_hint="'--out'")
     with cluster_backend(scheduler, cluster, persist) as backend:
         run_methods(store, methods, budget, seed, out, init_index, init_positives, quiet, overwrite,
                     runs=runs, init_negatives=init_negatives, batch_size=batch_size, backend=backend,

@@ -76,6 +76,7 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
         if y is None:
             raise ParameterError(f"{store.path} has no labels (y), so no oracle can be simulated; "
                                  "use an interactive session instead")
+        _check_budget(exp, store.n, y)
         journal = Journal(out, exp.identity(store), overwrite)
         for run in range(exp.runs):
             init = initial_labels(y, exp.run_seed(run), exp.init_index, exp.init_positives, exp.init_negatives)
@@ -93,6 +94,15 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
                    "summary": summarize(records, exp.budget, list(exp.methods))}
         curves = recall_curves(records, store.n, int((y == 1).sum()))
     return results, write_outputs(out, results, curves, plot)
+
+
+def _check_budget(exp, n, y):
+    """Refuse a budget larger than the points left unlabeled after the initial labels
+    (every run starts from as many): it would label everything, slowly, to no purpose."""
+    left = n - len(initial_labels(y, exp.run_seed(0), exp.init_index, exp.init_positives, exp.init_negatives))
+    if exp.budget > left:
+        raise ParameterError(f"budget {exp.budget:,} is more than the {left:,} points left unlabeled after the "
+                             f"initial labels; give a budget of at most {left:,}")
 
 
 def _describe(exp):
