@@ -88,7 +88,8 @@ def main():
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "discovery")
     ap.add_argument("--work", type=Path, default=Path("/tmp/bigsearch-discovery"))
     ap.add_argument("--starts", type=int, default=3)
-    ap.add_argument("--configs", default="all", help="names of configurations to run, separated by semicolons (default all)")
+    ap.add_argument("--configs", default="all",
+                    help="names of configurations to run, separated by semicolons (default all)")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)

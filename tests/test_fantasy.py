@@ -63,7 +63,7 @@ def test_fantasy_in_simulate_and_its_checks(small_data, store_factory):
     X, y = small_data
     path = store_factory(X, y)
     record = simulate(path, "las", 20, seed=1, batch_size=5, pi=0.2, fantasy=0.0)
-    assert len(record["queries"]) == 20 and len(set(i for i, _ in record["queries"])) == 20
+    assert len(record["queries"]) == 20 and len({i for i, _ in record["queries"]}) == 20
     for bad in (1.5, "x", -1):
         with pytest.raises(ParameterError, match="fantasy"):
             bigsearch.LAS(path, pi=0.2, fantasy=bad)

@@ -54,12 +54,12 @@ class LAS(ChunkedSearch):
         Every this many labels, check ||K K^-1 - I|| (O(r^3)) and recompute K^-1 and J
         from X when it exceeds ``drift_tol`` (None or 0: never).
     prune : bool
-        Exact pruned selection (engine/pruning.py): with alpha = 0 on the local backend, a
-        query reads only the blocks of rows that could hold the answer, and the answer is
-        the full pass's. J and the impact factor are then brought up to date only when
-        asked for. ``pruning_status`` says whether it is on, and why not.
+        Exact pruned selection (engine/pruning.py): with alpha = 0, a query reads only the
+        blocks of rows that could hold the answer (on a dask backend, each worker prunes
+        its own chunks), and the answer is the full pass's. J and the impact factor are
+        then brought up to date only when asked for. ``pruning_status`` says whether it is on, and why not.
     block_rows : int, optional
-        Rows per pruning block (even; default 128).
+        Rows per pruning block (a multiple of 64; default 128).
     """
 
     method = "las"

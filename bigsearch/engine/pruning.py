@@ -206,38 +206,51 @@ class Pruner:
         """The k best unlabeled points at u: (indices, scores, rows read).
 
         ``read(blocks)`` recomputes f for those blocks' rows (into ``f``)."""
-        bound = self.bounds(u)
-        order = np.argsort(-bound, kind="stable")
-        order = order[bound[order] > -np.inf]         # not the blocks with no unlabeled row
         self.clock += 1
         self.us[self.clock] = u.copy()
-        top_idx, top_f = np.zeros(0, np.int64), np.zeros(0)
-        kth, p, batch, rows = -np.inf, 0, 1, 0
-        while p < len(order) and bound[order[p]] >= kth:
-            take = order[p:p + batch]
-            take = take[bound[take] >= kth]
-            read(take)
-            idx, fu, first = self._rows_of(take, f, label)
-            self.best[take] = np.maximum.reduceat(fu, first)
-            self.version[take] = self.clock
-            rows += len(idx)
-            keep = (fu >= kth) & (fu > -np.inf)       # unlabeled rows that can still make the top k
-            top_idx, top_f = _best(np.concatenate([top_idx, idx[keep]]), np.concatenate([top_f, fu[keep]]), k)
-            if len(top_f) == k:
-                kth = top_f[-1]
-            p += len(take)
-            batch = min(2 * batch, MAX_BATCH)
+
+        def visit(blocks):
+            read(blocks)
+            idx, fu, first = rows_of(self.sm.start[blocks], self.sm.stop[blocks], f, label)
+            self.best[blocks] = np.maximum.reduceat(fu, first)
+            self.version[blocks] = self.clock
+            return idx, fu
+        out = best_first(self.bounds(u), k, visit)
         live = set(np.unique(self.version).tolist())
         self.us = {v: w for v, w in self.us.items() if v in live}
-        return top_idx, top_f, rows
+        return out
 
-    def _rows_of(self, blocks, f, label):
-        """The rows of these blocks, their f (-inf when labeled), and where each block starts."""
-        start, stop = self.sm.start[blocks], self.sm.stop[blocks]
-        lens = stop - start
-        first = np.concatenate([[0], np.cumsum(lens)[:-1]])
-        idx = np.arange(lens.sum()) + np.repeat(start - first, lens)
-        return idx, np.where(label[idx] < 0, f[idx], -np.inf), first
+
+def best_first(bound, k, visit):
+    """Visit blocks in decreasing order of their bound, in batches of 1, 2, 4, ... 64,
+    until the k-th best score seen exceeds every remaining bound: (indices, scores of
+    the k best, ties to the lowest index; rows visited). ``visit(blocks)`` brings those
+    blocks up to date and returns their rows and scores (-inf for labeled rows)."""
+    order = np.argsort(-bound, kind="stable")
+    order = order[bound[order] > -np.inf]         # not the blocks with no unlabeled row
+    top_idx, top_f = np.zeros(0, np.int64), np.zeros(0)
+    kth, p, batch, rows = -np.inf, 0, 1, 0
+    while p < len(order) and bound[order[p]] >= kth:
+        take = order[p:p + batch]
+        take = take[bound[take] >= kth]
+        idx, fu = visit(take)
+        rows += len(idx)
+        keep = (fu >= kth) & (fu > -np.inf)       # unlabeled rows that can still make the top k
+        top_idx, top_f = _best(np.concatenate([top_idx, idx[keep]]), np.concatenate([top_f, fu[keep]]), k)
+        if len(top_f) == k:
+            kth = top_f[-1]
+        p += len(take)
+        batch = min(2 * batch, MAX_BATCH)
+    return top_idx, top_f, rows
+
+
+def rows_of(start, stop, f, label):
+    """The rows of blocks [start, stop), their f (-inf when labeled), and where each
+    block's rows begin."""
+    lens = stop - start
+    first = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    idx = np.arange(lens.sum()) + np.repeat(start - first, lens)
+    return idx, np.where(label[idx] < 0, f[idx], -np.inf), first
 
 
 class LASPruning:
