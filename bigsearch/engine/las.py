@@ -23,7 +23,7 @@ from ..storage.encoding import decode
 from .base import ActiveSearch
 from .params import LASParams, default_pi
 from .pruning import LASPruning
-from .rank_updates import batch_update
+from .rank_updates import DeferredK, batch_update
 from .select import PassSummary, select
 from .steps import (
     Compared,
@@ -236,13 +236,15 @@ class LAS(ActiveSearch):
         deg = np.empty(len(idx))
         degrees(stored, self.s, deg)  # the kernel the passes use: bit-identical degrees
         b_unl = 1.0 / (1.0 + p.w0)
-        G, cs = batch_update(self.Kinv, self.K, rows, (b_unl - (1.0 - p.eta)) / deg, idx)
+        gamma = (b_unl - (1.0 - p.eta)) / deg
+        G, cs = batch_update(self.Kinv, rows, gamma, idx)
+        self._K.add(rows, gamma)
         self.xq += (p.eta * np.asarray(lab, np.float64) - p.pi * p.w0 / (1.0 + p.w0)) @ rows
         self.xz -= (b_unl / deg) @ rows
         if self._pruned():
             self.pruning.labels_told(idx, lab)        # no pass: the next query reads what it needs
         else:
-            V = np.vstack([self.Kinv @ self.xq, self.Kinv @ self.xz, G])
+            V = np.vstack([self.Kinv @ self.xq, self.Kinv @ self.xz, G])    # as rebuild_recipe: same bits
             parts = self.backend.map(las_update_step, V, cs, idx, lab, p.eta, p.w0, p.pi, self._t_prev)
             self._summary = PassSummary.from_partials(parts, self._t_prev)
             self.bytes_since_query += self.store.nbytes
@@ -254,6 +256,15 @@ class LAS(ActiveSearch):
                 warnings.warn(f"K^-1 drifted (||K K^-1 - I|| = {residual:.2e}); recomputing it from X",
                               RuntimeWarning, stacklevel=4)
                 self.refresh()
+
+    @property
+    def K(self):
+        """K = I_r - X^T diag(rho) X (float64, r x r)."""
+        return self._K.value()
+
+    @K.setter
+    def K(self, value):
+        self._K = DeferredK(value)
 
     # -- numerical health ----------------------------------------------------------
     def inverse_residual(self):
