@@ -18,6 +18,7 @@ import numpy as np
 
 from ..backends import make_backend
 from ..errors import DataError, NumericalError, ParameterError
+from ..kernels.dense import times_columns
 from ..kernels.las import degrees
 from ..storage.encoding import decode
 from .base import ActiveSearch
@@ -214,7 +215,7 @@ class LAS(ActiveSearch):
         state: ``step(x, state, *args)``. Backends use it to restore a lost chunk."""
         p = self.params
         labeled = np.flatnonzero(self._label >= 0)
-        V = np.stack([self.Kinv @ self.xq, self.Kinv @ self.xz])
+        V = self.score_vectors()
         return las_rescore_step, (self.s, labeled, self._label[labeled], self.Kinv if J_from_Kinv else None,
                                   V, p.eta, p.w0, p.pi, self._t_prev)
 
@@ -244,7 +245,7 @@ class LAS(ActiveSearch):
         if self._pruned():
             self.pruning.labels_told(idx, lab)        # no pass: the next query reads what it needs
         else:
-            V = np.vstack([self.Kinv @ self.xq, self.Kinv @ self.xz, G])    # as rebuild_recipe: same bits
+            V = np.vstack([self.score_vectors(), G])
             parts = self.backend.map(las_update_step, V, cs, idx, lab, p.eta, p.w0, p.pi, self._t_prev)
             self._summary = PassSummary.from_partials(parts, self._t_prev)
             self.bytes_since_query += self.store.nbytes
@@ -256,6 +257,12 @@ class LAS(ActiveSearch):
                 warnings.warn(f"K^-1 drifted (||K K^-1 - I|| = {residual:.2e}); recomputing it from X",
                               RuntimeWarning, stacklevel=4)
                 self.refresh()
+
+    def score_vectors(self):
+        """[K^-1 xq, K^-1 xz] (2 x r): every pass computes them with this one function, so
+        rebuilt and incrementally updated state agree to the bit. One pass over K^-1 in one
+        thread: a threaded BLAS on a busy machine took 8x longer at r = 2,048."""
+        return times_columns(self.Kinv, np.vstack([self.xq, self.xz])).T.copy()
 
     @property
     def K(self):

@@ -261,7 +261,7 @@ class LASPruning:
 
     def u(self):
         e = self.engine
-        return e.Kinv @ e.xq          # exactly the first row of the full pass's V
+        return e.score_vectors()[0]   # exactly the first row of the full pass's V
 
     def labels_told(self, idx, lab):
         """Apply new labels to the per-point state without a pass over X."""
@@ -282,7 +282,7 @@ class LASPruning:
     def _read(self, blocks, u):
         """Recompute f at u for these blocks from X (each chunk opened once)."""
         e, sm, p = self.engine, self.summaries, self.engine.params
-        V = np.stack([u, e.Kinv @ e.xz])
+        V = np.stack([u, e.score_vectors()[1]])
         blocks = np.sort(blocks)
         for c in np.unique(sm.chunk[blocks]):
             st = e.backend.states[c]
