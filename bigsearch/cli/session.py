@@ -13,10 +13,15 @@ import warnings
 import click
 from click.core import ParameterSource
 
+from ..engine.registry import method_names, method_spec
 from ..errors import LabelError, ParameterError, SessionWarning
-from ..session import Session
 from . import Group, main
 from .options import cluster_backend, cluster_options, las_options
+
+
+def _session():
+    from ..session import Session   # the engine and numba: imported when a command runs
+    return Session
 
 
 class SessionGroup(Group):
@@ -54,25 +59,26 @@ def session():
 @session.command()
 @click.argument("store", type=click.Path(path_type=str))
 @click.argument("directory", type=click.Path(path_type=str))
-@click.option("--method", type=click.Choice(["las", "wnas"]), default="las", show_default=True)
+@click.option("--method", type=click.Choice(method_names("sessions")), default="las", show_default=True)
 @las_options
 @click.option("--checkpoint-every", type=click.IntRange(1), default=50, show_default=True,
               help="Write a checkpoint every this many labels (and on every clean exit).")
 @click.option("--prune", is_flag=True,
-              help="LAS: exact pruned queries (alpha = 0, local backend): read only the blocks of rows "
+              help="LAS: exact pruned queries (alpha = 0): read only the blocks of rows "
                    "that could hold the answer.")
 @cluster_options
 @click.pass_context
 def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, prune, scheduler, cluster, persist):
     """Start a session on STORE, kept in the new directory DIRECTORY."""
     params = {"pi": pi, "eta": eta, "w0": w0, "alpha": alpha, "prune": prune or None}
-    if method == "wnas":
-        given = [f"--{k}" for k in params if ctx.get_parameter_source(k) == ParameterSource.COMMANDLINE]
-        if given:
-            raise ParameterError(f"{', '.join(given)} applies to las only; wnas takes no parameters")
-        params = {}
+    taken = [k for k in params if k in method_spec(method).settings()]
+    given = [f"--{k}" for k in params if k not in taken and ctx.get_parameter_source(k) == ParameterSource.COMMANDLINE]
+    if given:
+        takes = ", ".join(f"--{k}" for k in taken) if taken else "no parameters"
+        raise ParameterError(f"{', '.join(given)} does not apply to {method}, which takes {takes}")
+    params = {k: v for k, v in params.items() if k in taken}
     with cluster_backend(scheduler, cluster, persist) as backend, \
-            Session.create(store, directory, method=method, checkpoint_every=checkpoint_every,
+            _session().create(store, directory, method=method, checkpoint_every=checkpoint_every,
                            backend=backend, **params) as s:
         st = s.status()
     click.echo(f"created session {directory}: {_describe_method(st)} on {st['store']} ({st['n']:,} x {st['r']})")
@@ -88,7 +94,7 @@ def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, pru
 def next_(directory, k, as_json, store, scheduler, cluster, persist):
     """Show the next K points to label, best first (changes nothing)."""
     with cluster_backend(scheduler, cluster, persist) as backend, \
-            Session.open(directory, readonly=True, store=store, backend=backend) as s:
+            _session().open(directory, readonly=True, store=store, backend=backend) as s:
         rows = s.candidates(k)
     if as_json:
         click.echo(json.dumps(rows))
@@ -114,7 +120,7 @@ def label(directory, pairs, from_csv, store, scheduler, cluster, persist):
         raise LabelError("give INDEX LABEL pairs or --from FILE, not both")
     indices, labels = read_label_csv(from_csv) if from_csv else parse_pairs(pairs)
     with cluster_backend(scheduler, cluster, persist) as backend, \
-            Session.open(directory, store=store, backend=backend) as s:
+            _session().open(directory, store=store, backend=backend) as s:
         s.tell(indices, labels)
         n, pos = s.n_labels, sum(y for _, y in s.history)
     click.echo(f"recorded {_count(len(indices), 'label')} ({sum(labels)} positive); "
@@ -133,7 +139,7 @@ def undo(directory, count, store, scheduler, cluster, persist):
     except ValueError:
         raise ParameterError(f"COUNT must be a positive integer, got {count!r}") from None
     with cluster_backend(scheduler, cluster, persist) as backend, \
-            Session.open(directory, store=store, backend=backend) as s:
+            _session().open(directory, store=store, backend=backend) as s:
         undone = s.undo(count)
         n = s.n_labels
     shown = ", ".join(f"{i} ({y})" for i, y in undone)
@@ -145,7 +151,7 @@ def undo(directory, count, store, scheduler, cluster, persist):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (hits: positives among the first t labels).")
 def status(directory, as_json):
     """Labels, positives found and hits by step."""
-    with Session.open(directory, readonly=True) as s:
+    with _session().open(directory, readonly=True) as s:
         st = s.status()
     if as_json:
         click.echo(json.dumps(st))
@@ -173,7 +179,7 @@ def status(directory, as_json):
 def export(directory, out, store, scheduler, cluster, persist):
     """Write every label in force, in the order given, as CSV."""
     with cluster_backend(scheduler, cluster, persist) as backend, \
-            Session.open(directory, readonly=True, store=store, backend=backend) as s:
+            _session().open(directory, readonly=True, store=store, backend=backend) as s:
         n = s.export_csv(sys.stdout if out == "-" else out)
     if out != "-":
         click.echo(f"wrote {n} labels to {out}", err=True)
@@ -186,7 +192,7 @@ def export(directory, out, store, scheduler, cluster, persist):
 def rebuild(directory, store, scheduler, cluster, persist):
     """Recompute the state from the journal alone, replacing every checkpoint."""
     with cluster_backend(scheduler, cluster, persist) as backend, \
-            Session.rebuild(directory, store=store, backend=backend) as s:
+            _session().rebuild(directory, store=store, backend=backend) as s:
         n = s.n_labels
     click.echo(f"rebuilt {directory} from its journal ({n} labels)")
 
