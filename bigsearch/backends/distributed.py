@@ -34,7 +34,7 @@ import numpy as np
 from distributed import Client, LocalCluster, get_worker
 
 from ..errors import BigsearchError, ClusterError
-from ..storage import open_store
+from ..storage import open_store, store_location
 from .local import LocalBackend
 
 WORKER_WAIT_SECONDS = 60    # how long to wait for a worker to join (start-up, after losing all)
@@ -115,7 +115,7 @@ class DistributedBackend:
         self.rebuild = None
         self.recoveries = []        # one record per lost shard: {"worker", "chunks", "to"}
         self._allocs = []           # (name, dtype, fill), replayed on every new shard
-        self._source = {"path": os.path.abspath(store.path), "options": store._reopen_options(),
+        self._source = {"path": store_location(store.path), "options": store._reopen_options(),
                         "shape": (store.n, store.r), "chunk_rows": store.chunk_rows}
         self.shards = self._place(range(store.n_chunks))
 

@@ -6,7 +6,7 @@ import click
 
 from . import main
 from ..errors import ParameterError
-from .options import cluster_backend, cluster_options
+from .options import cluster_backend, cluster_options, object_store_options
 
 
 class BarProgress:
@@ -86,6 +86,7 @@ def _choice(value, choices, option):
               help="Compression: none, lz4, zstd, gzip (Zarr); none, gzip, lzf (HDF5).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing OUT.")
 @cluster_options(persist=False)
+@object_store_options(cache=False)
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary.")
 def ingest(paths, fmt, label_column, positive, labels, prevalence, seed, categorical, drop, bins,
            normalize, bias, rff, gamma, n_features, delimiter, header, dataset, output_format,

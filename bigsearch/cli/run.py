@@ -13,7 +13,7 @@ from ..experiments.pairs import pair_experiment, pairs_table, write_pairs_csv
 from ..experiments.reports import markdown_table
 from ..experiments.resume import write_json_atomic
 from . import main
-from .options import IndexList, MethodList, cluster_backend, cluster_options, las_options
+from .options import IndexList, MethodList, cluster_backend, cluster_options, las_options, object_store_options
 
 
 def run_methods(store, methods, budget, seed, out, init_index=None, init_positives=1, quiet=False,
@@ -77,7 +77,7 @@ def agr_options(f):
 
 def search_options(f):
     """What run and pairs share: the LAS and AGR parameters, --threads, and the cluster."""
-    f = cluster_options(f)
+    f = object_store_options(cluster_options(f))
     f = click.option("--threads", type=click.IntRange(1), default=None,
                      help="Threads of the local backend (default: one per core).")(f)
     return las_options(agr_options(f))

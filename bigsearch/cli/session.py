@@ -16,7 +16,7 @@ from click.core import ParameterSource
 from ..errors import LabelError, ParameterError, SessionWarning
 from ..session import Session
 from . import Group, main
-from .options import cluster_backend, cluster_options, las_options
+from .options import cluster_backend, cluster_options, las_options, object_store_options
 
 
 class SessionGroup(Group):
@@ -59,6 +59,7 @@ def session():
 @click.option("--checkpoint-every", type=click.IntRange(1), default=50, show_default=True,
               help="Write a checkpoint every this many labels (and on every clean exit).")
 @cluster_options
+@object_store_options
 @click.pass_context
 def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, scheduler, cluster, persist):
     """Start a session on STORE, kept in the new directory DIRECTORY."""
@@ -82,6 +83,7 @@ def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, sch
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (a list of {rank, index, id, score}).")
 @store_option
 @cluster_options
+@object_store_options
 def next_(directory, k, as_json, store, scheduler, cluster, persist):
     """Show the next K points to label, best first (changes nothing)."""
     with cluster_backend(scheduler, cluster, persist) as backend, \
@@ -105,6 +107,7 @@ def next_(directory, k, as_json, store, scheduler, cluster, persist):
               help="A CSV with columns index and label (a header row names them; extra columns are ignored).")
 @store_option
 @cluster_options
+@object_store_options
 def label(directory, pairs, from_csv, store, scheduler, cluster, persist):
     """Record labels: INDEX 0|1 pairs (1 = positive), applied together in one pass."""
     if pairs and from_csv:
@@ -123,6 +126,7 @@ def label(directory, pairs, from_csv, store, scheduler, cluster, persist):
 @click.argument("count", default="1", required=False)
 @store_option
 @cluster_options
+@object_store_options
 def undo(directory, count, store, scheduler, cluster, persist):
     """Withdraw the last COUNT labels (default 1), exactly."""
     try:
@@ -167,6 +171,7 @@ def status(directory, as_json):
               help="Output CSV (index, id, label, time), or - for stdout.")
 @store_option
 @cluster_options
+@object_store_options
 def export(directory, out, store, scheduler, cluster, persist):
     """Write every label in force, in the order given, as CSV."""
     with cluster_backend(scheduler, cluster, persist) as backend, \
@@ -180,6 +185,7 @@ def export(directory, out, store, scheduler, cluster, persist):
 @click.argument("directory", type=click.Path(path_type=str))
 @store_option
 @cluster_options
+@object_store_options
 def rebuild(directory, store, scheduler, cluster, persist):
     """Recompute the state from the journal alone, replacing every checkpoint."""
     with cluster_backend(scheduler, cluster, persist) as backend, \

@@ -15,7 +15,8 @@ import numpy as np
 
 from .. import __version__
 from ..errors import InputError, ParameterError, StoreExistsError
-from ..storage import StoreWriter, default_chunk_rows, store_kind_for
+from ..storage import StoreWriter, default_chunk_rows, is_url, store_kind_for
+from ..storage.remote import check_url, store_exists
 from .featurize import ColumnPlan, Plan, check_plan_options, featurize, finish_plan, rff_weights
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
@@ -59,7 +60,7 @@ def ingest(sources, out, *, fmt=None, labels=(), label_column=None, positive=(),
     mapper = block_mapper(backend)
     t0 = time.perf_counter()
     progress = progress or Progress()
-    out = Path(out)
+    out = out if is_url(out) else Path(out)       # a URL is never a local path
     kind = store_kind_for(out, output_format)
     compressors = compressors_for(kind, codec)
     rff_spec = None if not rff else {"dim": int(rff), "gamma": float(gamma), "seed": int(seed)}
@@ -143,6 +144,11 @@ def _default_chunk_rows(n_rows, width, dtype):
 
 
 def _check_output(out, sources, overwrite):
+    if is_url(out):
+        check_url(out, write=True)
+        if not overwrite and store_exists(out):
+            raise StoreExistsError(f"{out} already exists; choose another OUT or pass --overwrite")
+        return
     if out.exists() and not overwrite:
         raise StoreExistsError(f"{out} already exists; choose another OUT or pass --overwrite")
     for s in sources:

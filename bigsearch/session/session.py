@@ -29,7 +29,7 @@ from .. import __version__
 from ..engine import LAS, WNAS
 from ..errors import (LabelError, ParameterError, SessionCorruptError, SessionError,
                       SessionExistsError, SessionFormatError, SessionNotFoundError, SessionWarning)
-from ..storage import open_store
+from ..storage import open_store, store_location
 from ..storage.writer import remove_stale_leftovers
 from .checkpoint import (FORMAT_VERSION, list_checkpoints, read_arrays, read_manifest, remove_leftovers,
                          write_checkpoint)
@@ -93,7 +93,7 @@ class Session:
         try:
             info = {"format": FORMAT_VERSION, "created": now(), "bigsearch_version": __version__,
                     "method": method, "params": _params_of(engine), "engine": _engine_options(engine),
-                    "store": {"path": str(Path(store.path).resolve()), "fingerprint": store_fingerprint(store)},
+                    "store": {"path": store_location(store.path, resolve=True), "fingerprint": store_fingerprint(store)},
                     "checkpoint_every": int(checkpoint_every), "keep_checkpoints": int(keep_checkpoints)}
             publish_directory(directory, info)
             session = cls(directory, writable=True, backend=backend, n_threads=n_threads)

@@ -21,6 +21,7 @@ from ..errors import StoreError, StoreExistsError
 from .format import (FEATURE_DTYPES, FORMAT_ATTR, FORMAT_VERSION, IDS_NAME, X_NAME, Y_NAME,
                      check_labels, default_chunk_rows)
 from .hdf5_store import HDF5_SUFFIXES
+from .remote import is_url, local_path
 
 LABEL_CHUNK = 1 << 20
 
@@ -31,7 +32,7 @@ def store_kind_for(path, kind=None):
         if kind not in ("zarr", "hdf5"):
             raise StoreError(f"unknown store format {kind!r}; use 'zarr' or 'hdf5'")
         return kind
-    return "hdf5" if Path(path).suffix.lower() in HDF5_SUFFIXES else "zarr"
+    return "hdf5" if str(path).rstrip("/").lower().endswith(HDF5_SUFFIXES) else "zarr"
 
 
 class StoreWriter:
@@ -41,9 +42,15 @@ class StoreWriter:
     temporary store and leaves ``path`` untouched.
     """
 
+    def __new__(cls, path, *args, **kwargs):
+        if cls is StoreWriter and is_url(path):   # s3://, gs://, az://: written in place, published last
+            from .remote_writer import ObjectStoreWriter
+            cls = ObjectStoreWriter
+        return super().__new__(cls)
+
     def __init__(self, path, n_features, *, dtype="float32", chunk_rows=None, kind=None,
                  labels=False, ids_dtype=None, attrs=None, overwrite=False, compressors=None):
-        self.path = Path(path)
+        self.path = Path(local_path(path))
         self.kind = store_kind_for(self.path, kind)
         self.r = int(n_features)
         self.dtype = np.dtype(dtype)
@@ -168,7 +175,7 @@ class _ZarrWriter:
     def __init__(self, path, r, dtype, chunk_rows, labels, ids_dtype, attrs, compressors):
         import zarr
         self.zarr = zarr
-        self.group = zarr.open_group(str(path), mode="w", zarr_format=3)
+        self.group = path if isinstance(path, zarr.Group) else zarr.open_group(str(path), mode="w", zarr_format=3)
         self.group.attrs.update(attrs)
         self.x = self.group.create_array(X_NAME, shape=(0, r), chunks=(chunk_rows, r), dtype=dtype,
                                          compressors=compressors, fill_value=0)

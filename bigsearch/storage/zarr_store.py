@@ -22,9 +22,11 @@ class ZarrStore(FeatureStore):
     kind = "zarr"
 
     def __init__(self, path):
-        path = Path(path)
+        path = self._location(path)
         try:
-            group = zarr.open_group(str(path), mode="r")
+            group = self._open_group(path)
+        except StoreError:
+            raise
         except FileNotFoundError as e:
             raise StoreNotFoundError(f"no Zarr store at {path}") from e
         except Exception as e:  # zarr raises several kinds for "this is not a group"
@@ -40,6 +42,13 @@ class ZarrStore(FeatureStore):
         self._group, self._x = group, x
         self._chunk_dir = self._raw_chunk_dir(x)
         self.fast_path = self._chunk_dir is not None
+
+    @staticmethod
+    def _location(path):
+        return Path(path)
+
+    def _open_group(self, path):
+        return zarr.open_group(str(path), mode="r")
 
     @staticmethod
     def _row_block(x, path):
@@ -58,6 +67,16 @@ class ZarrStore(FeatureStore):
         reasons = []
         if not isinstance(x.store, LocalStore):
             reasons.append(f"store type {type(x.store).__name__} is not a local directory")
+        reasons += self._codec_reasons(x)
+        if reasons:
+            self.slow_reason = "; ".join(reasons)
+            return None
+        return Path(x.store.root) / x.path
+
+    @staticmethod
+    def _codec_reasons(x):
+        """Why x's chunk objects are not raw little-endian values (an empty list when they are)."""
+        reasons = []
         if x.compressors or x.filters:
             reasons.append(f"codecs {[type(c).__name__ for c in (*x.filters, *x.compressors)]} need decoding")
         if getattr(x, "shards", None):
@@ -68,10 +87,7 @@ class ZarrStore(FeatureStore):
                 reasons.append("serializer is not little-endian bytes")
         elif getattr(x.metadata, "order", "C") != "C" or x.dtype.byteorder == ">":
             reasons.append("v2 chunks not in little-endian C order")
-        if reasons:
-            self.slow_reason = "; ".join(reasons)
-            return None
-        return Path(x.store.root) / x.path
+        return reasons
 
     def _chunk_file(self, j):
         return self._chunk_dir / self._x.metadata.encode_chunk_key((j, 0))
