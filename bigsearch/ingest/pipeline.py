@@ -15,14 +15,9 @@ import numpy as np
 
 from .. import __version__
 from ..errors import InputError, ParameterError, StoreExistsError
-<<<<<<< HEAD
 from ..storage import StoreWriter, default_chunk_rows, is_url, store_kind_for
 from ..storage.remote import check_url, store_exists
-from .featurize import ColumnPlan, Plan, check_plan_options, featurize, finish_plan, rff_weights
-=======
-from ..storage import StoreWriter, default_chunk_rows, store_kind_for
 from .featurize import ColumnPlan, Plan, featurize, finish_plan, rff_weights
->>>>>>> main
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
 from .options import BLOCK_BYTES, CODECS, FeatureOptions, LabelOptions, OutputOptions, SourceOptions
@@ -63,20 +58,7 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     mapper = block_mapper(backend)
     t0 = time.perf_counter()
     progress = progress or Progress()
-<<<<<<< HEAD
     out = out if is_url(out) else Path(out)       # a URL is never a local path
-    kind = store_kind_for(out, output_format)
-    compressors = compressors_for(kind, codec)
-    rff_spec = None if not rff else {"dim": int(rff), "gamma": float(gamma), "seed": int(seed)}
-    check_plan_options(bins, rff_spec)
-    _check_output(out, sources, overwrite)
-    readers = _open_inputs(sources, fmt, dict(delimiter=delimiter, header=header, dataset=dataset,
-                                              n_features=n_features), block_bytes, progress)
-    label_readers = _label_readers(labels, readers)
-    rule = _label_rule(readers, label_readers, label_column, positive)
-    if prevalence is not None and rule is None:
-=======
-    out = Path(out)
     kind = store_kind_for(out, output.format)
     compressors = compressors_for(kind, output.codec)
     _check_output(out, sources, output.overwrite)
@@ -85,7 +67,6 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     label_readers = _label_readers(labels.files, readers)
     rule = _label_rule(readers, label_readers, labels.column, labels.positive)
     if labels.prevalence is not None and rule is None:
->>>>>>> main
         raise ParameterError("--prevalence needs labels: give --label-column (or --labels)")
     plan = _plan(readers, rule, features)
     stats = None
