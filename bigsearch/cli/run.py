@@ -11,7 +11,7 @@ from ..engine import METHODS
 from ..experiments import Experiment, run_experiment
 from ..experiments.pairs import pair_experiment, pairs_table, write_pairs_csv
 from ..experiments.reports import markdown_table
-from ..experiments.resume import write_json_atomic
+from ..storage.atomic import atomic_write_json
 from . import main
 from .options import IndexList, MethodList, cluster_backend, cluster_options, las_options, object_store_options
 
@@ -157,7 +157,7 @@ def pairs(store, methods, pairs, top, seed, pi, eta, w0, alpha, agr_anchors, agr
                                  neighbors=agr_neighbors, gamma=agr_gamma)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / "pairs.json", record)
+    atomic_write_json(out / "pairs.json", record)
     write_pairs_csv(record, out / "pairs.csv")
     table = pairs_table(record)
     (out / "table2.md").write_text(table)

@@ -17,11 +17,13 @@ import warnings
 import numpy as np
 
 from ..backends import make_backend
-from ..errors import DataError, NumericalError
+from ..errors import DataError, NumericalError, ParameterError
 from ..kernels.las import degrees
+from ..storage.encoding import decode
 from .base import ActiveSearch
 from .params import LASParams, default_pi
 from .pruning import LASPruning
+from .rank_updates import batch_update
 from .select import PassSummary, select
 from .steps import (
     Compared,
@@ -80,6 +82,8 @@ class LAS(ActiveSearch):
         self._summary = None
         self._t_prev = 0.0           # weight of IM in the last query: the kernels rank by it
         self._labels_since_check = 0
+        if prune and self.store.encoding not in ("float32", "float64"):
+            raise ParameterError(f"prune reads float32 or float64 stores; {self.store.path} is {self.store.encoding}")
         self.pruning = LASPruning(self, block_rows) if prune else None
         self.bytes_since_query = 0   # bytes of X read since the last query was chosen
         self.query_bytes = []        # per query (ask or top): bytes of X read to choose it
@@ -224,34 +228,22 @@ class LAS(ActiveSearch):
         return (Kinv + Kinv.T) / 2
 
     def _update(self, idx, lab):
-        """Sherman-Morrison per new label (O(r^2) each), then one fused pass."""
+        """Sherman-Morrison for the new labels (as matrix products: engine/rank_updates.py),
+        then one fused pass."""
         p = self.params
-        rows = self.store.read_rows(idx)
+        stored = self.store.read_stored_rows(idx)
+        rows = decode(stored)
         deg = np.empty(len(idx))
-        degrees(rows, self.s, deg)  # the kernel the passes use: bit-identical degrees
+        degrees(stored, self.s, deg)  # the kernel the passes use: bit-identical degrees
         b_unl = 1.0 / (1.0 + p.w0)
-        gs, cs = [], []
-        for x, d, y, i in zip(rows, deg, lab, idx):
-            gamma = (b_unl - (1.0 - p.eta)) / d
-            g = self.Kinv @ x
-            den = 1.0 + gamma * (x @ g)
-            if not (np.isfinite(den) and den > 0):
-                raise NumericalError(
-                    f"labeling point {i}: the Sherman-Morrison denominator is {den!r} (it must be finite "
-                    "and positive); K has lost positive definiteness; check eta, w0 and X")
-            c = gamma / den
-            self.Kinv -= c * np.outer(g, g)
-            self.K += gamma * np.outer(x, x)
-            self.xq += x * (p.eta * y - p.pi * p.w0 / (1.0 + p.w0))
-            self.xz -= x * (b_unl / d)
-            gs.append(g)
-            cs.append(c)
+        G, cs = batch_update(self.Kinv, self.K, rows, (b_unl - (1.0 - p.eta)) / deg, idx)
+        self.xq += (p.eta * np.asarray(lab, np.float64) - p.pi * p.w0 / (1.0 + p.w0)) @ rows
+        self.xz -= (b_unl / deg) @ rows
         if self._pruned():
             self.pruning.labels_told(idx, lab)        # no pass: the next query reads what it needs
         else:
-            V = np.stack([self.Kinv @ self.xq, self.Kinv @ self.xz, *gs])
-            parts = self.backend.map(las_update_step, V, np.array(cs), idx, lab, p.eta, p.w0, p.pi,
-                                     self._t_prev)
+            V = np.vstack([self.Kinv @ self.xq, self.Kinv @ self.xz, G])
+            parts = self.backend.map(las_update_step, V, cs, idx, lab, p.eta, p.w0, p.pi, self._t_prev)
             self._summary = PassSummary.from_partials(parts, self._t_prev)
             self.bytes_since_query += self.store.nbytes
         self._labels_since_check += len(idx)

@@ -8,14 +8,16 @@ fsync'd before the next run starts. Running the same command again skips the fin
 runs; asking for more runs or other methods adds to them; a command with a different
 identity on the same DIR is refused, so results never mix.
 
-A process killed while writing leaves at most a torn last line, which is dropped.
+runs.jsonl is a checksummed journal (storage/journal.py): a process killed while
+writing leaves at most a torn last line, which is dropped; a damaged line is an error.
 """
 
 import json
-import os
 from pathlib import Path
 
 from ..errors import ExperimentError, ExperimentExistsError
+from ..storage.atomic import atomic_write_json
+from ..storage.journal import JournalDamagedError, JournalWriter, read_journal, truncate_journal
 
 EXPERIMENT = "experiment.json"
 JOURNAL = "runs.jsonl"
@@ -58,31 +60,21 @@ class Journal:
         """{(method, run): record} from the journal, dropping a torn last line."""
         if not self.path.exists():
             return {}
-        data = self.path.read_bytes()
-        done, good_end = {}, 0
-        for line in data.splitlines(keepends=True):
-            try:
-                record = json.loads(line)
-            except ValueError:
-                break
-            if not line.endswith(b"\n"):
-                break
-            done[(record["method"], record["run"])] = record
-            good_end += len(line)
-        if good_end < len(data):
-            with open(self.path, "r+b") as fh:
-                fh.truncate(good_end)
-        return done
+        try:
+            contents = read_journal(self.path)
+        except JournalDamagedError as e:
+            raise ExperimentError(f"{self.path}: {e}; pass --overwrite to start the experiment again") from None
+        if contents.torn_bytes:
+            truncate_journal(self.path, contents.valid_bytes)
+        return {(record["method"], record["run"]): record for record in contents.records}
 
     def append(self, record):
         if self._new_identity is not None:
             self.out.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(self.out / EXPERIMENT, self._new_identity)
+            atomic_write_json(self.out / EXPERIMENT, self._new_identity)
             self._new_identity = None
-        with open(self.path, "a") as fh:
-            fh.write(json.dumps(record) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        with JournalWriter(self.path) as journal:
+            journal.append(record)
         self.done[(record["method"], record["run"])] = record
 
 
@@ -98,13 +90,3 @@ def difference(saved, new, where=""):
                                                 else f"{key} {json.dumps(a)} there, {json.dumps(b)} here")
             return f"{where}{key} {json.dumps(a)} there, {json.dumps(b)} here"
     return "no difference"
-
-
-def write_json_atomic(path, record):
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w") as fh:
-        json.dump(record, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)

@@ -16,6 +16,7 @@ import numpy as np
 from .. import __version__
 from ..errors import InputError, ParameterError, StoreExistsError
 from ..storage import StoreWriter, default_chunk_rows, is_url, store_kind_for
+from ..storage.encoding import stored_columns, stored_dtype
 from ..storage.remote import check_url, store_exists
 from .featurize import ColumnPlan, Plan, featurize, finish_plan, rff_weights
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
@@ -81,9 +82,10 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
 
     carry_ids = all(r.ids is not None for r in readers)
     ids_dtype = readers[0].ids.dtype if carry_ids else (np.int64 if subsample else None)
+    encoding = output.encoding or output.dtype
     chunk_rows = output.chunk_rows or _default_chunk_rows(_rows_to_write(readers, stats, subsample),
-                                                          plan.width, output.dtype)
-    with StoreWriter(out, plan.width, dtype=output.dtype, chunk_rows=chunk_rows, kind=kind,
+                                                          stored_columns(encoding, plan.width), stored_dtype(encoding))
+    with StoreWriter(out, plan.width, encoding=encoding, chunk_rows=chunk_rows, kind=kind,
                      labels=rule is not None, ids_dtype=ids_dtype, overwrite=output.overwrite,
                      compressors=compressors) as writer:
         totals = _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids,

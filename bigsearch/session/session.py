@@ -18,8 +18,6 @@ reason (the state is rebuilt without the undone labels).
 
 import csv
 import numbers
-import os
-import shutil
 import warnings
 from pathlib import Path
 
@@ -30,10 +28,10 @@ from ..engine import LAS, WNAS
 from ..errors import (LabelError, ParameterError, SessionCorruptError, SessionError,
                       SessionExistsError, SessionFormatError, SessionNotFoundError, SessionWarning)
 from ..storage import open_store, store_location
-from ..storage.writer import remove_stale_leftovers
+from ..storage.atomic import atomic_open, atomic_path, remove_stale_leftovers, remove_tree
 from .checkpoint import (FORMAT_VERSION, list_checkpoints, read_arrays, read_manifest, remove_leftovers,
                          write_checkpoint)
-from .files import fsync_dir, read_sealed_json, remove_tree, sealed_json, temp_name, write_durable
+from .files import read_sealed_json, sealed_json
 from .fingerprint import check_fingerprint, store_fingerprint
 from .journal import History, JournalWriter, now, read_journal, truncate_journal
 from .lock import SessionLock
@@ -261,11 +259,8 @@ class Session:
         if hasattr(out, "write"):
             _write_csv(out, rows)
             return len(rows)
-        out = Path(out)
-        tmp = temp_name(out)
-        with open(tmp, "w", newline="") as fh:
+        with atomic_open(out, "w", newline="") as fh:
             _write_csv(fh, rows)
-        os.replace(tmp, out)
         return len(rows)
 
     # -- saving ----------------------------------------------------------------------
@@ -484,22 +479,17 @@ def publish_directory(directory, info):
     either a whole new session or none (and an existing empty directory is replaced)."""
     directory.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_leftovers(directory)        # what a killed `session new` left here
-    tmp = temp_name(directory, "partial")
-    tmp.mkdir()
     try:
-        write_durable(tmp / INFO, sealed_json(info))
-        write_durable(tmp / JOURNAL, b"")
-        write_durable(tmp / LOCK, b"")
-        (tmp / CHECKPOINTS).mkdir()
-        fsync_dir(tmp / CHECKPOINTS)
-        fsync_dir(tmp)
-        os.rename(tmp, directory)
+        with atomic_path(directory, "partial") as tmp:
+            tmp.mkdir()
+            (tmp / INFO).write_bytes(sealed_json(info))
+            (tmp / JOURNAL).write_bytes(b"")
+            (tmp / LOCK).write_bytes(b"")
+            (tmp / CHECKPOINTS).mkdir()
     except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
         if directory.exists():
             raise SessionExistsError(f"{directory} already exists and is not empty; choose a new directory") from e
         raise
-    fsync_dir(directory.parent)
 
 
 def _check_new(method, checkpoint_every, keep_checkpoints, params, directory):

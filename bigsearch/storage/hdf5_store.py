@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import StoreError, StoreNotFoundError
 from .base import FeatureStore, advise_willneed, map_file_array
+from .encoding import SCALE_NAME
 from .format import OPTIONAL_NAMES, X_NAME, check_features, default_chunk_rows
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
@@ -74,7 +75,7 @@ class HDF5Store(FeatureStore):
         if reasons:
             self.slow_reason = "; ".join(reasons)
             return None
-        row_bytes = self.r * self.dtype.itemsize
+        row_bytes = self.columns * self.dtype.itemsize
         if x.chunks is None:
             base = x.id.get_offset()
             if base is None:
@@ -91,10 +92,10 @@ class HDF5Store(FeatureStore):
         a, b = self.chunks[j]
         offset = self._offsets[j]
         if offset is None:
-            out = np.empty((b - a, self.r), self.dtype)
+            out = np.empty((b - a, self.columns), self.dtype)
             self._decode_chunk(j, out)
             return out, lambda: None
-        return map_file_array(self.path, offset, self.dtype, (b - a, self.r))
+        return map_file_array(self.path, offset, self.dtype, (b - a, self.columns))
 
     def _decode_chunk(self, j, out):
         a, b = self.chunks[j]
@@ -103,7 +104,10 @@ class HDF5Store(FeatureStore):
     def _advise_willneed(self, j):
         if self._offsets is not None and self._offsets[j] is not None:
             a, b = self.chunks[j]
-            advise_willneed(self.path, self._offsets[j], (b - a) * self.r * self.dtype.itemsize)
+            advise_willneed(self.path, self._offsets[j], (b - a) * self.columns * self.dtype.itemsize)
+
+    def _read_scale(self):
+        return self._file[SCALE_NAME][()] if SCALE_NAME in self._file else None
 
     def _read_optional(self, name, rows=None):
         if name not in OPTIONAL_NAMES or name not in self._file:

@@ -250,7 +250,7 @@ class ObjectZarrStore(ZarrStore):
             super().__init__(url)
             self._objects = self._list_chunks()
         self._cache = ChunkCache.for_store(url, **cache_settings(cache_dir, cache_size))
-        self.fast_path = False   # chunk() below decides per chunk: cached (mapped) or fetched
+        self.fast_path = True    # _map_chunk: mapped from the cache, or fetched when not cached
         self.slow_reason = "" if self._cache else "no local chunk cache (cache size 0)"
 
     def _errors(self, action="read"):
@@ -287,27 +287,22 @@ class ObjectZarrStore(ZarrStore):
         """Whether a chunk object holds the raw little-endian values (no decoding)."""
         return not self._codec_reasons(self._x)
 
-    @contextlib.contextmanager
-    def chunk(self, j):
+    def _map_chunk(self, j):
+        """Chunk j's stored rows: mapped from the local cache (fetched into it first when
+        missing or stale), or fetched into memory when there is no room in the cache."""
         a, b = self.chunks[j]
         key = self._chunk_key(j)
         if key not in self._objects:      # never written: the fill value
-            yield np.full((b - a, self.r), self._x.fill_value, self.dtype)
-            return
+            return np.full((b - a, self.columns), self._x.fill_value, self.dtype), _nothing
         tag = self._objects[key]
         path = self._cache.lookup(j, tag) if self._cache else None
         if path is None:
             values = self._fetch(j, key, tag)
             path = self._cache.admit(j, tag, values) if self._cache else None
             if path is None:
-                yield values[: b - a]
-                return
-        x, release = map_file_array(path, 0, self.dtype, (self.chunk_rows, self.r))
-        try:
-            yield x[: b - a]
-        finally:
-            del x
-            release()
+                return values[: b - a], _nothing
+        x, release = map_file_array(path, 0, self.dtype, (self.chunk_rows, self.columns))
+        return x[: b - a], release
 
     def _fetch(self, j, key, tag):
         """Chunk j's values (chunk_rows x r) from the object store."""
@@ -315,7 +310,7 @@ class ObjectZarrStore(ZarrStore):
         a, b = self.chunks[j]
         with self._errors():
             if not self.raw_chunks:
-                out = np.full((self.chunk_rows, self.r), self._x.fill_value, self.dtype)
+                out = np.full((self.chunk_rows, self.columns), self._x.fill_value, self.dtype)
                 out[: b - a] = self._x[a:b]
                 return out
             got = obstore.get(self._object_store, key)
@@ -323,7 +318,7 @@ class ObjectZarrStore(ZarrStore):
         if got.meta.get("e_tag") and got.meta["e_tag"] != tag[0]:
             raise ObjectStoreError(f"{self.url}: chunk {key} changed while this search was running "
                                    "(its ETag differs from the one listed when the store was opened)")
-        return np.frombuffer(data, self.dtype.newbyteorder("<")).reshape(self.chunk_rows, self.r)
+        return np.frombuffer(data, self.dtype.newbyteorder("<")).reshape(self.chunk_rows, self.columns)
 
     def prefetch(self, j):
         pass
@@ -331,6 +326,10 @@ class ObjectZarrStore(ZarrStore):
     def _read_optional(self, name, rows=None):
         with self._errors():
             return super()._read_optional(name, rows)
+
+    def _read_scale(self):
+        with self._errors():
+            return super()._read_scale()
 
     def describe(self):
         out = super().describe()
@@ -342,6 +341,10 @@ class ObjectZarrStore(ZarrStore):
 
     def _reopen_options(self):
         return {"storage_options": self.storage_options, **self._cache_args}
+
+
+def _nothing():
+    pass
 
 
 def open_object_store(url, options=None):

@@ -4,22 +4,19 @@ A store is written under a temporary sibling name and renamed into place only wh
 complete, so an interrupted or failed write never leaves something that looks like a
 store, and an existing store is replaced only when ``overwrite=True``. The temporary
 name carries the writer's host and process id, so a later write to the same path removes
-what a killed writer left behind (and never what a live one is writing).
+what a killed writer left behind (and never what a live one is writing); every file of
+the store is fsync'd before the rename (storage/atomic.py).
 """
 
 import json
-import os
-import re
-import shutil
-import socket
-import uuid
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import StoreError, StoreExistsError
-from .format import (FEATURE_DTYPES, FORMAT_ATTR, FORMAT_VERSION, IDS_NAME, X_NAME, Y_NAME,
-                     check_labels, default_chunk_rows)
+from .atomic import fsync_tree, publish, publish_over, remove, remove_stale_leftovers, temp_sibling
+from .encoding import SCALE_NAME, SCALED, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
+from .format import FEATURE_DTYPES, FORMAT_ATTR, IDS_NAME, X_NAME, Y_NAME, check_labels, default_chunk_rows
 from .hdf5_store import HDF5_SUFFIXES
 from .remote import is_url, local_path
 
@@ -49,34 +46,52 @@ class StoreWriter:
         return super().__new__(cls)
 
     def __init__(self, path, n_features, *, dtype="float32", chunk_rows=None, kind=None,
-                 labels=False, ids_dtype=None, attrs=None, overwrite=False, compressors=None):
-        self.path = Path(local_path(path))
+                 labels=False, ids_dtype=None, attrs=None, overwrite=False, compressors=None,
+                 encoding=None):
+        self.path = self._location(path)
         self.kind = store_kind_for(self.path, kind)
         self.r = int(n_features)
-        self.dtype = np.dtype(dtype)
-        if self.dtype not in FEATURE_DTYPES:
-            raise StoreError(f"X dtype {self.dtype} is not supported; use float32 or float64")
-        self.chunk_rows = int(chunk_rows or default_chunk_rows(self.r, self.dtype.itemsize))
-        if self.path.exists() and not overwrite:
-            raise StoreExistsError(f"{self.path} already exists; pass overwrite=True (--overwrite) to replace it")
+        if encoding is None:
+            if np.dtype(dtype) not in FEATURE_DTYPES:
+                raise StoreError(f"X dtype {np.dtype(dtype)} is not supported; use float32 or float64")
+            encoding = np.dtype(dtype).name
+        self.encoding = check_encoding(encoding)
+        self.dtype = stored_dtype(self.encoding)
+        columns = stored_columns(self.encoding, self.r)
+        self.chunk_rows = int(chunk_rows or default_chunk_rows(columns, self.dtype.itemsize))
         self.overwrite = overwrite
-        remove_stale_leftovers(self.path)
-        self.tmp = temp_sibling(self.path, "partial")
+        target = self._prepare()
         self.n = 0                 # rows written to disk
         self.rows_appended = 0     # rows given to append (some may still be pending)
         self._pending = []
-        attrs = {FORMAT_ATTR: FORMAT_VERSION, **(attrs or {})}
+        encoded = self.encoding not in ("float32", "float64")
+        attrs = {FORMAT_ATTR: 2 if encoded else 1, **encoding_attrs(self.encoding, self.r), **(attrs or {})}
         self._backend = (_ZarrWriter if self.kind == "zarr" else _HDF5Writer)(
-            self.tmp, self.r, self.dtype, self.chunk_rows, labels, ids_dtype, attrs, compressors)
+            target, columns, self.dtype, self.chunk_rows, labels, ids_dtype, attrs, compressors,
+            scaled=self.encoding in SCALED)
+
+    @staticmethod
+    def _location(path):
+        return Path(local_path(path))
+
+    def _prepare(self):
+        """Check the output and make the temporary sibling the backend writes to."""
+        if self.path.exists() and not self.overwrite:
+            raise StoreExistsError(f"{self.path} already exists; pass overwrite=True (--overwrite) to replace it")
+        remove_stale_leftovers(self.path)
+        self.tmp = temp_sibling(self.path, "partial")
+        return self.tmp
 
     def append(self, X, y=None, ids=None):
-        """Append rows; X is (k, r). Rows are written in whole chunks as they fill."""
+        """Append rows; X is (k, r). Rows are encoded (a DataError names the first value
+        the encoding cannot hold) and written in whole chunks as they fill."""
         X = np.asarray(X)
         if X.ndim != 2 or X.shape[1] != self.r:
             raise StoreError(f"block of shape {X.shape} does not have {self.r} columns")
         if y is not None:
             y = check_labels(y, len(X), str(self.path))
-        self._pending.append((X.astype(self.dtype, copy=False), y, ids))
+        codes, scale = encode_rows(X, self.encoding, self.rows_appended)
+        self._pending.append((codes, scale, y, ids))
         self.rows_appended += len(X)
         if sum(len(p[0]) for p in self._pending) >= self.chunk_rows:
             self._flush(final=False)
@@ -84,15 +99,13 @@ class StoreWriter:
     def _flush(self, final):
         if not self._pending:
             return
-        X = np.concatenate([p[0] for p in self._pending])
-        y = None if self._pending[0][1] is None else np.concatenate([p[1] for p in self._pending])
-        ids = None if self._pending[0][2] is None else np.concatenate([np.asarray(p[2]) for p in self._pending])
-        keep = len(X) if final else len(X) - len(X) % self.chunk_rows
-        self._backend.write(self.n, X[:keep], None if y is None else y[:keep],
-                            None if ids is None else ids[:keep])
+        columns = [None if self._pending[0][c] is None else np.concatenate([np.asarray(p[c]) for p in self._pending])
+                   for c in range(4)]
+        n_rows = len(columns[0])
+        keep = n_rows if final else n_rows - n_rows % self.chunk_rows
+        self._backend.write(self.n, *(None if a is None else a[:keep] for a in columns))
         self.n += keep
-        self._pending = [] if keep == len(X) else [
-            (X[keep:], None if y is None else y[keep:], None if ids is None else ids[keep:])]
+        self._pending = [] if keep == n_rows else [tuple(None if a is None else a[keep:] for a in columns)]
 
     def set_attrs(self, **attrs):
         self._backend.set_attrs(attrs)
@@ -104,16 +117,14 @@ class StoreWriter:
             self.abort()
             raise StoreError(f"{self.path}: no rows were written")
         self._backend.close()
+        fsync_tree(self.tmp)
         if self.path.exists():
             if not self.overwrite:
                 self.abort()
                 raise StoreExistsError(f"{self.path} appeared while writing; not overwriting it")
-            old = temp_sibling(self.path, "old")
-            os.rename(self.path, old)
-            os.rename(self.tmp, self.path)
-            _remove(old)
+            publish_over(self.tmp, self.path)
         else:
-            os.rename(self.tmp, self.path)
+            publish(self.tmp, self.path)
         return self.path
 
     def abort(self):
@@ -121,7 +132,7 @@ class StoreWriter:
             self._backend.close()
         except Exception:
             pass
-        _remove(self.tmp)
+        remove(self.tmp)
 
     def __enter__(self):
         return self
@@ -133,52 +144,16 @@ class StoreWriter:
             self.abort()
 
 
-_HOST = re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname())
-
-
-def temp_sibling(path, tag):
-    """``.NAME.TAG-HOST-PID-RANDOM`` beside ``path``: hidden, unique, and traceable to its writer."""
-    return path.with_name(f".{path.name}.{tag}-{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-
-
-def remove_stale_leftovers(path):
-    """Remove the temporary siblings of ``path`` left by writers on this host that died
-    (killed, or the machine lost power); returns their names."""
-    pattern = re.compile(rf"\.{re.escape(path.name)}\.(?:partial|old)-{re.escape(_HOST)}-(\d+)-[0-9a-f]{{8}}$")
-    removed = []
-    for entry in path.parent.iterdir() if path.parent.is_dir() else ():
-        match = pattern.match(entry.name)
-        if match and not _alive(int(match.group(1))):
-            _remove(entry)
-            removed.append(entry.name)
-    return removed
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:      # another user's live process
-        return True
-    return True
-
-
-def _remove(path):
-    if path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-    elif path.exists():
-        path.unlink()
-
-
 class _ZarrWriter:
-    def __init__(self, path, r, dtype, chunk_rows, labels, ids_dtype, attrs, compressors):
+    def __init__(self, path, r, dtype, chunk_rows, labels, ids_dtype, attrs, compressors, scaled=False):
         import zarr
         self.zarr = zarr
         self.group = path if isinstance(path, zarr.Group) else zarr.open_group(str(path), mode="w", zarr_format=3)
         self.group.attrs.update(attrs)
         self.x = self.group.create_array(X_NAME, shape=(0, r), chunks=(chunk_rows, r), dtype=dtype,
                                          compressors=compressors, fill_value=0)
+        self.scale = self.group.create_array(SCALE_NAME, shape=(0,), chunks=(chunk_rows,), dtype="float32",
+                                             compressors=compressors, fill_value=0) if scaled else None
         self.y = self.group.create_array(Y_NAME, shape=(0,), chunks=(LABEL_CHUNK,), dtype="int8",
                                          fill_value=-1) if labels else None
         self.ids = None
@@ -186,11 +161,11 @@ class _ZarrWriter:
             dt = str if np.dtype(ids_dtype).kind in "OUS" else np.dtype(ids_dtype)
             self.ids = self.group.create_array(IDS_NAME, shape=(0,), chunks=(LABEL_CHUNK,), dtype=dt)
 
-    def write(self, start, X, y, ids):
+    def write(self, start, X, scale, y, ids):
         stop = start + len(X)
         self.x.resize((stop, self.x.shape[1]))
         self.x[start:stop] = X
-        for arr, values in ((self.y, y), (self.ids, ids)):
+        for arr, values in ((self.scale, scale), (self.y, y), (self.ids, ids)):
             if arr is not None:
                 if values is None:
                     raise StoreError("every block must carry the same optional columns (y, ids)")
@@ -205,13 +180,15 @@ class _ZarrWriter:
 
 
 class _HDF5Writer:
-    def __init__(self, path, r, dtype, chunk_rows, labels, ids_dtype, attrs, compressors):
+    def __init__(self, path, r, dtype, chunk_rows, labels, ids_dtype, attrs, compressors, scaled=False):
         import h5py
         self.file = h5py.File(path, "w")
         self.set_attrs(attrs)
         kw = {} if compressors is None else {"compression": compressors}
         self.x = self.file.create_dataset(X_NAME, shape=(0, r), maxshape=(None, r), chunks=(chunk_rows, r),
                                           dtype=dtype, **kw)
+        self.scale = self.file.create_dataset(SCALE_NAME, shape=(0,), maxshape=(None,), chunks=(chunk_rows,),
+                                              dtype="float32", **kw) if scaled else None
         self.y = self.file.create_dataset(Y_NAME, shape=(0,), maxshape=(None,), chunks=(LABEL_CHUNK,),
                                           dtype="int8", fillvalue=-1) if labels else None
         self.ids = None
@@ -220,9 +197,9 @@ class _HDF5Writer:
             self.ids = self.file.create_dataset(IDS_NAME, shape=(0,), maxshape=(None,), chunks=(LABEL_CHUNK,),
                                                 dtype=dt)
 
-    def write(self, start, X, y, ids):
+    def write(self, start, X, scale, y, ids):
         stop = start + len(X)
-        for arr, values in ((self.x, X), (self.y, y), (self.ids, ids)):
+        for arr, values in ((self.x, X), (self.scale, scale), (self.y, y), (self.ids, ids)):
             if arr is None:
                 continue
             if values is None:
@@ -240,15 +217,18 @@ class _HDF5Writer:
 
 
 def create_store(path, X, y=None, ids=None, *, dtype=None, chunk_rows=None, kind=None,
-                 attrs=None, overwrite=False, compressors=None):
-    """Write arrays held in memory as a feature store; returns the path."""
+                 attrs=None, overwrite=False, compressors=None, encoding=None):
+    """Write arrays held in memory as a feature store; returns the path.
+
+    ``encoding`` (float32, float64, float16, int8, binary; docs/store-format.md)
+    overrides ``dtype``."""
     X = np.asarray(X)
     if X.ndim != 2:
         raise StoreError(f"X must be 2-D (n x r), got shape {X.shape}")
     dtype = dtype or (X.dtype if X.dtype in FEATURE_DTYPES else "float32")
     with StoreWriter(path, X.shape[1], dtype=dtype, chunk_rows=chunk_rows, kind=kind,
                      labels=y is not None, ids_dtype=None if ids is None else np.asarray(ids).dtype,
-                     attrs=attrs, overwrite=overwrite, compressors=compressors) as w:
+                     attrs=attrs, overwrite=overwrite, compressors=compressors, encoding=encoding) as w:
         step = w.chunk_rows * max(1, (1 << 26) // max(1, w.chunk_rows * X.shape[1] * 8))
         for a in range(0, len(X), step):
             w.append(X[a:a + step], None if y is None else np.asarray(y)[a:a + step],

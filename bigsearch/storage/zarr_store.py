@@ -15,6 +15,7 @@ from zarr.storage import LocalStore
 
 from ..errors import StoreError, StoreNotFoundError
 from .base import FeatureStore, advise_willneed, map_file_array
+from .encoding import SCALE_NAME
 from .format import OPTIONAL_NAMES, X_NAME, check_features
 
 
@@ -96,8 +97,8 @@ class ZarrStore(FeatureStore):
         a, b = self.chunks[j]
         path = self._chunk_file(j)
         if not path.exists():  # zarr leaves chunks equal to the fill value unwritten
-            return np.full((b - a, self.r), self._x.fill_value, self.dtype), lambda: None
-        x, release = map_file_array(path, 0, self.dtype, (self.chunk_rows, self.r))
+            return np.full((b - a, self.columns), self._x.fill_value, self.dtype), lambda: None
+        x, release = map_file_array(path, 0, self.dtype, (self.chunk_rows, self.columns))
         return x[: b - a], release
 
     def _decode_chunk(self, j, out):
@@ -107,6 +108,9 @@ class ZarrStore(FeatureStore):
     def _advise_willneed(self, j):
         if self._chunk_dir is not None:
             advise_willneed(self._chunk_file(j), 0, 0)
+
+    def _read_scale(self):
+        return np.asarray(self._group[SCALE_NAME][:]) if SCALE_NAME in self._group else None
 
     def _read_optional(self, name, rows=None):
         if name not in OPTIONAL_NAMES or name not in self._group:
