@@ -16,7 +16,7 @@ from bigsearch.storage import open_store
 from bigsearch.testing import clustered_points, dense_las_run
 
 from conftest import run_cli, run_queries
-from s3_server import ACCESS, NO_METADATA, S3Server
+from bigsearch.testing.s3_server import ACCESS, NO_METADATA, S3Server
 
 BUCKET = "features"
 LAS_OPTIONS = {"pi": 0.05, "eta": 0.6, "alpha": 0.05}
@@ -65,13 +65,15 @@ def first_positive(y):
     return int(np.flatnonzero(y)[0])
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("chunk_rows", [1, 37, 600])
-def test_las_on_s3_matches_the_dense_reference_and_the_local_store(s3, data, tmp_path, url, dtype, chunk_rows):
+@pytest.mark.parametrize("encoding,chunk_rows", [("float32", 1), ("float64", 37), ("float32", 120),
+                                                 ("float64", 120), ("int8", 37), ("binary", 37)])
+def test_las_on_s3_matches_the_dense_reference_and_the_local_store(s3, data, tmp_path, url, encoding, chunk_rows):
     X, y = data
     X, y = X[:120], y[:120]
-    bigsearch.create_store(url, X, y, dtype=dtype, chunk_rows=chunk_rows)
-    local = bigsearch.create_store(tmp_path / "s.zarr", X, y, dtype=dtype, chunk_rows=chunk_rows)
+    if encoding == "binary":
+        X = np.c_[(X[:, :-1] > 0).astype(np.float64), np.ones(len(X))]
+    bigsearch.create_store(url, X, y, encoding=encoding, chunk_rows=chunk_rows)
+    local = bigsearch.create_store(tmp_path / "s.zarr", X, y, encoding=encoding, chunk_rows=chunk_rows)
     start = first_positive(y)
     results = {}
     for where in (url, local):
@@ -83,8 +85,9 @@ def test_las_on_s3_matches_the_dense_reference_and_the_local_store(s3, data, tmp
     assert q_s3 == q_local
     np.testing.assert_array_equal(f_s3, f_local)
     np.testing.assert_array_equal(im_s3, im_local)
-    Xs = np.asarray(X, dtype=dtype).astype(np.float64)
-    assert q_s3 == dense_las_run(Xs, y, [start], 8, **LAS_OPTIONS)
+    with open_store(local) as s:
+        stored = s.read_rows(np.arange(len(X)))           # the values as stored (rounded by the encoding)
+    assert q_s3 == dense_las_run(stored, y, [start], 8, **LAS_OPTIONS)
 
 
 @pytest.mark.parametrize("codec", ["zstd", "gzip"])

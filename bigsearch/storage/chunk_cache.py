@@ -1,12 +1,13 @@
 """A local disk cache of remote chunks, so that only the first pass reads the object store.
 
 Each store (by URL) has a directory under the cache root; a cached chunk is a file of its
-decoded values (chunk_rows x r, little-endian, C order), named after the chunk and a hash
-of the chunk object's ETag and size as listed when the store was opened. A chunk whose
-object changed has another name, so it is fetched again (and the stale file removed);
-nothing is trusted that the listing does not confirm. Files are written under a
-temporary name and renamed into place, so processes sharing the directory (the workers
-of one machine) never read a partial chunk.
+stored values (chunk_rows x stored columns, little-endian, C order), named after the chunk
+and a hash of the chunk object's ETag and size as listed when the store was opened. A
+chunk whose object changed has another name, so it is fetched again (and the stale file
+removed); nothing is trusted that the listing does not confirm. Files are written under
+a temporary name, fsync'd and renamed into place (storage/atomic.py), so processes
+sharing the directory (the workers of one machine) never read a partial chunk, nor
+does a search after a crash.
 
 The size limit. Chunks are admitted while the directory holds less than the limit;
 when it is full, files of *other* stores are removed (least recently used first), but
@@ -22,10 +23,11 @@ overshoot it by what each adds meanwhile.
 import hashlib
 import os
 import threading
-import uuid
 from pathlib import Path
 
 import numpy as np
+
+from .atomic import atomic_path
 
 DEFAULT_SIZE = 20 * 2**30
 SIZE_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
@@ -95,9 +97,14 @@ class ChunkCache:
         digest = hashlib.sha256(repr(tuple(tag)).encode()).hexdigest()[:16]
         return self.dir / f"{j}-{digest}.raw"
 
-    def lookup(self, j, tag):
+    def lookup(self, j, tag, nbytes):
+        """The cached file of chunk j at version ``tag``, if there and whole (``nbytes``)."""
         path = self._path(j, tag)
-        if path.exists():
+        try:
+            whole = path.stat().st_size == nbytes
+        except OSError:
+            whole = False
+        if whole:
             self.hits += 1
             return path
         self.misses += 1
@@ -112,15 +119,15 @@ class ChunkCache:
                 return None
             self.used += values.nbytes
         for stale in self.dir.glob(f"{j}-*.raw"):       # an older version of this chunk
-            _unlink(stale)
+            size = stale.stat().st_size if stale.exists() else 0
+            if _unlink(stale):
+                with self._lock:
+                    self.used -= size
         path = self._path(j, tag)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}")
         try:
-            with open(tmp, "wb") as fh:
+            with atomic_path(path, tag="partial") as tmp, open(tmp, "wb") as fh:
                 fh.write(memoryview(values).cast("B"))
-            os.replace(tmp, path)
         except OSError:
-            _unlink(tmp)
             with self._lock:
                 self.used -= values.nbytes
             return None

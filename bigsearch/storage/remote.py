@@ -295,7 +295,8 @@ class ObjectZarrStore(ZarrStore):
         if key not in self._objects:      # never written: the fill value
             return np.full((b - a, self.columns), self._x.fill_value, self.dtype), _nothing
         tag = self._objects[key]
-        path = self._cache.lookup(j, tag) if self._cache else None
+        nbytes = self.chunk_rows * self.columns * self.dtype.itemsize
+        path = self._cache.lookup(j, tag, nbytes) if self._cache else None
         if path is None:
             values = self._fetch(j, key, tag)
             path = self._cache.admit(j, tag, values) if self._cache else None

@@ -1,4 +1,4 @@
-"""A real S3-compatible server for the tests: moto's standalone server, on a free port of
+"""A real S3-compatible server for tests and benchmarks: moto's standalone server, on a free port of
 127.0.0.1, in a subprocess (moto[server] is in the test extra)."""
 
 import os
