@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 
 from ..backends import make_backend
-from ..errors import DataError, NumericalError, ParameterError
+from ..errors import DataError, NumericalError
 from ..kernels.las import degrees
 from ..storage.encoding import decode
 from .base import ActiveSearch
@@ -82,8 +82,6 @@ class LAS(ActiveSearch):
         self._summary = None
         self._t_prev = 0.0           # weight of IM in the last query: the kernels rank by it
         self._labels_since_check = 0
-        if prune and self.store.encoding not in ("float32", "float64"):
-            raise ParameterError(f"prune reads float32 or float64 stores; {self.store.path} is {self.store.encoding}")
         self.pruning = LASPruning(self, block_rows) if prune else None
         self.bytes_since_query = 0   # bytes of X read since the last query was chosen
         self.query_bytes = []        # per query (ask or top): bytes of X read to choose it

@@ -88,7 +88,14 @@ class FeatureOptions(_Group):
     bias: bool = False
     rff: int | None = None            # D random Fourier features
     gamma: float = 1.0                # of the RBF kernel approximated by rff
-    seed: int = 0                     # of the rff weights
+    seed: int = 0                     # of the rff weights and the minmax map
+    smiles_column: str | int | None = None   # a SMILES column turned into a fingerprint
+    fingerprint: str = "atompair"     # atompair|morgan[:BITS] (ingest/fingerprints.py)
+    counts: bool = False              # count fingerprints instead of bits
+    idf: bool = False                 # inverse document frequency weights (ingest/weighting.py)
+    minmax: int | None = None         # D draws of the MinMax-kernel feature map (ingest/minmax.py)
+    minmax_buckets: int = 8           # B buckets per draw: D * B features
+    minmax_power: int = 1             # p: the map approximates K^p
 
     def __post_init__(self):
         _as_tuple(self, "categorical", "drop")
@@ -98,6 +105,30 @@ class FeatureOptions(_Group):
             raise ParameterError("--rff D needs D >= 1")
         if self.rff and not self.gamma > 0:
             raise ParameterError(f"--gamma {self.gamma}: the RBF kernel needs gamma > 0")
+        if self.smiles_column is not None:
+            from .fingerprints import parse_spec
+            parse_spec(self.fingerprint, self.counts)
+        if self.minmax is not None:
+            from .minmax import check_minmax
+            check_minmax(self.minmax_spec)
+        if self.minmax and self.rff:
+            raise ParameterError("--minmax and --rff are two feature maps; choose one")
+
+    @property
+    def fingerprint_spec(self):
+        """The fingerprint of the SMILES column, or None."""
+        if self.smiles_column is None:
+            return None
+        from .fingerprints import parse_spec
+        return parse_spec(self.fingerprint, self.counts)
+
+    @property
+    def minmax_spec(self):
+        """What the plan records about the MinMax feature map, or None."""
+        if self.minmax is None:
+            return None
+        return {"samples": int(self.minmax), "buckets": int(self.minmax_buckets), "power": int(self.minmax_power),
+                "seed": int(self.seed)}
 
     @property
     def rff_spec(self):
@@ -113,6 +144,7 @@ class OutputOptions(_Group):
     codec: str = "none"
     overwrite: bool = False
     encoding: str | None = None       # None: dtype; else float32, float64, float16, int8, binary
+    cluster_order: int | None = None  # rows grouped by k-means cluster, k clusters (0: default k)
 
     def __post_init__(self):
         _one_of("output format", self.format, ("zarr", "hdf5"))
@@ -120,3 +152,4 @@ class OutputOptions(_Group):
         _one_of("encoding", self.encoding, ENCODINGS)
         _one_of("codec", self.codec, CODECS)
         _at_least("chunk_rows", self.chunk_rows, 1)
+        _at_least("cluster_order", self.cluster_order, 0)

@@ -16,9 +16,10 @@ import numpy as np
 from .. import __version__
 from ..errors import InputError, ParameterError, StoreExistsError
 from ..storage import StoreWriter, default_chunk_rows, is_url, store_kind_for
+from ..storage.atomic import remove, temp_sibling
 from ..storage.encoding import stored_columns, stored_dtype
 from ..storage.remote import check_url, store_exists
-from .featurize import ColumnPlan, Plan, featurize, finish_plan, rff_weights
+from .featurize import ColumnPlan, Plan, featurize, finish_plan, prepare
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
 from .options import BLOCK_BYTES, CODECS, FeatureOptions, LabelOptions, OutputOptions, SourceOptions
@@ -71,9 +72,9 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
         raise ParameterError("--prevalence needs labels: give --label-column (or --labels)")
     plan = _plan(readers, rule, features)
     stats = None
-    if labels.prevalence is not None or any(c.kind != "number" for c in plan.columns):
+    if _needs_statistics(plan, labels):
         stats = _first_pass(readers, label_readers, plan, rule, block_bytes, progress, mapper)
-        finish_plan(plan.columns, stats, features.bins)
+        finish_plan(plan, stats, features.bins)
         _check_positives(readers, rule, stats, progress)
     subsample = None
     if labels.prevalence is not None:
@@ -85,21 +86,52 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     encoding = output.encoding or output.dtype
     chunk_rows = output.chunk_rows or _default_chunk_rows(_rows_to_write(readers, stats, subsample),
                                                           stored_columns(encoding, plan.width), stored_dtype(encoding))
-    with StoreWriter(out, plan.width, encoding=encoding, chunk_rows=chunk_rows, kind=kind,
+    final, out = out, (out if output.cluster_order is None else _unordered_path(out))
+    with StoreWriter(out, plan.width, encoding=encoding if output.cluster_order is None else output.dtype,
+                     chunk_rows=chunk_rows, kind=kind,
                      labels=rule is not None, ids_dtype=ids_dtype, overwrite=output.overwrite,
                      compressors=compressors) as writer:
         totals = _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids,
-                              ids_dtype is not None, block_bytes, progress, mapper)
+                              ids_dtype is not None, block_bytes, progress, mapper, stats is not None)
         if stats is None:
             _check_positives(readers, rule, totals, progress)
         if totals["zero_rows"]:
             progress.warn(f"{totals['zero_rows']:,} rows are all zero; --normalize leaves them zero")
         writer.set_attrs(featurization=_featurization(plan, rule, subsample, features.bins),
                          provenance=_provenance(readers, label_readers, totals, command))
+    if output.cluster_order is not None:
+        out = _reorder(out, final, output, kind, compressors, encoding)
     return {"out": str(out), "kind": kind, "rows_read": totals["rows"], "rows_written": writer.n,
             "n_features": plan.width, "labels": {str(k): v for k, v in sorted(totals["labels"].items())},
             "seconds": time.perf_counter() - t0, "input_bytes": sum(r.size for r in readers),
             "blocks_on_cluster": mapper.remote, "blocks_redone_here": mapper.redone}
+
+
+def _needs_statistics(plan, labels):
+    """A first pass is needed for --prevalence, categories, bins and --idf."""
+    return (labels.prevalence is not None or plan.idf is not None
+            or any(c.kind in ("bins", "onehot") for c in plan.columns))
+
+
+def _unordered_path(out):
+    """Where the store is written before --cluster-order: beside a local OUT; for a URL, in
+    a local temporary directory (the ordered store is what goes to the object store)."""
+    if is_url(out):
+        import tempfile
+        return Path(tempfile.mkdtemp(prefix="bigsearch-unordered-")) / "unordered.zarr"
+    return temp_sibling(out, "unordered")
+
+
+def _reorder(unordered, out, output, kind, compressors, encoding):
+    """Rewrite the new (float) store in cluster order (ingest/cluster_order.py) at ``out``,
+    encoded then; the unordered copy is removed whatever happens."""
+    from .cluster_order import cluster_order
+    try:
+        cluster_order(unordered, out, clusters=output.cluster_order or None, kind=kind, compressors=compressors,
+                      overwrite=output.overwrite, encoding=encoding)
+    finally:
+        remove(unordered)
+    return out
 
 
 def _groups(source, labels, features, output):
@@ -252,29 +284,41 @@ def _label_rule(readers, label_readers, label_column, positive):
 
 
 def _plan(readers, rule, features):
-    columns = _column_plans(readers, rule, features.categorical, features.drop, features.bins)
+    columns = _column_plans(readers, rule, features)
     if not columns:
         raise ParameterError("no feature columns are left after the label and --drop")
     dropped = [readers[0].columns[j].name for j in _resolve(readers[0], features.drop, "--drop")]
-    return Plan(columns, features.normalize, features.bias, features.rff_spec, dropped=dropped)
+    return Plan(columns, features.normalize, features.bias, features.rff_spec, dropped=dropped,
+                idf={} if features.idf else None, minmax=features.minmax_spec)
 
 
-def _column_plans(readers, rule, categorical, drop, bins):
+def _column_plans(readers, rule, features):
     first = readers[0]
-    cat = set(_resolve(first, categorical, "--categorical"))
-    skip = set(_resolve(first, drop, "--drop"))
+    cat = set(_resolve(first, features.categorical, "--categorical"))
+    skip = set(_resolve(first, features.drop, "--drop"))
     if rule is not None and rule.column is not None:
         skip.add(rule.column)
+    smiles = None
+    if features.smiles_column is not None:
+        if not readers[0].label_column_allowed:
+            raise ParameterError(f"--smiles-column needs a file with named columns (CSV, Parquet), "
+                                 f"not {readers[0].format.upper()}")
+        smiles = _resolve(first, [features.smiles_column], "--smiles-column")[0]
     plans = []
     for j, col in enumerate(first.columns):
         if j in skip:
+            continue
+        if j == smiles:
+            for r in readers:
+                r.force_text(j)
+            plans.append(ColumnPlan(j, col.name, "fingerprint", fingerprint=features.fingerprint_spec))
             continue
         if j in cat or not col.numeric:
             kind = "onehot"
             for r in readers:
                 r.force_text(j)
         else:
-            kind = "bins" if bins else "number"
+            kind = "bins" if features.bins else "number"
         plans.append(ColumnPlan(j, col.name, kind))
     return plans
 
@@ -343,20 +387,23 @@ def _steps(tagged_blocks, width):
 
 def _first_pass(readers, label_readers, plan, rule, block_bytes, progress, mapper):
     kinds = {c.index: c.kind for c in plan.columns}
+    nonzero = None
+    if plan.idf is not None:
+        nonzero = {c.index: c.fingerprint for c in plan.columns if c.kind in ("number", "fingerprint")}
     stats = None
     steps = _steps(_blocks(readers, label_readers, block_bytes, progress, "pass 1/2: statistics"),
-                   max(len(readers[0].columns), 1))
-    for _, _, s in mapper.imap(block_stats, steps, kinds, rule):
+                   max(len(readers[0].columns), sum(c.width for c in plan.columns if c.kind == "fingerprint"), 1))
+    for _, _, s in mapper.imap(block_stats, steps, kinds, rule, nonzero):
         stats = s if stats is None else merge_stats(stats, s)
     return stats
 
 
 def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids, write_ids,
-                 block_bytes, progress, mapper):
-    weights = rff_weights(plan.encoded_width + int(plan.bias), plan.rff) if plan.rff else None
+                 block_bytes, progress, mapper, stats_pass):
+    weights = prepare(plan)
     totals = {"rows": 0, "labels": Counter(), "label_values": set(), "matched": set(), "zero_rows": 0}
     width = max(len(readers[0].columns), plan.encoded_width, plan.width)
-    label = "pass 2/2: writing" if subsample or any(c.kind != "number" for c in plan.columns) else "writing"
+    label = "pass 2/2: writing" if stats_pass else "writing"
     steps = _steps(_blocks(readers, label_readers, block_bytes, progress, label), width)
     for offset, step, (X, zero_rows) in mapper.imap(featurize, steps, plan, weights):
         totals["zero_rows"] += zero_rows
