@@ -155,6 +155,7 @@ def test_a_cache_smaller_than_the_store_keeps_the_first_chunks(s3, data, tmp_pat
     with open_store(url, options) as s:
         for _ in range(3):
             np.testing.assert_array_equal(s.read_rows(np.arange(len(X))), X)
+            s._cache.flush()                              # the cache writes in the background
         c = s._cache.describe()
     # pass 1: 2 chunks admitted, 4 declined; passes 2 and 3: those 2 hit, the other 4 are refetched
     assert (c["hits"], c["misses"], c["declined"]) == (4, 14, 12)

@@ -23,6 +23,7 @@ overshoot it by what each adds meanwhile.
 import hashlib
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -67,8 +68,10 @@ def cache_settings(cache_dir=None, cache_size=None):
 
 
 class ChunkCache:
-    """The cached chunks of one store. ``lookup(j, tag)`` -> path or None;
-    ``admit(j, tag, values)`` -> path, or None when the cache is full."""
+    """The cached chunks of one store. ``lookup(j, tag, nbytes)`` -> path or None;
+    ``admit(j, tag, values)`` writes a fetched chunk (in the background)."""
+
+    PENDING = 2     # chunks waiting to be written: the memory a fast network can borrow
 
     def __init__(self, root, key, limit):
         self.root = Path(root)
@@ -76,6 +79,9 @@ class ChunkCache:
         self.limit = int(limit)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="bigsearch-cache")
+        self._slots = threading.BoundedSemaphore(self.PENDING)
+        self._pending = set()
         self.used = _tree_bytes(self.root)
         self.hits = self.misses = self.declined = 0
 
@@ -111,27 +117,44 @@ class ChunkCache:
         return None
 
     def admit(self, j, tag, values):
-        """Write chunk j's values; the cached file's path, or None when full."""
+        """Start writing chunk j's values to the cache in the background (the caller
+        uses ``values`` meanwhile); whether there was room. At most ``PENDING`` writes
+        wait at once: a fetch that outruns the disk waits for a slot."""
         values = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<"))
         with self._lock:
             if self.used + values.nbytes > self.limit and not self._make_room(values.nbytes):
                 self.declined += 1
-                return None
+                return False
             self.used += values.nbytes
+        self._slots.acquire()
+        future = self._writer.submit(self._write, j, tag, values)
+        future.add_done_callback(lambda _: self._slots.release())
+        self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
+        return True
+
+    def flush(self):
+        """Wait for the background writes."""
+        for future in list(self._pending):
+            future.result()
+
+    def _write(self, j, tag, values):
         for stale in self.dir.glob(f"{j}-*.raw"):       # an older version of this chunk
             size = stale.stat().st_size if stale.exists() else 0
             if _unlink(stale):
                 with self._lock:
                     self.used -= size
-        path = self._path(j, tag)
         try:
-            with atomic_path(path, tag="partial") as tmp, open(tmp, "wb") as fh:
+            with atomic_path(self._path(j, tag), tag="partial") as tmp, open(tmp, "wb") as fh:
                 fh.write(memoryview(values).cast("B"))
-        except OSError:
+        except OSError:      # a full or failing disk costs the next pass a fetch, nothing else
             with self._lock:
                 self.used -= values.nbytes
-            return None
-        return path
+
+    def path_if_cached(self, j, tag):
+        """Chunk j's cached file if it exists (for read-ahead; no checks, no counts)."""
+        path = self._path(j, tag)
+        return path if path.exists() else None
 
     def _make_room(self, need):
         """Remove other stores' cached chunks, least recently used first, until ``need``

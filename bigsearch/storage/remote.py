@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StoreError, StoreExistsError, StoreNotFoundError
-from .base import map_file_array
+from .base import advise_willneed, map_file_array
 from .chunk_cache import ChunkCache, cache_settings
 from .zarr_store import ZarrStore
 
@@ -299,9 +299,9 @@ class ObjectZarrStore(ZarrStore):
         path = self._cache.lookup(j, tag, nbytes) if self._cache else None
         if path is None:
             values = self._fetch(j, key, tag)
-            path = self._cache.admit(j, tag, values) if self._cache else None
-            if path is None:
-                return values[: b - a], _nothing
+            if self._cache:
+                self._cache.admit(j, tag, values)     # written in the background; this pass uses values
+            return values[: b - a], _nothing
         x, release = map_file_array(path, 0, self.dtype, (self.chunk_rows, self.columns))
         return x[: b - a], release
 
@@ -321,8 +321,16 @@ class ObjectZarrStore(ZarrStore):
                                    "(its ETag differs from the one listed when the store was opened)")
         return np.frombuffer(data, self.dtype.newbyteorder("<")).reshape(self.chunk_rows, self.columns)
 
-    def prefetch(self, j):
-        pass
+    def _advise_willneed(self, j):
+        key = self._chunk_key(j)
+        path = self._cache.path_if_cached(j, self._objects[key]) if self._cache and key in self._objects else None
+        if path is not None:
+            advise_willneed(path, 0, 0)
+
+    def close(self):
+        if self._cache:
+            self._cache.flush()
+        super().close()
 
     def _read_optional(self, name, rows=None):
         with self._errors():
