@@ -37,6 +37,7 @@ WARMUP = 2
 def upload(store_dir, url):
     """Copy a local Zarr store's files to ``url`` as they are (same chunks, same bytes)."""
     import obstore
+
     from bigsearch.storage.remote import object_store
     target = object_store(url)
     total = 0

@@ -8,14 +8,13 @@ import os
 
 import numpy as np
 import pytest
+from conftest import run_cli, run_queries
 from distributed import Client, LocalCluster
 
 import bigsearch
 from bigsearch.backends.distributed import Distributed
 from bigsearch.storage import open_store
 from bigsearch.testing import clustered_points, dense_las_run
-
-from conftest import run_cli, run_queries
 from bigsearch.testing.s3_server import ACCESS, NO_METADATA, S3Server
 
 BUCKET = "features"
@@ -218,3 +217,32 @@ def test_a_session_on_s3_keeps_its_files_local_and_asks_what_a_local_one_asks(s3
         nexts[name] = json.loads(run_cli("session", "next", d, "-k", 5, "--json").stdout)
     assert nexts["s3"] == nexts["local"]
     assert json.loads((tmp_path / "session-s3" / "session.json").read_text())["body"]["store"]["path"] == url
+
+
+def test_an_http_store_reads_like_the_local_one_through_the_cache(data, tmp_path):
+    """https:// (here http:// on 127.0.0.1): read-only, no listing: each chunk's version comes
+    from a HEAD the first time it is read."""
+    import re
+    import subprocess
+    import sys
+    X, y = data
+    bigsearch.create_store(tmp_path / "www" / "s.zarr", X, y, chunk_rows=64)
+    server = subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1"],
+                              cwd=tmp_path / "www", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        port = re.search(r"port (\d+)", server.stdout.readline()).group(1)
+        url = f"http://127.0.0.1:{port}/s.zarr"
+        options = {"cache_dir": str(tmp_path / "cache")}
+        for hits in (0, 10):
+            with open_store(url, options) as s:
+                np.testing.assert_array_equal(s.read_rows(np.arange(len(X))), X)
+                assert s._cache.hits == hits
+        on_http, on_disk = bigsearch.LAS(url, **LAS_OPTIONS), bigsearch.LAS(tmp_path / "www" / "s.zarr", **LAS_OPTIONS)
+        for s in (on_http, on_disk):
+            s.tell(first_positive(y), 1)
+        assert run_queries(on_http, y, 5) == run_queries(on_disk, y, 5)
+        with pytest.raises(bigsearch.errors.StoreError, match="read-only"):
+            bigsearch.create_store(f"http://127.0.0.1:{port}/new.zarr", X, y)
+    finally:
+        server.terminate()
+        server.wait()

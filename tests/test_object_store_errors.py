@@ -16,7 +16,6 @@ import pytest
 import bigsearch
 from bigsearch.errors import StoreError
 from bigsearch.testing import clustered_points
-
 from bigsearch.testing.s3_server import ACCESS, NO_METADATA, S3Server
 
 FAST_FAIL = ["--storage-option", "retries=1", "--storage-option", "retry_timeout=2"]

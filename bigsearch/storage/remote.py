@@ -248,7 +248,9 @@ class ObjectZarrStore(ZarrStore):
         self._object_store = object_store(url, self.storage_options)
         with self._errors():
             super().__init__(url)
-            self._objects = self._list_chunks()
+            listed = self._list_chunks()
+        self._objects = listed or {}
+        self._heads = None if listed is not None else set()     # chunks asked for one by one
         self._cache = ChunkCache.for_store(url, **cache_settings(cache_dir, cache_size))
         self.fast_path = True    # _map_chunk: mapped from the cache, or fetched when not cached
         self.slow_reason = "" if self._cache else "no local chunk cache (cache size 0)"
@@ -273,14 +275,30 @@ class ObjectZarrStore(ZarrStore):
         return f"{self._x.path}/{self._x.metadata.encode_chunk_key((j, 0))}".lstrip("/")
 
     def _list_chunks(self):
-        """{chunk key: (ETag, size)} of X's chunk objects (one listing per 1000 chunks)."""
+        """{chunk key: (ETag, size)} of X's chunk objects (one listing per 1000 chunks);
+        None where the server cannot list (plain HTTP): then each chunk's metadata is
+        asked for (a HEAD) the first time this process reads it."""
         import obstore
+        if url_scheme(self.url) in READ_ONLY_SCHEMES:
+            return None
         prefix = f"{self._x.path}/"
         out = {}
         for batch in obstore.list(self._object_store, prefix=prefix, chunk_size=1000):
             for meta in batch:
-                out[meta["path"]] = (meta.get("e_tag") or str(meta.get("last_modified")), int(meta["size"]))
+                out[meta["path"]] = _version(meta)
         return out
+
+    def _tag(self, key):
+        """The (ETag, size) of chunk object ``key``; None when it was never written."""
+        if self._heads is not None and key not in self._objects and key not in self._heads:
+            import obstore
+            with self._errors():
+                try:
+                    self._objects[key] = _version(obstore.head(self._object_store, key))
+                except FileNotFoundError:
+                    pass
+            self._heads.add(key)
+        return self._objects.get(key)
 
     @property
     def raw_chunks(self):
@@ -292,9 +310,9 @@ class ObjectZarrStore(ZarrStore):
         missing or stale), or fetched into memory when there is no room in the cache."""
         a, b = self.chunks[j]
         key = self._chunk_key(j)
-        if key not in self._objects:      # never written: the fill value
+        tag = self._tag(key)
+        if tag is None:                   # never written: the fill value
             return np.full((b - a, self.columns), self._x.fill_value, self.dtype), _nothing
-        tag = self._objects[key]
         nbytes = self.chunk_rows * self.columns * self.dtype.itemsize
         path = self._cache.lookup(j, tag, nbytes) if self._cache else None
         if path is None:
@@ -322,8 +340,8 @@ class ObjectZarrStore(ZarrStore):
         return np.frombuffer(data, self.dtype.newbyteorder("<")).reshape(self.chunk_rows, self.columns)
 
     def _advise_willneed(self, j):
-        key = self._chunk_key(j)
-        path = self._cache.path_if_cached(j, self._objects[key]) if self._cache and key in self._objects else None
+        tag = self._objects.get(self._chunk_key(j))
+        path = self._cache.path_if_cached(j, tag) if self._cache and tag else None
         if path is not None:
             advise_willneed(path, 0, 0)
 
@@ -350,6 +368,11 @@ class ObjectZarrStore(ZarrStore):
 
     def _reopen_options(self):
         return {"storage_options": self.storage_options, **self._cache_args}
+
+
+def _version(meta):
+    """What identifies one version of an object: its ETag (else its modification time), and its size."""
+    return (meta.get("e_tag") or str(meta.get("last_modified")), int(meta["size"]))
 
 
 def _nothing():

@@ -39,7 +39,7 @@ class S3Server:
         return self
 
     def _drain(self):
-        import threading     # keep reading the log so the server never blocks on a full pipe
+        import threading  # keep reading the log so the server never blocks on a full pipe
         threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
 
     @property
