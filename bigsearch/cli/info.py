@@ -5,7 +5,6 @@ import shlex
 
 import click
 
-from ..storage import open_store
 from . import main
 from .options import object_store_options
 
@@ -16,6 +15,7 @@ from .options import object_store_options
 @object_store_options
 def info(store, as_json):
     """Shape, dtype, chunking, codec, size on disk, labels, provenance and featurization of STORE."""
+    from ..storage import open_store
     with open_store(store) as s:
         d = s.describe()
     if as_json:

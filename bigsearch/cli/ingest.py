@@ -128,11 +128,12 @@ def _option_groups(o):
 def ingest(paths, scheduler, cluster, quiet, **flags):
     """Turn SRC files (concatenated in order) into the feature store OUT."""
     from ..ingest import CODECS, FORMATS, ingest as run_ingest
+    from ..storage import STORE_FORMATS
     from ..storage.encoding import ENCODINGS
     if len(paths) < 2:
         raise ParameterError("give at least one SRC and the OUT store: bigsearch ingest SRC... OUT")
     _choice(flags["fmt"], FORMATS, "--format")
-    _choice(flags["output_format"], ("zarr", "hdf5"), "--output-format")
+    _choice(flags["output_format"], tuple(STORE_FORMATS), "--output-format")
     _choice(flags["dtype"], ("float32", "float64"), "--dtype")
     _choice(flags["encoding"], ENCODINGS, "--encoding")
     _choice(flags["codec"], CODECS, "--codec")

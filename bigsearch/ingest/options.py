@@ -15,11 +15,12 @@ value fails before any file is opened.
 from dataclasses import dataclass, fields
 
 from ..errors import ParameterError
+from ..storage.registry import STORE_FORMATS, store_codecs
 from ..storage.encoding import ENCODINGS
 
 # Text read per parser call (docs/ingest.md has the measurements behind it).
 BLOCK_BYTES = 1 << 20
-CODECS = ("none", "lz4", "zstd", "gzip", "lzf")
+CODECS = store_codecs()         # every codec some store format writes
 DTYPES = ("float32", "float64")
 
 
@@ -138,7 +139,7 @@ class FeatureOptions(_Group):
 
 @dataclass(frozen=True)
 class OutputOptions(_Group):
-    format: str | None = None         # None: from OUT's name (storage.store_kind_for)
+    format: str | None = None         # a store format; None: from OUT's name (storage.store_kind_for)
     chunk_rows: int | None = None     # None: chunks of about 32 MiB
     dtype: str = "float32"
     codec: str = "none"
@@ -147,7 +148,7 @@ class OutputOptions(_Group):
     cluster_order: int | None = None  # rows grouped by k-means cluster, k clusters (0: default k)
 
     def __post_init__(self):
-        _one_of("output format", self.format, ("zarr", "hdf5"))
+        _one_of("output format", self.format, tuple(STORE_FORMATS))
         _one_of("dtype", self.dtype, DTYPES)
         _one_of("encoding", self.encoding, ENCODINGS)
         _one_of("codec", self.codec, CODECS)

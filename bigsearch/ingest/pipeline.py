@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import InputError, ParameterError, StoreExistsError
-from ..storage import StoreWriter, default_chunk_rows, is_url, store_kind_for
+from ..storage import StoreWriter, default_chunk_rows, is_url, store_format, store_kind_for
 from ..storage.atomic import remove, temp_sibling
 from ..storage.encoding import stored_columns, stored_dtype
 from ..storage.remote import check_url, store_exists
@@ -24,6 +24,7 @@ from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
 from .options import BLOCK_BYTES, CODECS, FeatureOptions, LabelOptions, OutputOptions, SourceOptions
 from .readers import open_reader
+from .records import display_keeper, record_display
 from .stats import block_stats, merge_stats
 
 # The most float64 data one transform step holds (docs/ingest.md has the measurements).
@@ -91,8 +92,10 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
                      chunk_rows=chunk_rows, kind=kind,
                      labels=rule is not None, ids_dtype=ids_dtype, overwrite=output.overwrite,
                      compressors=compressors) as writer:
+        keeper = display_keeper(readers, writer)
         totals = _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids,
-                              ids_dtype is not None, block_bytes, progress, mapper, stats is not None)
+                              ids_dtype is not None, block_bytes, progress, mapper, stats is not None, keeper)
+        record_display(writer, keeper)
         if stats is None:
             _check_positives(readers, rule, totals, progress)
         if totals["zero_rows"]:
@@ -149,20 +152,10 @@ def _groups(source, labels, features, output):
 
 # -- setting up ---------------------------------------------------------------------------
 def compressors_for(kind, codec):
+    """What the writer of store format ``kind`` takes for a codec name."""
     if codec not in CODECS:
         raise ParameterError(f"unknown codec {codec!r}; choose one of {', '.join(CODECS)}")
-    if codec == "none":
-        return None
-    if kind == "hdf5":
-        if codec not in ("gzip", "lzf"):
-            raise ParameterError(f"codec {codec} is not available for HDF5 output; use none, gzip or lzf")
-        return codec
-    import zarr.codecs as zc
-    choices = {"lz4": lambda: zc.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"),
-               "zstd": lambda: zc.ZstdCodec(level=1), "gzip": lambda: zc.GzipCodec(level=1)}
-    if codec not in choices:
-        raise ParameterError(f"codec {codec} is not available for Zarr output; use none, lz4, zstd or gzip")
-    return [choices[codec]()]
+    return store_format(kind).compressors(codec)
 
 
 def _rows_to_write(readers, stats, subsample):
@@ -399,7 +392,7 @@ def _first_pass(readers, label_readers, plan, rule, block_bytes, progress, mappe
 
 
 def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids, write_ids,
-                 block_bytes, progress, mapper, stats_pass):
+                 block_bytes, progress, mapper, stats_pass, keeper=None):
     weights = prepare(plan)
     totals = {"rows": 0, "labels": Counter(), "label_values": set(), "matched": set(), "zero_rows": 0}
     width = max(len(readers[0].columns), plan.encoded_width, plan.width)
@@ -414,9 +407,12 @@ def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_id
             totals["matched"] |= matched
         if write_ids:
             ids = step.ids if carry_ids else offset + np.arange(len(step))
+        keep = None
         if subsample is not None:
             keep = subsample.keep(y)
             X, y, ids = X[keep], y[keep], ids[keep]
+        if keeper is not None:
+            keeper.append(step, keep)
         if rule is not None:
             totals["labels"].update({int(k): int(v) for k, v in zip(*np.unique(y, return_counts=True))})
         totals["rows"] += len(step)

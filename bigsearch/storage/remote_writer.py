@@ -35,6 +35,7 @@ class ObjectStoreWriter(StoreWriter):
         if self.n == 0:
             self.abort()
             raise StoreError(f"{self.path}: no rows were written")
+        self._backend.close()
         self._publish()
         return self.path
 
