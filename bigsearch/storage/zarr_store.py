@@ -121,7 +121,6 @@ class ZarrStore(FeatureStore):
 
     def _raw_chunk_dir(self, x):
         """The array's directory when its chunks are raw little-endian files, else None."""
-        from zarr.codecs import BytesCodec
         from zarr.storage import LocalStore
         reasons = []
         if not isinstance(x.store, LocalStore):
@@ -135,6 +134,7 @@ class ZarrStore(FeatureStore):
     @staticmethod
     def _codec_reasons(x):
         """Why x's chunk objects are not raw little-endian values (an empty list when they are)."""
+        from zarr.codecs import BytesCodec
         reasons = []
         if x.compressors or x.filters:
             reasons.append(f"codecs {[type(c).__name__ for c in (*x.filters, *x.compressors)]} need decoding")
