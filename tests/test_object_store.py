@@ -5,6 +5,7 @@ chunk cache. (Errors and a server stopped mid-run: test_object_store_errors.py.)
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -122,6 +123,9 @@ def test_cli_ingest_to_s3_then_info_and_run_as_on_local_disk(s3, data, tmp_path,
         done = run_cli("run", store, "--method", "las,wnas", "--budget", 12, "--alpha", 0.01, "--out", out, "-q")
         assert done.returncode == 0, done.stderr
         queries[name] = [r["queries"] for r in json.loads((out / "results.json").read_text())["runs"]]
+        done = run_cli("pairs", store, "--pairs", 3, "--top", 10, "--out", out, "-q")
+        assert done.returncode == 0, done.stderr
+        queries[name].append(json.loads((out / "pairs.json").read_text())["draws"])
     assert queries["s3"] == queries["local"]
 
 
@@ -189,16 +193,33 @@ def test_local_cluster_workers_read_their_shards_from_s3(s3, client, data, tmp_p
 
 
 def test_storage_options_travel_to_the_workers(s3, client, data, url):
-    """Workers get the driver's storage options: here the endpoint, which the workers'
-    environment also has, is given wrong there and right in the options."""
+    """A store sent to a worker is opened there with the driver's storage options and
+    cache settings (not the worker's defaults)."""
     X, y = data
     bigsearch.create_store(url, X, y, chunk_rows=100)
-    store = open_store(url, {"storage_options": {"endpoint": s3.endpoint, "access_key_id": "testing",
-                                                 "secret_access_key": "testing"}})
+    options = {"endpoint": s3.endpoint, "access_key_id": "testing", "secret_access_key": "testing", "retries": "3"}
+    store = open_store(url, {"storage_options": options, "cache_size": "1G"})
+    seen = client.submit(lambda s: (s.storage_options, s._cache.limit, s.n), store).result()
+    assert seen == (options, 2**30, len(X))
     search = bigsearch.LAS(store, backend=client, **LAS_OPTIONS)
-    assert search.store.storage_options["endpoint"] == s3.endpoint
     search.tell(first_positive(y), 1)
     assert 0 <= search.ask() < len(X)
+
+
+def test_agr_anchors_of_an_s3_store_are_cached_locally(s3, data, tmp_path, url, monkeypatch):
+    X, y = data
+    bigsearch.create_store(url, X, y, chunk_rows=100)
+    local = bigsearch.create_store(tmp_path / "s.zarr", X, y, chunk_rows=100)
+    monkeypatch.chdir(tmp_path)
+    queries = []
+    for store in (url, local):
+        search = bigsearch.AGR(store, anchors=8)
+        search.tell(first_positive(y), 1)
+        queries.append(run_queries(search, y, 4))
+    assert queries[0] == queries[1]
+    assert not (tmp_path / "s3:").exists()
+    beside_the_chunk_cache = Path(os.environ["BIGSEARCH_CHUNK_CACHE"]).parent / "bigsearch-cache"
+    assert len(list(beside_the_chunk_cache.glob("*.anchors-k8-*.npz"))) == 1
 
 
 def test_a_session_on_s3_keeps_its_files_local_and_asks_what_a_local_one_asks(s3, data, tmp_path, url):

@@ -127,11 +127,11 @@ def object_store_options(f=None, *, cache=True):
     if cache:
         options += [
             click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None,
-                         envvar="BIGSEARCH_CHUNK_CACHE",
-                         help="Local directory caching remote chunks (default ~/.cache/bigsearch/chunks; "
-                              "env BIGSEARCH_CHUNK_CACHE). Each dask worker uses its own machine's."),
-            click.option("--cache-size", default=None, metavar="SIZE", envvar="BIGSEARCH_CHUNK_CACHE_SIZE",
-                         help="Most the chunk cache may hold, e.g. 50G (default 20G; 0: no cache)."),
+                         help="Local directory caching remote chunks, the same path on every dask worker "
+                              "(default: each process's BIGSEARCH_CHUNK_CACHE, else ~/.cache/bigsearch/chunks)."),
+            click.option("--cache-size", default=None, metavar="SIZE",
+                         help="Most the chunk cache may hold, e.g. 50G (default: BIGSEARCH_CHUNK_CACHE_SIZE, "
+                              "else 20G; 0: no cache)."),
         ]
     for decorator in reversed(options):
         command = decorator(command)
