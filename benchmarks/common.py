@@ -19,6 +19,7 @@ RESULTS = ROOT / "results"
 DATA = Path(os.environ.get("BIGSEARCH_BENCH_DATA", "/tmp/bigsearch-bench"))
 sys.path.insert(0, str(ROOT.parent))
 
+from bigsearch.backends import ChunkStep  # noqa: E402
 from bigsearch.kernels.encoded import stream_dots  # noqa: E402
 from bigsearch.synthetic import make_clustered_store  # noqa: E402
 from bigsearch.testing.memory import peak_rss as peak_rss_bytes  # noqa: E402,F401
@@ -38,9 +39,12 @@ def bench_store(n, r, kind="zarr", dtype="float32", prevalence=0.005, seed=0, ch
     return path
 
 
-def bare_pass_step(x, state, V):
+def _bare_pass(x, state, V):
     """One bare streaming pass: read the chunk, X @ V (V of 3 x r) in float64."""
     return stream_dots(x, V)
+
+
+bare_pass_step = ChunkStep(_bare_pass, from_scratch=True)
 
 
 def median(values):

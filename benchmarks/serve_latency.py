@@ -22,7 +22,6 @@ import tempfile
 import time
 
 import numpy as np
-
 from common import DATA, bench_store, machine, save, table
 
 from bigsearch import Session, open_store

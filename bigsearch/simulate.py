@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from .engine import METHODS
+from .engine.registry import method_spec
 from .errors import LabelError, ParameterError
 from .storage import open_store
 
@@ -40,22 +40,10 @@ def initial_labels(y, seed, init_index=None, init_positives=1, init_negatives=0)
     return out
 
 
-OPTIONS = {  # the options each method takes (simulate passes only these)
-    "las": ("pi", "eta", "w0", "alpha", "backend", "n_threads", "prune", "block_rows"),
-    "asg": ("pi", "eta", "w0", "alpha"),
-    "wnas": ("backend", "n_threads"),
-    "agr": ("anchors", "neighbors", "gamma", "kmeans_iterations", "kmeans_seed", "backend", "n_threads"),
-}
-
-
 def make_search(store, method, seed=None, **options):
-    """An ask/tell search object for ``method`` with only the options it takes."""
-    if method not in METHODS:
-        raise ParameterError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
-    if method == "random":
-        return METHODS[method](store, seed=seed)
-    taken = OPTIONS[method]
-    return METHODS[method](store, **{k: v for k, v in options.items() if k in taken and v is not None})
+    """An ask/tell search object for ``method`` with only the options it takes (a
+    method with a ``seed`` parameter, random search, gets ``seed``)."""
+    return method_spec(method).create(store, **options, seed=seed)
 
 
 def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size=1, **options):
@@ -64,8 +52,8 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     ``init``: the starting labels [(index, label)], default one random positive.
     ``progress(step, hits)`` is called after every query, if given.
     ``batch_size`` B: each round takes the top B unlabeled points of one pass, labels
-    them all, then updates once (B = 1 is the sequential algorithm). Random search has
-    no scores to rank by; its batches are B sequential draws, so it ignores B.
+    them all, then updates once (B = 1 is the sequential algorithm). A method with no
+    scores to rank by (random search) draws one at a time, so it ignores B.
     """
     store = open_store(store)
     y = store.labels()
@@ -77,7 +65,7 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
         raise ParameterError(f"budget must be >= 0, got {budget}")
     if batch_size < 1:
         raise ParameterError(f"batch size must be >= 1, got {batch_size}")
-    batch_size = 1 if method == "random" else int(batch_size)
+    batch_size = int(batch_size) if method_spec(method).ranks else 1
     budget = min(budget, store.n - len(init))
     t0 = time.perf_counter()
     search = make_search(store, method, seed=seed, **options)
@@ -108,13 +96,12 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     finally:
         search.close()
     record = {
-        "method": method, "seed": seed, "params": _params(search), "init": [list(p) for p in init],
+        "method": method, "seed": seed, "params": search.params.as_dict(), "init": [list(p) for p in init],
         "batch_size": batch_size, "queries": queries, "hits": hits,
         "timings": {"total_seconds": time.perf_counter() - t0, "init_seconds": init_seconds,
                     "iteration_seconds": iteration_seconds, "elapsed_seconds": elapsed},
     }
-    if hasattr(search, "query_bytes"):   # bytes of X read to choose each round's queries
-        record.update(bytes_read=search.query_bytes, x_bytes=search.store.nbytes, pruning=search.pruning_status)
+    record.update(search.run_details())   # e.g. LAS: bytes of X read to choose each round's queries
     return record
 
 
@@ -124,7 +111,3 @@ def _next_batch(search, k):
         return [search.ask()] if k == 1 else []
     return [int(i) for i in search.top(k)[0]]
 
-
-def _params(search):
-    p = search.params
-    return p.as_dict() if hasattr(p, "as_dict") else dict(p)

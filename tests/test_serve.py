@@ -47,13 +47,14 @@ def answer_loop(labeler, y, steps, slip_every=4):
         labeler.answer(i, int(y[i]))
 
 
+@pytest.mark.parametrize("copy_in_memory", [True, False])
 @pytest.mark.parametrize("method", ["las", "wnas"])
-def test_answers_computed_ahead_equal_a_plain_session(tmp_path, store, data, method):
+def test_answers_computed_ahead_equal_a_plain_session(tmp_path, store, data, method, copy_in_memory):
     _, y = data
     params = {"pi": 0.1, "alpha": 0.05} if method == "las" else {}
     Session.create(store, tmp_path / "page", method=method, checkpoint_every=5, **params).close()
     with Session.open(tmp_path / "page") as s:
-        labeler = Labeler(s)
+        labeler = Labeler(s, copy_in_memory=copy_in_memory)
         answer_loop(labeler, y, 12)
         assert labeler.adopted == 15       # every answer came from a prepared copy
         page_f, page_next = np.array(s.search.f), s.ask()
@@ -73,6 +74,29 @@ def test_answers_computed_ahead_equal_a_plain_session(tmp_path, store, data, met
         np.testing.assert_array_equal(s.search.f, plain_f)    # bit for bit, from the journal
     np.testing.assert_array_equal(page_f, plain_f)
     assert page_next == plain_next
+
+
+@pytest.mark.parametrize("kind", ["zarr", "hdf5"])
+def test_a_fork_in_memory_continues_exactly(store_factory, data, kind):
+    from bigsearch.serve.fork import fork, forkable
+    X, y = data
+    for cls, kw in ((bigsearch.LAS, {"pi": 0.1, "alpha": 0.05}), (bigsearch.WNAS, {})):
+        engine = cls(store_factory(X, y, kind, "float64", 7), **kw)
+        engine.tell([0, 1, 2], [int(v) for v in y[:3]])
+        engine.sync()
+        assert forkable(engine)
+        copy = fork(engine)
+        before = np.array(engine.f)
+        copy.tell(5, 1)
+        copy.sync()
+        np.testing.assert_array_equal(engine.f, before)          # the original is untouched
+        engine.tell(5, 1)
+        engine.sync()
+        for name in ("f", "J", "impact") if cls is bigsearch.LAS else ("f",):
+            np.testing.assert_array_equal(getattr(copy, name), getattr(engine, name))
+        assert copy.ask() == engine.ask() and copy.history == engine.history
+        copy.close()
+        engine.close()
 
 
 def test_computing_ahead_changes_nothing(tmp_path, store, data):

@@ -144,10 +144,10 @@ class DistributedBackend:
     def map(self, step, *args):
         """``[step(x_j, state_j, *args) for every chunk j]``, in chunk order."""
         def redo(shard):
-            # Steps marked ``from_scratch`` (engine/steps.py) compute a chunk's whole state
-            # and are simply run again on the new shard; any other step updates state it did
-            # not create, so the engine's rebuild recipe replaces it.
-            return [("map", (step, *args)) if getattr(step, "from_scratch", False) else self._rebuild_op()]
+            # A step declared ``from_scratch`` computes a chunk's whole state and is simply
+            # run again on the new shard; any other step updates state it did not create,
+            # so the engine's rebuild recipe replaces it (backends/base.py).
+            return [("map", (step, *args)) if step.from_scratch else self._rebuild_op()]
         return [p for part in self._each(lambda s: [("map", (step, *args))], redo) for p in part]
 
     def map_state(self, fn, chunk_ids, *args):

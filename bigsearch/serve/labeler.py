@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import BigsearchError, LabelError
 from .explain import explain
+from .fork import fork, forkable
 from .records import read_display
 
 
@@ -36,8 +37,9 @@ class Labeler:
     as progress; None for none). ``prefetch=False`` computes after each answer (for
     measuring what prefetching saves)."""
 
-    def __init__(self, session, *, budget=None, prefetch=True, explain_top=5):
+    def __init__(self, session, *, budget=None, prefetch=True, explain_top=5, copy_in_memory=True):
         self.session = session
+        self.copy_in_memory = copy_in_memory   # False: copy through export/from_state, as on a cluster
         self.budget = budget
         self.prefetch = prefetch
         self.explain_top = explain_top
@@ -159,16 +161,23 @@ class Labeler:
         if not self.prefetch or self._current is None:
             return
         index = self._current["index"]
-        state = self.session.export_engine_state()
+        engine = self.session.search
+        # In memory, each branch copies the engine in the worker thread (off the answer's
+        # path); the session only reads it meanwhile, or changes it after the branch it
+        # adopts has finished (a branch dropped as stale may read a changing engine: its
+        # result is never used).
+        in_memory = self.copy_in_memory and forkable(engine)
+        source = engine if in_memory else self.session.export_engine_state()
         history, skipped = self.session.history, list(self._skipped)
         likely = 1 if self._current["why"]["f"] >= 0.5 else 0
         ahead = {"index": index, "futures": {}}
         for label in (likely, 1 - likely):
-            ahead["futures"][label] = self._worker.submit(self._branch, state, history, skipped, index, label)
+            ahead["futures"][label] = self._worker.submit(self._branch, in_memory, source, history, skipped,
+                                                          index, label)
         self._ahead = ahead
 
-    def _branch(self, state, history, skipped, index, label):
-        engine = self.session.engine_from_state(state)
+    def _branch(self, in_memory, source, history, skipped, index, label):
+        engine = fork(source) if in_memory else self.session.engine_from_state(source)
         try:
             engine.tell(index, label)
             engine.sync()

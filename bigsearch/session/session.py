@@ -24,20 +24,38 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..engine import LAS, WNAS
-from ..errors import (LabelError, ParameterError, SessionCorruptError, SessionError,
-                      SessionExistsError, SessionFormatError, SessionNotFoundError, SessionWarning)
+from ..engine.registry import method_spec
+from ..errors import (
+    LabelError,
+    ParameterError,
+    SessionCorruptError,
+    SessionError,
+    SessionExistsError,
+    SessionFormatError,
+    SessionNotFoundError,
+    SessionWarning,
+)
 from ..storage import open_store, store_location
-from ..storage.atomic import atomic_open, atomic_path, remove_stale_leftovers, remove_tree
-from .checkpoint import (FORMAT_VERSION, list_checkpoints, read_arrays, read_manifest, remove_leftovers,
-                         write_checkpoint)
+from ..storage.atomic import (
+    atomic_open,
+    atomic_path,
+    remove_stale_leftovers,
+    remove_tree,
+)
+from .checkpoint import (
+    FORMAT_VERSION,
+    list_checkpoints,
+    read_arrays,
+    read_manifest,
+    remove_leftovers,
+    write_checkpoint,
+)
 from .files import read_sealed_json, sealed_json
 from .fingerprint import check_fingerprint, store_fingerprint
 from .journal import History, JournalWriter, now, read_journal, truncate_journal
 from .lock import SessionLock
 
 INFO, JOURNAL, CHECKPOINTS, LOCK = "session.json", "journal.jsonl", "checkpoints", "lock"
-METHODS = {"las": LAS, "wnas": WNAS}
 
 
 class Session:
@@ -76,7 +94,8 @@ class Session:
                backend="local", n_threads=None, **params):
         """Start a session on ``store`` in the new (or empty) ``directory``.
 
-        ``params``: pi, eta, w0, alpha for LAS (see :class:`bigsearch.LAS`); none for WNAS.
+        ``method``: a registered method that can save its state (las, wnas);
+        ``params``: its parameters (pi, eta, w0, alpha for LAS, see :class:`bigsearch.LAS`).
         A checkpoint is written every ``checkpoint_every`` labels and on close; the
         newest ``keep_checkpoints`` are kept (undo beyond them replays from the start).
         """
@@ -84,13 +103,13 @@ class Session:
         _check_new(method, checkpoint_every, keep_checkpoints, params, directory)
         store = open_store(getattr(store, "path", store))     # our own handle, closed with the session
         try:
-            engine = new_engine(METHODS[method], store, params, {}, backend, n_threads)
+            engine = new_engine(method, store, params, {}, backend, n_threads)
         except BaseException:
             store.close()
             raise
         try:
             info = {"format": FORMAT_VERSION, "created": now(), "bigsearch_version": __version__,
-                    "method": method, "params": _params_of(engine), "engine": _engine_options(engine),
+                    "method": method, "params": engine.params.as_dict(), "engine": engine.engine_options(),
                     "store": {"path": store_location(store.path, resolve=True), "fingerprint": store_fingerprint(store)},
                     "checkpoint_every": int(checkpoint_every), "keep_checkpoints": int(keep_checkpoints)}
             publish_directory(directory, info)
@@ -188,8 +207,8 @@ class Session:
     def engine_from_state(self, state):
         """A new engine continuing from ``state`` (one pass over X), on this session's
         store; it changes nothing in the session until given to ``tell(applied=...)``."""
-        return METHODS[self.method].from_state(self._open_store(), state, backend=self._backend,
-                                               n_threads=self._n_threads)
+        return method_spec(self.method).cls.from_state(self._open_store(), state, backend=self._backend,
+                                                       n_threads=self._n_threads)
 
     def undo(self, count=1):
         """Withdraw the last ``count`` labels; returns them as [(index, label)]. The
@@ -399,7 +418,7 @@ class Session:
                 raise SessionCorruptError(
                     f"{self.directory}: no valid checkpoint ({'; '.join(damaged)}); rebuild the state "
                     f"from the journal with `bigsearch session rebuild {self.directory}`")
-            engine = new_engine(METHODS[self.method], store, self.info["params"], self.info["engine"],
+            engine = new_engine(self.method, store, self.info["params"], self.info["engine"],
                                 self._backend, self._n_threads)
         for problem in damaged:
             warnings.warn(f"skipped damaged checkpoint {problem}; using an older one", SessionWarning, stacklevel=5)
@@ -415,7 +434,7 @@ class Session:
         arrays = read_arrays(path, body)
         if body["store_fingerprint"] != self.info["store"]["fingerprint"]:
             raise ValueError("it was written for another store")
-        return METHODS[self.method].from_state(store, {"meta": body["meta"], "arrays": arrays},
+        return method_spec(self.method).cls.from_state(store, {"meta": body["meta"], "arrays": arrays},
                                                backend=self._backend, n_threads=self._n_threads)
 
     def _drop_engine(self):
@@ -438,10 +457,10 @@ class _Vanished(Exception):
     """A checkpoint disappeared while a reader loaded it."""
 
 
-def new_engine(cls, store, params, options, backend, n_threads):
+def new_engine(method, store, params, options, backend, n_threads):
     """An engine initialized with no labels: the state every replay starts from."""
     kwargs = {k: v for k, v in {**params, **options}.items() if v is not None}
-    engine = cls(store, backend=backend, n_threads=n_threads, **kwargs)
+    engine = method_spec(method, need="sessions").cls(store, backend=backend, n_threads=n_threads, **kwargs)
     try:
         engine.sync()                          # initialize now, before any label is told
     except BaseException:
@@ -493,26 +512,12 @@ def publish_directory(directory, info):
 
 
 def _check_new(method, checkpoint_every, keep_checkpoints, params, directory):
-    if method not in METHODS:
-        raise ParameterError(f"unknown session method {method!r}; choose las or wnas")
-    if method == "wnas" and any(v is not None for v in params.values()):
-        raise ParameterError(f"wnas takes no parameters (got {', '.join(sorted(params))})")
+    method_spec(method, need="sessions").check_settings(params)
     for name, value in (("checkpoint_every", checkpoint_every), ("keep_checkpoints", keep_checkpoints)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise ParameterError(f"{name} must be a positive integer, got {value!r}")
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise SessionExistsError(f"{directory} already exists and is not empty; choose a new directory")
-
-
-def _params_of(engine):
-    return engine.params.as_dict() if hasattr(engine.params, "as_dict") else dict(engine.params)
-
-
-def _engine_options(engine):
-    if not isinstance(engine, LAS):
-        return {}
-    prune = {"prune": True, "block_rows": engine.pruning.block_rows} if engine.pruning is not None else {}
-    return {"check_every": engine.check_every, "drift_tol": engine.drift_tol, **prune}
 
 
 def _plain(value):
