@@ -46,17 +46,24 @@ def make_search(store, method, seed=None, **options):
     return method_spec(method).create(store, **options, seed=seed)
 
 
-def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size=1, **options):
+def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size=1, answers=None, **options):
     """Run one simulated search; returns its record (a JSON-able dict).
 
     ``init``: the starting labels [(index, label)], default one random positive.
     ``progress(step, hits)`` is called after every query, if given.
+    ``answers``: graded labels in [0, 1], one per point, that the oracle tells instead of
+    the stored 0/1 labels (for methods that take graded labels); hits still count the
+    stored positives.
     ``batch_size`` B: each round takes the top B unlabeled points of one pass, labels
     them all, then updates once (B = 1 is the sequential algorithm). A method with no
     scores to rank by (random search) draws one at a time, so it ignores B.
     """
     store = open_store(store)
     y = store.labels()
+    if answers is not None:
+        answers = np.asarray(answers, np.float64)
+        if answers.shape != (store.n,) or not np.all((answers >= 0) & (answers <= 1)):
+            raise ParameterError(f"answers must be {store.n} graded labels in [0, 1], one per point")
     if y is None:
         raise ParameterError(f"{store.path} has no labels (y), so no oracle can be simulated; "
                              "use an interactive session instead")
@@ -71,7 +78,7 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     search = make_search(store, method, seed=seed, **options)
     queries, hits, iteration_seconds, elapsed = [], [], [], []
     try:
-        search.tell([i for i, _ in init], [lab for _, lab in init])
+        search.tell([i for i, _ in init], [lab if answers is None else float(answers[i]) for i, lab in init])
         t_start = time.perf_counter()
         batch = _next_batch(search, min(batch_size, budget))   # the first pays for initialization
         init_seconds = time.perf_counter() - t_start
@@ -84,7 +91,7 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
             if unknown:
                 raise LabelError(f"the oracle has no label for point {unknown[0]}; "
                                  "a simulation needs a fully labeled store")
-            search.tell(batch, labels)
+            search.tell(batch, labels if answers is None else [float(answers[i]) for i in batch])
             if queries:
                 iteration_seconds.append(time.perf_counter() - t)
             for i, label in zip(batch, labels):
@@ -109,5 +116,5 @@ def _next_batch(search, k):
     """The next k points to label: ask() for one, the top k of one pass for more."""
     if k <= 1:
         return [search.ask()] if k == 1 else []
-    return [int(i) for i in search.top(k)[0]]
+    return search.next_batch(k)
 

@@ -76,6 +76,16 @@ def test_answers_computed_ahead_equal_a_plain_session(tmp_path, store, data, met
     assert page_next == plain_next
 
 
+def test_the_curve_keeps_its_size():
+    from bigsearch.serve.labeler import hits_curve
+    assert hits_curve([]) == []
+    assert hits_curve([1, 0, 1]) == [[1, 1], [2, 1], [3, 2]]
+    labels = np.random.default_rng(0).integers(0, 2, 100_000)
+    curve = hits_curve(labels)
+    assert len(curve) == 400 and curve[0] == [1, int(labels[0])] and curve[-1] == [100_000, int(labels.sum())]
+    assert all(h == int(labels[:t].sum()) for t, h in curve[::50])
+
+
 @pytest.mark.parametrize("kind", ["zarr", "hdf5"])
 def test_a_fork_in_memory_continues_exactly(store_factory, data, kind):
     from bigsearch.serve.fork import fork, forkable
@@ -251,7 +261,8 @@ def test_other_hosts_need_the_token(client_for):
     assert client.get("/api/state?token=wrong").status_code == 403
     assert client.get("/api/state", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
     r = client.get("/?token=s3cret-token")
-    assert r.status_code == 303 and "HttpOnly" in r.headers["Set-Cookie"] and "SameSite=Strict" in r.headers["Set-Cookie"]
+    cookie = r.headers["Set-Cookie"]
+    assert r.status_code == 303 and "HttpOnly" in cookie and "SameSite=Strict" in cookie
     assert client.get("/api/state").status_code == 200         # the cookie now
     i = client.get("/api/state").get_json()["item"]["index"]
     assert post(client, "/api/answer", {"index": i, "label": 0}, guard.csrf_token).status_code == 200
@@ -330,8 +341,8 @@ def test_ingest_keeps_images_by_shape(tmp_path, out):
         for i in (0, 15, 16, 69):
             shown = read_display(store, i)
             assert shown["kind"] == "image" and shown["shape"] == [6, 5]
-            np.testing.assert_array_equal(np.array(shown["pixels"], dtype), (images[i] if dtype == np.uint8
-                                                                                else images[i].astype(np.float32) / 255).ravel())
+            expected = images[i] if dtype == np.uint8 else images[i].astype(np.float32) / 255
+            np.testing.assert_array_equal(np.array(shown["pixels"], dtype), expected.ravel())
         assert read_display(store, 3)["range"] == ([0, 255] if dtype == np.uint8 else
                                                    [float(images.min()) / 255, float(images.max()) / 255])
         store.close()

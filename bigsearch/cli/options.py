@@ -148,5 +148,5 @@ def cluster_backend(scheduler, cluster, persist=False):
         raise ParameterError("--persist needs --scheduler or --cluster (it keeps X in the workers' memory)")
     if not (scheduler or cluster):
         return contextlib.nullcontext("local")
-    from ..backends.distributed import connect   # imports dask: only for cluster runs
+    from ..backends.distributed import connect  # imports dask: only for cluster runs
     return connect(scheduler, cluster, persist)

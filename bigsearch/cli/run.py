@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..engine.registry import method_names   # the registry only: no numerical code
+from ..engine.registry import method_names  # the registry only: no numerical code
 from . import main
 from .options import (
     IndexList,
@@ -116,7 +116,7 @@ def search_options(f):
               help="Label the top B points of each pass before updating (1: sequential).")
 @search_options
 @click.option("--prune", is_flag=True,
-              help="LAS: exact pruned queries (alpha = 0): read only the blocks of rows "
+              help="LAS (alpha = 0) and WNAS: exact pruned queries: read only the blocks of rows "
                    "that could hold the answer; the queries are those of the full pass.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=str), required=True,
               help="Directory for results.json, runs.csv, table.md and recall.png.")

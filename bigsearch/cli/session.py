@@ -20,7 +20,7 @@ from .options import cluster_backend, cluster_options, las_options, object_store
 
 
 def _session():
-    from ..session import Session   # the engine and numba: imported when a command runs
+    from ..session import Session  # the engine and numba: imported when a command runs
     return Session
 
 
@@ -64,7 +64,7 @@ def session():
 @click.option("--checkpoint-every", type=click.IntRange(1), default=50, show_default=True,
               help="Write a checkpoint every this many labels (and on every clean exit).")
 @click.option("--prune", is_flag=True,
-              help="LAS: exact pruned queries (alpha = 0): read only the blocks of rows "
+              help="LAS (alpha = 0) and WNAS: exact pruned queries: read only the blocks of rows "
                    "that could hold the answer.")
 @cluster_options
 @object_store_options
@@ -166,7 +166,8 @@ def status(directory, as_json):
     click.echo(f"labels      {st['labels']}: {st['positives']} positive, {st['negatives']} negative"
                + (f" ({st['undone']} undone)" if st["undone"] else ""))
     click.echo("checkpoint  " + ("none yet" if ck is None else
-                                 f"after label {ck['labels']} (journal record {ck['journal_record']}, {ck['created']})"))
+                                 f"after label {ck['labels']} (journal record {ck['journal_record']}, "
+                                 f"{ck['created']})"))
     if st["hits"]:
         steps = _steps(len(st["hits"]))
         click.echo("hits by step (positives among the first t labels):")

@@ -38,6 +38,7 @@ class ASG(ActiveSearch):
     """Dense Active Search on Graphs; same parameters and results as :class:`LAS`."""
 
     method = "asg"
+    GRADED = True
     params: LASParams
 
     def __init__(self, store: StoreLike, *, pi: float | None = None, eta: float = 0.5, w0: float | None = None,
@@ -82,11 +83,17 @@ class ASG(ActiveSearch):
         self._pending = []
         self._scores()
 
+    def _soft_labels(self):
+        """The labels as float64, graded ones included."""
+        y = self._label.astype(np.float64)
+        y[list(self._grade)] = list(self._grade.values())
+        return y
+
     def _scores(self):
         p = self.params
         unl = self._label < 0
         b = self._b()
-        q = np.where(unl, p.pi * p.w0 / (1.0 + p.w0), p.eta * self._label)
+        q = np.where(unl, p.pi * p.w0 / (1.0 + p.w0), p.eta * self._soft_labels())
         z = np.where(unl, b / self.d, 0.0)
         f, mu = (self._Winv @ np.stack([q, z], axis=1)).T
         m = np.diag(self._Winv) * b / self.d            # diag(M^-1) = diag(W^-1) B D^-1

@@ -39,21 +39,29 @@ class ActiveSearch:
     """Base class: label bookkeeping and the ask/tell protocol."""
 
     method: ClassVar[str] = "?"
+    GRADED: ClassVar[bool] = False     # takes graded labels y in [0, 1] besides 0 and 1
     params: Params
 
     def __init__(self, store: StoreLike, store_options: dict[str, Any] | None = None) -> None:
         self.store = open_store(store, store_options)
         self.n = self.store.n
         self._label = np.full(self.n, -1, np.int8)
-        self.history: list[tuple[int, int]] = []      # (index, label) in the order told
-        self._pending: list[tuple[int, int]] = []     # told but not yet applied to the scores
+        self._grade: dict[int, float] = {}     # point -> its graded label, for labels other than 0 and 1
+        self.history: list[tuple[int, int | float]] = []    # (index, label) in the order told
+        self._pending: list[tuple[int, int | float]] = []   # told but not yet applied to the scores
 
     # -- the protocol ------------------------------------------------------------
     def tell(self, index: Labels, label: Labels) -> None:
-        """Record the label (0 or 1) of a point, or of several: tell([i, j], [1, 0])."""
+        """Record the label (0 or 1) of a point, or of several: tell([i, j], [1, 0]).
+
+        Methods with ``GRADED`` also take graded labels, any y in [0, 1] (e.g. how good
+        a measured score is): label propagation takes y as the point's soft label.
+        ``labels`` shows such a point as 1 when y >= 0.5, else 0."""
         indices, labels = self._validate(index, label)
         for i, y in zip(indices, labels):
-            self._label[i] = y
+            self._label[i] = int(y >= 0.5)
+            if y not in (0, 1):
+                self._grade[i] = y
             self.history.append((i, y))
             self._pending.append((i, y))
 
@@ -74,6 +82,11 @@ class ActiveSearch:
         first is what ``ask()`` returns): (indices, scores) as NumPy arrays."""
         self._sync()
         return self._top(int(k))
+
+    def next_batch(self, k: int) -> list[int]:
+        """The next k points to label together: the top k (methods may choose better)."""
+        self._sync()
+        return [int(i) for i in self._top(int(k))[0]]
 
     def _choose(self) -> int:
         return int(self._top(1)[0][0])
@@ -113,10 +126,17 @@ class ActiveSearch:
         return _as_arrays(self.history)
 
     def _take_pending(self) -> tuple[np.ndarray, np.ndarray]:
+        """(indices, int8 labels) told since the last call; graded ones as 0 or 1
+        (``label_values`` has their values)."""
         pending, self._pending = self._pending, []
-        return _as_arrays(pending)
+        idx = _as_arrays(pending)[0]
+        return idx, self._label[idx]
 
-    def _validate(self, index: Labels, label: Labels) -> tuple[list[int], list[int]]:
+    def label_values(self, idx: np.ndarray) -> np.ndarray:
+        """The labels told for points ``idx``, graded ones included (float64)."""
+        return np.array([self._grade.get(int(i), self._label[i]) for i in idx], np.float64)
+
+    def _validate(self, index: Labels, label: Labels) -> tuple[list[int], list[int | float]]:
         scalar = np.ndim(index) == 0
         indices = [index] if scalar else list(index)  # type: ignore[arg-type]
         labels = [label] if np.ndim(label) == 0 else list(label)  # type: ignore[arg-type]
@@ -130,15 +150,23 @@ class ActiveSearch:
             if not 0 <= i < self.n:
                 raise LabelError(f"index {i} is out of range: the store has {self.n} points (0..{self.n - 1})")
             if self._label[i] >= 0 or i in seen:
-                raise LabelError(f"point {i} is already labeled ({self._label[i] if self._label[i] >= 0 else 'twice in this call'})")
-            if isinstance(y, (bool, np.bool_)):
-                y = int(y)
-            if not isinstance(y, numbers.Integral) or int(y) not in (0, 1):
-                raise LabelError(f"label {y!r} for point {i} is not 0 (negative) or 1 (positive)")
+                how = self._label[i] if self._label[i] >= 0 else "twice in this call"
+                raise LabelError(f"point {i} is already labeled ({how})")
             seen.add(i)
             out_i.append(i)
-            out_y.append(int(y))
+            out_y.append(self._check_label(i, y))
         return out_i, out_y
+
+    def _check_label(self, i: int, y: Any) -> int | float:
+        """0 or 1 as an int; a graded label in [0, 1] as a float (when the method takes them)."""
+        if isinstance(y, (bool, np.bool_)):
+            y = int(y)
+        if isinstance(y, numbers.Integral) and int(y) in (0, 1):
+            return int(y)
+        if self.GRADED and isinstance(y, numbers.Real) and 0.0 <= float(y) <= 1.0:
+            return int(float(y)) if float(y) in (0.0, 1.0) else float(y)
+        graded = " or a graded label in [0, 1]" if self.GRADED else ""
+        raise LabelError(f"label {y!r} for point {i} is not 0 (negative), 1 (positive){graded}")
 
     def close(self) -> None:
         pass
@@ -280,12 +308,12 @@ class ChunkedSearch(ActiveSearch):
                    n_threads: int | None = None, store_options: dict[str, Any] | None = None) -> SearchT:
         """A search continuing from ``export_state()`` output, with the same next query."""
         meta, arrays = state["meta"], state["arrays"]
-        self = cls(store, backend=backend, n_threads=n_threads, store_options=store_options,  # type: ignore[call-arg]
+        self = cls(store, backend=backend, n_threads=n_threads, store_options=store_options,
                    **cls._options_from_meta(meta))
         try:
             self._check_shape(meta)
-            self.history = [(int(i), int(y)) for i, y in zip(arrays["history_index"], arrays["history_label"])]
-            self._label[arrays["history_index"]] = arrays["history_label"]
+            self.tell(arrays["history_index"].tolist(), arrays["history_label"].tolist())
+            self._pending = []
             for name in self.SAVED_GLOBALS:
                 setattr(self, name, np.array(arrays[name], dtype=np.float64))
             for name in self.SAVED_POINT_ARRAYS:
@@ -306,5 +334,7 @@ class ChunkedSearch(ActiveSearch):
         self.backend.close()
 
 
-def _as_arrays(pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    return np.array([i for i, _ in pairs], np.int64), np.array([y for _, y in pairs], np.int8)
+def _as_arrays(pairs: list[tuple[int, Any]]) -> tuple[np.ndarray, np.ndarray]:
+    """(indices int64, labels): int8 labels, or float64 when some are graded."""
+    graded = any(not isinstance(y, int) for _, y in pairs)
+    return np.array([i for i, _ in pairs], np.int64), np.array([y for _, y in pairs], np.float64 if graded else np.int8)

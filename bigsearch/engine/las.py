@@ -20,10 +20,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..backends import StepCall
-from ..errors import DataError, NumericalError
+from ..errors import DataError, NumericalError, ParameterError
 from ..kernels.las import degrees
 from ..storage.encoding import decode
 from .base import ChunkedSearch, PointArray, StoreLike
+from .fantasy import FantasizedBatch, check_fantasy
 from .params import DriftCheck, LASParams
 from .pruning import LASPruning
 from .rank_updates import batch_update
@@ -53,15 +54,16 @@ class LAS(ChunkedSearch):
         Every this many labels, check ||K K^-1 - I|| (O(r^3)) and recompute K^-1 and J
         from X when it exceeds ``drift_tol`` (None or 0: never).
     prune : bool
-        Exact pruned selection (engine/pruning.py): with alpha = 0 on the local backend, a
-        query reads only the blocks of rows that could hold the answer, and the answer is
-        the full pass's. J and the impact factor are then brought up to date only when
-        asked for. ``pruning_status`` says whether it is on, and why not.
+        Exact pruned selection (engine/pruning.py): with alpha = 0, a query reads only the
+        blocks of rows that could hold the answer (on a dask backend, each worker prunes
+        its own chunks), and the answer is the full pass's. J and the impact factor are
+        then brought up to date only when asked for. ``pruning_status`` says whether it is on, and why not.
     block_rows : int, optional
-        Rows per pruning block (even; default 128).
+        Rows per pruning block (a multiple of 64; default 128).
     """
 
     method = "las"
+    GRADED = True
     params: LASParams
     POINT_STATE = (PointArray("label", np.int8, -1), PointArray("deg", np.float64, 0.0),
                    PointArray("J", np.float64, 0.0), PointArray("f", np.float64, 0.0),
@@ -73,20 +75,26 @@ class LAS(ChunkedSearch):
                  alpha: float = 0.0, backend: Any = "local", n_threads: int | None = None,
                  check_every: int | None = 100, drift_tol: float = 1e-10,
                  store_options: dict[str, Any] | None = None, prune: bool = False,
-                 block_rows: int | None = None) -> None:
+                 block_rows: int | None = None, fantasy: float | str | None = None) -> None:
         self.drift_check = DriftCheck(check_every, drift_tol)
+        self.fantasy = check_fantasy(fantasy)
+        self.fantasy_passes: list[int] = []   # per fantasized batch: the passes it took to choose
         super().__init__(store, lambda st: LASParams.for_store(st, pi, eta, w0, alpha), backend=backend,
                          n_threads=n_threads, store_options=store_options)
         self.refreshes: list[dict[str, Any]] = []   # drift measured at each automatic or requested refresh
         self._t_prev = 0.0           # weight of IM in the last query: the kernels rank by it
         self._labels_since_check = 0
         self.pruning = LASPruning(self, block_rows) if prune else None
+        if prune and self.fantasy is not None:
+            self.close()
+            raise ParameterError("fantasized batches need every f after each pass: use prune or fantasy, not both")
         self.bytes_since_query = 0   # bytes of X read since the last query was chosen
         self.query_bytes: list[int] = []   # per query (ask or top): bytes of X read to choose it
 
     def engine_options(self) -> dict[str, Any]:
         prune = {"prune": True, "block_rows": self.pruning.block_rows} if self.pruning is not None else {}
-        return {**self.drift_check.as_dict(), **prune}
+        fantasy = {"fantasy": self.fantasy} if self.fantasy is not None else {}
+        return {**self.drift_check.as_dict(), **prune, **fantasy}
 
     def run_details(self) -> dict[str, Any]:
         """Bytes of X read to choose each round's queries, and whether queries were pruned."""
@@ -97,8 +105,9 @@ class LAS(ChunkedSearch):
         """How queries are chosen: a full pass each, or pruned (and why not)."""
         return "off: a full pass per query" if self.pruning is None else self.pruning.status
 
-    def _pruned(self) -> bool:
-        return self.pruning is not None and self.pruning.active
+    def _pruned(self) -> LASPruning | None:
+        """The pruning when queries are pruned, else None."""
+        return self.pruning if self.pruning is not None and self.pruning.active else None
 
     @property
     def check_every(self) -> int | None:
@@ -112,7 +121,15 @@ class LAS(ChunkedSearch):
     @property
     def f(self) -> np.ndarray:
         """Label-propagation scores, one per point (float64, read-only)."""
-        return self._point_values("f")
+        f = self._point_values("f")
+        if not self._grade:
+            return f
+        # The chunks' state keeps labels as int8, so a graded point's own f has
+        # q_i = eta * (0 or 1) where the model has eta * y_i; only that term differs.
+        f = np.array(f)
+        idx = np.fromiter(self._grade, np.int64)
+        f[idx] += self.params.eta * (self.label_values(idx) - self._label[idx])
+        return f
 
     @property
     def impact(self) -> np.ndarray:
@@ -136,9 +153,10 @@ class LAS(ChunkedSearch):
         """_sync, then every per-point value current (pruned queries leave J, the impact
         factor and unread blocks' f behind: one pass recomputes them, J from K^-1)."""
         self._sync()
-        if self._pruned() and self.pruning.stale:
+        pruning = self._pruned()
+        if pruning is not None and pruning.stale:
             self._rescore(J_from_Kinv=True)
-            self.pruning.after_full_pass()
+            pruning.after_full_pass()
 
     def _selection_weight(self) -> float:
         assert self._summary is not None
@@ -146,12 +164,16 @@ class LAS(ChunkedSearch):
         return self._t_prev
 
     def _top(self, k: int) -> Ranked:
-        out = Ranked(*self.pruning.top(k)) if self._pruned() else super()._top(k)
+        pruning = self._pruned()
+        out = Ranked(*pruning.top(k)) if pruning is not None else super()._top(k)
         self.query_bytes.append(self.bytes_since_query)
         self.bytes_since_query = 0
         return out
 
-    def _initialize(self, refresh: bool = False) -> dict[str, float] | None:
+    def _initialize(self) -> None:
+        self._initial_passes()
+
+    def _initial_passes(self, refresh: bool = False) -> dict[str, float] | None:
         """Three chunked passes: column sums; degrees and X^T diag(rho) X; J and scores.
         Every label told so far is applied (none is left pending).
 
@@ -180,7 +202,7 @@ class LAS(ChunkedSearch):
         G = np.sum([q.G for q in grams], axis=0)
         self.K = np.eye(self.store.r) - (G + G.T) / 2
         self.Kinv = self._invert(self.K)
-        self.xq = np.sum([q.xq for q in grams], axis=0)
+        self.xq = np.sum([q.xq for q in grams], axis=0) + self._graded_xq()
         self.xz = np.sum([q.xz for q in grams], axis=0)
         drift = self._rescore(J_from_Kinv=True, compare=refresh)
         if self.pruning is not None:
@@ -205,6 +227,26 @@ class LAS(ChunkedSearch):
             return None
         dJ, J, df, f = np.max(drifts, axis=0) if drifts else (0.0, 0.0, 0.0, 0.0)
         return {"J": dJ / J if J else dJ, "f": df / f if f else df}
+
+    def _graded_xq(self) -> np.ndarray | float:
+        """What graded labels add to X^T q beyond the int8 labels the chunk steps see:
+        sum over graded points of x_i eta (y_i - label_i)."""
+        if not self._grade:
+            return 0.0
+        idx = np.fromiter(self._grade, np.int64)
+        return (self.params.eta * (self.label_values(idx) - self._label[idx])) @ self.store.read_rows(idx)
+
+    def next_batch(self, k: int) -> list[int]:
+        """The next k points to label together: with ``fantasy`` (a soft label in [0, 1],
+        or "f"), sequential greedy with each chosen point told that fantasized label
+        (engine/fantasy.py); else the top k."""
+        if self.fantasy is None or k <= 1:
+            return super().next_batch(k)
+        self._sync_scores()
+        chooser = FantasizedBatch(self, self.fantasy)
+        batch = chooser.choose(int(k))
+        self.fantasy_passes.append(chooser.passes)
+        return batch
 
     def rebuild_recipe(self, J_from_Kinv: bool = True) -> StepCall:
         """The step and arguments that rebuild a chunk's per-point state from the
@@ -235,10 +277,11 @@ class LAS(ChunkedSearch):
         degrees(stored, self.s, deg)  # the kernel the passes use: bit-identical degrees
         b_unl = 1.0 / (1.0 + p.w0)
         G, cs = batch_update(self.Kinv, self.K, rows, (b_unl - (1.0 - p.eta)) / deg, idx)
-        self.xq += (p.eta * np.asarray(lab, np.float64) - p.pi * p.w0 / (1.0 + p.w0)) @ rows
+        self.xq += (p.eta * self.label_values(idx) - p.pi * p.w0 / (1.0 + p.w0)) @ rows
         self.xz -= (b_unl / deg) @ rows
-        if self._pruned():
-            self.pruning.labels_told(idx, lab)        # no pass: the next query reads what it needs
+        pruning = self._pruned()
+        if pruning is not None:
+            pruning.labels_told(idx, lab)             # no pass: the next query reads what it needs
         else:
             V = np.vstack([self.Kinv @ self.xq, self.Kinv @ self.xz, G])
             self._pass(LAS_UPDATE, V, cs, idx, lab, p.eta, p.w0, p.pi, self._t_prev, t_prev=self._t_prev)
@@ -265,7 +308,7 @@ class LAS(ChunkedSearch):
         """
         self._sync_scores()               # J is compared with its recomputed value
         old_Kinv = self.Kinv.copy()
-        measured = self._initialize(refresh=True) or {}
+        measured = self._initial_passes(refresh=True) or {}
         drift = {"labels": self.n_labeled, "Kinv": _rel(old_Kinv, self.Kinv), **measured}
         self.refreshes.append(drift)
         return drift
@@ -274,8 +317,8 @@ class LAS(ChunkedSearch):
     # With pruned queries J may lag behind; the state then says so (``J_stale``) and the
     # restored engine recomputes J from K^-1 (only the impact factor uses it).
     def _export_meta(self) -> dict[str, Any]:
-        meta = {"t_prev": self._t_prev, "labels_since_check": self._labels_since_check,
-                **self.drift_check.as_dict(), "J_stale": bool(self._pruned() and self.pruning.stale)}
+        meta = {"t_prev": self._t_prev, "labels_since_check": self._labels_since_check, "fantasy": self.fantasy,
+                **self.drift_check.as_dict(), "J_stale": bool((pruning := self._pruned()) and pruning.stale)}
         if self.pruning is not None:
             meta["prune"] = {"block_rows": self.pruning.block_rows}
         return meta
@@ -284,7 +327,8 @@ class LAS(ChunkedSearch):
     def _options_from_meta(cls, meta: dict[str, Any]) -> dict[str, Any]:
         prune = meta.get("prune")
         return {**meta["params"], **{name: meta[name] for name in DriftCheck.names()},
-                "prune": prune is not None, "block_rows": (prune or {}).get("block_rows")}
+                "prune": prune is not None, "block_rows": (prune or {}).get("block_rows"),
+                "fantasy": meta.get("fantasy")}
 
     def _restore(self, meta: dict[str, Any]) -> None:
         self._t_prev, self._labels_since_check = meta["t_prev"], meta["labels_since_check"]

@@ -128,6 +128,21 @@ class RandomParams(Params):
         self._set("seed", _check_int("seed", self.seed, 0, allow_none=True))
 
 
+@dataclass(frozen=True)
+class RFParams(Params):
+    """The random-forest baseline (engine/rf.py), MolPAL's defaults: n_trees trees of depth
+    at most max_depth, min_samples_leaf rows per leaf; seed: the forest's random_state."""
+    n_trees: int = 100
+    max_depth: int = 8
+    min_samples_leaf: int = 1
+    seed: int | None = 0
+
+    def __post_init__(self) -> None:
+        for name in ("n_trees", "max_depth", "min_samples_leaf"):
+            self._set(name, _check_int(f"rf: {name}", getattr(self, name), 1))
+        self._set("seed", _check_int("rf: seed", self.seed, 0, allow_none=True))
+
+
 def default_pi(store: Any, pi: float | None) -> float:
     """pi as given, else the prevalence of the store's known labels."""
     if pi is not None:

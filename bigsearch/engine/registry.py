@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ParameterError
-from .params import AGRParams, LASParams, Params, RandomParams, WNASParams
+from .params import AGRParams, LASParams, Params, RandomParams, RFParams, WNASParams
 
 if TYPE_CHECKING:
-    from .base import ActiveSearch
+    from .base import ActiveSearch, ChunkedSearch
 
 
 RUN_OPTIONS = ("backend", "n_threads")     # how a search runs, not what it computes
@@ -83,6 +83,8 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     MethodSpec("asg", "bigsearch.engine.asg:ASG", LASParams, "dense Active Search on Graphs (n x n: small stores)"),
     MethodSpec("random", "bigsearch.engine.random:RandomSearch", RandomParams,
                "uniform random queries (the baseline)", ranks=False),
+    MethodSpec("rf", "bigsearch.engine.rf:RandomForestSearch", RFParams,
+               "random forest retrained per batch, greedy (MolPAL's model; a baseline, needs scikit-learn)"),
 )}
 
 
@@ -100,3 +102,13 @@ def method_spec(name: str, *, need: str | None = None) -> MethodSpec:
 def method_names(need: str | None = None) -> list[str]:
     """The registered methods' names (those with capability ``need``, if given)."""
     return [m for m, s in METHODS.items() if need is None or getattr(s, need)]
+
+
+def saving_class(name: str) -> type[ChunkedSearch]:
+    """The class of method ``name``, which must save and restore its state (sessions,
+    warm starts)."""
+    from .base import ChunkedSearch  # the engine: imported when a search is made
+    cls = method_spec(name, need="sessions").cls
+    if not issubclass(cls, ChunkedSearch):
+        raise TypeError(f"{cls.__name__} is registered with sessions=True but is not a ChunkedSearch")
+    return cls

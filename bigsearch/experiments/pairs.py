@@ -17,7 +17,7 @@ import csv
 import numpy as np
 
 from .. import __version__
-from ..engine.registry import method_spec
+from ..engine.registry import method_spec, saving_class
 from ..errors import ParameterError
 from ..simulate import make_search
 from ..storage import open_store
@@ -85,8 +85,8 @@ class Starter:
 
     def new(self):
         if self.state is not None:
-            return self.spec.cls.from_state(self.store, self.state, backend=self.options["backend"],
-                                            n_threads=self.options["n_threads"])
+            return saving_class(self.spec.name).from_state(self.store, self.state, backend=self.options["backend"],
+                                                           n_threads=self.options["n_threads"])
         return make_search(self.store, self.spec.name, **self.options)
 
     def positives_in_top(self, positive, negative, y, top):

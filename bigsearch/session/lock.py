@@ -31,7 +31,8 @@ class SessionLock:
             holder = _read_holder(fd)
             os.close(fd)
             raise SessionLockedError(f"session {self.session_dir} is in use by {_describe(holder)}; "
-                                     "close it there first (readers: session next/status/export work meanwhile)") from None
+                                     "close it there first (readers: session next/status/export work "
+                                     "meanwhile)") from None
         self.stale_holder = _read_holder(fd) or None
         me = f"{os.getpid()} {socket.gethostname()}"
         os.pwrite(fd, me.ljust(WIDTH)[:WIDTH].encode() + b"\n", 0)
