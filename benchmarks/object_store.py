@@ -24,12 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from cluster_overhead import iterations_alternated
-from common import bare_pass_step, bench_store, median, rng_vectors, save, table
-
 import bigsearch
 from bigsearch.backends.local import LocalBackend
 from bigsearch.testing.s3_server import ACCESS, NO_METADATA, S3Server
+
+from cluster_overhead import iterations_alternated
+from common import bare_pass_step, bench_store, median, rng_vectors, save, table
 
 WARMUP = 2
 
@@ -39,6 +39,7 @@ def upload(store_dir, url):
     import obstore
 
     from bigsearch.storage.remote import object_store
+
     target = object_store(url)
     total = 0
     for f in sorted(Path(store_dir).rglob("*")):
@@ -91,21 +92,28 @@ def main():
         sent = upload(path, url)
         upload_s = time.perf_counter() - t
         cached = {"cache_dir": cache_dir, "cache_size": "100G"}
-        one_pass(path)                            # compiles the kernel: not part of any figure
+        one_pass(path)  # compiles the kernel: not part of any figure
         rows = []
         for name, where, options, before in (
-                ("S3 server, no cache", url, {"cache_size": 0}, None),
-                ("S3 server, filling the cache", url, cached, None),
-                ("local disk, cold", path, None, evict),
-                ("S3 store, cache warm (cold page cache)", url, cached, lambda _: evict(cache_dir)),
-                ("local disk, warm", path, None, None),
-                ("S3 store, cache warm", url, cached, None)):
+            ("S3 server, no cache", url, {"cache_size": 0}, None),
+            ("S3 server, filling the cache", url, cached, None),
+            ("local disk, cold", path, None, evict),
+            ("S3 store, cache warm (cold page cache)", url, cached, lambda _: evict(cache_dir)),
+            ("local disk, warm", path, None, None),
+            ("S3 store, cache warm", url, cached, None),
+        ):
             if before:
                 before(path)
             seconds, nbytes, cache = one_pass(where, options)
-            rows.append({"read": name, "seconds": seconds, "GB/s": nbytes / seconds / 1e9,
-                         "cache hits": None if cache is None else cache["hits"],
-                         "cache misses": None if cache is None else cache["misses"]})
+            rows.append(
+                {
+                    "read": name,
+                    "seconds": seconds,
+                    "GB/s": nbytes / seconds / 1e9,
+                    "cache hits": None if cache is None else cache["hits"],
+                    "cache misses": None if cache is None else cache["misses"],
+                }
+            )
         table(rows, ["read", "seconds", "GB/s", "cache hits", "cache misses"])
 
         local = bigsearch.LAS(path, alpha=1e-3)
@@ -113,20 +121,35 @@ def main():
         times = iterations_alternated({"local": local, "s3": remote}, local.store.labels(), args.iterations)
         for s in (local, remote):
             s.close()
-        per_query = {"local_ms": 1e3 * median(times["local"][WARMUP:]),
-                     "s3_cached_ms": 1e3 * median(times["s3"][WARMUP:])}
+        per_query = {
+            "local_ms": 1e3 * median(times["local"][WARMUP:]),
+            "s3_cached_ms": 1e3 * median(times["s3"][WARMUP:]),
+        }
         per_query["ratio"] = per_query["s3_cached_ms"] / per_query["local_ms"]
         table([per_query], ["local_ms", "s3_cached_ms", "ratio"])
         lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        model = next((line.split(":", 1)[1].strip() for line in lscpu.splitlines()
-                      if line.startswith("Model name")), "?")
-        save("object_store", {"n": args.n, "r": args.r, "x_bytes": rows[0]["GB/s"] * rows[0]["seconds"] * 1e9,
-                              "upload_seconds": upload_s, "uploaded_bytes": sent, "first_pass": rows,
-                              "per_query": per_query, "iterations": args.iterations, "lscpu_model": model,
-                              "note": "2-core machine shared with other jobs; moto server on 127.0.0.1"})
+        model = next(
+            (line.split(":", 1)[1].strip() for line in lscpu.splitlines() if line.startswith("Model name")), "?"
+        )
+        save(
+            "object_store",
+            {
+                "n": args.n,
+                "r": args.r,
+                "x_bytes": rows[0]["GB/s"] * rows[0]["seconds"] * 1e9,
+                "upload_seconds": upload_s,
+                "uploaded_bytes": sent,
+                "first_pass": rows,
+                "per_query": per_query,
+                "iterations": args.iterations,
+                "lscpu_model": model,
+                "note": "2-core machine shared with other jobs; moto server on 127.0.0.1",
+            },
+        )
     finally:
         server.stop()
         import shutil
+
         shutil.rmtree(cache_dir, ignore_errors=True)
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli, run_queries
 from distributed import Client, LocalCluster
 
 import bigsearch
@@ -17,6 +16,8 @@ from bigsearch.backends.distributed import Distributed
 from bigsearch.storage import open_store
 from bigsearch.testing import clustered_points, dense_las_run
 from bigsearch.testing.s3_server import ACCESS, NO_METADATA, S3Server
+
+from conftest import run_cli, run_queries
 
 BUCKET = "features"
 LAS_OPTIONS = {"pi": 0.05, "eta": 0.6, "alpha": 0.05}
@@ -27,8 +28,12 @@ def s3(tmp_path_factory):
     """The server, with its endpoint and credentials in this process's environment (and
     so in the CLI's subprocesses and the LocalCluster's workers)."""
     server = S3Server().start()
-    env = {**ACCESS, **NO_METADATA, "AWS_ENDPOINT_URL": server.endpoint,
-           "BIGSEARCH_CHUNK_CACHE": str(tmp_path_factory.mktemp("chunk-cache"))}
+    env = {
+        **ACCESS,
+        **NO_METADATA,
+        "AWS_ENDPOINT_URL": server.endpoint,
+        "BIGSEARCH_CHUNK_CACHE": str(tmp_path_factory.mktemp("chunk-cache")),
+    }
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
@@ -56,8 +61,10 @@ def url(request):
 
 @pytest.fixture(scope="module")
 def client(s3):
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as c:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as c,
+    ):
         yield c
 
 
@@ -65,8 +72,10 @@ def first_positive(y):
     return int(np.flatnonzero(y)[0])
 
 
-@pytest.mark.parametrize("encoding,chunk_rows", [("float32", 1), ("float64", 37), ("float32", 120),
-                                                 ("float64", 120), ("int8", 37), ("binary", 37)])
+@pytest.mark.parametrize(
+    "encoding,chunk_rows",
+    [("float32", 1), ("float64", 37), ("float32", 120), ("float64", 120), ("int8", 37), ("binary", 37)],
+)
 def test_las_on_s3_matches_the_dense_reference_and_the_local_store(s3, data, tmp_path, url, encoding, chunk_rows):
     X, y = data
     X, y = X[:120], y[:120]
@@ -86,13 +95,14 @@ def test_las_on_s3_matches_the_dense_reference_and_the_local_store(s3, data, tmp
     np.testing.assert_array_equal(f_s3, f_local)
     np.testing.assert_array_equal(im_s3, im_local)
     with open_store(local) as s:
-        stored = s.read_rows(np.arange(len(X)))           # the values as stored (rounded by the encoding)
+        stored = s.read_rows(np.arange(len(X)))  # the values as stored (rounded by the encoding)
     assert q_s3 == dense_las_run(stored, y, [start], 8, **LAS_OPTIONS)
 
 
 @pytest.mark.parametrize("codec", ["zstd", "gzip"])
 def test_compressed_stores_read_the_same_values(s3, data, url, codec):
     from bigsearch.ingest.pipeline import compressors_for
+
     X, y = data
     bigsearch.create_store(url, X, y, chunk_rows=64, compressors=compressors_for("zarr", codec))
     with open_store(url) as s:
@@ -110,7 +120,7 @@ def test_cli_ingest_to_s3_then_info_and_run_as_on_local_disk(s3, data, tmp_path,
     for out in (url, local):
         done = run_cli("ingest", csv, out, *common, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
-    assert not (tmp_path / "s3:").exists()          # the old bug: a local directory named s3:
+    assert not (tmp_path / "s3:").exists()  # the old bug: a local directory named s3:
     infos = [json.loads(run_cli("info", s, "--json").stdout) for s in (url, local)]
     for key in ("n", "r", "dtype", "chunk_rows", "labels"):
         assert infos[0][key] == infos[1][key]
@@ -134,20 +144,20 @@ def test_the_cache_serves_later_passes_and_refetches_changed_chunks(s3, data, tm
     bigsearch.create_store(url, X, y, chunk_rows=100)
     options = {"cache_dir": str(tmp_path / "cache")}
     with open_store(url, options) as s:
-        s.read_rows(np.arange(len(X)))                     # the first pass fetches every chunk
+        s.read_rows(np.arange(len(X)))  # the first pass fetches every chunk
         assert (s._cache.misses, s._cache.hits) == (6, 0)
-    with open_store(url, options) as s:                   # a new search on the same machine
+    with open_store(url, options) as s:  # a new search on the same machine
         rows = s.read_rows(np.arange(len(X)))
         assert (s._cache.misses, s._cache.hits) == (0, 6)
         np.testing.assert_array_equal(rows, X)
     X2 = X.copy()
-    X2[250] += 1.0                                        # one chunk changes: its ETag changes
+    X2[250] += 1.0  # one chunk changes: its ETag changes
     bigsearch.create_store(url, X2, y, chunk_rows=100, overwrite=True)
     with open_store(url, options) as s:
         rows = s.read_rows(np.arange(len(X)))
         assert s._cache.misses >= 1 and s._cache.hits <= 5
         np.testing.assert_array_equal(rows, X2)
-    assert len(list((tmp_path / "cache").rglob("2-*.raw"))) == 1    # the stale copy of chunk 2 is gone
+    assert len(list((tmp_path / "cache").rglob("2-*.raw"))) == 1  # the stale copy of chunk 2 is gone
 
 
 def test_a_cache_smaller_than_the_store_keeps_the_first_chunks(s3, data, tmp_path, url):
@@ -158,7 +168,7 @@ def test_a_cache_smaller_than_the_store_keeps_the_first_chunks(s3, data, tmp_pat
     with open_store(url, options) as s:
         for _ in range(3):
             np.testing.assert_array_equal(s.read_rows(np.arange(len(X))), X)
-            s._cache.flush()                              # the cache writes in the background
+            s._cache.flush()  # the cache writes in the background
         c = s._cache.describe()
     # pass 1: 2 chunks admitted, 4 declined; passes 2 and 3: those 2 hit, the other 4 are refetched
     assert (c["hits"], c["misses"], c["declined"]) == (4, 14, 12)
@@ -246,10 +256,16 @@ def test_an_http_store_reads_like_the_local_one_through_the_cache(data, tmp_path
     import re
     import subprocess
     import sys
+
     X, y = data
     bigsearch.create_store(tmp_path / "www" / "s.zarr", X, y, chunk_rows=64)
-    server = subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1"],
-                              cwd=tmp_path / "www", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1"],
+        cwd=tmp_path / "www",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         port = re.search(r"port (\d+)", server.stdout.readline()).group(1)
         url = f"http://127.0.0.1:{port}/s.zarr"

@@ -48,8 +48,10 @@ def info(store, as_json):
 def _read_path(d):
     if "cache" in d:        # a store at an object-store URL
         c = d["cache"]
-        return (f"read from the object store once, then cached in {c['dir']} (at most {c['limit_bytes'] / 2**30:,.1f} GiB)"
-                if c else "read from the object store on every pass (no chunk cache)")
+        if not c:
+            return "read from the object store on every pass (no chunk cache)"
+        limit = c["limit_bytes"] / 2**30
+        return f"read from the object store once, then cached in {c['dir']} (at most {limit:,.1f} GiB)"
     return "memory-mapped reads" if d["fast_path"] else f"decoded reads ({d['slow_reason']})"
 
 

@@ -124,7 +124,8 @@ class Session:
         try:
             info = {"format": FORMAT_VERSION, "created": now(), "bigsearch_version": __version__,
                     "method": method, "params": engine.params.as_dict(), "engine": engine.engine_options(),
-                    "store": {"path": store_location(store.path, resolve=True), "fingerprint": store_fingerprint(store)},
+                    "store": {"path": store_location(store.path, resolve=True),
+                              "fingerprint": store_fingerprint(store)},
                     "checkpoint_every": int(checkpoint_every), "keep_checkpoints": int(keep_checkpoints)}
             publish_directory(directory, info)
             session = cls(directory, writable=True, backend=backend, n_threads=n_threads)

@@ -58,20 +58,20 @@ def cache_settings(cache_dir=None, cache_size=None):
     """The cache directory and size limit: given, else from BIGSEARCH_CHUNK_CACHE(_SIZE),
     else ~/.cache/bigsearch/chunks and 20 GiB."""
     from ..errors import ParameterError
+
     size = cache_size if cache_size is not None else os.environ.get("BIGSEARCH_CHUNK_CACHE_SIZE", DEFAULT_SIZE)
     try:
         size = parse_size(size)
     except ValueError as e:
         raise ParameterError(str(e)) from None
-    return {"root": cache_dir or os.environ.get("BIGSEARCH_CHUNK_CACHE") or default_cache_dir(),
-            "limit": size}
+    return {"root": cache_dir or os.environ.get("BIGSEARCH_CHUNK_CACHE") or default_cache_dir(), "limit": size}
 
 
 class ChunkCache:
     """The cached chunks of one store. ``lookup(j, tag, nbytes)`` -> path or None;
     ``admit(j, tag, values)`` writes a fetched chunk (in the background)."""
 
-    PENDING = 2     # chunks waiting to be written: the memory a fast network can borrow
+    PENDING = 2  # chunks waiting to be written: the memory a fast network can borrow
 
     def __init__(self, root, key, limit):
         self.root = Path(root)
@@ -95,8 +95,12 @@ class ChunkCache:
             return cls(root, key, limit)
         except OSError as e:
             import warnings
-            warnings.warn(f"no chunk cache for {url}: cannot use {root} ({e.strerror}); every pass "
-                          "reads the object store", RuntimeWarning, stacklevel=3)
+
+            warnings.warn(
+                f"no chunk cache for {url}: cannot use {root} ({e.strerror}); every pass reads the object store",
+                RuntimeWarning,
+                stacklevel=3,
+            )
             return None
 
     def _path(self, j, tag):
@@ -139,7 +143,7 @@ class ChunkCache:
             future.result()
 
     def _write(self, j, tag, values):
-        for stale in self.dir.glob(f"{j}-*.raw"):       # an older version of this chunk
+        for stale in self.dir.glob(f"{j}-*.raw"):  # an older version of this chunk
             size = stale.stat().st_size if stale.exists() else 0
             if _unlink(stale):
                 with self._lock:
@@ -147,7 +151,7 @@ class ChunkCache:
         try:
             with atomic_path(self._path(j, tag), tag="partial") as tmp, open(tmp, "wb") as fh:
                 fh.write(memoryview(values).cast("B"))
-        except OSError:      # a full or failing disk costs the next pass a fetch, nothing else
+        except OSError:  # a full or failing disk costs the next pass a fetch, nothing else
             with self._lock:
                 self.used -= values.nbytes
 
@@ -159,8 +163,12 @@ class ChunkCache:
     def _make_room(self, need):
         """Remove other stores' cached chunks, least recently used first, until ``need``
         bytes fit; whether they do."""
-        others = [(f.stat().st_atime, f.stat().st_size, f) for d in self.root.iterdir()
-                  if d.is_dir() and d != self.dir for f in d.glob("*.raw")]
+        others = [
+            (f.stat().st_atime, f.stat().st_size, f)
+            for d in self.root.iterdir()
+            if d.is_dir() and d != self.dir
+            for f in d.glob("*.raw")
+        ]
         for _, size, f in sorted(others):
             if self.used + need <= self.limit:
                 break
@@ -169,8 +177,14 @@ class ChunkCache:
         return self.used + need <= self.limit
 
     def describe(self):
-        return {"dir": str(self.dir), "limit_bytes": self.limit, "used_bytes": self.used,
-                "hits": self.hits, "misses": self.misses, "declined": self.declined}
+        return {
+            "dir": str(self.dir),
+            "limit_bytes": self.limit,
+            "used_bytes": self.used,
+            "hits": self.hits,
+            "misses": self.misses,
+            "declined": self.declined,
+        }
 
 
 def _tree_bytes(root):

@@ -36,9 +36,21 @@ from .zarr_store import ZarrStore
 URL_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 WRITABLE_SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl")
 READ_ONLY_SCHEMES = ("http", "https")
-CLIENT_OPTIONS = ("allow_http", "allow_invalid_certificates", "connect_timeout", "default_content_type",
-                  "pool_idle_timeout", "pool_max_idle_per_host", "proxy_url", "proxy_ca_certificate",
-                  "proxy_excludes", "randomize_addresses", "read_timeout", "timeout", "user_agent")
+CLIENT_OPTIONS = (
+    "allow_http",
+    "allow_invalid_certificates",
+    "connect_timeout",
+    "default_content_type",
+    "pool_idle_timeout",
+    "pool_max_idle_per_host",
+    "proxy_url",
+    "proxy_ca_certificate",
+    "proxy_excludes",
+    "randomize_addresses",
+    "read_timeout",
+    "timeout",
+    "user_agent",
+)
 ENDPOINT_KEYS = ("endpoint", "endpoint_url", "aws_endpoint", "aws_endpoint_url")
 ROOT_KEY = "zarr.json"
 
@@ -62,7 +74,7 @@ def is_url(path):
 
 def local_path(path):
     """``file:///x`` as ``/x``; anything else as it is."""
-    return path[len("file://"):] if url_scheme(path) == "file" else path
+    return path[len("file://") :] if url_scheme(path) == "file" else path
 
 
 def store_location(path, resolve=False):
@@ -79,6 +91,7 @@ def local_dir_beside(path, name):
     local store; for a URL, under the chunk cache's root (nothing beside it is local)."""
     if is_url(str(path)):
         from .chunk_cache import cache_settings
+
         return Path(cache_settings()["root"]).parent / name.lstrip(".")
     return Path(local_path(str(path))).parent / name
 
@@ -89,8 +102,10 @@ def check_url(url, write=False):
     if write and scheme in READ_ONLY_SCHEMES:
         raise StoreError(f"{url}: {scheme}:// stores are read-only; write to s3://, gs:// or az:// instead")
     if scheme not in WRITABLE_SCHEMES + READ_ONLY_SCHEMES:
-        raise StoreError(f"{url}: unknown URL scheme {scheme}://; bigsearch reads s3://, gs://, az:// "
-                         "and http(s):// stores, and local paths")
+        raise StoreError(
+            f"{url}: unknown URL scheme {scheme}://; bigsearch reads s3://, gs://, az:// "
+            "and http(s):// stores, and local paths"
+        )
 
 
 def parse_storage_options(pairs):
@@ -113,8 +128,7 @@ def remote_defaults(storage_options=None, cache_dir=None, cache_size=None):
     by path meanwhile (the CLI's ``--storage-option``, ``--cache-dir``, ``--cache-size``).
     Stores sent to dask workers carry theirs explicitly."""
     old = dict(_defaults)
-    _defaults.update({"storage_options": dict(storage_options or {}), "cache_dir": cache_dir,
-                      "cache_size": cache_size})
+    _defaults.update({"storage_options": dict(storage_options or {}), "cache_dir": cache_dir, "cache_size": cache_size})
     try:
         yield
     finally:
@@ -137,8 +151,7 @@ def object_store(url, storage_options=None):
         raise StoreError(f"{url}: stores in object storage need obstore: pip install 'bigsearch[remote]'") from None
     config, client, retry = _split_options(url, dict(storage_options or {}))
     try:
-        return from_url(url.rstrip("/"), config=config or None, client_options=client or None,
-                        retry_config=retry)
+        return from_url(url.rstrip("/"), config=config or None, client_options=client or None, retry_config=retry)
     except BaseError as e:
         detail = str(e).splitlines()[0]
         raise ObjectStoreError(f"{url}: bad storage option: {detail}; see docs/cluster.md for the keys") from None
@@ -146,14 +159,21 @@ def object_store(url, storage_options=None):
 
 def _split_options(url, options):
     """Storage options as obstore's (config, client options, retry config)."""
-    retry = {"max_retries": int(options.pop("retries", 10)),
-             "retry_timeout": datetime.timedelta(seconds=float(options.pop("retry_timeout", 180)))}
-    client = {k: _bool(options.pop(k)) if k.startswith("allow") else options.pop(k)
-              for k in list(options) if k in CLIENT_OPTIONS}
-    endpoint = next((options[k] for k in ENDPOINT_KEYS if k in options),
-                    os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT"))
+    retry = {
+        "max_retries": int(options.pop("retries", 10)),
+        "retry_timeout": datetime.timedelta(seconds=float(options.pop("retry_timeout", 180))),
+    }
+    client = {
+        k: _bool(options.pop(k)) if k.startswith("allow") else options.pop(k)
+        for k in list(options)
+        if k in CLIENT_OPTIONS
+    }
+    endpoint = next(
+        (options[k] for k in ENDPOINT_KEYS if k in options),
+        os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT"),
+    )
     if url_scheme(url) in ("s3", "s3a") and endpoint and endpoint.startswith("http://"):
-        client.setdefault("allow_http", True)     # the user named a plain-http endpoint
+        client.setdefault("allow_http", True)  # the user named a plain-http endpoint
     if url_scheme(url) == "http":
         client.setdefault("allow_http", True)
     for k in ("skip_signature", "virtual_hosted_style_request"):
@@ -169,8 +189,10 @@ def _bool(value):
 # -- errors ---------------------------------------------------------------------------------
 def _endpoint_of(url, storage_options):
     opts = storage_options or {}
-    return next((opts[k] for k in ENDPOINT_KEYS if k in opts),
-                os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT") or "its default endpoint")
+    return next(
+        (opts[k] for k in ENDPOINT_KEYS if k in opts),
+        os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT") or "its default endpoint",
+    )
 
 
 def describe_error(error, url, storage_options=None, action="read"):
@@ -183,26 +205,46 @@ def describe_error(error, url, storage_options=None, action="read"):
     bucket = url.split("://", 1)[-1].split("/", 1)[0]
     endpoint = _endpoint_of(url, storage_options)
     if code in ("NoSuchBucket", "ContainerNotFound") or "bucket does not exist" in text.lower():
-        return StoreNotFoundError(f"{url}: the bucket {bucket!r} does not exist at {endpoint}; "
-                                  "create it or check the URL")
-    if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken") \
-            or name == "UnauthenticatedError":
-        return ObjectStoreError(f"{url}: the object store rejected the credentials ({code or name}); "
-                                "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the matching storage options)")
+        return StoreNotFoundError(
+            f"{url}: the bucket {bucket!r} does not exist at {endpoint}; create it or check the URL"
+        )
+    if (
+        code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken")
+        or name == "UnauthenticatedError"
+    ):
+        return ObjectStoreError(
+            f"{url}: the object store rejected the credentials ({code or name}); "
+            "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the matching storage options)"
+        )
     if code == "AccessDenied" or name == "PermissionDeniedError":
-        return ObjectStoreError(f"{url}: permission denied to {action} ({code or 'HTTP 403'}); the credentials "
-                                f"need {action} access to bucket {bucket!r}")
-    if "/latest/api/token" in text or "metadata" in first.lower() and "credential" in text.lower() \
-            or "169.254.169.254" in text:
-        return ObjectStoreError(f"{url}: no credentials for the object store: set AWS_ACCESS_KEY_ID and "
-                                "AWS_SECRET_ACCESS_KEY (or --storage-option access_key_id=... "
-                                "secret_access_key=...), or skip_signature=true for a public bucket")
-    if "error sending request" in text or "Connection refused" in text or "dns error" in text \
-            or "connect" in first.lower() and "timed out" in text.lower():
+        return ObjectStoreError(
+            f"{url}: permission denied to {action} ({code or 'HTTP 403'}); the credentials "
+            f"need {action} access to bucket {bucket!r}"
+        )
+    if (
+        "/latest/api/token" in text
+        or "metadata" in first.lower()
+        and "credential" in text.lower()
+        or "169.254.169.254" in text
+    ):
+        return ObjectStoreError(
+            f"{url}: no credentials for the object store: set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY (or --storage-option access_key_id=... "
+            "secret_access_key=...), or skip_signature=true for a public bucket"
+        )
+    if (
+        "error sending request" in text
+        or "Connection refused" in text
+        or "dns error" in text
+        or "connect" in first.lower()
+        and "timed out" in text.lower()
+    ):
         retries = re.search(r"after (\d+) retries", text)
         tried = f" (after {retries.group(1)} retries)" if retries else ""
-        return ObjectStoreError(f"{url}: cannot reach the object store at {endpoint}{tried}; check the "
-                                "endpoint (AWS_ENDPOINT_URL or --storage-option endpoint=...) and the network")
+        return ObjectStoreError(
+            f"{url}: cannot reach the object store at {endpoint}{tried}; check the "
+            "endpoint (AWS_ENDPOINT_URL or --storage-option endpoint=...) and the network"
+        )
     if isinstance(error, FileNotFoundError) or name == "NotFoundError":
         return StoreNotFoundError(f"no feature store at {url} (no {ROOT_KEY} there)")
     return ObjectStoreError(f"{url}: object store error while trying to {action}: {first[:300]}")
@@ -212,6 +254,7 @@ def describe_error(error, url, storage_options=None, action="read"):
 def translated_errors(url, storage_options=None, action="read"):
     """Turn obstore's errors (and zarr's wrapping of them) into one-line StoreErrors."""
     from obstore.exceptions import BaseError
+
     error = None
     try:
         yield
@@ -219,7 +262,7 @@ def translated_errors(url, storage_options=None, action="read"):
         raise
     except (BaseError, OSError) as e:
         error = describe_error(e, url, storage_options, action)
-    if error is not None:    # raised outside the except block: no context for dask to carry
+    if error is not None:  # raised outside the except block: no context for dask to carry
         raise error from None
 
 
@@ -250,9 +293,9 @@ class ObjectZarrStore(ZarrStore):
             super().__init__(url)
             listed = self._list_chunks()
         self._objects = listed or {}
-        self._heads = None if listed is not None else set()     # chunks asked for one by one
+        self._heads = None if listed is not None else set()  # chunks asked for one by one
         self._cache = ChunkCache.for_store(url, **cache_settings(cache_dir, cache_size))
-        self.fast_path = True    # _map_chunk: mapped from the cache, or fetched when not cached
+        self.fast_path = True  # _map_chunk: mapped from the cache, or fetched when not cached
         self.slow_reason = "" if self._cache else "no local chunk cache (cache size 0)"
 
     def _errors(self, action="read"):
@@ -265,10 +308,13 @@ class ObjectZarrStore(ZarrStore):
     def _open_group(self, path):
         import zarr
         from zarr.storage import ObjectStore
+
         with self._errors():
-            if not _exists(self._object_store, ROOT_KEY):   # a clear error before zarr's generic one
-                raise StoreNotFoundError(f"no feature store at {self.url} (no {ROOT_KEY} there; bigsearch "
-                                         "reads Zarr v3 groups from object stores, HDF5 files only locally)")
+            if not _exists(self._object_store, ROOT_KEY):  # a clear error before zarr's generic one
+                raise StoreNotFoundError(
+                    f"no feature store at {self.url} (no {ROOT_KEY} there; bigsearch "
+                    "reads Zarr v3 groups from object stores, HDF5 files only locally)"
+                )
             return zarr.open_group(ObjectStore(self._object_store, read_only=True), mode="r")
 
     def _chunk_key(self, j):
@@ -279,6 +325,7 @@ class ObjectZarrStore(ZarrStore):
         None where the server cannot list (plain HTTP): then each chunk's metadata is
         asked for (a HEAD) the first time this process reads it."""
         import obstore
+
         if url_scheme(self.url) in READ_ONLY_SCHEMES:
             return None
         prefix = f"{self._x.path}/"
@@ -292,6 +339,7 @@ class ObjectZarrStore(ZarrStore):
         """The (ETag, size) of chunk object ``key``; None when it was never written."""
         if self._heads is not None and key not in self._objects and key not in self._heads:
             import obstore
+
             with self._errors():
                 try:
                     self._objects[key] = _version(obstore.head(self._object_store, key))
@@ -311,14 +359,14 @@ class ObjectZarrStore(ZarrStore):
         a, b = self.chunks[j]
         key = self._chunk_key(j)
         tag = self._tag(key)
-        if tag is None:                   # never written: the fill value
+        if tag is None:  # never written: the fill value
             return np.full((b - a, self.columns), self._x.fill_value, self.dtype), _nothing
         nbytes = self.chunk_rows * self.columns * self.dtype.itemsize
         path = self._cache.lookup(j, tag, nbytes) if self._cache else None
         if path is None:
             values = self._fetch(j, key, tag)
             if self._cache:
-                self._cache.admit(j, tag, values)     # written in the background; this pass uses values
+                self._cache.admit(j, tag, values)  # written in the background; this pass uses values
             return values[: b - a], _nothing
         x, release = map_file_array(path, 0, self.dtype, (self.chunk_rows, self.columns))
         return x[: b - a], release
@@ -326,6 +374,7 @@ class ObjectZarrStore(ZarrStore):
     def _fetch(self, j, key, tag):
         """Chunk j's values (chunk_rows x r) from the object store."""
         import obstore
+
         a, b = self.chunks[j]
         with self._errors():
             if not self.raw_chunks:
@@ -335,8 +384,10 @@ class ObjectZarrStore(ZarrStore):
             got = obstore.get(self._object_store, key)
             data = got.bytes()
         if got.meta.get("e_tag") and got.meta["e_tag"] != tag[0]:
-            raise ObjectStoreError(f"{self.url}: chunk {key} changed while this search was running "
-                                   "(its ETag differs from the one listed when the store was opened)")
+            raise ObjectStoreError(
+                f"{self.url}: chunk {key} changed while this search was running "
+                "(its ETag differs from the one listed when the store was opened)"
+            )
         return np.frombuffer(data, self.dtype.newbyteorder("<")).reshape(self.chunk_rows, self.columns)
 
     def _advise_willneed(self, j):
@@ -382,8 +433,7 @@ def _nothing():
 def open_object_store(url, options=None):
     """``open_store`` for URLs: the options given, over the thread's remote defaults."""
     options = _with_defaults(options)
-    return ObjectZarrStore(url, options.get("storage_options"), options.get("cache_dir"),
-                           options.get("cache_size"))
+    return ObjectZarrStore(url, options.get("storage_options"), options.get("cache_dir"), options.get("cache_size"))
 
 
 # -- writing --------------------------------------------------------------------------------
@@ -393,6 +443,7 @@ def zarr_group_for_writing(url, storage_options, overwrite):
     ``overwrite``, then deleted first (object stores cannot swap a prefix atomically);
     objects under ``url`` that hold no store (a killed write's) are removed."""
     import zarr
+
     check_url(url, write=True)
     storage_options = _with_defaults({"storage_options": storage_options}).get("storage_options") or {}
     store = object_store(url, storage_options)
@@ -411,6 +462,7 @@ def zarr_group_for_writing(url, storage_options, overwrite):
     def abort():
         with contextlib.suppress(Exception):
             _delete_prefix(store)
+
     return group, publish, abort
 
 
@@ -419,6 +471,7 @@ def _exists(store, key):
     which error it is (NoSuchBucket, AccessDenied, InvalidAccessKeyId, ...), a HEAD
     response carries none. A missing bucket raises."""
     import obstore
+
     try:
         obstore.get(store, key).bytes()
     except FileNotFoundError as e:
@@ -431,10 +484,11 @@ def _exists(store, key):
 def _delete_prefix(store):
     """Delete every object under the store's prefix, the root zarr.json first."""
     import obstore
+
     keys = [m["path"] for batch in obstore.list(store, chunk_size=1000) for m in batch]
     keys.sort(key=lambda k: k != ROOT_KEY)
     for start in range(0, len(keys), 1000):
-        obstore.delete(store, keys[start:start + 1000])
+        obstore.delete(store, keys[start : start + 1000])
 
 
 def _held_root_store_class():
@@ -460,8 +514,11 @@ def _held_root_store_class():
 
         async def get(self, key, prototype, byte_range=None):
             if key == ROOT_KEY and not self.published:
-                return self.root if byte_range is None or self.root is None else \
-                    await super().get(key, prototype, byte_range)
+                return (
+                    self.root
+                    if byte_range is None or self.root is None
+                    else await super().get(key, prototype, byte_range)
+                )
             return await self._store.get(key, prototype, byte_range)
 
         async def exists(self, key):
@@ -471,9 +528,11 @@ def _held_root_store_class():
 
         def publish(self):
             import obstore
+
             self.published = True
             if self.root is not None:
                 obstore.put(self._store.store, ROOT_KEY, self.root.to_bytes())
+
     return _HeldRootStore
 
 

@@ -24,8 +24,10 @@ class ObjectStoreWriter(StoreWriter):
 
     def _prepare(self):
         if self.kind != "zarr":
-            raise StoreError(f"{self.path}: HDF5 files cannot be written to object storage; write a Zarr store "
-                             "(a URL not ending in .h5, or --output-format zarr)")
+            raise StoreError(
+                f"{self.path}: HDF5 files cannot be written to object storage; write a Zarr store "
+                "(a URL not ending in .h5, or --output-format zarr)"
+            )
         group, self._publish, self._abort = zarr_group_for_writing(self.path, None, self.overwrite)
         return group
 

@@ -23,8 +23,11 @@ class S3Server:
     def start(self, timeout=30):
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, **self.env})
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, **self.env},
+        )
         deadline = time.monotonic() + timeout
         for line in self.proc.stdout:
             match = re.search(r"Running on http://127\.0\.0\.1:(\d+)", line)
@@ -40,6 +43,7 @@ class S3Server:
 
     def _drain(self):
         import threading  # keep reading the log so the server never blocks on a full pipe
+
         threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
 
     @property
@@ -57,8 +61,12 @@ class S3Server:
 
     def client(self, service="s3", **credentials):
         import boto3
-        creds = {"aws_access_key_id": ACCESS["AWS_ACCESS_KEY_ID"],
-                 "aws_secret_access_key": ACCESS["AWS_SECRET_ACCESS_KEY"], **credentials}
+
+        creds = {
+            "aws_access_key_id": ACCESS["AWS_ACCESS_KEY_ID"],
+            "aws_secret_access_key": ACCESS["AWS_SECRET_ACCESS_KEY"],
+            **credentials,
+        }
         return boto3.client(service, endpoint_url=self.endpoint, region_name="us-east-1", **creds)
 
     def create_bucket(self, name, **credentials):
