@@ -64,7 +64,7 @@ def open_store(path: str | PathLike[str] | FeatureStore, options: dict[str, Any]
     """
     if isinstance(path, FeatureStore):
         return path
-    if is_url(path):     # s3://, gs://, az://, http(s)://: Zarr in object storage, never a local path
+    if is_url(path):  # s3://, gs://, az://, http(s)://: Zarr in object storage, never a local path
         return open_object_store(path, options)
     path = Path(local_path(path))
     options = {k: v for k, v in (options or {}).items() if v is not None}
