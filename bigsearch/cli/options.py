@@ -2,10 +2,11 @@
 
 import contextlib
 import functools
+import re
 
 import click
 
-from ..errors import ParameterError
+from ..errors import BigsearchError, ParameterError
 
 
 class IndexList(click.ParamType):
@@ -48,6 +49,21 @@ class MethodList(click.ParamType):
         if not out:
             self.fail("no method given", param, ctx)
         return out
+
+
+@contextlib.contextmanager
+def flags_for(*parameters):
+    """Library errors name parameters (``init_index``, ``overwrite=True``); say them as
+    this command's flags (``--init-index``, ``--overwrite``)."""
+    try:
+        yield
+    except BigsearchError as e:
+        message = str(e)
+        for name in parameters:
+            message = re.sub(rf"\b{name}(=True)?\b", "--" + name.replace("_", "-"), message)
+        if message == str(e):
+            raise
+        raise type(e)(message) from e
 
 
 def las_options(f):

@@ -308,7 +308,7 @@ class LASPruning:
 
     def u(self):
         e = self.engine
-        return e.Kinv @ e.xq          # exactly the first row of the full pass's V
+        return e.score_vectors()[0]   # exactly the first row of the full pass's V
 
     def labels_told(self, idx, lab):
         """Apply new labels to the per-point state without a pass over X."""
@@ -334,7 +334,7 @@ class LASPruning:
     def _top_on_workers(self, k, u):
         """Each chunk's exact top k, pruned where the chunk lives: one round trip."""
         e, p = self.engine, self.engine.params
-        args = (u, np.stack([u, e.Kinv @ e.xz]), k, self.generation, self.u_reset, self.basis, self.block_rows,
+        args = (u, np.stack([u, e.score_vectors()[1]]), k, self.generation, self.u_reset, self.basis, self.block_rows,
                 e.s, p.eta, p.w0, p.pi)
         floor, rows = self._floor(k, u)
         parts = e.backend.map(CHUNK_TOP, *args, floor)
@@ -367,7 +367,7 @@ class LASPruning:
         """Recompute f at u for these blocks from X: each chunk opened once, each run of
         adjacent blocks one kernel call."""
         e, sm, p = self.engine, self.summaries, self.engine.params
-        V = np.stack([u, e.Kinv @ e.xz])
+        V = np.stack([u, e.score_vectors()[1]])
         blocks = np.sort(blocks)
         breaks = np.flatnonzero((sm.chunk[blocks[1:]] != sm.chunk[blocks[:-1]]) | (blocks[1:] != blocks[:-1] + 1)) + 1
         runs = np.split(blocks, breaks)

@@ -62,16 +62,19 @@ class WNAS(ChunkedSearch):
     def pruning_status(self) -> str:
         return "off: a full pass per batch of labels" if self.pruning is None else self.pruning.status
 
-    def _pruned(self) -> bool:
-        return self.pruning is not None and self.pruning.active
+    def _pruned(self) -> WNASPruning | None:
+        """The pruning when queries are pruned, else None."""
+        return self.pruning if self.pruning is not None and self.pruning.active else None
 
     def _sync_scores(self) -> None:
         self._sync()
-        if self._pruned():
-            self.pruning.catch_up()
+        pruning = self._pruned()
+        if pruning is not None:
+            pruning.catch_up()
 
     def _top(self, k: int) -> Ranked:
-        out = Ranked(*self.pruning.top(k)) if self._pruned() else super()._top(k)
+        pruning = self._pruned()
+        out = Ranked(*pruning.top(k)) if pruning is not None else super()._top(k)
         self.query_bytes.append(self.bytes_since_query)
         self.bytes_since_query = 0
         return out
@@ -94,10 +97,11 @@ class WNAS(ChunkedSearch):
         return self._point_values("f")
 
     def _update(self, idx: np.ndarray, lab: np.ndarray) -> None:
-        if self._pruned() and self._summary is not None and self.pruning.labels_told(idx, lab):
+        pruning = self._pruned()
+        if pruning is not None and self._summary is not None and pruning.labels_told(idx, lab):
             return                     # no pass: the next query reads what it needs
-        if self._pruned():
-            self.pruning.catch_up()    # the blocks behind get the batches they missed first
+        if pruning is not None:
+            pruning.catch_up()         # the blocks behind get the batches they missed first
         self._pass(WNAS_UPDATE, *self._similarity_args(idx, lab))
         self.bytes_since_query += self.store.nbytes
         if self.pruning is not None:

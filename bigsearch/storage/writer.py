@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import StoreError, StoreExistsError
 from .atomic import fsync_tree, publish, publish_over, remove, remove_stale_leftovers, temp_sibling
-from .encoding import SCALED, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
+from .encoding import SCALED, binary_rows, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
 from .format import FEATURE_DTYPES, FORMAT_ATTR, check_labels, default_chunk_rows
 from .registry import store_format, store_kind_for
 from .remote import is_url, local_path
@@ -54,6 +54,7 @@ class StoreWriter:
         self.chunk_rows = int(chunk_rows or default_chunk_rows(columns, self.dtype.itemsize))
         self.overwrite = overwrite
         target = self._prepare()
+        self.binary_possible = True    # every row so far is 0/1 times one number (see encoding.py)
         self.n = 0                 # rows written to disk
         self.rows_appended = 0     # rows given to append (some may still be pending)
         self._pending = []
@@ -83,6 +84,8 @@ class StoreWriter:
             raise StoreError(f"block of shape {X.shape} does not have {self.r} columns")
         if y is not None:
             y = check_labels(y, len(X), str(self.path))
+        if self.binary_possible and self.encoding in ("float32", "float64"):
+            self.binary_possible = binary_rows(X)
         codes, scale = encode_rows(X, self.encoding, self.rows_appended)
         self._pending.append((codes, scale, y, ids))
         self.rows_appended += len(X)
