@@ -64,6 +64,8 @@ class AGR(ActiveSearch):
                  kmeans_iterations=20, kmeans_seed=0, cache_dir=None, backend="local",
                  n_threads=None, store_options=None):
         super().__init__(store, store_options)
+        if not 1 <= anchors <= self.n:
+            raise ParameterError(f"AGR needs 1 <= anchors <= n = {self.n}, got {anchors}")
         if not 1 <= neighbors <= anchors:
             raise ParameterError(f"AGR needs 1 <= neighbors <= anchors, got {neighbors} and {anchors}")
         if not gamma >= 0:

@@ -1,12 +1,19 @@
-"""Resuming an experiment: what it is (DIR/experiment.json) and what is done (DIR/runs.jsonl).
+"""Resuming an experiment: what it is and what is done (DIR/runs.jsonl).
 
-experiment.json holds the experiment's identity: the store's fingerprint and every
-setting a run's result depends on (budget, seed, initial labels, batch size, method
-parameters), but not the methods or the number of runs, since each (method, run) record
-depends only on the identity. runs.jsonl gets one line per finished (method, run),
-fsync'd before the next run starts. Running the same command again skips the finished
-runs; asking for more runs or other methods adds to them; a command with a different
-identity on the same DIR is refused, so results never mix.
+The journal runs.jsonl starts with a header line, ``{"experiment": identity}``: the
+store's fingerprint, a SHA-256 of its labels y (the oracle), and every setting a run's
+result depends on (budget, seed, initial labels, batch size, method parameters), but not
+the methods or the number of runs, since each (method, run) record depends only on the
+identity. Then one line per finished (method, run), fsync'd before the next run starts.
+experiment.json is a readable copy of the identity (the header wins when they differ).
+Running the same command again skips the finished runs; asking for more runs or other
+methods adds to them; a command with a different identity on the same DIR is refused,
+so results never mix.
+
+``--overwrite`` replaces only an experiment's own files, and only once the new
+experiment's first run is finished: the new journal (header and that run) is written
+under a temporary name, fsync'd, and renamed over the old one in one step, so a kill at
+any moment leaves either the old experiment or the new one, never neither.
 
 A process killed while writing leaves at most a torn last line, which is dropped.
 """
@@ -20,70 +27,120 @@ from ..errors import ExperimentError, ExperimentExistsError
 EXPERIMENT = "experiment.json"
 JOURNAL = "runs.jsonl"
 OUTPUTS = ("results.json", "runs.csv", "table.md", "recall.png")   # what --overwrite replaces
+OURS = (EXPERIMENT, JOURNAL, *OUTPUTS)
 
 
 class Journal:
-    """The finished runs of one experiment in ``out``; refuses a different experiment."""
+    """The finished runs of one experiment in ``out``; refuses a different experiment.
+
+    With ``overwrite``, the experiment in ``out`` (if any) is ignored and replaced when
+    the first run of the new one is appended; nothing is deleted before.
+    """
 
     def __init__(self, out, identity, overwrite=False):
         self.out = Path(out)
         self.path = self.out / JOURNAL
-        self._new_identity = None
+        self.identity = identity
+        self._replace = False        # the journal on disk is not ours yet: the first append replaces it
         if overwrite:
-            for name in (EXPERIMENT, JOURNAL, *OUTPUTS):
-                (self.out / name).unlink(missing_ok=True)
-        self._check_identity(identity)
-        self.done = self._read()
-
-    def _check_identity(self, identity):
-        saved_path = self.out / EXPERIMENT
-        if saved_path.exists():
-            try:
-                saved = json.loads(saved_path.read_text())
-            except ValueError:
-                raise ExperimentError(f"{saved_path} is damaged; pass --overwrite to start the experiment "
-                                      "again") from None
-            if saved != identity:
-                raise ExperimentExistsError(
-                    f"{self.out} already exists for a different experiment "
-                    f"({difference(saved, identity)}); rerun that command to continue it, choose another "
-                    "--out, or pass --overwrite to replace it")
+            check_ours(self.out)
+            self._replace, self.done = True, {}
             return
-        if (self.out / "results.json").exists() or self.path.exists():
-            raise ExperimentExistsError(f"{self.out / 'results.json'} already exists and does not say which "
-                                        "experiment made it; choose another --out or pass --overwrite")
-        self._new_identity = identity     # written with the first finished run: a failed start leaves nothing
+        saved, records = self._read()
+        if saved is None:
+            self._check_no_results()
+            self._replace = True     # written with the first finished run: a failed start leaves nothing
+        elif saved != identity:
+            raise ExperimentExistsError(
+                f"{self.out} already exists for a different experiment "
+                f"({difference(saved, identity)}); rerun that command to continue it, choose another "
+                "--out, or pass --overwrite to replace it")
+        self.done = {(r["method"], r["run"]): r for r in records}
 
     def _read(self):
-        """{(method, run): record} from the journal, dropping a torn last line."""
-        if not self.path.exists():
-            return {}
-        data = self.path.read_bytes()
-        done, good_end = {}, 0
-        for line in data.splitlines(keepends=True):
+        """(identity or None, records) from the journal, dropping a torn last line;
+        the identity comes from its header, else (older journals) from experiment.json."""
+        header, records = None, []
+        if self.path.exists():
+            data = self.path.read_bytes()
+            good_end = 0
+            for line in data.splitlines(keepends=True):
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    break
+                if not line.endswith(b"\n") or not isinstance(record, dict):
+                    break
+                if "experiment" in record and good_end == 0:
+                    header = record["experiment"]
+                else:
+                    records.append(record)
+                good_end += len(line)
+            if good_end < len(data):
+                with open(self.path, "r+b") as fh:
+                    fh.truncate(good_end)
+        if header is None and (self.out / EXPERIMENT).exists():
             try:
-                record = json.loads(line)
+                header = json.loads((self.out / EXPERIMENT).read_text())
             except ValueError:
-                break
-            if not line.endswith(b"\n"):
-                break
-            done[(record["method"], record["run"])] = record
-            good_end += len(line)
-        if good_end < len(data):
-            with open(self.path, "r+b") as fh:
-                fh.truncate(good_end)
-        return done
+                raise ExperimentError(f"{self.out / EXPERIMENT} is damaged; pass --overwrite to start the "
+                                      "experiment again") from None
+        elif header is not None and _read_json(self.out / EXPERIMENT) != header:
+            write_json_atomic(self.out / EXPERIMENT, header)    # a kill between the two renames
+        if header is None and records:
+            raise ExperimentError(f"{self.path} does not say which experiment it holds; choose another "
+                                  "--out or pass --overwrite")
+        return header, records
+
+    def _check_no_results(self):
+        if (self.out / "results.json").exists():
+            raise ExperimentExistsError(f"{self.out / 'results.json'} already exists and does not say which "
+                                        "experiment made it; choose another --out or pass --overwrite")
 
     def append(self, record):
-        if self._new_identity is not None:
-            self.out.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(self.out / EXPERIMENT, self._new_identity)
-            self._new_identity = None
-        with open(self.path, "a") as fh:
-            fh.write(json.dumps(record) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        if self._replace:
+            self._start(record)
+        else:
+            with open(self.path, "a") as fh:
+                fh.write(json.dumps(record) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
         self.done[(record["method"], record["run"])] = record
+
+    def _start(self, record):
+        """Publish the new journal (header and first run) in one rename, then the
+        readable identity, then drop the outputs of the experiment it replaced."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        lines = json.dumps({"experiment": self.identity}) + "\n" + json.dumps(record) + "\n"
+        write_bytes_atomic(self.path, lines.encode())
+        write_json_atomic(self.out / EXPERIMENT, self.identity)
+        for name in OUTPUTS:
+            (self.out / name).unlink(missing_ok=True)
+        self._replace = False
+
+
+def check_ours(out):
+    """Refuse to overwrite a directory that does not hold a bigsearch experiment."""
+    out = Path(out)
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ExperimentExistsError(f"{out} is a file, not a results directory; choose another --out")
+    names = {p.name for p in out.iterdir() if not p.name.startswith(".")}
+    ours = (EXPERIMENT in names or JOURNAL in names
+            or "bigsearch_version" in (_read_json(out / "results.json") or {}))
+    if names and not ours:
+        raise ExperimentExistsError(f"{out} is not the results of a bigsearch experiment (it holds "
+                                    f"{', '.join(sorted(names)[:5])}); --overwrite replaces only those: "
+                                    "choose another --out")
+
+
+def _read_json(path):
+    try:
+        value = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def difference(saved, new, where=""):
@@ -101,10 +158,24 @@ def difference(saved, new, where=""):
 
 
 def write_json_atomic(path, record):
+    write_bytes_atomic(path, json.dumps(record).encode())
+
+
+def write_bytes_atomic(path, data):
+    """Replace ``path`` with ``data`` in one rename, durably (file and directory fsync'd)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w") as fh:
-        json.dump(record, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

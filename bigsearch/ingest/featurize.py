@@ -174,7 +174,7 @@ def finish(Z, plan, weights=None):
     Returns (features, number of all-zero rows that could not be normalized)."""
     zero_rows = 0
     if plan.normalize:
-        norms = np.sqrt(np.einsum("ij,ij->i", Z, Z))
+        norms = row_norms(Z)
         zero = norms == 0
         zero_rows = int(zero.sum())
         Z = Z / np.where(zero, 1.0, norms)[:, None]
@@ -186,6 +186,18 @@ def finish(Z, plan, weights=None):
     return Z, zero_rows
 
 
+def row_norms(Z):
+    """Euclidean norms of the rows; rows whose sum of squares overflows or underflows
+    (values near 1e200 or 1e-200) are scaled by their largest value first."""
+    norms = np.sqrt(np.einsum("ij,ij->i", Z, Z))
+    redo = ~np.isfinite(norms) | ((norms == 0) & np.any(Z != 0, axis=1))
+    if redo.any():
+        W = Z[redo]
+        scale = np.max(np.abs(W), axis=1)
+        norms[redo] = scale * np.sqrt(np.einsum("ij,ij->i", W / scale[:, None], W / scale[:, None]))
+    return norms
+
+
 def featurize(block, plan, weights=None):
     """A block's features as the plan says: (features, number of all-zero rows)."""
     return finish(encode(block, plan), plan, weights)
@@ -195,6 +207,6 @@ def check_plan_options(bins, rff):
     if bins is not None and bins < 2:
         raise ParameterError(f"--bins {bins}: quantile bins need K >= 2")
     if rff and rff["dim"] < 1:
-        raise ParameterError("--rff D needs D >= 1")
-    if rff and not rff["gamma"] > 0:
-        raise ParameterError(f"--gamma {rff['gamma']}: the RBF kernel needs gamma > 0")
+        raise ParameterError(f"--rff {rff['dim']}: the number of random Fourier features D must be >= 1")
+    if rff and not 0 < rff["gamma"] < np.inf:
+        raise ParameterError(f"--gamma {rff['gamma']}: the RBF kernel needs a finite gamma > 0")

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, limits
 from ..errors import InputError, ParameterError, StoreExistsError
 from ..storage import StoreWriter, default_chunk_rows, store_kind_for
-from .featurize import ColumnPlan, Plan, check_plan_options, featurize, finish_plan, rff_weights
+from .featurize import (MAX_CATEGORIES, ColumnPlan, Plan, check_plan_options, featurize, finish_plan,
+                        rff_weights)
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
 from .readers import open_reader
@@ -62,7 +63,7 @@ def ingest(sources, out, *, fmt=None, labels=(), label_column=None, positive=(),
     out = Path(out)
     kind = store_kind_for(out, output_format)
     compressors = compressors_for(kind, codec)
-    rff_spec = None if not rff else {"dim": int(rff), "gamma": float(gamma), "seed": int(seed)}
+    rff_spec = None if rff is None else {"dim": int(rff), "gamma": float(gamma), "seed": int(seed)}
     check_plan_options(bins, rff_spec)
     _check_output(out, sources, overwrite)
     readers = _open_inputs(sources, fmt, dict(delimiter=delimiter, header=header, dataset=dataset,
@@ -72,10 +73,12 @@ def ingest(sources, out, *, fmt=None, labels=(), label_column=None, positive=(),
     if prevalence is not None and rule is None:
         raise ParameterError("--prevalence needs labels: give --label-column (or --labels)")
     plan = _plan(readers, rule, categorical, drop, bins, normalize, bias, rff_spec)
+    _check_plan_size(plan)
     stats = None
     if prevalence is not None or any(c.kind != "number" for c in plan.columns):
         stats = _first_pass(readers, label_readers, plan, rule, block_bytes, progress, mapper)
         finish_plan(plan.columns, stats, bins)
+        _check_plan_size(plan)
         _check_positives(readers, rule, stats, progress)
     subsample = None
     if prevalence is not None:
@@ -83,8 +86,10 @@ def ingest(sources, out, *, fmt=None, labels=(), label_column=None, positive=(),
 
     carry_ids = all(getattr(r, "ids", None) is not None for r in readers)
     ids_dtype = readers[0].ids.dtype if carry_ids else (np.int64 if subsample else None)
-    chunk_rows = chunk_rows or _default_chunk_rows(_rows_to_write(readers, stats, subsample),
-                                                   plan.width, dtype)
+    rows = _rows_to_write(readers, stats, subsample)
+    if codec == "none":
+        limits.check_disk(out, rows, plan.width, np.dtype(dtype).itemsize)
+    chunk_rows = chunk_rows or _default_chunk_rows(rows, plan.width, dtype)
     with StoreWriter(out, plan.width, dtype=dtype, chunk_rows=chunk_rows, kind=kind,
                      labels=rule is not None, ids_dtype=ids_dtype, overwrite=overwrite,
                      compressors=compressors) as writer:
@@ -140,6 +145,15 @@ def _default_chunk_rows(n_rows, width, dtype):
     if n_rows:
         rows = -(-n_rows // -(-n_rows // rows))   # ceil(n / number of chunks)
     return max(1, rows)
+
+
+def _check_plan_size(plan):
+    """The plan's widths must fit a one-row transform step, and the RFF weights memory."""
+    known = sum(c.width if c.kind == "number" or c.categories is not None or c.edges is not None else 1
+                for c in plan.columns) + int(plan.bias)     # one-hot and bin widths come with pass 1
+    limits.check_features(known, "the encoded input", "--drop wide columns or one-hot encode fewer")
+    if plan.rff:
+        limits.check_rff(known, plan.rff["dim"])
 
 
 def _check_output(out, sources, overwrite):
@@ -341,7 +355,19 @@ def _first_pass(readers, label_readers, plan, rule, block_bytes, progress, mappe
                    max(len(readers[0].columns), 1))
     for _, _, s in mapper.imap(block_stats, steps, kinds, rule):
         stats = s if stats is None else merge_stats(stats, s)
+        _check_categories(plan, stats)
     return stats
+
+
+def _check_categories(plan, stats):
+    """Stop as soon as a one-hot column has more than MAX_CATEGORIES values: it is an
+    identifier or free text, and its vocabulary would grow with the input."""
+    for c in plan.columns:
+        count = len(stats["vocab"].get(c.index, ()))
+        if c.kind == "onehot" and count > MAX_CATEGORIES:
+            raise InputError(f"column {c.name} has more than {MAX_CATEGORIES:,} distinct values ({count:,} "
+                             "so far): one-hot encoding it would make a feature per value; it looks like an "
+                             f"identifier or free text: --drop {c.name}")
 
 
 def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids, write_ids,
@@ -367,8 +393,14 @@ def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_id
             totals["labels"].update({int(k): int(v) for k, v in zip(*np.unique(y, return_counts=True))})
         totals["rows"] += len(step)
         if len(X):
+            limits.check_values(X, writer.dtype, step.where if subsample is None else _kept_where(step, keep))
             writer.append(X, y, ids)
     return totals
+
+
+def _kept_where(step, keep):
+    rows = np.flatnonzero(keep)
+    return lambda i: step.where(int(rows[i]))
 
 
 def _check_positives(readers, rule, stats, progress):

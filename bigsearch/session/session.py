@@ -226,10 +226,19 @@ class Session:
             _write_csv(out, rows)
             return len(rows)
         out = Path(out)
+        if out.exists():
+            raise SessionExistsError(f"{out} already exists; export to a new file (nothing was written)")
         tmp = temp_name(out)
-        with open(tmp, "w", newline="") as fh:
-            _write_csv(fh, rows)
-        os.replace(tmp, out)
+        try:
+            with open(tmp, "w", newline="") as fh:
+                _write_csv(fh, rows)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.link(tmp, out)            # publishes the whole file, and never replaces one
+        except FileExistsError:
+            raise SessionExistsError(f"{out} already exists; export to a new file (nothing was written)") from None
+        finally:
+            tmp.unlink(missing_ok=True)
         return len(rows)
 
     # -- saving ----------------------------------------------------------------------

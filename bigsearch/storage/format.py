@@ -17,6 +17,7 @@ from ..errors import StoreError
 
 FORMAT_VERSION = 1
 FORMAT_ATTR = "bigsearch_format"
+COMPLETE_ATTR = "every_chunk_written"   # True: a missing chunk file is damage, not the fill value
 X_NAME, Y_NAME, IDS_NAME = "X", "y", "ids"
 FEATURE_DTYPES = (np.dtype("float32"), np.dtype("float64"))
 LABEL_VALUES = (-1, 0, 1)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StoreError, StoreExistsError
-from .format import (FEATURE_DTYPES, FORMAT_ATTR, FORMAT_VERSION, IDS_NAME, X_NAME, Y_NAME,
+from .format import (COMPLETE_ATTR, FEATURE_DTYPES, FORMAT_ATTR, FORMAT_VERSION, IDS_NAME, X_NAME, Y_NAME,
                      check_labels, default_chunk_rows)
 from .hdf5_store import HDF5_SUFFIXES
 
@@ -171,7 +171,9 @@ class _ZarrWriter:
         self.group = zarr.open_group(str(path), mode="w", zarr_format=3)
         self.group.attrs.update(attrs)
         self.x = self.group.create_array(X_NAME, shape=(0, r), chunks=(chunk_rows, r), dtype=dtype,
-                                         compressors=compressors, fill_value=0)
+                                         compressors=compressors, fill_value=0,
+                                         config={"write_empty_chunks": True})
+        self.group.attrs[COMPLETE_ATTR] = True
         self.y = self.group.create_array(Y_NAME, shape=(0,), chunks=(LABEL_CHUNK,), dtype="int8",
                                          fill_value=-1) if labels else None
         self.ids = None
