@@ -18,18 +18,20 @@ from pathlib import Path
 
 import numpy as np
 
-from bigsearch.ingest import ingest
+from bigsearch.ingest import FeatureOptions, LabelOptions, OutputOptions, ingest
 from bigsearch.storage import open_store
 from bigsearch.storage.base import disk_bytes
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 DATASETS = {
     "adult (one-hot)": dict(sources=[SHARED / "adult" / "adult.data", SHARED / "adult" / "adult.test"],
-                            label_column=14, positive=[">50K", ">50K."], bins=5, normalize=True),
+                            labels=LabelOptions(column=14, positive=[">50K", ">50K."]),
+                            features=FeatureOptions(bins=5, normalize=True)),
     "mnist (pixels)": dict(sources=[SHARED / "mnist" / "t10k-images-idx3-ubyte.gz"],
-                           labels=[SHARED / "mnist" / "t10k-labels-idx1-ubyte.gz"], positive=["1"],
-                           normalize=True),
-    "higgs (dense)": dict(sources=[SHARED / "higgs" / "lightgbm_binary.train"], label_column=0),
+                           labels=LabelOptions(files=[SHARED / "mnist" / "t10k-labels-idx1-ubyte.gz"],
+                                               positive=["1"]),
+                           features=FeatureOptions(normalize=True)),
+    "higgs (dense)": dict(sources=[SHARED / "higgs" / "lightgbm_binary.train"], labels=LabelOptions(column=0)),
 }
 CODECS = ["none", "lz4", "zstd", "gzip"]
 
@@ -56,7 +58,7 @@ def codecs(d):
         for codec in CODECS:
             out = d / f"{name.split()[0]}-{codec}.zarr"
             t = time.perf_counter()
-            ingest(sources, out, codec=codec, overwrite=True, **spec)
+            ingest(sources, out, output=OutputOptions(codec=codec, overwrite=True), **spec)
             seconds = time.perf_counter() - t
             with open_store(out) as s:
                 raw = s.nbytes
@@ -86,7 +88,7 @@ def chunk_sizes(d, n):
     for name, codec in (("dense npy", "none"), ("dense npy", "lz4"), ("dense npy", "zstd")):
         out = d / f"dense-{codec}.zarr"
         t = time.perf_counter()
-        ingest([src], out, codec=codec, overwrite=True)
+        ingest([src], out, output=OutputOptions(codec=codec, overwrite=True))
         rows.append({"data": f"{n:,} x 28 dense", "codec": codec, "x_mb": round(n * 28 * 4 / 1e6),
                      "disk_mb": round(disk_bytes(out) / 1e6), "ingest_s": round(time.perf_counter() - t, 2),
                      "pass_gb_s": round(one_pass(out), 2)})
@@ -97,7 +99,7 @@ def chunk_sizes(d, n):
         chunk_rows = (mib << 20) // (28 * 4)
         out = d / f"chunks-{mib}.zarr"
         t = time.perf_counter()
-        ingest([src], out, chunk_rows=chunk_rows, overwrite=True)
+        ingest([src], out, output=OutputOptions(chunk_rows=chunk_rows, overwrite=True))
         sizes.append({"chunk_mib": mib, "chunk_rows": chunk_rows, "ingest_s": round(time.perf_counter() - t, 2),
                       "pass_gb_s": round(one_pass(out), 2)})
         print(sizes[-1], flush=True)

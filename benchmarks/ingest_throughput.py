@@ -101,7 +101,7 @@ def main():
     p.add_argument("--keep", action="store_true", help="keep the generated inputs")
     p.add_argument("--only", default=None, help="run only the cases whose name starts with this")
     args = p.parse_args()
-    from bigsearch.ingest.pipeline import BLOCK_BYTES
+    from bigsearch.ingest.options import BLOCK_BYTES
     d = Path(args.dir)
     d.mkdir(parents=True, exist_ok=True)
     csv_path, svm_path, out = d / "higgs-like.csv", d / "higgs-like.svm", d / "out.zarr"

@@ -1,6 +1,7 @@
 """`bigsearch ingest` on the real data sets in ../shared/datasets, round trips through every
 input format, and the featurization steps checked against independent computations."""
 
+import dataclasses
 import gzip
 import json
 
@@ -9,7 +10,7 @@ import pandas as pd
 import pytest
 
 import bigsearch
-from bigsearch.ingest import ingest
+from bigsearch.ingest import FeatureOptions, LabelOptions, OutputOptions, SourceOptions, ingest
 from bigsearch.ingest.stats import block_stats, merge_stats, quantile_edges
 from bigsearch.storage import open_store
 
@@ -98,10 +99,10 @@ def test_adult_prevalence_subsample(adult_store, tmp_path):
 
 
 def test_prevalence_choice_does_not_depend_on_block_size(tmp_path):
-    kw = dict(label_column=14, positive=[">50K", ">50K."], prevalence=0.05, seed=1)
-    ingest(ADULT, tmp_path / "a.zarr", **kw)
-    ingest(ADULT, tmp_path / "b.zarr", block_bytes=50_000, **kw)
-    ingest(ADULT, tmp_path / "c.zarr", **{**kw, "seed": 2})
+    labels = LabelOptions(column=14, positive=[">50K", ">50K."], prevalence=0.05, seed=1)
+    ingest(ADULT, tmp_path / "a.zarr", labels=labels)
+    ingest(ADULT, tmp_path / "b.zarr", labels=labels, source=SourceOptions(block_bytes=50_000))
+    ingest(ADULT, tmp_path / "c.zarr", labels=dataclasses.replace(labels, seed=2))
     ids = [read_x(tmp_path / f"{n}.zarr")[2] for n in "abc"]
     np.testing.assert_array_equal(ids[0], ids[1])
     assert len(ids[0]) == len(ids[2]) and not np.array_equal(ids[0], ids[2])
@@ -157,9 +158,9 @@ def test_rff_approximates_the_rbf_kernel_and_is_seeded(tmp_path):
     rng = np.random.default_rng(0)
     A = rng.normal(size=(30, 5)) * 0.3
     np.save(tmp_path / "a.npy", A)
-    kw = dict(rff=6000, gamma=0.7, seed=4, dtype="float64")
+    kw = dict(features=FeatureOptions(rff=6000, gamma=0.7, seed=4), output=OutputOptions(dtype="float64"))
     ingest([tmp_path / "a.npy"], tmp_path / "r.zarr", **kw)
-    ingest([tmp_path / "a.npy"], tmp_path / "s.zarr", block_bytes=200, **kw)
+    ingest([tmp_path / "a.npy"], tmp_path / "s.zarr", source=SourceOptions(block_bytes=200), **kw)
     Z, _, _, attrs = read_x(tmp_path / "r.zarr")
     K = np.exp(-0.7 * ((A[:, None, :] - A[None, :, :]) ** 2).sum(-1))
     assert np.abs(Z @ Z.T - K).max() < 0.06            # Monte Carlo error ~ 1/sqrt(D)
@@ -201,7 +202,7 @@ def test_parquet_with_header_names_and_text_column(tmp_path):
     df = pd.DataFrame({"size": [1.5, 2.0, 3.5, 4.0], "colour": ["red", "blue", "red", "green"],
                        "target": ["yes", "no", "no", "yes"]})
     df.to_parquet(tmp_path / "t.parquet")
-    ingest([tmp_path / "t.parquet"], tmp_path / "t.zarr", label_column="target", positive=["yes"])
+    ingest([tmp_path / "t.parquet"], tmp_path / "t.zarr", labels=LabelOptions(column="target", positive=["yes"]))
     X, y, _, attrs = read_x(tmp_path / "t.zarr")
     np.testing.assert_array_equal(X, [[1.5, 0, 0, 1], [2, 1, 0, 0], [3.5, 0, 0, 1], [4, 0, 1, 0]])
     np.testing.assert_array_equal(y, [1, 0, 0, 1])
@@ -210,7 +211,8 @@ def test_parquet_with_header_names_and_text_column(tmp_path):
 
 def test_csv_header_detected_and_categorical_numbers(tmp_path):
     (tmp_path / "h.csv").write_text("a,b,label\n1,7,x\n2,8,y\n3,7,x\n")
-    ingest([tmp_path / "h.csv"], tmp_path / "h.zarr", label_column="label", positive=["y"], categorical=["b"])
+    ingest([tmp_path / "h.csv"], tmp_path / "h.zarr", labels=LabelOptions(column="label", positive=["y"]),
+           features=FeatureOptions(categorical=["b"]))
     X, y, _, attrs = read_x(tmp_path / "h.zarr")
     np.testing.assert_array_equal(X, [[1, 1, 0], [2, 0, 1], [3, 1, 0]])
     assert attrs["featurization"]["feature_names"] == ["a", "b=7", "b=8"]
@@ -224,8 +226,10 @@ def test_libsvm_with_and_without_n_features(tmp_path):
     X[:, 5] = 0                                            # the last feature never appears
     y = rng.integers(0, 2, 120) * 2 - 1                    # LIBSVM's +1 / -1
     dump_svmlight_file(X, y, str(tmp_path / "d.svm"), zero_based=False)
-    ingest([tmp_path / "d.svm"], tmp_path / "a.zarr", dtype="float64")
-    ingest([tmp_path / "d.svm"], tmp_path / "b.zarr", n_features=6, dtype="float64", block_bytes=300)
+    float64 = OutputOptions(dtype="float64")
+    ingest([tmp_path / "d.svm"], tmp_path / "a.zarr", output=float64)
+    ingest([tmp_path / "d.svm"], tmp_path / "b.zarr", output=float64,
+           source=SourceOptions(n_features=6, block_bytes=300))
     a, ya, _, _ = read_x(tmp_path / "a.zarr")
     b, yb, _, _ = read_x(tmp_path / "b.zarr")
     np.testing.assert_array_equal(a, X[:, :5])
@@ -236,7 +240,7 @@ def test_libsvm_with_and_without_n_features(tmp_path):
 
 def test_libsvm_comments_qid_and_zero_based_indices(tmp_path):
     (tmp_path / "z.svm").write_text("# a comment line\n1 qid:3 0:0.5 6:1 # note 9:2\n-1 1:1\n\n+1 2:2\n")
-    ingest([tmp_path / "z.svm"], tmp_path / "z.zarr", dtype="float64")
+    ingest([tmp_path / "z.svm"], tmp_path / "z.zarr", output=OutputOptions(dtype="float64"))
     X, y, _, attrs = read_x(tmp_path / "z.zarr")
     expected = np.zeros((3, 7))
     expected[0, [0, 6]], expected[1, 1], expected[2, 2] = [0.5, 1], 1, 2

@@ -46,6 +46,20 @@ def _choice(value, choices, option):
     return value
 
 
+def _option_groups(o):
+    """The library's option groups (ingest/options.py) from the command's flags."""
+    from ..ingest import FeatureOptions, LabelOptions, OutputOptions, SourceOptions
+    return {"source": SourceOptions(format=o["fmt"], delimiter=o["delimiter"], header=o["header"],
+                                    dataset=o["dataset"], n_features=o["n_features"]),
+            "labels": LabelOptions(files=o["labels"], column=o["label_column"], positive=o["positive"],
+                                   prevalence=o["prevalence"], seed=o["seed"]),
+            "features": FeatureOptions(categorical=_split(o["categorical"]), drop=_split(o["drop"]),
+                                       bins=o["bins"], normalize=o["normalize"], bias=o["bias"], rff=o["rff"],
+                                       gamma=o["gamma"], seed=o["seed"]),
+            "output": OutputOptions(format=o["output_format"], chunk_rows=o["chunk_rows"], dtype=o["dtype"],
+                                    codec=o["codec"], overwrite=o["overwrite"])}
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str), metavar="SRC... OUT")
 @click.option("--format", "fmt", default=None, metavar="FORMAT",
@@ -87,28 +101,21 @@ def _choice(value, choices, option):
 @click.option("--overwrite", is_flag=True, help="Replace an existing OUT.")
 @cluster_options(persist=False)
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary.")
-def ingest(paths, fmt, label_column, positive, labels, prevalence, seed, categorical, drop, bins,
-           normalize, bias, rff, gamma, n_features, delimiter, header, dataset, output_format,
-           chunk_rows, dtype, codec, overwrite, scheduler, cluster, quiet):
+def ingest(paths, scheduler, cluster, quiet, **flags):
     """Turn SRC files (concatenated in order) into the feature store OUT."""
     from ..ingest import CODECS, FORMATS, ingest as run_ingest
     if len(paths) < 2:
         raise ParameterError("give at least one SRC and the OUT store: bigsearch ingest SRC... OUT")
-    _choice(fmt, FORMATS, "--format")
-    _choice(output_format, ("zarr", "hdf5"), "--output-format")
-    _choice(dtype, ("float32", "float64"), "--dtype")
-    _choice(codec, CODECS, "--codec")
+    _choice(flags["fmt"], FORMATS, "--format")
+    _choice(flags["output_format"], ("zarr", "hdf5"), "--output-format")
+    _choice(flags["dtype"], ("float32", "float64"), "--dtype")
+    _choice(flags["codec"], CODECS, "--codec")
+    groups = _option_groups(flags)
     progress = BarProgress(quiet)
     try:
         with cluster_backend(scheduler, cluster) as backend:
-            summary = run_ingest(
-                list(paths[:-1]), paths[-1], fmt=fmt, labels=labels, label_column=label_column,
-                positive=positive, prevalence=prevalence, seed=seed, categorical=_split(categorical),
-                drop=_split(drop), bins=bins, normalize=normalize, bias=bias, rff=rff, gamma=gamma,
-                n_features=n_features, delimiter=delimiter, header=header, dataset=dataset,
-                output_format=output_format, chunk_rows=chunk_rows, dtype=dtype, codec=codec,
-                overwrite=overwrite, progress=progress, command=["bigsearch", "ingest", *sys.argv[2:]],
-                backend=backend)
+            summary = run_ingest(list(paths[:-1]), paths[-1], **groups, progress=progress,
+                                 command=["bigsearch", "ingest", *sys.argv[2:]], backend=backend)
     finally:
         progress.end()
     if not quiet:

@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..errors import InputError, ParameterError
+from ..errors import InputError
+from .columns import numeric_matrix, text_values
 from .stats import coarsen, quantile_edges
 
 MAX_CATEGORIES = 10_000
@@ -96,39 +97,6 @@ def finish_plan(columns, stats, bins):
     return columns
 
 
-# -- reading columns out of a block ---------------------------------------------------
-def numeric_matrix(block, indices):
-    """The block's columns ``indices`` as float64 (m, k); missing, NaN or infinite values
-    are an error naming the line and the column."""
-    if block.matrix is not None:
-        m = block.matrix
-        if list(indices) != list(range(m.shape[1])):
-            m = m[:, indices]
-        X = np.asarray(m.toarray() if hasattr(m, "toarray") else m, dtype=np.float64)
-    else:
-        X = np.empty((len(block), len(indices)), np.float64)
-        for i, j in enumerate(indices):
-            X[:, i] = block.table.column(j).to_numpy(zero_copy_only=False)
-    bad = ~np.isfinite(X)
-    if bad.any():
-        row, col = np.argwhere(bad)[0]
-        name = block.reader.columns[indices[col]].name
-        raise InputError(f"{block.where(int(row))}: column {indices[col]} ({name}) is "
-                         f"{'missing or NaN' if np.isnan(X[row, col]) else 'infinite'}; "
-                         "features must be finite numbers")
-    return X
-
-
-def text_values(block, j):
-    """Column j as a pyarrow string array with surrounding spaces removed."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    col = block.table.column(j) if block.table is not None else pa.array(block.column(j))
-    if not pa.types.is_string(col.type) and not pa.types.is_large_string(col.type):
-        return pc.cast(col, pa.string())
-    return pc.utf8_trim_whitespace(col)
-
-
 # -- the transform ----------------------------------------------------------------------
 def encode(block, plan):
     """The encoded features of a block (float64, m x plan.encoded_width)."""
@@ -201,12 +169,3 @@ def row_norms(Z):
 def featurize(block, plan, weights=None):
     """A block's features as the plan says: (features, number of all-zero rows)."""
     return finish(encode(block, plan), plan, weights)
-
-
-def check_plan_options(bins, rff):
-    if bins is not None and bins < 2:
-        raise ParameterError(f"--bins {bins}: quantile bins need K >= 2")
-    if rff and rff["dim"] < 1:
-        raise ParameterError(f"--rff {rff['dim']}: the number of random Fourier features D must be >= 1")
-    if rff and not 0 < rff["gamma"] < np.inf:
-        raise ParameterError(f"--gamma {rff['gamma']}: the RBF kernel needs a finite gamma > 0")

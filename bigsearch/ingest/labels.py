@@ -15,6 +15,7 @@ import numba
 import numpy as np
 
 from ..errors import InputError, ParameterError
+from .columns import text_values
 
 MAX_VALUES = 20
 
@@ -47,7 +48,6 @@ def _number(text):
 
 def raw_labels(block, rule):
     """The block's label values: a NumPy vector (numeric) or a pyarrow string array."""
-    from .featurize import text_values
     if rule.column is None:
         values = block.labels
         if values is None:

@@ -16,18 +16,15 @@ import numpy as np
 from .. import __version__, limits
 from ..errors import InputError, ParameterError, StoreExistsError
 from ..storage import StoreWriter, default_chunk_rows, store_kind_for
-from .featurize import (MAX_CATEGORIES, ColumnPlan, Plan, check_plan_options, featurize, finish_plan,
-                        rff_weights)
+from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, featurize, finish_plan, rff_weights
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
+from .options import BLOCK_BYTES, CODECS, FeatureOptions, LabelOptions, OutputOptions, SourceOptions
 from .readers import open_reader
 from .stats import block_stats, merge_stats
 
-# Text read per parser call, and the most float64 data one transform step holds
-# (docs/ingest.md has the measurements behind both).
-BLOCK_BYTES = 1 << 20
+# The most float64 data one transform step holds (docs/ingest.md has the measurements).
 STEP_BYTES = 32 << 20
-CODECS = ("none", "lz4", "zstd", "gzip", "lzf")
 
 
 class Progress:
@@ -46,52 +43,51 @@ class Progress:
         pass
 
 
-def ingest(sources, out, *, fmt=None, labels=(), label_column=None, positive=(), prevalence=None,
-           seed=0, categorical=(), drop=(), bins=None, normalize=False, bias=False, rff=None,
-           gamma=1.0, n_features=None, delimiter=None, header=None, dataset=None,
-           output_format=None, chunk_rows=None, dtype="float32", codec="none", overwrite=False,
-           block_bytes=BLOCK_BYTES, progress=None, command=None, backend="local"):
+def ingest(sources, out, *, source=None, labels=None, features=None, output=None, progress=None,
+           command=None, backend="local"):
     """Turn input files into a feature store at ``out``; returns a summary dict.
 
-    The keywords are the CLI's options (see ``bigsearch ingest --help`` and docs/ingest.md);
-    ``backend`` (an engine backend, e.g. from ``bigsearch.backends.distributed.connect``)
-    says where the per-block statistics and featurization run (ingest/mapping.py).
+    ``source``, ``labels``, ``features`` and ``output`` are the option groups of
+    ingest/options.py (the defaults when None), which ``bigsearch ingest`` builds from its
+    flags (docs/ingest.md). ``backend`` (an engine backend, e.g. from
+    ``bigsearch.backends.distributed.connect``) says where the per-block statistics and
+    featurization run (ingest/mapping.py); ``command`` is recorded in the provenance.
     """
+    source, labels, features, output = _groups(source, labels, features, output)
     mapper = block_mapper(backend)
     t0 = time.perf_counter()
     progress = progress or Progress()
     out = Path(out)
-    kind = store_kind_for(out, output_format)
-    compressors = compressors_for(kind, codec)
-    rff_spec = None if rff is None else {"dim": int(rff), "gamma": float(gamma), "seed": int(seed)}
-    check_plan_options(bins, rff_spec)
-    _check_output(out, sources, overwrite)
-    readers = _open_inputs(sources, fmt, dict(delimiter=delimiter, header=header, dataset=dataset,
-                                              n_features=n_features), block_bytes, progress)
-    label_readers = _label_readers(labels, readers)
-    rule = _label_rule(readers, label_readers, label_column, positive)
-    if prevalence is not None and rule is None:
+    kind = store_kind_for(out, output.format)
+    compressors = compressors_for(kind, output.codec)
+    _check_output(out, sources, output.overwrite)
+    block_bytes = source.block_bytes
+    readers = _open_inputs(sources, source, progress)
+    label_readers = _label_readers(labels.files, readers)
+    rule = _label_rule(readers, label_readers, labels.column, labels.positive)
+    if labels.prevalence is not None and rule is None:
         raise ParameterError("--prevalence needs labels: give --label-column (or --labels)")
-    plan = _plan(readers, rule, categorical, drop, bins, normalize, bias, rff_spec)
+    plan = _plan(readers, rule, features)
     _check_plan_size(plan)
     stats = None
-    if prevalence is not None or any(c.kind != "number" for c in plan.columns):
+    if labels.prevalence is not None or any(c.kind != "number" for c in plan.columns):
         stats = _first_pass(readers, label_readers, plan, rule, block_bytes, progress, mapper)
-        finish_plan(plan.columns, stats, bins)
+        finish_plan(plan.columns, stats, features.bins)
         _check_plan_size(plan)
         _check_positives(readers, rule, stats, progress)
     subsample = None
-    if prevalence is not None:
-        subsample = PositiveSubsample(prevalence, seed, stats["labels"].get(1, 0), stats["labels"].get(0, 0))
+    if labels.prevalence is not None:
+        subsample = PositiveSubsample(labels.prevalence, labels.seed, stats["labels"].get(1, 0),
+                                      stats["labels"].get(0, 0))
 
-    carry_ids = all(getattr(r, "ids", None) is not None for r in readers)
+    carry_ids = all(r.ids is not None for r in readers)
     ids_dtype = readers[0].ids.dtype if carry_ids else (np.int64 if subsample else None)
     rows = _rows_to_write(readers, stats, subsample)
-    if codec == "none":
-        limits.check_disk(out, rows, plan.width, np.dtype(dtype).itemsize)
-    chunk_rows = chunk_rows or _default_chunk_rows(rows, plan.width, dtype)
-    with StoreWriter(out, plan.width, dtype=dtype, chunk_rows=chunk_rows, kind=kind,
-                     labels=rule is not None, ids_dtype=ids_dtype, overwrite=overwrite,
+    if output.codec == "none":
+        limits.check_disk(out, rows, plan.width, np.dtype(output.dtype).itemsize)
+    chunk_rows = output.chunk_rows or _default_chunk_rows(rows, plan.width, output.dtype)
+    with StoreWriter(out, plan.width, dtype=output.dtype, chunk_rows=chunk_rows, kind=kind,
+                     labels=rule is not None, ids_dtype=ids_dtype, overwrite=output.overwrite,
                      compressors=compressors) as writer:
         totals = _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids,
                               ids_dtype is not None, block_bytes, progress, mapper)
@@ -99,12 +95,25 @@ def ingest(sources, out, *, fmt=None, labels=(), label_column=None, positive=(),
             _check_positives(readers, rule, totals, progress)
         if totals["zero_rows"]:
             progress.warn(f"{totals['zero_rows']:,} rows are all zero; --normalize leaves them zero")
-        writer.set_attrs(featurization=_featurization(plan, rule, subsample, bins),
+        writer.set_attrs(featurization=_featurization(plan, rule, subsample, features.bins),
                          provenance=_provenance(readers, label_readers, totals, command))
     return {"out": str(out), "kind": kind, "rows_read": totals["rows"], "rows_written": writer.n,
             "n_features": plan.width, "labels": {str(k): v for k, v in sorted(totals["labels"].items())},
             "seconds": time.perf_counter() - t0, "input_bytes": sum(r.size for r in readers),
             "blocks_on_cluster": mapper.remote, "blocks_redone_here": mapper.redone}
+
+
+def _groups(source, labels, features, output):
+    """The four option groups, defaults filled in; anything else is a mistake worth naming."""
+    groups = []
+    for name, value, cls in (("source", source, SourceOptions), ("labels", labels, LabelOptions),
+                             ("features", features, FeatureOptions), ("output", output, OutputOptions)):
+        if value is None:
+            value = cls()
+        if not isinstance(value, cls):
+            raise ParameterError(f"{name} must be a {cls.__name__} (bigsearch.ingest), got {type(value).__name__}")
+        groups.append(value)
+    return groups
 
 
 # -- setting up ---------------------------------------------------------------------------
@@ -133,7 +142,7 @@ def _rows_to_write(readers, stats, subsample):
     estimates = [r.estimated_rows() for r in readers]
     if any(e is None for e in estimates):
         return None
-    exact = all(getattr(r, "n", None) is not None for r in readers)
+    exact = all(r.n is not None for r in readers)
     return sum(estimates) if exact else int(sum(estimates) * 1.05) + 1
 
 
@@ -164,15 +173,16 @@ def _check_output(out, sources, overwrite):
             raise ParameterError(f"{out} is both an input and the output")
 
 
-def _open_inputs(sources, fmt, options, block_bytes, progress):
-    """Readers for every input, with the same columns (LIBSVM widths found and aligned)."""
-    readers = [open_reader(s, fmt, **options) for s in sources]
+def _open_inputs(sources, options, progress):
+    """Readers for every input, with the same columns (e.g. LIBSVM widths found and aligned)."""
+    readers = [open_reader(s, options.format, options) for s in sources]
     for r in readers:
-        if getattr(r, "needs_scan", lambda: False)():
+        if r.needs_scan():
             progress.start(f"scan {Path(r.path).name}", r.size)
-            r.scan(block_bytes)
+            r.scan(options.block_bytes)
             progress.end()
-    _align_libsvm(readers)
+    for cls in dict.fromkeys(type(r) for r in readers):
+        cls.align([r for r in readers if type(r) is cls])
     _check_same_columns(readers)
     return readers
 
@@ -189,30 +199,18 @@ def _label_readers(labels, readers):
     return out
 
 
-def _align_libsvm(readers):
-    """Several LIBSVM inputs share the widest width and the same index base."""
-    svm = [r for r in readers if r.format == "libsvm"]
-    if len(svm) > 1:
-        width = max(r.n_features for r in svm)
-        zero = any(r.zero_based for r in svm)
-        for r in svm:
-            r.zero_based, r.n_features = zero, width + (1 if zero and not r.zero_based else 0)
-            r.columns = r._named(r.n_features)
-
-
 def _check_same_columns(readers):
     first = readers[0]
     for r in readers[1:]:
         if len(r.columns) != len(first.columns):
             raise InputError(f"{r.path}: {len(r.columns)} columns, but {first.path} has {len(first.columns)}")
         names = [c.name for c in r.columns]
-        if getattr(r, "header", False) and names != [c.name for c in first.columns]:
+        if r.header and names != [c.name for c in first.columns]:
             raise InputError(f"{r.path}: the header differs from {first.path}'s")
     for j in range(len(first.columns)):
         if not all(r.columns[j].numeric for r in readers):
             for r in readers:
-                if hasattr(r, "force_text"):
-                    r.force_text(j)
+                r.force_text(j)
 
 
 def _resolve(reader, refs, option):
@@ -238,8 +236,9 @@ def _resolve(reader, refs, option):
 def _label_rule(readers, label_readers, label_column, positive):
     positive = tuple(str(p).strip() for p in positive)
     if label_column is not None:
-        if readers[0].format == "libsvm":
-            raise ParameterError("a LIBSVM file's label is the first value of each line; leave out --label-column")
+        if not readers[0].label_column_allowed:
+            raise ParameterError(f"a {readers[0].format.upper()} file's label is the first value of each line; "
+                                 "leave out --label-column")
         j = _resolve(readers[0], [label_column], "--label-column")[0]
         numeric = all(r.columns[j].numeric for r in readers)
         return LabelRule(j, readers[0].columns[j].name, numeric, positive)
@@ -257,12 +256,12 @@ def _label_rule(readers, label_readers, label_column, positive):
     return None
 
 
-def _plan(readers, rule, categorical, drop, bins, normalize, bias, rff_spec):
-    columns = _column_plans(readers, rule, categorical, drop, bins)
+def _plan(readers, rule, features):
+    columns = _column_plans(readers, rule, features.categorical, features.drop, features.bins)
     if not columns:
         raise ParameterError("no feature columns are left after the label and --drop")
-    dropped = [readers[0].columns[j].name for j in _resolve(readers[0], drop, "--drop")]
-    return Plan(columns, normalize, bias, rff_spec, dropped=dropped)
+    dropped = [readers[0].columns[j].name for j in _resolve(readers[0], features.drop, "--drop")]
+    return Plan(columns, features.normalize, features.bias, features.rff_spec, dropped=dropped)
 
 
 def _column_plans(readers, rule, categorical, drop, bins):
@@ -278,8 +277,7 @@ def _column_plans(readers, rule, categorical, drop, bins):
         if j in cat or not col.numeric:
             kind = "onehot"
             for r in readers:
-                if hasattr(r, "force_text"):
-                    r.force_text(j)
+                r.force_text(j)
         else:
             kind = "bins" if bins else "number"
         plans.append(ColumnPlan(j, col.name, kind))
@@ -336,7 +334,7 @@ def _concat(parts):
     if isinstance(parts[0], np.ndarray):
         return np.concatenate(parts)
     import pyarrow as pa
-    return pa.concat_arrays([p.combine_chunks() if hasattr(p, "combine_chunks") else p for p in parts])
+    return pa.concat_arrays([p.combine_chunks() if isinstance(p, pa.ChunkedArray) else p for p in parts])
 
 
 def _steps(tagged_blocks, width):

@@ -15,6 +15,9 @@ from collections import Counter
 
 import numpy as np
 
+from .columns import numeric_matrix, text_values
+from .labels import label_block
+
 SKETCH_CAP = 1 << 14
 LEVEL_STEP = 4
 MAX_LABEL_VALUES = 20
@@ -23,8 +26,6 @@ MAX_LABEL_VALUES = 20
 def block_stats(block, columns, label_rule):
     """Summary of one block: rows, label counts, a vocabulary per categorical column and a
     value-count sketch per binned column. ``columns`` maps column index -> kind."""
-    from .featurize import numeric_matrix, text_values
-    from .labels import label_block
     stats = {"rows": len(block), "labels": Counter(), "label_values": set(), "matched": set(),
              "vocab": {}, "sketch": {}}
     if label_rule is not None:

@@ -134,10 +134,17 @@ class Session:
         """The k best unlabeled points: (indices, scores), best first."""
         return self.search.top(k)
 
-    def tell(self, index, label):
+    def tell(self, index, label, *, applied=None):
         """Record labels: tell(i, 1) or tell([i, j], [1, 0]). Labels told in one call
-        are applied in one pass over X. Returns when they are durably in the journal."""
+        are applied in one pass over X. Returns when they are durably in the journal.
+
+        ``applied``: an engine from :meth:`engine_from_state` of this session's current
+        state to which exactly these labels were already told and applied (computed
+        ahead, e.g. while a person reads); the session adopts it instead of doing the
+        pass itself. The result is the same, bit for bit."""
         self._require_writer("label")
+        if applied is not None:
+            return self._adopt(index, label, applied)
         engine = self.search
         before = engine.n_labeled
         engine.tell(index, label)                 # validates first: a bad label changes nothing
@@ -151,11 +158,40 @@ class Session:
         except BaseException:
             self._drop_engine()                   # it holds labels the journal may not: reload
             raise
+        self._after_label(record, len(told))
+        return len(told)
+
+    def _adopt(self, index, label, engine):
+        current = self.search
+        told = list(zip(*current._validate(index, label)))
+        if not told:
+            raise LabelError("no labels given")
+        if engine.history != current.history + told or engine._pending:
+            raise ParameterError("the engine given as applied= does not hold this session's labels "
+                                 "followed by exactly these ones")
+        record = self._journal.append({"op": "label", "index": [i for i, _ in told],
+                                       "label": [y for _, y in told]})
+        self._engine = engine
+        current.close()
+        self._after_label(record, len(told))
+        return len(told)
+
+    def _after_label(self, record, count):
         self._history.apply(record)
-        self._since_checkpoint += len(told)
+        self._since_checkpoint += count
         if self._since_checkpoint >= self.info["checkpoint_every"]:
             self.checkpoint()
-        return len(told)
+
+    def export_engine_state(self):
+        """The engine's current state (``export_state()``: copies), for
+        :meth:`engine_from_state`, which may then run in another thread."""
+        return self.search.export_state()
+
+    def engine_from_state(self, state):
+        """A new engine continuing from ``state`` (one pass over X), on this session's
+        store; it changes nothing in the session until given to ``tell(applied=...)``."""
+        return METHODS[self.method].from_state(self._open_store(), state, backend=self._backend,
+                                               n_threads=self._n_threads)
 
     def undo(self, count=1):
         """Withdraw the last ``count`` labels; returns them as [(index, label)]. The

@@ -19,6 +19,9 @@ FORMAT_VERSION = 1
 FORMAT_ATTR = "bigsearch_format"
 COMPLETE_ATTR = "every_chunk_written"   # True: a missing chunk file is damage, not the fill value
 X_NAME, Y_NAME, IDS_NAME = "X", "y", "ids"
+# What a person is shown for a point (written by ingest/records.py; docs/store-format.md)
+RECORDS_NAME, PIXELS_NAME, DISPLAY_ATTR = "records", "pixels", "display"
+OPTIONAL_NAMES = (Y_NAME, IDS_NAME, RECORDS_NAME, PIXELS_NAME)
 FEATURE_DTYPES = (np.dtype("float32"), np.dtype("float64"))
 LABEL_VALUES = (-1, 0, 1)
 

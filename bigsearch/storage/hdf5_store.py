@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import StoreError, StoreNotFoundError
 from .base import FeatureStore, advise_willneed, map_file_array
-from .format import IDS_NAME, X_NAME, Y_NAME, check_features, default_chunk_rows
+from .format import OPTIONAL_NAMES, X_NAME, check_features, default_chunk_rows
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
 
@@ -115,7 +115,7 @@ class HDF5Store(FeatureStore):
             advise_willneed(self.path, self._offsets[j], (b - a) * self.r * self.dtype.itemsize)
 
     def _read_optional(self, name, rows=None):
-        if name not in (Y_NAME, IDS_NAME) or name not in self._file:
+        if name not in OPTIONAL_NAMES or name not in self._file:
             return None
         dataset = self._file[name]
         # h5py's fancy indexing wants increasing indices, and at least one

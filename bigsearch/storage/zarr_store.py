@@ -15,7 +15,7 @@ from zarr.storage import LocalStore
 
 from ..errors import StoreError, StoreNotFoundError
 from .base import FeatureStore, advise_willneed, map_file_array
-from .format import COMPLETE_ATTR, IDS_NAME, X_NAME, Y_NAME, check_features
+from .format import COMPLETE_ATTR, OPTIONAL_NAMES, X_NAME, check_features
 
 
 class ZarrStore(FeatureStore):
@@ -119,7 +119,7 @@ class ZarrStore(FeatureStore):
             advise_willneed(self._chunk_file(j), 0, 0)
 
     def _read_optional(self, name, rows=None):
-        if name not in (Y_NAME, IDS_NAME) or name not in self._group:
+        if name not in OPTIONAL_NAMES or name not in self._group:
             return None
         try:
             array = self._group[name]

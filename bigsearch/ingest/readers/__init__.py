@@ -13,37 +13,43 @@ from pathlib import Path
 from ...errors import InputError
 from .arrays import ArrayReader, ParquetReader
 from .base import Block, Column, Reader, open_binary
-from .binary import IDX_TYPES, IdxReader, NpyReader
+from .binary import IdxReader, NpyReader
 from .csv import CsvReader
 from .libsvm import LibsvmReader
 
-FORMATS = ("csv", "tsv", "libsvm", "npy", "hdf5", "zarr", "idx", "parquet")
-SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".svm": "libsvm", ".libsvm": "libsvm",
-            ".svmlight": "libsvm", ".npy": "npy", ".h5": "hdf5", ".hdf5": "hdf5", ".hdf": "hdf5",
-            ".zarr": "zarr", ".parquet": "parquet", ".pq": "parquet", ".idx": "idx"}
 LIBSVM_TOKEN = re.compile(rb"^(qid:\S+|\d+:\S+)$")
+READERS = {}    # format name -> reader class, in the order messages list them
 
-__all__ = ["FORMATS", "Block", "Column", "Reader", "detect_format", "open_reader"]
+__all__ = ["FORMATS", "READERS", "Block", "Column", "Reader", "detect_format", "open_reader",
+           "register_reader"]
 
 
-def open_reader(path, fmt=None, *, delimiter=None, header=None, dataset=None, n_features=None):
-    """A reader for one input file (format given or detected)."""
+def register_reader(cls):
+    """Make ``cls`` (a Reader subclass) read the formats it declares in ``cls.formats``."""
+    for fmt in cls.formats:
+        READERS[fmt] = cls
+    return cls
+
+
+for _reader in (CsvReader, LibsvmReader, NpyReader, ArrayReader, IdxReader, ParquetReader):
+    register_reader(_reader)
+FORMATS = tuple(READERS)
+
+
+def open_reader(path, fmt=None, options=None):
+    """A reader for one input file (format given or detected), configured by ``options``
+    (a SourceOptions; the defaults when None)."""
+    from ..options import SourceOptions
     path = str(path)
     _check_readable(path)
     fmt = fmt or detect_format(path)
-    if fmt in ("csv", "tsv"):
-        return CsvReader(path, delimiter=delimiter, header=header, fmt=fmt)
-    if fmt == "libsvm":
-        return LibsvmReader(path, n_features=n_features)
-    if fmt == "npy":
-        return NpyReader(path)
-    if fmt == "idx":
-        return IdxReader(path)
-    if fmt in ("hdf5", "zarr"):
-        return ArrayReader(path, fmt, dataset)
-    if fmt == "parquet":
-        return ParquetReader(path)
-    raise InputError(f"{path}: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt not in READERS:
+        raise InputError(f"{path}: unknown format {fmt!r}; choose one of {', '.join(READERS)}")
+    return READERS[fmt].open(path, fmt, options or SourceOptions())
+
+
+def _reader_classes():
+    return list(dict.fromkeys(READERS.values()))
 
 
 def _check_readable(path):
@@ -64,21 +70,11 @@ def detect_format(path):
     if os.path.isdir(path):
         return "zarr"
     head = _head(path)
-    if head.startswith(b"\x89HDF\r\n\x1a\n"):
-        return "hdf5"
-    if head.startswith(b"\x93NUMPY"):
-        return "npy"
-    if head.startswith(b"PAR1"):
-        return "parquet"
-    if len(head) >= 4 and head[:2] == b"\0\0" and head[2] in IDX_TYPES and 1 <= head[3] <= 4:
-        return "idx"
     name = Path(path).name.lower().removesuffix(".gz")
-    suffix = Path(name).suffix
-    if suffix in SUFFIXES:
-        return SUFFIXES[suffix]
-    if "-ubyte" in name:
-        return "idx"
-    return _sniff_text(path, head)
+    classes = _reader_classes()
+    found = (next((fmt for cls in classes if (fmt := cls.format_of_head(head))), None)
+             or next((fmt for cls in classes if (fmt := cls.format_of_name(name))), None))
+    return found or _sniff_text(path, head)
 
 
 def _head(path, size=1 << 16):
@@ -96,11 +92,11 @@ def _sniff_text(path, head):
         raise InputError(f"{path}: empty file")
     if b"\0" in head:
         raise InputError(f"{path}: cannot tell the format of this binary file; give --format "
-                         f"({'|'.join(FORMATS)})")
+                         f"({'|'.join(READERS)})")
     complete = head.splitlines()[:-1] or head.splitlines()   # the last line may be cut
     lines = [ln for ln in complete if ln.strip() and not ln.startswith((b"#", b"|"))]
     if not lines:
-        raise InputError(f"{path}: no data lines; give --format ({'|'.join(FORMATS)})")
+        raise InputError(f"{path}: no data lines; give --format ({'|'.join(READERS)})")
     tokens = lines[0].split(b"#", 1)[0].split()
     if len(tokens) >= 2 and all(LIBSVM_TOKEN.match(t) for t in tokens[1:]):
         return "libsvm"

@@ -14,13 +14,24 @@ from ...storage.hdf5_store import attribute_value
 from .base import Block, Column, Reader
 
 
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 MAX_SPAN_BYTES = 128 * 2**20     # source chunks larger than this are read by blocks
 
 
 class ArrayReader(Reader):
     """A 2-D array in an HDF5 file or a Zarr store, read by slices of rows."""
 
+    formats = ("hdf5", "zarr")
+    suffixes = {".h5": "hdf5", ".hdf5": "hdf5", ".hdf": "hdf5", ".zarr": "zarr"}
     labels_are_stored = True
+
+    @classmethod
+    def open(cls, path, fmt, options):
+        return cls(path, fmt, options.dataset)
+
+    @classmethod
+    def format_of_head(cls, head):
+        return "hdf5" if head.startswith(HDF5_SIGNATURE) else None
 
     def __init__(self, path, fmt, dataset=None):
         super().__init__(path)
@@ -131,7 +142,13 @@ def _decode(values):
 
 
 class ParquetReader(Reader):
+    formats = ("parquet",)
+    suffixes = {".parquet": "parquet", ".pq": "parquet"}
     format = "parquet"
+
+    @classmethod
+    def format_of_head(cls, head):
+        return "parquet" if head.startswith(b"PAR1") else None
 
     def __init__(self, path):
         super().__init__(path)

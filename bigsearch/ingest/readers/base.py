@@ -60,11 +60,24 @@ class Block:
 
 
 class Reader:
-    """Base class. Subclasses set ``columns`` and implement ``blocks``."""
+    """Base class of the input readers, and what each one declares about itself.
 
+    A subclass sets ``columns`` and implements ``blocks``; the class attributes and the
+    methods with defaults below are its capabilities, which the pipeline reads instead of
+    probing for attributes. ``formats`` are the --format names it reads; ``open`` builds
+    it from :class:`~bigsearch.ingest.options.SourceOptions` (each reader takes the
+    options it understands). Register a new reader in readers/__init__.py.
+    """
+
+    formats = ()                # the format names this class reads ("csv", "tsv", ...)
+    suffixes = {}               # file name ending -> format (".csv": "csv", ...)
     format = "?"
     labels_are_stored = False   # True when ``Block.labels`` already are store labels (1, 0, -1)
     has_labels = False          # True when every block carries ``labels``
+    label_column_allowed = True  # False when the label has a fixed place in each row (LIBSVM)
+    header = False              # True when the column names come from the input
+    n = None                    # the exact number of rows, when known before reading
+    ids = None                  # identifiers the input carries (an array-like of n), or None
 
     def __init__(self, path):
         self.path = str(path)
@@ -73,8 +86,38 @@ class Reader:
         self.rows_read = 0
         self._raw = None            # the file object whose position measures progress
 
+    @classmethod
+    def open(cls, path, fmt, options):
+        """The reader of ``path`` in format ``fmt`` with the source options it uses."""
+        return cls(path)
+
+    @classmethod
+    def format_of_head(cls, head):
+        """The format whose signature a file's first bytes (decompressed) carry, or None."""
+        return None
+
+    @classmethod
+    def format_of_name(cls, name):
+        """The format a file name (lower case, without .gz) means, or None."""
+        return next((fmt for suffix, fmt in cls.suffixes.items() if name.endswith(suffix)), None)
+
+    @classmethod
+    def align(cls, readers):
+        """Make several inputs of this class agree on their columns (called before
+        the columns are compared); nothing to do for most formats."""
+
     def blocks(self, block_bytes):
         raise NotImplementedError
+
+    def needs_scan(self):
+        """True when the columns are known only after a first read (``scan``)."""
+        return False
+
+    def scan(self, block_bytes):
+        """Read the input once to find its columns (when ``needs_scan``)."""
+
+    def force_text(self, j):
+        """Read column j as text. Readers of numbers only have nothing to do."""
 
     def position(self):
         """Bytes of the file consumed so far (for progress bars)."""
@@ -88,7 +131,7 @@ class Reader:
 
     def estimated_rows(self):
         """The number of rows when known or estimated cheaply, else None."""
-        return getattr(self, "n", None)
+        return self.n
 
     def describe(self):
         return {"path": self.path, "format": self.format, "bytes": self.size, "rows": self.rows_read}

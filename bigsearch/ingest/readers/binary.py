@@ -36,7 +36,13 @@ class _RowStream(Reader):
 
 
 class NpyReader(_RowStream):
+    formats = ("npy",)
+    suffixes = {".npy": "npy"}
     format = "npy"
+
+    @classmethod
+    def format_of_head(cls, head):
+        return "npy" if head.startswith(b"\x93NUMPY") else None
 
     def __init__(self, path):
         super().__init__(path)
@@ -89,7 +95,18 @@ def _npy_header(stream, path):
 class IdxReader(_RowStream):
     """IDX (the MNIST format): magic 0 0 TYPE NDIM, NDIM big-endian int32 sizes, values."""
 
+    formats = ("idx",)
+    suffixes = {".idx": "idx"}
     format = "idx"
+
+    @classmethod
+    def format_of_head(cls, head):
+        is_idx = len(head) >= 4 and head[:2] == b"\0\0" and head[2] in IDX_TYPES and 1 <= head[3] <= 4
+        return "idx" if is_idx else None
+
+    @classmethod
+    def format_of_name(cls, name):
+        return super().format_of_name(name) or ("idx" if "-ubyte" in name else None)
 
     def __init__(self, path):
         super().__init__(path)

@@ -32,7 +32,13 @@ def _pa():
 
 
 class CsvReader(Reader):
+    formats = ("csv", "tsv")
+    suffixes = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv"}
     format = "csv"
+
+    @classmethod
+    def open(cls, path, fmt, options):
+        return cls(path, delimiter=options.delimiter, header=options.header, fmt=fmt)
 
     def __init__(self, path, *, delimiter=None, header=None, fmt="csv"):
         super().__init__(path)
@@ -113,7 +119,7 @@ class CsvReader(Reader):
     # -- errors ---------------------------------------------------------------------
     def _error(self, e, start):
         """An InputError naming the line, from a pyarrow error met after ``start`` good rows."""
-        skip = self.skip_lines + int(getattr(self, "header", False))
+        skip = self.skip_lines + int(self.header)
         text = str(e)
         if self._invalid:
             row = self._invalid[0]

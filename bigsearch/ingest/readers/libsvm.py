@@ -41,8 +41,25 @@ def _is_data(line):
 
 
 class LibsvmReader(Reader):
+    formats = ("libsvm",)
+    suffixes = {".svm": "libsvm", ".libsvm": "libsvm", ".svmlight": "libsvm"}
     format = "libsvm"
     has_labels = True
+    label_column_allowed = False    # the label is the first value of each line
+
+    @classmethod
+    def open(cls, path, fmt, options):
+        return cls(path, n_features=options.n_features)
+
+    @classmethod
+    def align(cls, readers):
+        """Several LIBSVM inputs share the widest width and the same index base."""
+        if len(readers) > 1:
+            width = max(r.n_features for r in readers)
+            zero = any(r.zero_based for r in readers)
+            for r in readers:
+                r.zero_based, r.n_features = zero, width + (1 if zero and not r.zero_based else 0)
+                r.columns = r._named(r.n_features)
 
     def __init__(self, path, *, n_features=None, zero_based=False):
         super().__init__(path)

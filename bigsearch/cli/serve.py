@@ -1,0 +1,41 @@
+"""`bigsearch serve SESSION`: the labelling page over a session."""
+
+import warnings
+
+import click
+
+from ..errors import BigsearchError, SessionWarning
+from . import main
+from .session import _show_warning, store_option
+
+
+class ServeCommand(click.Command):
+    """Warnings about a recovered session as "Warning: ..." lines, as for `session`."""
+
+    def invoke(self, ctx):
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", SessionWarning)
+            warnings.showwarning = _show_warning
+            return super().invoke(ctx)
+
+
+@main.command(cls=ServeCommand)
+@click.argument("directory", type=click.Path(path_type=str))
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; any non-loopback address requires the access token printed at start.")
+@click.option("--port", type=int, default=8765, show_default=True, help="Port (0: any free port).")
+@click.option("--budget", type=click.IntRange(1), default=None, help="Labels planned, shown as progress.")
+@click.option("--no-prefetch", is_flag=True, help="Do not compute the next item ahead (for measurements).")
+@store_option
+def serve(directory, host, port, budget, no_prefetch, store):
+    """Label the session in DIRECTORY in a web browser (docs/serve.md).
+
+    Keys: a positive, x negative, space skip, backspace undo. Ctrl-C stops the server
+    and writes a checkpoint; every acknowledged label is already in the journal.
+    """
+    try:
+        from ..serve.server import serve as run
+    except ImportError as e:
+        raise BigsearchError(f"bigsearch serve needs {e.name}: pip install 'bigsearch[serve]'") from None
+    run(directory, host=host, port=port, budget=budget, store=store, prefetch=not no_prefetch,
+        echo=lambda line: click.echo(line))

@@ -1,0 +1,120 @@
+"""The options of an ingest, in four frozen groups validated when they are made.
+
+``ingest(sources, out, source=..., labels=..., features=..., output=...)`` takes one of
+each (the defaults when left out); the CLI builds them from its flags. A new option goes
+into the group it belongs to, with its check in that group's ``__post_init__``, so a bad
+value fails before any file is opened.
+
+- :class:`SourceOptions`: how inputs are read (format, CSV dialect, HDF5/Zarr dataset,
+  LIBSVM width, block size).
+- :class:`LabelOptions`: where labels come from, which values are positive, subsampling.
+- :class:`FeatureOptions`: which columns, how they are encoded, normalize / bias / RFF.
+- :class:`OutputOptions`: the store written (format, chunks, dtype, codec, overwrite).
+"""
+
+import math
+from dataclasses import dataclass, fields
+
+from ..errors import ParameterError
+
+# Text read per parser call (docs/ingest.md has the measurements behind it).
+BLOCK_BYTES = 1 << 20
+CODECS = ("none", "lz4", "zstd", "gzip", "lzf")
+DTYPES = ("float32", "float64")
+
+
+def _as_tuple(group, *names):
+    """Sequences given as lists (or a single string) become tuples, so groups hash and compare."""
+    for name in names:
+        value = getattr(group, name)
+        value = (value,) if isinstance(value, (str, int)) else tuple(value)
+        object.__setattr__(group, name, value)
+
+
+def _one_of(name, value, choices):
+    if value is not None and value not in choices:
+        raise ParameterError(f"{name} {value!r} is not one of {', '.join(choices)}")
+
+
+def _at_least(name, value, low):
+    if value is not None and not value >= low:
+        raise ParameterError(f"{name} must be at least {low}, got {value}")
+
+
+class _Group:
+    def as_dict(self):
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class SourceOptions(_Group):
+    format: str | None = None         # None: detected per file (readers/__init__.py)
+    delimiter: str | None = None      # CSV; None: detected
+    header: bool | None = None        # CSV; None: detected
+    dataset: str | None = None        # HDF5/Zarr input: the 2-D dataset (None: X)
+    n_features: int | None = None     # LIBSVM; None: found by a first pass
+    block_bytes: int = BLOCK_BYTES
+
+    def __post_init__(self):
+        from .readers import READERS
+        _one_of("source format", self.format, tuple(READERS))
+        _at_least("n_features", self.n_features, 1)
+        _at_least("block_bytes", self.block_bytes, 1)
+        if self.delimiter is not None and len(self.delimiter) != 1:
+            raise ParameterError(f"delimiter {self.delimiter!r}: give one character")
+
+
+@dataclass(frozen=True)
+class LabelOptions(_Group):
+    files: tuple = ()                 # labels files, one per input, in order
+    column: str | int | None = None   # the label column (name, or 0-based index)
+    positive: tuple = ()              # values that mean positive
+    prevalence: float | None = None   # subsample positives to this prevalence
+    seed: int = 0                     # of the subsampling
+
+    def __post_init__(self):
+        _as_tuple(self, "files", "positive")
+        object.__setattr__(self, "files", tuple(str(f) for f in self.files))
+        if self.prevalence is not None and not 0 < self.prevalence < 1:
+            raise ParameterError(f"prevalence must be in (0, 1), got {self.prevalence}")
+
+
+@dataclass(frozen=True)
+class FeatureOptions(_Group):
+    categorical: tuple = ()           # columns to one-hot encode (names or indices)
+    drop: tuple = ()                  # columns to leave out
+    bins: int | None = None           # K quantile bins per numeric column
+    normalize: bool = False
+    bias: bool = False
+    rff: int | None = None            # D random Fourier features
+    gamma: float = 1.0                # of the RBF kernel approximated by rff
+    seed: int = 0                     # of the rff weights
+
+    def __post_init__(self):
+        _as_tuple(self, "categorical", "drop")
+        if self.bins is not None and self.bins < 2:
+            raise ParameterError(f"--bins {self.bins}: quantile bins need K >= 2")
+        if self.rff is not None and self.rff < 1:
+            raise ParameterError(f"--rff {self.rff}: the number of random Fourier features D must be >= 1")
+        if self.rff and not 0 < self.gamma < math.inf:
+            raise ParameterError(f"--gamma {self.gamma}: the RBF kernel needs a finite gamma > 0")
+
+    @property
+    def rff_spec(self):
+        """What the plan records about the random Fourier features, or None."""
+        return {"dim": int(self.rff), "gamma": float(self.gamma), "seed": int(self.seed)} if self.rff else None
+
+
+@dataclass(frozen=True)
+class OutputOptions(_Group):
+    format: str | None = None         # None: from OUT's name (storage.store_kind_for)
+    chunk_rows: int | None = None     # None: chunks of about 32 MiB
+    dtype: str = "float32"
+    codec: str = "none"
+    overwrite: bool = False
+
+    def __post_init__(self):
+        _one_of("output format", self.format, ("zarr", "hdf5"))
+        _one_of("dtype", self.dtype, DTYPES)
+        _one_of("codec", self.codec, CODECS)
+        _at_least("chunk_rows", self.chunk_rows, 1)

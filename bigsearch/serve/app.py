@@ -1,0 +1,146 @@
+"""The labelling page's web application (Flask, served by waitress).
+
+Routes: ``/`` the page (static HTML/JS/CSS from package data); ``/api/state`` what to
+show; ``/api/answer``, ``/api/skip``, ``/api/undo`` (POST, JSON) change the session;
+``/api/export.csv`` the labels.
+
+Safety (docs/serve.md): on a loopback address only requests naming that address in
+``Host`` are served (a DNS-rebinding page cannot reach the server under its own name);
+on any other address every request must carry the access token printed at start (in
+``?token=``, which sets a cookie, in the cookie, or as ``Authorization: Bearer``).
+State-changing requests must be JSON POSTs carrying the page's CSRF token in
+``X-CSRF-Token``, from the page's own origin when the browser says where it comes from.
+"""
+
+import hmac
+import secrets
+from importlib import resources
+from urllib.parse import urlsplit
+
+from flask import Flask, Response, jsonify, redirect, request
+
+from ..errors import BigsearchError, LabelError
+from .labeler import Conflict
+
+COOKIE = "bigsearch_token"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")
+
+
+class Guard:
+    """Who may use the page: the access token (None on a loopback address) and the
+    CSRF token the page sends back with every change."""
+
+    def __init__(self, host, access_token=None):
+        self.host = host
+        self.loopback = access_token is None
+        self.access_token = access_token
+        self.csrf_token = secrets.token_urlsafe(32)
+
+    def check(self, req):
+        """None when the request may proceed, else (status, message)."""
+        if self.loopback and _host_name(req.host) not in LOOPBACK_NAMES:
+            return 403, f"this server answers only at a loopback address, not {req.host!r}"
+        if not self.loopback and not self._has_token(req):
+            return 403, "a valid access token is required: open the address the server printed at start"
+        if req.method == "POST":
+            origin = req.headers.get("Origin")
+            if origin is not None and urlsplit(origin).netloc != req.host:
+                return 403, f"cross-site request from {origin} refused"
+            if not hmac.compare_digest(req.headers.get("X-CSRF-Token", ""), self.csrf_token):
+                return 403, "missing or wrong CSRF token: reload the page"
+            if not req.is_json:
+                return 415, "send JSON (Content-Type: application/json)"
+        return None
+
+    def _has_token(self, req):
+        auth = req.headers.get("Authorization", "")
+        given = [req.args.get("token"), req.cookies.get(COOKIE), auth[7:] if auth.startswith("Bearer ") else None]
+        return any(g is not None and hmac.compare_digest(g, self.access_token) for g in given)
+
+
+def _host_name(host):
+    if host.startswith("["):
+        return host[: host.index("]") + 1]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def create_app(labeler, guard):
+    app = Flask(__name__, static_folder=None)
+
+    @app.before_request
+    def _guard():
+        refused = guard.check(request)
+        if refused:
+            status, message = refused
+            return jsonify(error=message), status
+        return None
+
+    @app.after_request
+    def _headers(response):
+        response.headers["Cache-Control"] = "no-store"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["X-Frame-Options"] = "DENY"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["Content-Security-Policy"] = (
+            "default-src 'self'; img-src 'self' data:; style-src 'self'; frame-ancestors 'none'")
+        return response
+
+    @app.get("/")
+    def page():
+        if "token" in request.args:       # keep the token in a cookie, not in the address bar
+            response = redirect("/", code=303)
+            response.set_cookie(COOKIE, request.args["token"], httponly=True, samesite="Strict")
+            return response
+        html = _static("index.html").replace("{{CSRF}}", guard.csrf_token)
+        return Response(html, mimetype="text/html")
+
+    @app.get("/static/<name>")
+    def static_file(name):
+        kinds = {"app.js": "text/javascript", "style.css": "text/css"}
+        if name not in kinds:
+            return jsonify(error=f"no file {name}"), 404
+        return Response(_static(name), mimetype=kinds[name])
+
+    @app.get("/api/state")
+    def state():
+        return jsonify(labeler.view())
+
+    @app.post("/api/answer")
+    def answer():
+        body = _body()
+        return _change(lambda: labeler.answer(body.get("index"), body.get("label")))
+
+    @app.post("/api/skip")
+    def skip():
+        return _change(lambda: labeler.skip(_body().get("index")))
+
+    @app.post("/api/undo")
+    def undo():
+        return _change(lambda: labeler.undo(_body().get("index")))
+
+    @app.get("/api/export.csv")
+    def export():
+        name = labeler.session.directory.name or "session"
+        return Response(labeler.export_csv(), mimetype="text/csv",
+                        headers={"Content-Disposition": f'attachment; filename="{name}-labels.csv"'})
+
+    def _change(action):
+        try:
+            return jsonify(action())
+        except Conflict as e:
+            return jsonify(error=str(e), state=labeler.view()), 409
+        except LabelError as e:
+            return jsonify(error=str(e)), 400
+        except BigsearchError as e:
+            return jsonify(error=str(e)), 500
+
+    return app
+
+
+def _body():
+    body = request.get_json(silent=True)
+    return body if isinstance(body, dict) else {}
+
+
+def _static(name):
+    return resources.files(__package__).joinpath("static", name).read_text(encoding="utf-8")

@@ -1,0 +1,61 @@
+"""Why a point is proposed: its score as an exact sum over the labeled points.
+
+LAS's f is linear in the labels. With G = (I - R X X^T)^-1 = I + R X K^-1 X^T (the
+matrix inversion lemma of docs/algorithm.md),
+
+    f_i = sum_j G_ij q_j,   q_j = eta y_j (j labeled),  pi w0 / (1 + w0) (j unlabeled)
+
+and a_ij = eta G_ij = eta rho_i (x_i . K^-1 x_j) (j labeled, j != i) is the probability
+that a random walk from i ends at j's label: a positive adds a_ij to f_i, a negative
+adds nothing (it lowers f_i only by absorbing walks that would have ended elsewhere).
+The rest of f_i is the prior's share, q_i + rho_i x_i . K^-1 (xq - sum_L q_j x_j).
+Cost: one r x r product and |L| dot products; X itself is not read.
+
+WNAS's f is a weighted vote, f_i = sum_j s_j (x_i . x_j) / sum_j |x_i . x_j| over the
+labeled j (s_j = +1 / -1), so its weights are (x_i . x_j) / sum_j |x_i . x_j|.
+"""
+
+import numpy as np
+
+
+def explain(engine, index, history, top=5):
+    """{"f": f_i, "prior": the prior's share (LAS), "points": the ``top`` labeled points
+    with the largest weight: [{"index", "label", "weight", "contribution"}]}.
+    ``history``: [(index, label)] in force, the engine's."""
+    if not history:
+        return {"f": float(engine.f[index]), "prior": float(engine.f[index]), "points": []}
+    idx = np.array([i for i, _ in history], np.int64)
+    lab = np.array([y for _, y in history], np.float64)
+    rows = engine.store.read_rows(np.append(idx, index))
+    X_L, x = rows[:-1], rows[-1]
+    if engine.method == "las":
+        weight, contribution, prior = _las_terms(engine, x, X_L, lab)
+    else:
+        weight, contribution, prior = _wnas_terms(x, X_L, lab)
+    order = np.argsort(-np.abs(weight), kind="stable")[:top]
+    points = [{"index": int(idx[k]), "label": int(lab[k]), "weight": float(weight[k]),
+               "contribution": float(contribution[k])} for k in order]
+    return {"f": float(engine.f[index]), "prior": prior, "points": points}
+
+
+def las_absorption(engine, x, X_L):
+    """a_ij for an unlabeled point with row x and the labeled rows X_L."""
+    p = engine.params
+    rho = (1.0 / (1.0 + p.w0)) / float(x @ engine.s)
+    return p.eta * rho * (X_L @ (engine.Kinv @ x)), rho
+
+
+def _las_terms(engine, x, X_L, lab):
+    p = engine.params
+    weight, rho = las_absorption(engine, x, X_L)
+    q_unlabeled = p.pi * p.w0 / (1.0 + p.w0)
+    xq_prior = engine.xq - p.eta * (lab @ X_L)
+    prior = q_unlabeled + rho * float(x @ (engine.Kinv @ xq_prior))
+    return weight, weight * lab, prior
+
+
+def _wnas_terms(x, X_L, lab):
+    sim = X_L @ x
+    den = np.abs(sim).sum()
+    weight = sim / den if den > 0 else np.zeros_like(sim)
+    return weight, weight * (2.0 * lab - 1.0), None

@@ -1,0 +1,282 @@
+"""The labelling page's model and web application, without a browser: exact answers
+with and without computing ahead, conflicts between tabs, the explanation of a score
+against the dense reference, the guards, and the command line."""
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import bigsearch
+from bigsearch import Session
+from bigsearch.testing import clustered_points
+from bigsearch.testing.dense import dense_f, dense_wnas
+from tests.conftest import chunkings, run_cli
+
+flask = pytest.importorskip("flask", reason="bigsearch[serve] (flask, waitress) is not installed")
+
+from bigsearch.serve.app import Guard, create_app
+from bigsearch.serve.explain import explain
+from bigsearch.serve.labeler import Conflict, Labeler
+
+
+@pytest.fixture
+def data():
+    return clustered_points(300, 8, prevalence=0.1, seed=5, spread=0.8)
+
+
+@pytest.fixture
+def store(store_factory, data):
+    X, y = data
+    return store_factory(X, y, "zarr", "float32", 37)
+
+
+def answer_loop(labeler, y, steps, slip_every=4):
+    """Answer from y; every ``slip_every`` steps give the wrong answer first and undo it."""
+    for t in range(steps):
+        i = labeler.view()["item"]["index"]
+        if t % slip_every == slip_every - 1:
+            labeler.settle()
+            labeler.answer(i, 1 - int(y[i]))
+            labeler.undo(i)
+        labeler.settle()
+        labeler.answer(i, int(y[i]))
+
+
+@pytest.mark.parametrize("method", ["las", "wnas"])
+def test_answers_computed_ahead_equal_a_plain_session(tmp_path, store, data, method):
+    _, y = data
+    params = {"pi": 0.1, "alpha": 0.05} if method == "las" else {}
+    Session.create(store, tmp_path / "page", method=method, checkpoint_every=5, **params).close()
+    with Session.open(tmp_path / "page") as s:
+        labeler = Labeler(s)
+        answer_loop(labeler, y, 12)
+        assert labeler.adopted == 15       # every answer came from a prepared copy
+        page_f, page_next = np.array(s.search.f), s.ask()
+        labeler.close()
+    # the same answers told to a plain Python session
+    with Session.create(store, tmp_path / "plain", method=method, **params) as s:
+        for t in range(12):
+            i = s.ask()
+            if t % 4 == 3:
+                s.tell(i, 1 - int(y[i]))
+                s.undo(1)
+            s.tell(i, int(y[i]))
+        plain_history, plain_f, plain_next = s.history, np.array(s.search.f), s.ask()
+    with Session.open(tmp_path / "page", readonly=True) as s:
+        assert s.history == plain_history
+        assert s.status()["undone"] == 3
+        np.testing.assert_array_equal(s.search.f, plain_f)    # bit for bit, from the journal
+    np.testing.assert_array_equal(page_f, plain_f)
+    assert page_next == plain_next
+
+
+def test_computing_ahead_changes_nothing(tmp_path, store, data):
+    """With and without prefetching, skips included: the same labels, the same f."""
+    _, y = data
+    results = []
+    for prefetch in (True, False):
+        d = tmp_path / f"p{prefetch}"
+        Session.create(store, d, pi=0.1).close()
+        with Session.open(d) as s:
+            labeler = Labeler(s, prefetch=prefetch)
+            for t in range(10):
+                item = labeler.view()["item"]
+                if t in (2, 3):
+                    labeler.skip(item["index"])
+                    item = labeler.view()["item"]
+                    assert item["rank"] == 2 if t == 2 else item["rank"] <= 3
+                labeler.answer(item["index"], int(y[item["index"]]))
+            results.append((s.history, np.array(s.search.f), labeler.view()["item"]))
+            labeler.close()
+    assert results[0][0] == results[1][0]
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+    assert results[0][2] == results[1][2]
+
+
+def test_two_tabs_never_label_twice_or_undo_each_other(tmp_path, store):
+    Session.create(store, tmp_path / "s", pi=0.1).close()
+    with Session.open(tmp_path / "s") as s:
+        labeler = Labeler(s)
+        i = labeler.view()["item"]["index"]            # both tabs show i
+        labeler.answer(i, 1)                            # tab A
+        with pytest.raises(Conflict, match=f"point {i} is already labeled"):
+            labeler.answer(i, 0)                        # tab B, late
+        j = labeler.view()["item"]["index"]
+        with pytest.raises(Conflict, match="not the one on show"):
+            labeler.skip(i)
+        labeler.undo(i)                                 # tab A
+        with pytest.raises(Conflict, match=f"cannot undo point {i}: there are no labels"):
+            labeler.undo(i)                             # tab B, late
+        assert s.history == [] and j != i
+        labeler.close()
+
+
+@pytest.mark.parametrize("kind", ["zarr", "hdf5"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_why_this_point_is_exact_for_las(store_factory, kind, dtype):
+    """a_ij y_j for the labeled j plus the prior's share is f_i, term by term equal to
+    the dense solve's G_ij (1 - b_j) y'_j."""
+    X, y = clustered_points(90, 6, prevalence=0.2, seed=3, spread=0.8)
+    for chunk_rows in chunkings(len(X)):
+        path = store_factory(X, y, kind, dtype, chunk_rows)
+        engine = bigsearch.LAS(path, pi=0.2, eta=0.6)
+        rng = np.random.default_rng(chunk_rows)
+        picks = rng.choice(len(X), 14, replace=False)
+        engine.tell(picks, y[picks])
+        i = engine.ask()
+        history = engine.history
+        why = explain(engine, i, history, top=len(history))
+        # the dense reference, from the stored (rounded) X
+        Xs = bigsearch.open_store(path).read_rows(np.arange(len(X)))
+        labels = np.full(len(X), -1)
+        labels[picks] = y[picks]
+        n, eta, w0, pi = len(X), 0.6, 1.0 / len(X), 0.2
+        A = Xs @ Xs.T
+        b = np.where(labels >= 0, eta * 0 + (1 - eta), 1 / (1 + w0))
+        G = np.linalg.inv(np.eye(n) - (b / A.sum(1))[:, None] * A)
+        share = G * (1 - b)[None, :]                    # a_ij: where walks from i end
+        yprime = np.where(labels >= 0, labels, pi)
+        f = dense_f(Xs, labels, pi, eta)
+        assert why["f"] == pytest.approx(f[i], rel=1e-9)
+        for p in why["points"]:
+            assert p["weight"] == pytest.approx(share[i, p["index"]], rel=1e-8, abs=1e-13)
+            assert p["contribution"] == pytest.approx(share[i, p["index"]] * labels[p["index"]], rel=1e-8, abs=1e-13)
+        unl = labels < 0
+        assert why["prior"] == pytest.approx((share[i, unl] * yprime[unl]).sum(), rel=1e-8)
+        assert why["prior"] + sum(p["contribution"] for p in why["points"]) == pytest.approx(f[i], rel=1e-10)
+        weights = [abs(p["weight"]) for p in why["points"]]
+        assert weights == sorted(weights, reverse=True)
+        engine.close()
+
+
+def test_why_this_point_for_wnas(store_factory):
+    X, y = clustered_points(60, 5, prevalence=0.3, seed=4, spread=0.8)
+    engine = bigsearch.WNAS(store_factory(X, y, "hdf5", "float64", 7))
+    engine.tell([0, 1, 2, 3, 4, 5], y[:6])
+    i = engine.ask()
+    why = explain(engine, i, engine.history, top=6)
+    labels = np.full(len(X), -1)
+    labels[:6] = y[:6]
+    assert sum(p["contribution"] for p in why["points"]) == pytest.approx(dense_wnas(X, labels)[i], rel=1e-9)
+    engine.close()
+
+
+# -- the web application ----------------------------------------------------------------
+@pytest.fixture
+def client_for(tmp_path, store):
+    made = []
+
+    def make(host="127.0.0.1", token=None):
+        d = tmp_path / f"s{len(made)}"
+        Session.create(store, d, pi=0.1).close()
+        session = Session.open(d)
+        labeler = Labeler(session)
+        guard = Guard(host, token)
+        made.append((labeler, session))
+        return create_app(labeler, guard).test_client(), guard
+    yield make
+    for labeler, session in made:
+        labeler.close()
+        session.close()
+
+
+def post(client, path, body, csrf, **headers):
+    return client.post(path, json=body, headers={"X-CSRF-Token": csrf, **headers})
+
+
+def test_changes_need_the_csrf_token_and_the_page_origin(client_for):
+    client, guard = client_for()
+    html = client.get("/").get_data(as_text=True)
+    assert guard.csrf_token in html and "{{CSRF}}" not in html
+    i = client.get("/api/state").get_json()["item"]["index"]
+    assert client.post("/api/answer", json={"index": i, "label": 1}).status_code == 403
+    assert post(client, "/api/answer", {"index": i, "label": 1}, "wrong").status_code == 403
+    r = post(client, "/api/answer", {"index": i, "label": 1}, guard.csrf_token, Origin="http://evil.example")
+    assert r.status_code == 403 and "cross-site" in r.get_json()["error"]
+    r = client.post("/api/answer", data=f"index={i}&label=1", headers={"X-CSRF-Token": guard.csrf_token},
+                    content_type="application/x-www-form-urlencoded")
+    assert r.status_code == 415
+    assert client.get("/api/state").get_json()["progress"]["labels"] == 0
+    r = post(client, "/api/answer", {"index": i, "label": 1}, guard.csrf_token, Origin="http://localhost")
+    assert r.status_code == 200 and r.get_json()["progress"]["labels"] == 1
+    r = post(client, "/api/answer", {"index": i, "label": 0}, guard.csrf_token)
+    assert r.status_code == 409 and r.get_json()["state"]["progress"]["labels"] == 1
+    r = post(client, "/api/answer", {"index": "7", "label": 1}, guard.csrf_token)
+    assert r.status_code == 400 and "not an integer" in r.get_json()["error"]
+    r = post(client, "/api/answer", {"index": 10**6, "label": 1}, guard.csrf_token)
+    assert r.status_code == 400 and "out of range" in r.get_json()["error"]
+    csv = client.get("/api/export.csv").get_data(as_text=True).splitlines()
+    assert csv[0] == "index,id,label,time" and csv[1].startswith(f"{i},,1,")
+
+
+def test_loopback_server_refuses_other_host_names(client_for):
+    client, _ = client_for()
+    assert client.get("/api/state", headers={"Host": "attacker.example:8765"}).status_code == 403
+    assert client.get("/api/state", headers={"Host": "localhost:8765"}).status_code == 200
+
+
+def test_other_hosts_need_the_token(client_for):
+    client, guard = client_for(host="0.0.0.0", token="s3cret-token")
+    assert client.get("/api/state").status_code == 403
+    assert client.get("/api/state?token=wrong").status_code == 403
+    assert client.get("/api/state", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
+    r = client.get("/?token=s3cret-token")
+    assert r.status_code == 303 and "HttpOnly" in r.headers["Set-Cookie"] and "SameSite=Strict" in r.headers["Set-Cookie"]
+    assert client.get("/api/state").status_code == 200         # the cookie now
+    i = client.get("/api/state").get_json()["item"]["index"]
+    assert post(client, "/api/answer", {"index": i, "label": 0}, guard.csrf_token).status_code == 200
+
+
+# -- the command -------------------------------------------------------------------------
+def start_server(directory, *args):
+    """`bigsearch serve` in a subprocess; returns (process, url) once it listens."""
+    proc = subprocess.Popen([sys.executable, "-m", "bigsearch", "serve", str(directory), "--port", "0", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    match = re.search(r"at (http://\S+)", line)
+    if not match:
+        proc.kill()
+        raise AssertionError(f"the server did not start: {line}{proc.stderr.read()}")
+    return proc, match.group(1)
+
+
+def test_serve_starts_stops_and_fails_like_the_cli(tmp_path, store):
+    import urllib.request
+    d = tmp_path / "s"
+    Session.create(store, d, pi=0.1).close()
+    proc, url = start_server(d)
+    try:
+        state = urllib.request.urlopen(url + "api/state", timeout=30).read()
+        assert b'"labels":0' in state
+        r = run_cli("serve", d, "--port", "0")                   # the session is in use
+        assert r.returncode == 2 and re.fullmatch(r"Error: session \S+ is in use by process \d+.*\n", r.stderr)
+        r = run_cli("session", "label", d, "1", "1")
+        assert r.returncode == 2 and "in use by process" in r.stderr
+        with Session.open(d, readonly=True) as reader:      # readers work meanwhile
+            assert reader.n_labels == 0
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "stopped; session" in out and "has 0 labels" in out
+    # in turn: the command line and the page on the same session
+    assert run_cli("session", "label", d, "1", "1").returncode == 0
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        r = run_cli("serve", d, "--port", busy.getsockname()[1])
+    assert r.returncode == 2 and re.fullmatch(r"Error: cannot listen on 127\.0\.0\.1:\d+: .*\n", r.stderr)
+    r = run_cli("serve", tmp_path / "nothing")
+    assert r.returncode == 2 and r.stderr.startswith("Error: no session at")
+    proc, url = start_server(d)
+    try:
+        assert b'"labels":1' in urllib.request.urlopen(url + "api/state", timeout=30).read()
+    finally:
+        proc.terminate()                     # SIGTERM: a clean stop too
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "has 1 labels" in out
