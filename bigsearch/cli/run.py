@@ -30,7 +30,7 @@ def run_methods(store, methods, budget, seed, out, init_index=None, init_positiv
         if runs == 1:
             _print_summary(results["runs"])
         if table:
-            click.echo(markdown_table(results["summary"], budget))
+            click.echo(markdown_table(results["summary"], results["budget"]))
         for note in notes:
             click.echo(note, err=True)
         click.echo(f"results: {Path(out) / 'results.json'}", err=True)

@@ -13,7 +13,8 @@ so results never mix.
 ``--overwrite`` replaces only an experiment's own files, and only once the new
 experiment's first run is finished: the new journal (header and that run) is written
 under a temporary name, fsync'd, and renamed over the old one in one step, so a kill at
-any moment leaves either the old experiment or the new one, never neither.
+any moment leaves either the old experiment or the new one, never neither (the old
+outputs, which its journal can remake, are removed just before).
 
 A process killed while writing leaves at most a torn last line, which is dropped.
 """
@@ -108,14 +109,15 @@ class Journal:
         self.done[(record["method"], record["run"])] = record
 
     def _start(self, record):
-        """Publish the new journal (header and first run) in one rename, then the
-        readable identity, then drop the outputs of the experiment it replaced."""
+        """Drop the outputs of the experiment being replaced (derived from its journal, so
+        it stays whole and resumable), then publish the new journal (header and first
+        run) in one rename, then the readable identity."""
         self.out.mkdir(parents=True, exist_ok=True)
+        for name in OUTPUTS:
+            (self.out / name).unlink(missing_ok=True)
         lines = json.dumps({"experiment": self.identity}) + "\n" + json.dumps(record) + "\n"
         write_bytes_atomic(self.path, lines.encode())
         write_json_atomic(self.out / EXPERIMENT, self.identity)
-        for name in OUTPUTS:
-            (self.out / name).unlink(missing_ok=True)
         self._replace = False
 
 

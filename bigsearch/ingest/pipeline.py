@@ -16,6 +16,7 @@ import numpy as np
 from .. import __version__, limits
 from ..errors import InputError, ParameterError, StoreExistsError
 from ..storage import StoreWriter, default_chunk_rows, store_kind_for
+from ..storage.format import is_feature_store
 from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, featurize, finish_plan, rff_weights
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
@@ -166,11 +167,17 @@ def _check_plan_size(plan):
 
 
 def _check_output(out, sources, overwrite):
-    if out.exists() and not overwrite:
-        raise StoreExistsError(f"{out} already exists; choose another OUT or pass --overwrite")
+    """OUT may be replaced only when it is a store, and never when it holds an input."""
     for s in sources:
         if Path(s).resolve() == out.resolve():
             raise ParameterError(f"{out} is both an input and the output")
+        if out.resolve() in Path(s).resolve().parents:
+            raise ParameterError(f"{out} holds the input {s}; write the store elsewhere")
+    if out.exists() and not overwrite:
+        raise StoreExistsError(f"{out} already exists; choose another OUT or pass --overwrite")
+    if out.exists() and not is_feature_store(out):
+        raise StoreExistsError(f"{out} is not a bigsearch store, so --overwrite will not replace it (it replaces "
+                               "only a store); choose another OUT")
 
 
 def _open_inputs(sources, options, progress):

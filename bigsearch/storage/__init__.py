@@ -4,12 +4,11 @@ from pathlib import Path
 
 from ..errors import StoreError, StoreNotFoundError
 from .base import FeatureStore
-from .format import FORMAT_VERSION, default_chunk_rows
+from .format import FORMAT_VERSION, HDF5_SIGNATURE, default_chunk_rows
 from .hdf5_store import HDF5Store
 from .writer import StoreWriter, create_store, store_kind_for
 from .zarr_store import ZarrStore
 
-HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 __all__ = ["FeatureStore", "HDF5Store", "ZarrStore", "StoreWriter", "create_store", "open_store",
            "store_kind_for", "default_chunk_rows", "FORMAT_VERSION"]

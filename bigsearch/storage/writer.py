@@ -7,6 +7,8 @@ name carries the writer's host and process id, so a later write to the same path
 what a killed writer left behind (and never what a live one is writing).
 """
 
+import ctypes
+import errno
 import json
 import os
 import re
@@ -19,7 +21,7 @@ import numpy as np
 
 from ..errors import StoreError, StoreExistsError
 from .format import (COMPLETE_ATTR, FEATURE_DTYPES, FORMAT_ATTR, FORMAT_VERSION, IDS_NAME, X_NAME, Y_NAME,
-                     check_labels, default_chunk_rows)
+                     check_labels, default_chunk_rows, is_feature_store)
 from .hdf5_store import HDF5_SUFFIXES
 
 LABEL_CHUNK = 1 << 20
@@ -50,8 +52,12 @@ class StoreWriter:
         if self.dtype not in FEATURE_DTYPES:
             raise StoreError(f"X dtype {self.dtype} is not supported; use float32 or float64")
         self.chunk_rows = int(chunk_rows or default_chunk_rows(self.r, self.dtype.itemsize))
+        restore_interrupted_replace(self.path)
         if self.path.exists() and not overwrite:
             raise StoreExistsError(f"{self.path} already exists; pass overwrite=True (--overwrite) to replace it")
+        if overwrite and self.path.exists() and not is_feature_store(self.path):
+            raise StoreExistsError(f"{self.path} is not a bigsearch store, so overwrite will not replace it "
+                                   "(it replaces only a store); choose another output path")
         self.overwrite = overwrite
         remove_stale_leftovers(self.path)
         self.tmp = temp_sibling(self.path, "partial")
@@ -101,12 +107,10 @@ class StoreWriter:
             if not self.overwrite:
                 self.abort()
                 raise StoreExistsError(f"{self.path} appeared while writing; not overwriting it")
-            old = temp_sibling(self.path, "old")
-            os.rename(self.path, old)
-            os.rename(self.tmp, self.path)
-            _remove(old)
+            replace_store(self.tmp, self.path)
         else:
             os.rename(self.tmp, self.path)
+            fsync_dir(self.path.parent)
         return self.path
 
     def abort(self):
@@ -124,6 +128,68 @@ class StoreWriter:
             self.close()
         else:
             self.abort()
+
+
+def replace_store(new, path):
+    """Put the finished store ``new`` at ``path``, replacing the store there so that a kill
+    at any moment leaves one of the two at ``path``: one atomic exchange of the two names
+    (Linux renameat2), else two renames whose gap restore_interrupted_replace repairs.
+    The old store is deleted only once the new one is in place, durably."""
+    if _exchange(new, path):
+        fsync_dir(path.parent)
+        _remove(new)                      # now the old store
+        return
+    old = temp_sibling(path, "old")
+    os.rename(path, old)
+    os.rename(new, path)
+    fsync_dir(path.parent)
+    _remove(old)
+
+
+def restore_interrupted_replace(path):
+    """A writer killed between the two renames of replace_store left ``path`` missing and
+    the old store under its ``.old-`` name: put it back (never delete the only copy)."""
+    if path.exists() or not path.parent.is_dir():
+        return None
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.old-{re.escape(_HOST)}-(\d+)-[0-9a-f]{{8}}$")
+    for entry in sorted(path.parent.iterdir(), key=lambda e: e.stat().st_mtime, reverse=True):
+        match = pattern.match(entry.name)
+        if match and not _alive(int(match.group(1))):
+            os.rename(entry, path)
+            fsync_dir(path.parent)
+            return entry.name
+    return None
+
+
+def _exchange(a, b):
+    """Swap two paths atomically (renameat2 RENAME_EXCHANGE); False where unsupported."""
+    renameat2 = getattr(_libc(), "renameat2", None)
+    if renameat2 is None:
+        return False
+    if renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _libc():
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
+
+
+def fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 _HOST = re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname())
