@@ -19,7 +19,7 @@ RESULTS = ROOT / "results"
 DATA = Path(os.environ.get("BIGSEARCH_BENCH_DATA", "/tmp/bigsearch-bench"))
 sys.path.insert(0, str(ROOT.parent))
 
-from bigsearch.kernels.common import stream_dots  # noqa: E402
+from bigsearch.kernels.encoded import stream_dots  # noqa: E402
 from bigsearch.synthetic import make_clustered_store  # noqa: E402
 from bigsearch.testing.memory import peak_rss as peak_rss_bytes  # noqa: E402,F401
 from bigsearch.testing.memory import start_peak_measurement  # noqa: E402,F401

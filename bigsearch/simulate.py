@@ -41,7 +41,7 @@ def initial_labels(y, seed, init_index=None, init_positives=1, init_negatives=0)
 
 
 OPTIONS = {  # the options each method takes (simulate passes only these)
-    "las": ("pi", "eta", "w0", "alpha", "backend", "n_threads"),
+    "las": ("pi", "eta", "w0", "alpha", "backend", "n_threads", "prune", "block_rows"),
     "asg": ("pi", "eta", "w0", "alpha"),
     "wnas": ("backend", "n_threads"),
     "agr": ("anchors", "neighbors", "gamma", "kmeans_iterations", "kmeans_seed", "backend", "n_threads"),
@@ -107,12 +107,15 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
                     progress(len(queries), hits[-1])
     finally:
         search.close()
-    return {
+    record = {
         "method": method, "seed": seed, "params": _params(search), "init": [list(p) for p in init],
         "batch_size": batch_size, "queries": queries, "hits": hits,
         "timings": {"total_seconds": time.perf_counter() - t0, "init_seconds": init_seconds,
                     "iteration_seconds": iteration_seconds, "elapsed_seconds": elapsed},
     }
+    if hasattr(search, "query_bytes"):   # bytes of X read to choose each round's queries
+        record.update(bytes_read=search.query_bytes, x_bytes=search.store.nbytes, pruning=search.pruning_status)
+    return record
 
 
 def _next_batch(search, k):

@@ -19,7 +19,8 @@ import pytest
 
 import bigsearch
 from bigsearch.errors import StoreExistsError
-from bigsearch.storage.writer import _HOST, StoreWriter, temp_sibling
+from bigsearch.storage.atomic import _HOST, temp_sibling
+from bigsearch.storage.writer import StoreWriter
 from bigsearch.testing import clustered_points
 
 from conftest import run_cli

@@ -367,7 +367,7 @@ def test_a_failed_journal_write_leaves_no_trace(tmp_path, store, data):
 def test_create_removes_what_a_killed_create_left(tmp_path, store):
     import subprocess
     import sys
-    from bigsearch.storage.writer import temp_sibling
+    from bigsearch.storage.atomic import temp_sibling
     dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                               text=True).stdout)
     stale = temp_sibling(tmp_path / "s", "partial")

@@ -214,7 +214,7 @@ def test_a_new_write_removes_what_dead_writers_left(tmp_path):
     """Leftovers of a dead writer on this host go; a live writer's and another host's stay."""
     import subprocess
     import sys
-    from bigsearch.storage.writer import _HOST
+    from bigsearch.storage.atomic import _HOST
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

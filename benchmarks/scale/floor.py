@@ -22,7 +22,8 @@ import numba
 import numpy as np
 
 from harness import median, save, table
-from bigsearch.kernels.common import FAST, stream_dots
+from bigsearch.kernels.common import FAST
+from bigsearch.kernels.encoded import stream_dots
 
 
 @numba.njit(nogil=True, cache=True, fastmath=True)

@@ -31,7 +31,8 @@ import numba
 import numpy as np
 
 from harness import median, save, scale_store, table
-from bigsearch.kernels.common import FAST, stream_dots
+from bigsearch.kernels.common import FAST
+from bigsearch.kernels.encoded import stream_dots
 from bigsearch.storage import open_store
 
 

@@ -25,7 +25,8 @@ from harness import DATA, evict, median, save, scale_store, store_path, table
 from common import bare_pass_step, rng_vectors
 import bigsearch
 from bigsearch.storage.format import DEFAULT_CHUNK_BYTES
-from bigsearch.kernels.common import ROW_BLOCK, stream_dots
+from bigsearch.kernels.common import ROW_BLOCK
+from bigsearch.kernels.encoded import stream_dots
 from bigsearch.kernels.las import degrees, update_scores
 
 DEFAULT_MIB = DEFAULT_CHUNK_BYTES // 2**20      # the package default (32 MiB since these studies)

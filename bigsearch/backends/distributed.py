@@ -44,6 +44,7 @@ from distributed.security import Security
 
 from ..errors import BigsearchError, ClusterError
 from ..storage import open_store
+from ..storage.encoding import copy_chunk
 from .local import LocalBackend
 
 WORKER_WAIT_SECONDS = 60    # how long to wait for a worker to join (start-up, after losing all)
@@ -406,7 +407,7 @@ class PersistedChunks:
 
     def __init__(self, store, chunks, memory_limit):
         a, b = store.chunks[chunks.start][0], store.chunks[chunks.stop - 1][1]
-        need = (b - a) * store.r * store.dtype.itemsize
+        need = (b - a) * store.bytes_per_point
         if memory_limit and need > self.MEMORY_FRACTION * memory_limit:
             # ClusterError, not ResourceError: dask cannot carry a MemoryError subclass back
             raise ClusterError(
@@ -416,8 +417,7 @@ class PersistedChunks:
         self.rows = {}
         for j in chunks:
             with store.chunk(j) as x:
-                self.rows[j] = np.array(x)
-                self.rows[j].flags.writeable = False
+                self.rows[j] = copy_chunk(x)
 
     @contextlib.contextmanager
     def chunk(self, j):

@@ -21,6 +21,7 @@ def info(store, as_json):
         return
     click.echo(f"{d['path']} ({d['kind']}): {d['n']:,} points x {d['r']} features, {d['dtype']}, "
                f"{d['x_bytes'] / 2**20:,.1f} MiB")
+    click.echo(f"encoding: {d['encoding']}, {d['bytes_per_point']:,} bytes per point")
     click.echo(f"chunks: {d['n_chunks']} of {d['chunk_rows']:,} rows; "
                + ("memory-mapped reads" if d["fast_path"] else f"decoded reads ({d['slow_reason']})"))
     click.echo(f"codec: {d['codec']}; {d['bytes_on_disk'] / 2**20:,.1f} MiB on disk")

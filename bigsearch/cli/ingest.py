@@ -57,7 +57,7 @@ def _option_groups(o):
                                        bins=o["bins"], normalize=o["normalize"], bias=o["bias"], rff=o["rff"],
                                        gamma=o["gamma"], seed=o["seed"]),
             "output": OutputOptions(format=o["output_format"], chunk_rows=o["chunk_rows"], dtype=o["dtype"],
-                                    codec=o["codec"], overwrite=o["overwrite"])}
+                                    codec=o["codec"], overwrite=o["overwrite"], encoding=o["encoding"])}
 
 
 @main.command()
@@ -96,6 +96,9 @@ def _option_groups(o):
 @click.option("--chunk-rows", type=click.IntRange(1), default=None,
               help="Rows per chunk (default: chunks of about 32 MiB).")
 @click.option("--dtype", default="float32", show_default=True, metavar="float32|float64")
+@click.option("--encoding", default=None, metavar="float32|float64|float16|int8|binary",
+              help="How X is stored (default: --dtype): float16; int8 codes with a scale per row; "
+                   "binary: 0/1 features packed in bits with a scale per row (docs/store-format.md).")
 @click.option("--codec", default="none", show_default=True,
               help="Compression: none, lz4, zstd, gzip (Zarr); none, gzip, lzf (HDF5).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing OUT.")
@@ -104,11 +107,13 @@ def _option_groups(o):
 def ingest(paths, scheduler, cluster, quiet, **flags):
     """Turn SRC files (concatenated in order) into the feature store OUT."""
     from ..ingest import CODECS, FORMATS, ingest as run_ingest
+    from ..storage.encoding import ENCODINGS
     if len(paths) < 2:
         raise ParameterError("give at least one SRC and the OUT store: bigsearch ingest SRC... OUT")
     _choice(flags["fmt"], FORMATS, "--format")
     _choice(flags["output_format"], ("zarr", "hdf5"), "--output-format")
     _choice(flags["dtype"], ("float32", "float64"), "--dtype")
+    _choice(flags["encoding"], ENCODINGS, "--encoding")
     _choice(flags["codec"], CODECS, "--codec")
     groups = _option_groups(flags)
     progress = BarProgress(quiet)

@@ -11,7 +11,7 @@ from ..engine import METHODS
 from ..experiments import Experiment, run_experiment
 from ..experiments.pairs import pair_experiment, pairs_table, write_pairs_csv
 from ..experiments.reports import markdown_table
-from ..experiments.resume import write_json_atomic
+from ..storage.atomic import atomic_write_json
 from . import main
 from .options import IndexList, MethodList, cluster_backend, cluster_options, las_options
 
@@ -31,6 +31,8 @@ def run_methods(store, methods, budget, seed, out, init_index=None, init_positiv
             _print_summary(results["runs"])
         if table:
             click.echo(markdown_table(results["summary"], results["budget"]))
+        for r in results["runs"][:len(methods)]:
+            _print_reads(r)
         for note in notes:
             click.echo(note, err=True)
         click.echo(f"results: {Path(out) / 'results.json'}", err=True)
@@ -59,6 +61,15 @@ def _print_summary(runs):
         med = its[len(its) // 2] * 1e3 if its else float("nan")
         click.echo(f"{r['method']:>8} {r['hits'][-1] if r['hits'] else 0:>6} {len(r['queries']):>8} "
                    f"{r['timings']['init_seconds']:>8.2f} {med:>8.1f}")
+
+
+def _print_reads(record):
+    """How LAS chose its queries (pruned or full passes) and the share of X each read."""
+    if "pruning" not in record:
+        return
+    read = record["bytes_read"][1:]          # the first round's reads are the initialization
+    share = f"; X read per round: mean {sum(read) / len(read) / record['x_bytes']:.1%}" if read else ""
+    click.echo(f"{record['method']}: pruning {record['pruning']}{share}", err=True)
 
 
 def agr_options(f):
@@ -99,12 +110,15 @@ def search_options(f):
 @click.option("--batch-size", type=click.IntRange(1), default=1, show_default=True,
               help="Label the top B points of each pass before updating (1: sequential).")
 @search_options
+@click.option("--prune", is_flag=True,
+              help="LAS: exact pruned queries (alpha = 0, local backend): read only the blocks of rows "
+                   "that could hold the answer; the queries are those of the full pass.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=str), required=True,
               help="Directory for results.json, runs.csv, table.md and recall.png.")
 @click.option("--overwrite", is_flag=True, help="Replace the results of another experiment in --out.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary.")
 def run(store, methods, budget, runs, seed, init_index, init_positives, init_negatives, batch_size, pi, eta,
-        w0, alpha, agr_anchors, agr_neighbors, agr_gamma, threads, scheduler, cluster, persist, out,
+        w0, alpha, agr_anchors, agr_neighbors, agr_gamma, threads, scheduler, cluster, persist, prune, out,
         overwrite, quiet):
     """Simulated Active Search on STORE, answering queries from its stored labels y.
 
@@ -114,7 +128,7 @@ def run(store, methods, budget, runs, seed, init_index, init_positives, init_neg
         run_methods(store, methods, budget, seed, out, init_index, init_positives, quiet, overwrite,
                     runs=runs, init_negatives=init_negatives, batch_size=batch_size, backend=backend,
                     n_threads=threads, pi=pi, eta=eta, w0=w0, alpha=alpha, anchors=agr_anchors,
-                    neighbors=agr_neighbors, gamma=agr_gamma)
+                    neighbors=agr_neighbors, gamma=agr_gamma, prune=prune or None)
 
 
 @main.command()
@@ -143,7 +157,7 @@ def pairs(store, methods, pairs, top, seed, pi, eta, w0, alpha, agr_anchors, agr
                                  neighbors=agr_neighbors, gamma=agr_gamma)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / "pairs.json", record)
+    atomic_write_json(out / "pairs.json", record)
     write_pairs_csv(record, out / "pairs.csv")
     table = pairs_table(record)
     (out / "table2.md").write_text(table)

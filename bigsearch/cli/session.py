@@ -58,11 +58,14 @@ def session():
 @las_options
 @click.option("--checkpoint-every", type=click.IntRange(1), default=50, show_default=True,
               help="Write a checkpoint every this many labels (and on every clean exit).")
+@click.option("--prune", is_flag=True,
+              help="LAS: exact pruned queries (alpha = 0, local backend): read only the blocks of rows "
+                   "that could hold the answer.")
 @cluster_options
 @click.pass_context
-def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, scheduler, cluster, persist):
+def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, prune, scheduler, cluster, persist):
     """Start a session on STORE, kept in the new directory DIRECTORY."""
-    params = {"pi": pi, "eta": eta, "w0": w0, "alpha": alpha}
+    params = {"pi": pi, "eta": eta, "w0": w0, "alpha": alpha, "prune": prune or None}
     if method == "wnas":
         given = [f"--{k}" for k in params if ctx.get_parameter_source(k) == ParameterSource.COMMANDLINE]
         if given:

@@ -29,6 +29,7 @@ import numpy as np
 from ..backends import make_backend
 from ..errors import ParameterError
 from ..kernels.agr import anchor_gram, anchor_scores, embed_rows, nearest_anchors
+from ..storage.encoding import decode, n_rows
 from .anchors import BLOCK_ROWS, anchors_for, squared_distances
 from .base import ActiveSearch
 from .select import PassSummary, select
@@ -181,8 +182,8 @@ def embed_step(x, state, anchors, anchors_unit, s, lae_iterations, label_idx, la
     Z^T Z and Z^T 1."""
     state.apply_labels(label_idx, label_val)
     center_sq = (anchors * anchors).sum(axis=1)
-    for a in range(0, x.shape[0], BLOCK_ROWS):
-        xb = np.asarray(x[a:a + BLOCK_ROWS], dtype=np.float64)
+    for a in range(0, n_rows(x), BLOCK_ROWS):
+        xb = decode(x, a, a + BLOCK_ROWS)
         nearest = state.nearest[a:a + len(xb)]
         nearest_anchors(squared_distances(xb, anchors, center_sq), s, nearest)
         embed_rows(xb, nearest, anchors_unit, lae_iterations, state.weight[a:a + len(xb)])

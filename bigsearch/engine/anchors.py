@@ -25,6 +25,8 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..kernels.agr import cluster_sums
+from ..storage.atomic import atomic_open
+from ..storage.encoding import decode, n_rows
 
 KMEANS_VERSION = 1            # part of the cache key: bump when the algorithm changes
 KMEANS_TOLERANCE = 1e-4
@@ -78,16 +80,11 @@ def _load(path, shape):
 
 def _save(path, anchors):
     """Write atomically; a cache that cannot be written only costs the next run time."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as fh:
+        with atomic_open(path, "wb") as fh:
             np.savez(fh, anchors=anchors)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         warnings.warn(f"cannot cache the AGR anchors at {path} ({e.strerror or e}); they will be "
                       "recomputed next time (set BIGSEARCH_CACHE_DIR to a writable directory)",
                       RuntimeWarning, stacklevel=3)
@@ -143,8 +140,8 @@ def lloyd_step(x, state, centers):
     k, r = centers.shape
     sums, counts, inertia = np.zeros((k, r)), np.zeros(k, np.int64), 0.0
     center_sq = (centers * centers).sum(axis=1)
-    for a in range(0, x.shape[0], BLOCK_ROWS):
-        xb = np.asarray(x[a:a + BLOCK_ROWS], dtype=np.float64)
+    for a in range(0, n_rows(x), BLOCK_ROWS):
+        xb = decode(x, a, a + BLOCK_ROWS)
         d = squared_distances(xb, centers, center_sq)
         labels = d.argmin(axis=1)
         inertia += float(d[np.arange(len(xb)), labels].sum())

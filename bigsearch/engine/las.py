@@ -19,11 +19,20 @@ import numpy as np
 from ..backends import make_backend
 from ..errors import DataError, NumericalError
 from ..kernels.las import degrees
+from ..storage.encoding import decode
 from .base import ActiveSearch
 from .params import LASParams, default_pi
+from .pruning import LASPruning
 from .select import PassSummary, select
-from .steps import (Compared, best_in_chunk, colsum_step, gram_step, las_refresh_step, las_rescore_step,
-                    las_update_step)
+from .steps import (
+    Compared,
+    best_in_chunk,
+    colsum_step,
+    gram_step,
+    las_refresh_step,
+    las_rescore_step,
+    las_update_step,
+)
 
 
 class LAS(ActiveSearch):
@@ -47,12 +56,20 @@ class LAS(ActiveSearch):
     check_every : int or None
         Every this many labels, check ||K K^-1 - I|| (O(r^3)) and recompute K^-1 and J
         from X when it exceeds ``drift_tol``.
+    prune : bool
+        Exact pruned selection (engine/pruning.py): with alpha = 0 on the local backend, a
+        query reads only the blocks of rows that could hold the answer, and the answer is
+        the full pass's. J and the impact factor are then brought up to date only when
+        asked for. ``pruning_status`` says whether it is on, and why not.
+    block_rows : int, optional
+        Rows per pruning block (even; default 128).
     """
 
     method = "las"
 
     def __init__(self, store, *, pi=None, eta=0.5, w0=None, alpha=0.0, backend="local",
-                 n_threads=None, check_every=100, drift_tol=1e-10, store_options=None):
+                 n_threads=None, check_every=100, drift_tol=1e-10, store_options=None, prune=False,
+                 block_rows=None):
         super().__init__(store, store_options)
         self.params = LASParams(pi=default_pi(self.store, pi), w0=1.0 / self.n if w0 is None else w0,
                                 eta=eta, alpha=alpha)
@@ -64,30 +81,41 @@ class LAS(ActiveSearch):
         self._summary = None
         self._t_prev = 0.0           # weight of IM in the last query: the kernels rank by it
         self._labels_since_check = 0
+        self.pruning = LASPruning(self, block_rows) if prune else None
+        self.bytes_since_query = 0   # bytes of X read since the last query was chosen
+        self.query_bytes = []        # per query (ask or top): bytes of X read to choose it
+
+    @property
+    def pruning_status(self):
+        """How queries are chosen: a full pass each, or pruned (and why not)."""
+        return "off: a full pass per query" if self.pruning is None else self.pruning.status
+
+    def _pruned(self):
+        return self.pruning is not None and self.pruning.active
 
     # -- scores --------------------------------------------------------------------
     @property
     def f(self):
         """Label-propagation scores, one per point (float64, read-only)."""
-        self._sync()
+        self._sync_all()
         return self.backend.gather("f")
 
     @property
     def impact(self):
         """Impact factor IM_i = f_i * sum_{j in U, j != i} (f+_j - f_j); 0 for labeled points."""
-        self._sync()
+        self._sync_all()
         return self.backend.gather("im")
 
     @property
     def J(self):
         """J_i = x_i^T K^-1 x_i (float64, read-only)."""
-        self._sync()
+        self._sync_all()
         return self.backend.gather("J")
 
     @property
     def impact_scale(self):
         """s, the factor that rescales IM to the mean of f (the query uses alpha * s * IM)."""
-        self._sync()
+        self._sync_all()
         return self._summary.impact_scale()
 
     # -- the algorithm -------------------------------------------------------------
@@ -98,9 +126,23 @@ class LAS(ActiveSearch):
         elif self._pending:
             self._update(*self._take_pending())
 
+    def _sync_all(self):
+        """_sync, then every per-point value current (pruned queries leave J, the impact
+        factor and unread blocks' f behind: one pass recomputes them, J from K^-1)."""
+        self._sync()
+        if self._pruned() and self.pruning.stale:
+            self._rescore(J_from_Kinv=True)
+            self.pruning.after_full_pass()
+
     def _top(self, k):
-        t = self._t_prev = self._summary.selection_weight(self.params.alpha)
-        return select(self._summary, t, self._rescan, k)
+        if self._pruned():
+            out = self.pruning.top(k)
+        else:
+            t = self._t_prev = self._summary.selection_weight(self.params.alpha)
+            out = select(self._summary, t, self._rescan, k)
+        self.query_bytes.append(self.bytes_since_query)
+        self.bytes_since_query = 0
+        return out
 
     def _rescan(self, chunk_ids, t, k):
         return self.backend.map_state(best_in_chunk, chunk_ids, t, k)
@@ -142,8 +184,11 @@ class LAS(ActiveSearch):
         self.xq = np.sum([q[3] for q in parts], axis=0)
         self.xz = np.sum([q[4] for q in parts], axis=0)
         drift = self._rescore(J_from_Kinv=True, compare=refresh)
+        if self.pruning is not None:
+            self.pruning.after_full_pass(G)
         self._ready = True
         self._labels_since_check = 0
+        self.bytes_since_query = 0
         return drift
 
     def _rescore(self, J_from_Kinv, compare=False):
@@ -152,6 +197,7 @@ class LAS(ActiveSearch):
         relative to its largest value."""
         step, args = self.rebuild_recipe(J_from_Kinv)
         parts = self.backend.map(las_refresh_step if compare else step, *args)
+        self.bytes_since_query += self.store.nbytes
         # A chunk rebuilt after a lost worker returns plain partials: its old values are gone.
         drifts = [p[1] for p in parts if isinstance(p, Compared)]
         parts = [p[0] if isinstance(p, Compared) else p for p in parts]
@@ -181,9 +227,10 @@ class LAS(ActiveSearch):
     def _update(self, idx, lab):
         """Sherman-Morrison per new label (O(r^2) each), then one fused pass."""
         p = self.params
-        rows = self.store.read_rows(idx)
+        stored = self.store.read_stored_rows(idx)
+        rows = decode(stored)
         deg = np.empty(len(idx))
-        degrees(rows, self.s, deg)  # the kernel the passes use: bit-identical degrees
+        degrees(stored, self.s, deg)  # the kernel the passes use: bit-identical degrees
         b_unl = 1.0 / (1.0 + p.w0)
         gs, cs = [], []
         for x, d, y, i in zip(rows, deg, lab, idx):
@@ -201,9 +248,14 @@ class LAS(ActiveSearch):
             self.xz -= x * (b_unl / d)
             gs.append(g)
             cs.append(c)
-        V = np.stack([self.Kinv @ self.xq, self.Kinv @ self.xz, *gs])
-        parts = self.backend.map(las_update_step, V, np.array(cs), idx, lab, p.eta, p.w0, p.pi, self._t_prev)
-        self._summary = PassSummary.from_partials(parts, self._t_prev)
+        if self._pruned():
+            self.pruning.labels_told(idx, lab)        # no pass: the next query reads what it needs
+        else:
+            V = np.stack([self.Kinv @ self.xq, self.Kinv @ self.xz, *gs])
+            parts = self.backend.map(las_update_step, V, np.array(cs), idx, lab, p.eta, p.w0, p.pi,
+                                     self._t_prev)
+            self._summary = PassSummary.from_partials(parts, self._t_prev)
+            self.bytes_since_query += self.store.nbytes
         self._labels_since_check += len(idx)
         if self.check_every and self._labels_since_check >= self.check_every:
             self._labels_since_check = 0
@@ -224,7 +276,7 @@ class LAS(ActiveSearch):
         The drift is the largest difference, relative to the largest value, between the
         incremental and the recomputed K^-1, J and f.
         """
-        self._sync()
+        self._sync_all()               # J is compared with its recomputed value
         old_Kinv = self.Kinv.copy()
         drift = self._initialize(refresh=True)
         drift = {"labels": self.n_labeled, "Kinv": _rel(old_Kinv, self.Kinv), **drift}
@@ -237,23 +289,31 @@ class LAS(ActiveSearch):
     def export_state(self):
         """Everything needed to continue exactly: parameters, labels in order, the
         global state and J. (f, the impact factor and the degrees follow from these in
-        one pass.) Returns {"meta": JSON-able dict, "arrays": {name: ndarray}}."""
+        one pass.) Returns {"meta": JSON-able dict, "arrays": {name: ndarray}}.
+
+        With pruned queries J may lag behind; the state then says so (``J_stale``) and
+        the restored engine recomputes J from K^-1 (only the impact factor uses it)."""
         self._sync()
         idx = np.array([i for i, _ in self.history], np.int64)
         lab = np.array([y for _, y in self.history], np.int8)
         arrays = {name: getattr(self, name).copy() for name in self.GLOBALS}
-        arrays.update(history_index=idx, history_label=lab, J=np.array(self.J))
+        arrays.update(history_index=idx, history_label=lab, J=np.array(self.backend.gather("J")))
         meta = {"method": self.method, "params": self.params.as_dict(), "n": self.n, "r": self.store.r,
                 "t_prev": self._t_prev, "labels_since_check": self._labels_since_check,
-                "check_every": self.check_every, "drift_tol": self.drift_tol}
+                "check_every": self.check_every, "drift_tol": self.drift_tol,
+                "J_stale": bool(self._pruned() and self.pruning.stale)}
+        if self.pruning is not None:
+            meta["prune"] = {"block_rows": self.pruning.block_rows}
         return {"meta": meta, "arrays": arrays}
 
     @classmethod
     def from_state(cls, store, state, *, backend="local", n_threads=None, store_options=None):
         """A LAS continuing from ``export_state()`` output, with the same next query."""
         meta, arrays = state["meta"], state["arrays"]
+        prune = meta.get("prune")
         self = cls(store, backend=backend, n_threads=n_threads, store_options=store_options,
-                   check_every=meta["check_every"], drift_tol=meta["drift_tol"], **meta["params"])
+                   check_every=meta["check_every"], drift_tol=meta["drift_tol"], prune=prune is not None,
+                   block_rows=(prune or {}).get("block_rows"), **meta["params"])
         _check_shape(self, meta)
         self.history = [(int(i), int(y)) for i, y in zip(arrays["history_index"], arrays["history_label"])]
         self._label[arrays["history_index"]] = arrays["history_label"]
@@ -262,8 +322,11 @@ class LAS(ActiveSearch):
         self._t_prev, self._labels_since_check = meta["t_prev"], meta["labels_since_check"]
         self._alloc()
         self.backend.assign("J", arrays["J"])
-        self._rescore(J_from_Kinv=False)
+        self._rescore(J_from_Kinv=bool(meta.get("J_stale", False)))
+        if self.pruning is not None:
+            self.pruning.after_full_pass()
         self._ready = True
+        self.bytes_since_query = 0
         return self
 
     def close(self):

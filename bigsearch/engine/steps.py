@@ -14,18 +14,28 @@ import numpy as np
 from ..kernels.common import column_sums, top_unlabeled
 from ..kernels.las import degrees, point_weights, update_scores
 from ..kernels.wnas import add_similarities
+from ..storage.encoding import Encoded, decode, n_features, n_rows
 
 BLAS_ROWS = 4096  # rows converted to float64 at a time: bounded temporaries
 
 
 def _blocks(x):
-    for a in range(0, x.shape[0], BLAS_ROWS):
-        yield a, np.asarray(x[a:a + BLAS_ROWS], dtype=np.float64)
+    """(first row, float64 block of decoded rows) over a chunk."""
+    for a in range(0, n_rows(x), BLAS_ROWS):
+        yield a, decode(x, a, a + BLAS_ROWS)
 
 
 def colsum_step(x, state):
     """Column sums and the first non-finite row (global index, or -1)."""
-    s, bad = column_sums(x)
+    if not isinstance(x, Encoded):
+        s, bad = column_sums(x)
+    else:   # decoded by NumPy, which also turns float16 inf/NaN patterns into inf/NaN
+        s, bad = np.zeros(x.n_features), -1
+        for a, xb in _blocks(x):
+            sb, bad_b = column_sums(xb)
+            s += sb
+            if bad < 0 and bad_b >= 0:
+                bad = a + bad_b
     return s, (state.start + bad if bad >= 0 else -1)
 
 
@@ -36,7 +46,7 @@ def gram_step(x, state, s, label_idx, label_val, eta, w0, pi):
     """
     state.apply_labels(label_idx, label_val)
     bad, first = degrees(x, s, state.deg)
-    r = x.shape[1]
+    r = n_features(x)
     G, xq, xz = np.zeros((r, r)), np.zeros(r), np.zeros(r)
     if bad:
         return bad, state.start + first, G, xq, xz

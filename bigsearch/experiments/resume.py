@@ -1,34 +1,35 @@
 """Resuming an experiment: what it is and what is done (DIR/runs.jsonl).
 
-The journal runs.jsonl starts with a header line, ``{"experiment": identity}``: the
+The journal runs.jsonl starts with a header record, ``{"experiment": identity}``: the
 store's fingerprint, a SHA-256 of its labels y (the oracle), and every setting a run's
 result depends on (budget, seed, initial labels, batch size, method parameters), but not
 the methods or the number of runs, since each (method, run) record depends only on the
-identity. Then one line per finished (method, run), fsync'd before the next run starts.
+identity. Then one record per finished (method, run), fsync'd before the next run starts.
 experiment.json is a readable copy of the identity (the header wins when they differ).
 Running the same command again skips the finished runs; asking for more runs or other
 methods adds to them; a command with a different identity on the same DIR is refused,
 so results never mix.
 
 ``--overwrite`` replaces only an experiment's own files, and only once the new
-experiment's first run is finished: the new journal (header and that run) is written
-under a temporary name, fsync'd, and renamed over the old one in one step, so a kill at
-any moment leaves either the old experiment or the new one, never neither (the old
-outputs, which its journal can remake, are removed just before).
+experiment's first run is finished: the old outputs (which the old journal can remake)
+are removed, then the new journal (header and that run) is written under a temporary
+name, fsync'd, and renamed over the old one in one step, so a kill at any moment leaves
+either the old experiment or the new one, never neither.
 
-A process killed while writing leaves at most a torn last line, which is dropped.
+runs.jsonl is a checksummed journal (storage/journal.py): a process killed while
+writing leaves at most a torn last line, which is dropped; a damaged line is an error.
 """
 
 import json
-import os
 from pathlib import Path
 
 from ..errors import ExperimentError, ExperimentExistsError
+from ..storage.atomic import atomic_write_bytes, atomic_write_json
+from ..storage.journal import JournalDamagedError, JournalWriter, encode_record, read_journal, truncate_journal
 
 EXPERIMENT = "experiment.json"
 JOURNAL = "runs.jsonl"
 OUTPUTS = ("results.json", "runs.csv", "table.md", "recall.png")   # what --overwrite replaces
-OURS = (EXPERIMENT, JOURNAL, *OUTPUTS)
 
 
 class Journal:
@@ -49,7 +50,9 @@ class Journal:
             return
         saved, records = self._read()
         if saved is None:
-            self._check_no_results()
+            if (self.out / "results.json").exists():
+                raise ExperimentExistsError(f"{self.out / 'results.json'} already exists and does not say which "
+                                            "experiment made it; choose another --out or pass --overwrite")
             self._replace = True     # written with the first finished run: a failed start leaves nothing
         elif saved != identity:
             raise ExperimentExistsError(
@@ -59,65 +62,48 @@ class Journal:
         self.done = {(r["method"], r["run"]): r for r in records}
 
     def _read(self):
-        """(identity or None, records) from the journal, dropping a torn last line;
-        the identity comes from its header, else (older journals) from experiment.json."""
+        """(identity or None, run records), dropping a torn last line; the identity comes
+        from the journal's header, else from experiment.json."""
         header, records = None, []
         if self.path.exists():
-            data = self.path.read_bytes()
-            good_end = 0
-            for line in data.splitlines(keepends=True):
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    break
-                if not line.endswith(b"\n") or not isinstance(record, dict):
-                    break
-                if "experiment" in record and good_end == 0:
-                    header = record["experiment"]
-                else:
-                    records.append(record)
-                good_end += len(line)
-            if good_end < len(data):
-                with open(self.path, "r+b") as fh:
-                    fh.truncate(good_end)
-        if header is None and (self.out / EXPERIMENT).exists():
             try:
-                header = json.loads((self.out / EXPERIMENT).read_text())
-            except ValueError:
+                contents = read_journal(self.path)
+            except JournalDamagedError as e:
+                raise ExperimentError(f"{self.path}: {e}; pass --overwrite to start the experiment again") from None
+            if contents.torn_bytes:
+                truncate_journal(self.path, contents.valid_bytes)
+            records = contents.records
+            if records and "experiment" in records[0]:
+                header = records.pop(0)["experiment"]
+        saved = _read_json(self.out / EXPERIMENT)
+        if header is None and (self.out / EXPERIMENT).exists():
+            if saved is None:
                 raise ExperimentError(f"{self.out / EXPERIMENT} is damaged; pass --overwrite to start the "
-                                      "experiment again") from None
-        elif header is not None and _read_json(self.out / EXPERIMENT) != header:
-            write_json_atomic(self.out / EXPERIMENT, header)    # a kill between the two renames
+                                      "experiment again")
+            header = saved
+        elif header is not None and saved != header:
+            atomic_write_json(self.out / EXPERIMENT, header)     # killed between the journal and the copy
         if header is None and records:
-            raise ExperimentError(f"{self.path} does not say which experiment it holds; choose another "
-                                  "--out or pass --overwrite")
+            raise ExperimentError(f"{self.path} does not say which experiment it holds; choose another --out "
+                                  "or pass --overwrite")
         return header, records
-
-    def _check_no_results(self):
-        if (self.out / "results.json").exists():
-            raise ExperimentExistsError(f"{self.out / 'results.json'} already exists and does not say which "
-                                        "experiment made it; choose another --out or pass --overwrite")
 
     def append(self, record):
         if self._replace:
             self._start(record)
         else:
-            with open(self.path, "a") as fh:
-                fh.write(json.dumps(record) + "\n")
-                fh.flush()
-                os.fsync(fh.fileno())
+            with JournalWriter(self.path) as journal:
+                journal.append(record)
         self.done[(record["method"], record["run"])] = record
 
     def _start(self, record):
-        """Drop the outputs of the experiment being replaced (derived from its journal, so
-        it stays whole and resumable), then publish the new journal (header and first
-        run) in one rename, then the readable identity."""
+        """Drop the outputs of an experiment being replaced, then publish the new journal
+        (header and first run) in one rename, then its readable identity."""
         self.out.mkdir(parents=True, exist_ok=True)
         for name in OUTPUTS:
             (self.out / name).unlink(missing_ok=True)
-        lines = json.dumps({"experiment": self.identity}) + "\n" + json.dumps(record) + "\n"
-        write_bytes_atomic(self.path, lines.encode())
-        write_json_atomic(self.out / EXPERIMENT, self.identity)
+        atomic_write_bytes(self.path, encode_record({"experiment": self.identity}) + encode_record(record))
+        atomic_write_json(self.out / EXPERIMENT, self.identity)
         self._replace = False
 
 
@@ -157,27 +143,3 @@ def difference(saved, new, where=""):
                                                 else f"{key} {json.dumps(a)} there, {json.dumps(b)} here")
             return f"{where}{key} {json.dumps(a)} there, {json.dumps(b)} here"
     return "no difference"
-
-
-def write_json_atomic(path, record):
-    write_bytes_atomic(path, json.dumps(record).encode())
-
-
-def write_bytes_atomic(path, data):
-    """Replace ``path`` with ``data`` in one rename, durably (file and directory fsync'd)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -23,8 +23,9 @@ from ..errors import ParameterError
 from ..session.fingerprint import store_fingerprint
 from ..simulate import initial_labels, make_search, simulate
 from ..storage import open_store
+from ..storage.atomic import atomic_write_json
 from .reports import markdown_table, recall_curves, summarize, write_runs_csv
-from .resume import Journal, write_json_atomic
+from .resume import Journal
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ def _describe(exp):
 def write_outputs(out, results, curves, plot=True):
     """results.json, runs.csv, table.md and recall.png; returns notes on skipped files."""
     out = Path(out)
-    write_json_atomic(out / "results.json", results)
+    atomic_write_json(out / "results.json", results)
     write_runs_csv(results["runs"], out / "runs.csv")
     (out / "table.md").write_text(markdown_table(results["summary"], results["budget"]))
     notes = []

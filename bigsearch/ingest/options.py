@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, fields
 
 from ..errors import ParameterError
+from ..storage.encoding import ENCODINGS
 
 # Text read per parser call (docs/ingest.md has the measurements behind it).
 BLOCK_BYTES = 1 << 20
@@ -112,9 +113,11 @@ class OutputOptions(_Group):
     dtype: str = "float32"
     codec: str = "none"
     overwrite: bool = False
+    encoding: str | None = None       # None: dtype; else float32, float64, float16, int8, binary
 
     def __post_init__(self):
         _one_of("output format", self.format, ("zarr", "hdf5"))
         _one_of("dtype", self.dtype, DTYPES)
+        _one_of("encoding", self.encoding, ENCODINGS)
         _one_of("codec", self.codec, CODECS)
         _at_least("chunk_rows", self.chunk_rows, 1)

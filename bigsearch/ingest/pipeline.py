@@ -16,6 +16,7 @@ import numpy as np
 from .. import __version__, limits
 from ..errors import InputError, ParameterError, StoreExistsError
 from ..storage import StoreWriter, default_chunk_rows, store_kind_for
+from ..storage.encoding import SCALED, stored_columns, stored_dtype
 from ..storage.format import is_feature_store
 from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, featurize, finish_plan, rff_weights
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
@@ -83,11 +84,13 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
 
     carry_ids = all(r.ids is not None for r in readers)
     ids_dtype = readers[0].ids.dtype if carry_ids else (np.int64 if subsample else None)
+    encoding = output.encoding or output.dtype
     rows = _rows_to_write(readers, stats, subsample)
     if output.codec == "none":
-        limits.check_disk(out, rows, plan.width, np.dtype(output.dtype).itemsize)
-    chunk_rows = output.chunk_rows or _default_chunk_rows(rows, plan.width, output.dtype)
-    with StoreWriter(out, plan.width, dtype=output.dtype, chunk_rows=chunk_rows, kind=kind,
+        limits.check_disk(out, rows, stored_columns(encoding, plan.width), stored_dtype(encoding).itemsize)
+    chunk_rows = output.chunk_rows or _default_chunk_rows(rows, stored_columns(encoding, plan.width),
+                                                          stored_dtype(encoding))
+    with StoreWriter(out, plan.width, encoding=encoding, chunk_rows=chunk_rows, kind=kind,
                      labels=rule is not None, ids_dtype=ids_dtype, overwrite=output.overwrite,
                      compressors=compressors) as writer:
         totals = _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids,
@@ -398,9 +401,15 @@ def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_id
             totals["labels"].update({int(k): int(v) for k, v in zip(*np.unique(y, return_counts=True))})
         totals["rows"] += len(step)
         if len(X):
-            limits.check_values(X, writer.dtype, step.where if subsample is None else _kept_where(step, keep))
+            limits.check_values(X, _value_dtype(writer.encoding),
+                                step.where if subsample is None else _kept_where(step, keep))
             writer.append(X, y, ids)
     return totals
+
+
+def _value_dtype(encoding):
+    """The float type the features must fit: the stored one, or the per-row scale's."""
+    return np.dtype(np.float32) if encoding in SCALED else stored_dtype(encoding)
 
 
 def _kept_where(step, keep):

@@ -152,21 +152,3 @@ def column_sums(x):
             if not np.isfinite(x[i, j]):
                 return s, i
     return s, -1
-
-
-@numba.njit(nogil=True, cache=True, fastmath=FAST)
-def stream_dots(x, V):
-    """The bare streaming pass: every row times V, reduced to one number.
-
-    This is the floor a LAS iteration is measured against (benchmarks/): the same
-    reads and the same dot products, none of the per-point work.
-    """
-    V = pad3(V)
-    P = np.empty((ROW_BLOCK, V.shape[0]))
-    total = 0.0
-    for i0 in range(0, x.shape[0], ROW_BLOCK):
-        i1 = min(i0 + ROW_BLOCK, x.shape[0])
-        row_dots(x, i0, i1, V, P)
-        for t in range(i1 - i0):
-            total += P[t, 0]
-    return total

@@ -22,18 +22,21 @@ the top candidates by f and by IM (engine/select.py picks the winner from them).
 import numba
 import numpy as np
 
-from .common import FAST, N_LISTS, ROW_BLOCK, TOP_K, candidate_partials, new_top, pad3, push_top, row_dots
+from .common import FAST, N_LISTS, ROW_BLOCK, TOP_K, candidate_partials, new_top, pad3, push_top
+from .encoded import chunk_dots, chunk_rows, dots_setup
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FAST)
 def degrees(x, s, deg):
     """deg_i = x_i . s; returns the count of degrees <= 0 (or not finite) and the first one."""
     V = pad3(s.reshape(1, -1))
+    T = dots_setup(x, V)
     P = np.empty((ROW_BLOCK, 3))
     bad, first = 0, -1
-    for i0 in range(0, x.shape[0], ROW_BLOCK):
-        i1 = min(i0 + ROW_BLOCK, x.shape[0])
-        row_dots(x, i0, i1, V, P)
+    m = chunk_rows(x)
+    for i0 in range(0, m, ROW_BLOCK):
+        i1 = min(i0 + ROW_BLOCK, m)
+        chunk_dots(x, i0, i1, V, T, P)
         for t in range(i1 - i0):
             d = P[t, 0]
             deg[i0 + t] = d
@@ -73,9 +76,10 @@ def update_scores(x, V, c, offset, label, deg, J, f, im, eta, w0, pi, t_prev):
     (sums [sum f, sum IM, n unlabeled], candidates (idx, f, IM) and K-th values of the
     lists by f, by IM and by f + t_prev IM; engine/select.py explains them).
     """
-    m = x.shape[0]
+    m = chunk_rows(x)
     nv = V.shape[0]
     V = pad3(V)
+    T = dots_setup(x, V)
     lam = (1.0 - eta) / eta
     b_lab, b_unl, q_unl = 1.0 - eta, 1.0 / (1.0 + w0), pi * w0 / (1.0 + w0)
     A1, A2 = 1.0 / lam - pi * w0, 1.0 / lam - w0
@@ -84,7 +88,7 @@ def update_scores(x, V, c, offset, label, deg, J, f, im, eta, w0, pi, t_prev):
     sum_f, sum_im, n_u = 0.0, 0.0, 0
     for i0 in range(0, m, ROW_BLOCK):
         i1 = min(i0 + ROW_BLOCK, m)
-        row_dots(x, i0, i1, V, P)
+        chunk_dots(x, i0, i1, V, T, P)
         # Branch-free per-point update and sums, so LLVM can vectorize them across rows.
         for t in range(i1 - i0):
             i = i0 + t

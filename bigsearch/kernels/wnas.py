@@ -8,7 +8,8 @@ new label costs one dot product per point. 0/0 gives 0 (no evidence either way).
 import numba
 import numpy as np
 
-from .common import FAST, ROW_BLOCK, TOP_K, candidate_partials, new_top, pad3, push_top, row_dots
+from .common import FAST, ROW_BLOCK, TOP_K, candidate_partials, new_top, pad3, push_top
+from .encoded import chunk_dots, chunk_rows, dots_setup
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FAST)
@@ -18,15 +19,16 @@ def add_similarities(x, Z, signs, offset, label, num, den, f):
     Returns the same partials as the LAS kernel (the impact-factor parts are 0), so
     both methods share the selection code.
     """
-    m, k = x.shape[0], Z.shape[0]
+    m, k = chunk_rows(x), Z.shape[0]
     Zp = pad3(Z)
+    T = dots_setup(x, Zp)
     P = np.empty((ROW_BLOCK, Zp.shape[0]))
     vals, idx = new_top(1, TOP_K)
     sum_f, n_u = 0.0, 0
     for i0 in range(0, m, ROW_BLOCK):
         i1 = min(i0 + ROW_BLOCK, m)
         if k:
-            row_dots(x, i0, i1, Zp, P)
+            chunk_dots(x, i0, i1, Zp, T, P)
         for t in range(i1 - i0):
             i = i0 + t
             a, b = num[i], den[i]

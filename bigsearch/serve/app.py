@@ -103,7 +103,9 @@ def create_app(labeler, guard):
 
     @app.get("/api/state")
     def state():
-        return jsonify(labeler.view())
+        # The CSRF token rides along so that a page outliving a restarted server can go on;
+        # only the page's own origin can read this (the Host check above stops rebinding).
+        return jsonify({**labeler.view(), "csrf": guard.csrf_token})
 
     @app.post("/api/answer")
     def answer():

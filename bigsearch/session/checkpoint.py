@@ -11,14 +11,14 @@ place and the parent fsync'd: a reader sees a whole checkpoint or none.
 
 import hashlib
 import io
-import os
 import re
 import shutil
 
 import numpy as np
 
 from ..errors import SessionFormatError
-from .files import fsync_dir, read_sealed_json, remove_tree, sealed_json, temp_name, write_durable
+from ..storage.atomic import atomic_path, remove_tree
+from .files import read_sealed_json, sealed_json
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -34,23 +34,20 @@ def write_checkpoint(root, seq, state, info):
     """Publish the checkpoint of ``state`` (export_state() output) after journal record
     ``seq``; ``info`` goes into the manifest. Returns (path, manifest body)."""
     final = root / checkpoint_name(seq)
-    tmp = temp_name(final, "tmp")
-    tmp.mkdir()
-    files = {}
-    for name, array in state["arrays"].items():
-        buf = io.BytesIO()
-        np.save(buf, np.ascontiguousarray(array), allow_pickle=False)
-        data = buf.getvalue()
-        write_durable(tmp / f"{name}.npy", data)
-        files[name] = {"file": f"{name}.npy", "sha256": hashlib.sha256(data).hexdigest(),
-                       "dtype": array.dtype.str, "shape": list(array.shape)}
-    body = {"format": FORMAT_VERSION, "seq": seq, "meta": state["meta"], "arrays": files, **info}
-    write_durable(tmp / MANIFEST, sealed_json(body))
-    fsync_dir(tmp)
-    if final.exists():          # a damaged checkpoint of the same journal position
-        remove_tree(final)
-    os.rename(tmp, final)
-    fsync_dir(root)
+    with atomic_path(final, "tmp") as tmp:
+        tmp.mkdir()
+        files = {}
+        for name, array in state["arrays"].items():
+            buf = io.BytesIO()
+            np.save(buf, np.ascontiguousarray(array), allow_pickle=False)
+            data = buf.getvalue()
+            (tmp / f"{name}.npy").write_bytes(data)
+            files[name] = {"file": f"{name}.npy", "sha256": hashlib.sha256(data).hexdigest(),
+                           "dtype": array.dtype.str, "shape": list(array.shape)}
+        body = {"format": FORMAT_VERSION, "seq": seq, "meta": state["meta"], "arrays": files, **info}
+        (tmp / MANIFEST).write_bytes(sealed_json(body))
+        if final.exists():          # a damaged checkpoint of the same journal position
+            remove_tree(final)
     return final, body
 
 

@@ -13,6 +13,7 @@ import json
 import numpy as np
 
 from ..errors import StoreError
+from ..storage.encoding import chunk_bytes
 
 SAMPLED_CHUNKS = 4
 
@@ -28,7 +29,7 @@ def store_fingerprint(store):
     h = hashlib.sha256()
     for j in chunks:
         with store.chunk(j) as x:
-            h.update(np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("<")).tobytes())
+            h.update(chunk_bytes(x))
     featurization = json.dumps(store.attrs.get("featurization"), sort_keys=True, default=str).encode()
     return {"n": store.n, "r": store.r, "dtype": store.dtype.name, "chunk_rows": store.chunk_rows,
             "featurization_sha256": hashlib.sha256(featurization).hexdigest(),

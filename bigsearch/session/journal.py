@@ -6,121 +6,57 @@ Records (every one has ``seq``, 1, 2, 3, ... and ``time``, ISO 8601 UTC):
   the engine applied together (one pass over X);
 - ``{"op": "undo", "count": n}``: the last n labels are withdrawn.
 
-Each line also carries ``crc``, the CRC-32 of the record's canonical JSON without it. A
-record is acknowledged only after its line, newline included, is fsync'd, so a last
-line without its newline is a write cut short that nobody was told about: it is
-dropped. A damaged line anywhere else is an error.
+Lines are written and read by storage/journal.py: each carries ``crc``, the CRC-32 of
+the record's canonical JSON without it; a record is acknowledged only after its line,
+newline included, is fsync'd, so a last line without its newline is a write cut short
+that nobody was told about: it is dropped. A damaged line anywhere else is an error.
 
 :class:`History` folds the records into the label groups the engine state follows,
 with a chained digest per group, so a checkpoint can prove which prefix it holds.
 """
 
 import hashlib
-import json
-import os
-import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from ..errors import SessionCorruptError, SessionError
-from .files import canonical_json
+from ..storage import journal as lines
+from ..storage.journal import canonical_json, truncate_journal
+
+__all__ = ["History", "JournalWriter", "now", "read_journal", "truncate_journal"]
 
 
 def now():
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def encode_record(record):
-    body = canonical_json(record)
-    return body[:-1] + b',"crc":"%08x"}\n' % zlib.crc32(body)
-
-
-def decode_line(line):
-    """The record on one line (bytes without its newline); ValueError when damaged."""
-    record = json.loads(line)
-    if not isinstance(record, dict) or "crc" not in record:
-        raise ValueError("no checksum")
-    crc = record.pop("crc")
-    if crc != "%08x" % zlib.crc32(canonical_json(record)):
-        raise ValueError("checksum mismatch")
-    return record
-
-
-@dataclass
-class JournalContents:
-    records: list
-    valid_bytes: int        # length of the intact part
-    torn_bytes: int         # length of a cut-short last line after it (0 if none)
-
-
 def read_journal(path):
     """Parse the journal; raise SessionCorruptError for damage other than a torn tail."""
-    data = path.read_bytes()
-    records, offset = [], 0
-    while offset < len(data):
-        end = data.find(b"\n", offset)
-        if end < 0:
-            return JournalContents(records, offset, len(data) - offset)
-        try:
-            record = decode_line(data[offset:end])
-        except ValueError as e:
-            raise SessionCorruptError(
-                f"{path}: line {len(records) + 1} is damaged ({e}); labels after it cannot be trusted") from None
-        if record.get("seq") != len(records) + 1:
-            raise SessionCorruptError(f"{path}: line {len(records) + 1} has seq {record.get('seq')!r}, "
-                                      f"expected {len(records) + 1}: records are missing or repeated")
-        records.append(record)
-        offset = end + 1
-    return JournalContents(records, offset, 0)
+    try:
+        contents = lines.read_journal(path)
+    except lines.JournalDamagedError as e:
+        raise SessionCorruptError(f"{path}: {e}; labels after it cannot be trusted") from None
+    for number, record in enumerate(contents.records, 1):
+        if record.get("seq") != number:
+            raise SessionCorruptError(f"{path}: line {number} has seq {record.get('seq')!r}, "
+                                      f"expected {number}: records are missing or repeated")
+    return contents
 
 
-class JournalWriter:
-    """Appends records durably; the caller holds the session lock."""
+class JournalWriter(lines.JournalWriter):
+    """Appends records durably, numbered and timed; the caller holds the session lock."""
 
     def __init__(self, path, next_seq):
-        self.path = path
+        super().__init__(path)
         self.next_seq = next_seq
-        self.broken = False        # a failed write could not be cut back: no more appends
-        self._fh = open(path, "ab")
-        self.size = self._fh.seek(0, os.SEEK_END)
 
     def append(self, record):
         """Write one record and fsync it; returns it with ``seq`` and ``time`` filled in."""
         if self.broken:
             raise SessionError(f"{self.path}: an earlier write failed and could not be undone; reopen the session")
-        record = {"seq": self.next_seq, "time": now(), **record}
-        line = encode_record(record)
-        try:
-            self._fh.write(line)
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-        except BaseException:
-            self._cut_back()
-            raise
+        record = super().append({"seq": self.next_seq, "time": now(), **record})
         self.next_seq += 1
-        self.size += len(line)
         return record
-
-    def _cut_back(self):
-        """After a failed append: remove whatever part of the line reached the file."""
-        try:
-            self._fh.close()
-        except OSError:
-            pass
-        try:
-            truncate_journal(self.path, self.size)
-            self._fh = open(self.path, "ab")
-        except OSError:
-            self.broken = True     # the next writer drops a torn last line when it opens the session
-
-    def close(self):
-        self._fh.close()
-
-
-def truncate_journal(path, length):
-    with open(path, "r+b") as fh:
-        fh.truncate(length)
-        os.fsync(fh.fileno())
 
 
 @dataclass

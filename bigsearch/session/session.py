@@ -19,7 +19,6 @@ reason (the state is rebuilt without the undone labels).
 import csv
 import numbers
 import os
-import shutil
 import warnings
 from pathlib import Path
 
@@ -30,10 +29,10 @@ from ..engine import LAS, WNAS
 from ..errors import (LabelError, ParameterError, SessionCorruptError, SessionError,
                       SessionExistsError, SessionFormatError, SessionNotFoundError, SessionWarning)
 from ..storage import open_store
-from ..storage.writer import remove_stale_leftovers
+from ..storage.atomic import atomic_path, fsync_dir, remove_stale_leftovers, remove_tree, temp_sibling
 from .checkpoint import (FORMAT_VERSION, list_checkpoints, read_arrays, read_manifest, remove_leftovers,
                          write_checkpoint)
-from .files import fsync_dir, read_sealed_json, remove_tree, sealed_json, temp_name, write_durable
+from .files import read_sealed_json, sealed_json
 from .fingerprint import check_fingerprint, store_fingerprint
 from .journal import History, JournalWriter, now, read_journal, truncate_journal
 from .lock import SessionLock
@@ -264,17 +263,18 @@ class Session:
         out = Path(out)
         if out.exists():
             raise SessionExistsError(f"{out} already exists; export to a new file (nothing was written)")
-        tmp = temp_name(out)
+        tmp = temp_sibling(out, "tmp")
         try:
-            with open(tmp, "w", newline="") as fh:
+            with open(tmp, "x", newline="") as fh:      # written aside and fsync'd
                 _write_csv(fh, rows)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.link(tmp, out)            # publishes the whole file, and never replaces one
+            os.link(tmp, out)          # publishes the whole file, and only where none is: never replaces one
         except FileExistsError:
             raise SessionExistsError(f"{out} already exists; export to a new file (nothing was written)") from None
         finally:
             tmp.unlink(missing_ok=True)
+        fsync_dir(out.absolute().parent)
         return len(rows)
 
     # -- saving ----------------------------------------------------------------------
@@ -493,22 +493,17 @@ def publish_directory(directory, info):
     either a whole new session or none (and an existing empty directory is replaced)."""
     directory.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_leftovers(directory)        # what a killed `session new` left here
-    tmp = temp_name(directory, "partial")
-    tmp.mkdir()
     try:
-        write_durable(tmp / INFO, sealed_json(info))
-        write_durable(tmp / JOURNAL, b"")
-        write_durable(tmp / LOCK, b"")
-        (tmp / CHECKPOINTS).mkdir()
-        fsync_dir(tmp / CHECKPOINTS)
-        fsync_dir(tmp)
-        os.rename(tmp, directory)
+        with atomic_path(directory, "partial") as tmp:
+            tmp.mkdir()
+            (tmp / INFO).write_bytes(sealed_json(info))
+            (tmp / JOURNAL).write_bytes(b"")
+            (tmp / LOCK).write_bytes(b"")
+            (tmp / CHECKPOINTS).mkdir()
     except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
         if directory.exists():
             raise SessionExistsError(f"{directory} already exists and is not empty; choose a new directory") from e
         raise
-    fsync_dir(directory.parent)
 
 
 def _check_new(method, checkpoint_every, keep_checkpoints, params, directory):
@@ -528,7 +523,10 @@ def _params_of(engine):
 
 
 def _engine_options(engine):
-    return {"check_every": engine.check_every, "drift_tol": engine.drift_tol} if isinstance(engine, LAS) else {}
+    if not isinstance(engine, LAS):
+        return {}
+    prune = {"prune": True, "block_rows": engine.pruning.block_rows} if engine.pruning is not None else {}
+    return {"check_every": engine.check_every, "drift_tol": engine.drift_tol, **prune}
 
 
 def _plain(value):

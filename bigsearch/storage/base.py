@@ -15,6 +15,7 @@ import threading
 
 import numpy as np
 
+from .encoding import SCALE_NAME, SCALED, as_chunk, bytes_per_point, concat, decode, encoding_of, take
 from .format import check_format_version, check_labels
 
 PAGE = mmap.PAGESIZE
@@ -25,13 +26,18 @@ class FeatureStore:
 
     kind = "?"
 
-    def __init__(self, path, n, r, dtype, chunk_rows, attrs):
+    def __init__(self, path, n, columns, dtype, chunk_rows, attrs):
+        """``columns`` and ``dtype`` are those of the stored X; the store's attributes say
+        how they decode (``encoding``) into n x r values."""
         self.path = path
-        self.n, self.r = n, r
         self.dtype = np.dtype(dtype)
         self.chunk_rows = int(chunk_rows)
         self.attrs = dict(attrs)
         self.format_version = check_format_version(self.attrs, str(path))
+        self.encoding, r = encoding_of(self.attrs, self.dtype, (n, columns), str(path))
+        self.n, self.r, self.columns = n, r, columns
+        self._scale = None
+        self._scale_lock = threading.Lock()
         starts = np.arange(0, n, self.chunk_rows)
         self.chunks = [(int(a), int(min(n, a + self.chunk_rows))) for a in starts]
         self._local = threading.local()
@@ -56,6 +62,10 @@ class FeatureStore:
         int64); None when the store has no such array."""
         raise NotImplementedError
 
+    def _read_scale(self):
+        """The whole ``X_scale`` array, or None when the store has none."""
+        raise NotImplementedError
+
     def close(self):
         pass
 
@@ -69,27 +79,50 @@ class FeatureStore:
         return len(self.chunks)
 
     @property
+    def bytes_per_point(self):
+        return bytes_per_point(self.encoding, self.r)
+
+    @property
     def nbytes(self):
-        return self.n * self.r * self.dtype.itemsize
+        return self.n * self.bytes_per_point
 
     def chunk_of(self, index):
         return int(index) // self.chunk_rows
 
     @contextlib.contextmanager
     def chunk(self, j):
-        """``with store.chunk(j) as x:`` gives chunk j's rows (m x r, read-only)."""
+        """``with store.chunk(j) as x:`` gives chunk j's rows, read-only: an m x r array
+        of floats, or for encoded stores an ``Encoded`` tuple of the stored codes (the
+        kernels decode them; ``encoding.decode`` gives the float64 values)."""
+        a, b = self.chunks[j]
         if self.fast_path:
-            x, release = self._map_chunk(j)
+            raw, release = self._map_chunk(j)
             try:
-                yield x
+                yield self._as_chunk(raw, a, b)
             finally:
-                del x
+                del raw
                 release()
         else:
-            a, b = self.chunks[j]
             buf = self._buffer()[: b - a]
             self._decode_chunk(j, buf)
-            yield buf
+            yield self._as_chunk(buf, a, b)
+
+    def _as_chunk(self, raw, a, b):
+        return as_chunk(raw, self.encoding, self.scales()[a:b] if self.encoding in SCALED else None, self.r)
+
+    def scales(self):
+        """The scale of every row (float32) of an int8 or binary store, read once."""
+        if self._scale is None:
+            with self._scale_lock:
+                if self._scale is None:
+                    scale = self._read_scale()
+                    if scale is None or scale.shape != (self.n,):
+                        from ..errors import StoreError
+                        raise StoreError(f"{self.path}: an {self.encoding} store needs '{SCALE_NAME}', a "
+                                         f"float32 array of {self.n} row scales"
+                                         + ("" if scale is None else f" (it has shape {scale.shape})"))
+                    self._scale = np.ascontiguousarray(scale, dtype=np.float32)
+        return self._scale
 
     def prefetch(self, j):
         """Start reading chunk j in the background (a hint; never blocks for I/O)."""
@@ -97,15 +130,26 @@ class FeatureStore:
             self._advise_willneed(j)
 
     def read_rows(self, indices):
-        """Rows of X as a float64 array (k x r), in the order given."""
+        """Rows of X, decoded, as a float64 array (k x r), in the order given."""
+        return decode(self.read_stored_rows(indices))
+
+    def read_stored_rows(self, indices):
+        """Rows of X as the kernels receive them (an array, or an ``Encoded`` tuple), in
+        the order given (a copy)."""
         indices = np.asarray(indices, dtype=np.int64).reshape(-1)
-        out = np.empty((len(indices), self.r), np.float64)
+        parts, picks = [], []
         for j in np.unique(indices // self.chunk_rows):
             a = self.chunks[j][0]
             pick = np.flatnonzero(indices // self.chunk_rows == j)
             with self.chunk(int(j)) as x:
-                out[pick] = x[indices[pick] - a]
-        return out
+                parts.append(take(x, indices[pick] - a))
+            picks.append(pick)
+        if not parts:
+            with self.chunk(0) as x:
+                return take(x, indices)
+        order = np.empty(len(indices), np.int64)
+        order[np.concatenate(picks)] = np.arange(len(indices))
+        return take(concat(parts, self.r), order)
 
     def labels(self):
         """The stored labels (int8, -1 unknown) or None when the store has none."""
@@ -127,7 +171,8 @@ class FeatureStore:
         y = self.labels()
         out = {
             "path": str(self.path), "kind": self.kind, "n": self.n, "r": self.r,
-            "dtype": str(self.dtype), "chunk_rows": self.chunk_rows, "n_chunks": self.n_chunks,
+            "dtype": str(self.dtype), "encoding": self.encoding, "bytes_per_point": self.bytes_per_point,
+            "chunk_rows": self.chunk_rows, "n_chunks": self.n_chunks,
             "x_bytes": self.nbytes, "fast_path": self.fast_path,
             "codec": self.codec(), "bytes_on_disk": disk_bytes(self.path),
             "format_version": self.format_version, "attrs": self.attrs,
@@ -157,7 +202,7 @@ class FeatureStore:
     def _buffer(self):
         buf = getattr(self._local, "buf", None)
         if buf is None:
-            buf = np.empty((self.chunk_rows, self.r), self.dtype)
+            buf = np.empty((self.chunk_rows, self.columns), self.dtype)
             self._local.buf = buf
         return buf
 
@@ -170,7 +215,7 @@ class FeatureStore:
         return {}
 
     def __repr__(self):
-        return (f"<{type(self).__name__} {self.path} n={self.n} r={self.r} {self.dtype} "
+        return (f"<{type(self).__name__} {self.path} n={self.n} r={self.r} {self.encoding} "
                 f"chunk_rows={self.chunk_rows} fast_path={self.fast_path}>")
 
     def __enter__(self):

@@ -3,6 +3,7 @@
 A store is a Zarr v3 group (a directory) or an HDF5 file holding
 
 - ``X``: n x r, float32 or float64, chunked along rows only (whole rows per chunk);
+  or an encoded X (float16; int8 or packed bits with ``X_scale``, see encoding.py);
 - ``y`` (optional): n labels, int8: 1 positive, 0 negative, -1 unknown;
 - ``ids`` (optional): n identifiers (integers or strings), e.g. original row numbers;
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from ..errors import StoreError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2          # 2: encoded X (float16, int8, binary); plain float stores are still written as 1
 FORMAT_ATTR = "bigsearch_format"
 COMPLETE_ATTR = "every_chunk_written"   # True: a missing chunk file is damage, not the fill value
 X_NAME, Y_NAME, IDS_NAME = "X", "y", "ids"
@@ -23,6 +24,7 @@ X_NAME, Y_NAME, IDS_NAME = "X", "y", "ids"
 RECORDS_NAME, PIXELS_NAME, DISPLAY_ATTR = "records", "pixels", "display"
 OPTIONAL_NAMES = (Y_NAME, IDS_NAME, RECORDS_NAME, PIXELS_NAME)
 FEATURE_DTYPES = (np.dtype("float32"), np.dtype("float64"))
+STORED_DTYPES = (*FEATURE_DTYPES, np.dtype("float16"), np.dtype("int8"), np.dtype("uint8"))
 LABEL_VALUES = (-1, 0, 1)
 
 # Larger chunk files stream faster (fewer page faults, longer reads: 32 MiB chunks made a
@@ -58,7 +60,7 @@ def check_features(shape, dtype, chunk_rows, where):
     n, r = shape
     if n < 1 or r < 1:
         raise StoreError(f"{where}: X has shape {tuple(shape)}; it needs at least one row and one column")
-    if np.dtype(dtype).newbyteorder("=") not in FEATURE_DTYPES:
+    if np.dtype(dtype).newbyteorder("=") not in STORED_DTYPES:
         raise StoreError(
             f"{where}: X has dtype {np.dtype(dtype)}; bigsearch reads float32 or float64, "
             "convert X with astype('float32')"

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import StoreError, StoreNotFoundError
 from .base import FeatureStore, advise_willneed, map_file_array
+from .encoding import SCALE_NAME
 from .format import OPTIONAL_NAMES, X_NAME, check_features, default_chunk_rows
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
@@ -75,7 +76,7 @@ class HDF5Store(FeatureStore):
         if reasons:
             self.slow_reason = "; ".join(reasons)
             return None
-        row_bytes = self.r * self.dtype.itemsize
+        row_bytes = self.columns * self.dtype.itemsize
         if x.chunks is None:
             base = x.id.get_offset()
             if base is None:
@@ -92,14 +93,14 @@ class HDF5Store(FeatureStore):
         a, b = self.chunks[j]
         offset = self._offsets[j]
         if offset is None:
-            out = np.empty((b - a, self.r), self.dtype)
+            out = np.empty((b - a, self.columns), self.dtype)
             self._decode_chunk(j, out)
             return out, lambda: None
-        end = offset + (b - a) * self.r * self.dtype.itemsize
+        end = offset + (b - a) * self.columns * self.dtype.itemsize
         if end > self._file_bytes:     # mapping past the end would kill the process (SIGBUS)
             raise StoreError(f"{self.path}: rows {a}..{b - 1} of X lie at bytes up to {end:,}, past the end of "
                              f"the file ({self._file_bytes:,} bytes): the file is truncated; write it again")
-        return map_file_array(self.path, offset, self.dtype, (b - a, self.r))
+        return map_file_array(self.path, offset, self.dtype, (b - a, self.columns))
 
     def _decode_chunk(self, j, out):
         a, b = self.chunks[j]
@@ -112,7 +113,10 @@ class HDF5Store(FeatureStore):
     def _advise_willneed(self, j):
         if self._offsets is not None and self._offsets[j] is not None:
             a, b = self.chunks[j]
-            advise_willneed(self.path, self._offsets[j], (b - a) * self.r * self.dtype.itemsize)
+            advise_willneed(self.path, self._offsets[j], (b - a) * self.columns * self.dtype.itemsize)
+
+    def _read_scale(self):
+        return self._file[SCALE_NAME][()] if SCALE_NAME in self._file else None
 
     def _read_optional(self, name, rows=None):
         if name not in OPTIONAL_NAMES or name not in self._file:

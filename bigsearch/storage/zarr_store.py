@@ -15,6 +15,7 @@ from zarr.storage import LocalStore
 
 from ..errors import StoreError, StoreNotFoundError
 from .base import FeatureStore, advise_willneed, map_file_array
+from .encoding import SCALE_NAME
 from .format import COMPLETE_ATTR, OPTIONAL_NAMES, X_NAME, check_features
 
 
@@ -86,16 +87,16 @@ class ZarrStore(FeatureStore):
     def _map_chunk(self, j):
         a, b = self.chunks[j]
         path = self._chunk_file(j)
-        expected = self.chunk_rows * self.r * self.dtype.itemsize
+        expected = self.chunk_rows * self.columns * self.dtype.itemsize
         try:
             size = path.stat().st_size
         except FileNotFoundError:
             self._check_missing(j, path)  # zarr leaves chunks equal to the fill value unwritten
-            return np.full((b - a, self.r), self._x.fill_value, self.dtype), lambda: None
+            return np.full((b - a, self.columns), self._x.fill_value, self.dtype), lambda: None
         if size != expected:          # mapping past a file's end would kill the process (SIGBUS)
             raise StoreError(f"{self.path}: chunk file {path} is {size:,} bytes, expected {expected:,} "
                              f"(rows {a}..{b - 1} of X): the store is damaged (truncated?); write it again")
-        x, release = map_file_array(path, 0, self.dtype, (self.chunk_rows, self.r))
+        x, release = map_file_array(path, 0, self.dtype, (self.chunk_rows, self.columns))
         return x[: b - a], release
 
     def _decode_chunk(self, j, out):
@@ -117,6 +118,9 @@ class ZarrStore(FeatureStore):
     def _advise_willneed(self, j):
         if self._chunk_dir is not None:
             advise_willneed(self._chunk_file(j), 0, 0)
+
+    def _read_scale(self):
+        return np.asarray(self._group[SCALE_NAME][:]) if SCALE_NAME in self._group else None
 
     def _read_optional(self, name, rows=None):
         if name not in OPTIONAL_NAMES or name not in self._group:

@@ -3,7 +3,7 @@
 // the server answers with the whole new view, which is rendered at once.
 "use strict";
 
-const csrf = document.querySelector('meta[name="csrf-token"]').content;
+let csrf = document.querySelector('meta[name="csrf-token"]').content;
 const $ = (id) => document.getElementById(id);
 let view = null;
 let busy = false;
@@ -72,6 +72,7 @@ async function load() {
     const response = await fetch("/api/state", { credentials: "same-origin" });
     const data = await response.json();
     if (!response.ok) return status(data.error || `the server answered ${response.status}`, true);
+    csrf = data.csrf;   // a restarted server has a new one
     render(data);
     return true;
   } catch (err) {

@@ -1,0 +1,297 @@
+"""Exact pruned selection for LAS (alpha = 0): a query reads only the blocks of rows
+that could hold the answer.
+
+With alpha = 0 the query is the unlabeled point with the highest
+
+    f_i = q_unl + b_unl (x_i . u) / d_i,        u = K^-1 X^T q,
+
+and q_unl, b_unl, d_i do not change while i is unlabeled. X is cut into blocks of
+``block_rows`` rows (runs of rows inside a chunk). Each block keeps the highest f of its
+unlabeled rows at the u at which it was last read (u_s). Between u_s and now (u_t),
+split the change as u_t - u_s = a s + w with s = X^T 1: since x_i . s = d_i, the shift
+a s moves every unlabeled f_i by exactly b_unl a, and only w needs a bound:
+
+    x_i . w <= c . w + sum_j max(lo_j (P^T w)_j, hi_j (P^T w)_j) + R_perp ||w - P P^T w||
+    x_i . w <= c . w + R ||w||
+
+where c is the block's centroid, P an orthonormal basis of the top eigenvectors of
+X^T diag(rho) X (the directions K^-1 amplifies, hence where u moves), [lo, hi] the
+block's box in that basis, R_perp the largest norm of a row's part outside it and R the
+block's radius. Dividing the smaller of the two by the block's smallest degree (largest
+when it is negative) bounds every unlabeled f_i of the block without reading it.
+
+A query computes every block's bound (O(blocks x r), no reads), reads blocks best-first
+in growing batches, recomputes their f exactly (the full pass's kernel,
+``update_scores``, run on the block's rows: the same arithmetic, bit for bit), and stops
+when the k-th best f read so far exceeds every remaining bound plus a rounding margin
+(``SAFETY`` relative to the magnitudes involved). Unread points all score strictly below it, so the answer, ties to the lowest
+index included, is the full pass's. A label lowers its block's cached maximum to the
+best remaining row's f (kept in memory), so a block is re-read only when u moved enough.
+
+alpha > 0 is not pruned: the rescaling of the impact factor needs sums of IM over all
+unlabeled points, so those queries keep the full pass (``status`` says which).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ParameterError
+from ..kernels.common import ROW_BLOCK
+from ..kernels.las import update_scores
+from .select import _best
+from .steps import BLAS_ROWS
+
+DEFAULT_BLOCK_ROWS = 128
+DEFAULT_BASIS = 32
+SAFETY = 1e-9          # relative margin for rounding (dot products of length r err ~1e-14)
+NO_LABELS = np.zeros(0)
+MAX_BATCH = 64         # blocks read per round, at most (rounds grow 1, 2, 4, ...)
+
+
+@dataclass
+class BlockSummaries:
+    """Per block (nb blocks): where it is, and what bounds its rows without reading them."""
+    block_rows: int
+    chunk: np.ndarray        # (nb,) chunk holding the block
+    start: np.ndarray        # (nb,) first global row
+    stop: np.ndarray         # (nb,) one past the last global row
+    basis: np.ndarray        # (r, p) orthonormal columns
+    centre: np.ndarray       # (nb, r) mean row
+    lo: np.ndarray           # (nb, p) box of P^T (x - centre)
+    hi: np.ndarray
+    radius_perp: np.ndarray  # (nb,) max ||(I - P P^T)(x - centre)||
+    radius: np.ndarray       # (nb,) max ||x - centre||
+    norm_max: np.ndarray     # (nb,) max ||x||
+    deg_min: np.ndarray      # (nb,)
+    deg_max: np.ndarray
+
+    @property
+    def n_blocks(self):
+        return len(self.start)
+
+    def nbytes(self):
+        return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
+
+
+def check_block_rows(block_rows):
+    """Rows per block: a multiple of the kernels' ROW_BLOCK, so a block's rows go through
+    exactly the code path (pairs of rows, vectorized groups) they take in the full pass."""
+    if block_rows is None:
+        return DEFAULT_BLOCK_ROWS
+    if isinstance(block_rows, bool) or int(block_rows) != block_rows or block_rows < ROW_BLOCK \
+            or block_rows % ROW_BLOCK:
+        raise ParameterError(f"block_rows must be a positive multiple of {ROW_BLOCK}, got {block_rows!r}")
+    return int(block_rows)
+
+
+def block_layout(chunks, block_rows):
+    """(chunk, start, stop) of every block: runs of ``block_rows`` rows from each chunk's start."""
+    out = [(j, a, min(b, a + block_rows)) for j, (c0, b) in enumerate(chunks) for a in range(c0, b, block_rows)]
+    return tuple(np.array(col, np.int64) for col in zip(*out))
+
+
+def gram_basis(G, p):
+    """The top-p eigenvectors of the symmetric r x r matrix G (columns, orthonormal)."""
+    G = (G + G.T) / 2
+    _, vecs = np.linalg.eigh(G)
+    return np.ascontiguousarray(vecs[:, ::-1][:, :min(p, G.shape[0])])
+
+
+def summary_step(x, state, basis, block_rows):
+    """One chunk's block summaries (see BlockSummaries), from x and the chunk's degrees."""
+    m = x.shape[0]
+    starts = np.arange(0, m, block_rows)
+    parts = []
+    group = block_rows * max(1, BLAS_ROWS // block_rows)     # whole blocks per float64 copy
+    for g0 in range(0, m, group):
+        xb = np.asarray(x[g0:g0 + group], dtype=np.float64)
+        local = np.arange(0, len(xb), block_rows)
+        sizes = np.diff(np.append(local, len(xb)))
+        centre = np.add.reduceat(xb, local, axis=0) / sizes[:, None]
+        D = xb - np.repeat(centre, sizes, axis=0)
+        Z = D @ basis
+        E = D - Z @ basis.T
+        deg = state.deg[g0:g0 + len(xb)]
+        parts.append((centre, np.minimum.reduceat(Z, local, axis=0), np.maximum.reduceat(Z, local, axis=0),
+                      np.sqrt(np.maximum.reduceat(np.einsum("ij,ij->i", E, E), local)),
+                      np.sqrt(np.maximum.reduceat(np.einsum("ij,ij->i", D, D), local)),
+                      np.sqrt(np.maximum.reduceat(np.einsum("ij,ij->i", xb, xb), local)),
+                      np.minimum.reduceat(deg, local), np.maximum.reduceat(deg, local)))
+    assert sum(len(p[0]) for p in parts) == len(starts)
+    return tuple(np.concatenate(col) for col in zip(*parts))
+
+
+def compute_summaries(mapper, chunks, basis, block_rows):
+    """Every block's summary in one pass (``mapper`` is a backend's ``map``)."""
+    chunk, start, stop = block_layout(chunks, block_rows)
+    cols = [np.concatenate(col) for col in zip(*mapper(summary_step, basis, block_rows))]
+    return BlockSummaries(block_rows, chunk, start, stop, basis, *cols)
+
+
+class Pruner:
+    """Cached block maxima and the bound of every block at a new u (see the module)."""
+
+    def __init__(self, summaries, s, b_unl):
+        self.sm = summaries
+        self.s = s
+        self.ss = float(s @ s)
+        self.b = b_unl
+        nb = summaries.n_blocks
+        self.best = np.full(nb, -np.inf)     # max f of unlabeled rows, at the block's version
+        self.version = np.zeros(nb, np.int64)
+        self.us = {}                         # version -> u
+        self.clock = 0
+
+    def reset(self, u, f, label):
+        """Every block's maximum from f computed at u (after a full pass)."""
+        self.clock += 1
+        self.us = {self.clock: u.copy()}
+        self.version[:] = self.clock
+        fu = np.where(label < 0, f, -np.inf)
+        self.best = np.maximum.reduceat(fu, self.sm.start)
+
+    def labeled(self, idx, f, label):
+        """New labels: their blocks' maxima over the rows still unlabeled (f in memory is
+        the f of each block's version, so the bound stays valid and gets tighter)."""
+        for b in np.unique(self.block_of(idx)):
+            a, e = self.sm.start[b], self.sm.stop[b]
+            fu = np.where(label[a:e] < 0, f[a:e], -np.inf)
+            self.best[b] = fu.max()
+
+    def block_of(self, idx):
+        return np.searchsorted(self.sm.start, np.asarray(idx), side="right") - 1
+
+    def bounds(self, u):
+        """Per block, an upper bound (rounding margin included) on f at u of its unlabeled rows."""
+        sm = self.sm
+        versions, inv = np.unique(self.version, return_inverse=True)
+        U = np.stack([self.us[int(v)] for v in versions])
+        delta = u[None, :] - U
+        a = delta @ self.s / self.ss
+        W = delta - a[:, None] * self.s[None, :]
+        PW = W @ sm.basis
+        w_perp = np.linalg.norm(W - PW @ sm.basis.T, axis=1)
+        w_norm = np.linalg.norm(W, axis=1)
+        cw = np.einsum("ij,ij->i", sm.centre, W[inv])
+        box = np.maximum(sm.lo * PW[inv], sm.hi * PW[inv]).sum(axis=1)
+        spread = np.minimum(box + sm.radius_perp * w_perp[inv], sm.radius * w_norm[inv])
+        ub = cw + spread
+        drift = np.where(ub >= 0, ub / sm.deg_min, ub / sm.deg_max)
+        u_norms = np.linalg.norm(U, axis=1) + np.linalg.norm(u)
+        scale = (np.abs(self.best) + self.b * np.abs(a[inv])
+                 + self.b * (np.abs(cw) + spread + sm.norm_max * u_norms[inv]) / sm.deg_min)
+        with np.errstate(invalid="ignore"):          # -inf (no unlabeled row) stays -inf
+            return self.best + self.b * (a[inv] + drift) + SAFETY * scale
+
+    def top(self, k, u, read, f, label):
+        """The k best unlabeled points at u: (indices, scores, rows read).
+
+        ``read(blocks)`` recomputes f for those blocks' rows (into ``f``)."""
+        bound = self.bounds(u)
+        order = np.argsort(-bound, kind="stable")
+        order = order[np.isfinite(bound[order])]      # blocks with no unlabeled row
+        self.clock += 1
+        self.us[self.clock] = u.copy()
+        cand_idx, cand_f = [], []
+        kth, p, batch, rows = -np.inf, 0, 1, 0
+        while p < len(order) and bound[order[p]] >= kth:
+            take = order[p:p + batch]
+            take = take[bound[take] >= kth]
+            read(take)
+            for b in take:
+                a, e = self.sm.start[b], self.sm.stop[b]
+                unl = np.flatnonzero(label[a:e] < 0) + a
+                self.best[b] = f[unl].max() if unl.size else -np.inf
+                cand_idx.append(unl)
+                cand_f.append(f[unl])
+                rows += e - a
+            self.version[take] = self.clock
+            all_f = np.concatenate(cand_f)
+            if len(all_f) >= k:
+                kth = np.partition(all_f, len(all_f) - k)[len(all_f) - k]
+            p += len(take)
+            batch = min(2 * batch, MAX_BATCH)
+        live = set(np.unique(self.version).tolist())
+        self.us = {v: w for v, w in self.us.items() if v in live}
+        if not cand_idx:
+            return np.zeros(0, np.int64), np.zeros(0), rows
+        idx, sc = _best(np.concatenate(cand_idx), np.concatenate(cand_f), k)
+        return idx, sc, rows
+
+
+class LASPruning:
+    """Glue between a LAS engine on the local backend and the Pruner.
+
+    ``status`` says whether queries are pruned, and why not when they are not.
+    """
+
+    def __init__(self, engine, block_rows=None, basis_dim=DEFAULT_BASIS):
+        self.engine = engine
+        self.block_rows = check_block_rows(block_rows)
+        self.basis_dim = int(basis_dim)
+        self.summaries = None
+        self.pruner = None
+        self.stale = False           # J, IM (and f of unread blocks) lag behind the labels
+        p, b = engine.params, engine.backend
+        if p.alpha != 0:
+            self.status = ("off: alpha > 0 needs sums of the impact factor over all unlabeled points "
+                           "(its rescaling), so every query is a full pass")
+        elif getattr(b, "name", "") != "local":
+            self.status = "off: pruning runs on the local backend only; the cluster does a full pass per query"
+        else:
+            self.status = f"on: exact pruning of blocks of {self.block_rows} rows (alpha = 0)"
+
+    @property
+    def active(self):
+        return self.status.startswith("on")
+
+    def after_full_pass(self, G=None):
+        """Every block is fresh: (re)build the summaries if needed, reset the cache."""
+        if not self.active:
+            return
+        e = self.engine
+        if self.summaries is None:
+            basis = gram_basis(G if G is not None else np.eye(e.store.r) - e.K, self.basis_dim)
+            self.summaries = compute_summaries(e.backend.map, e.store.chunks, basis, self.block_rows)
+        if self.pruner is None:
+            self.pruner = Pruner(self.summaries, e.s, 1.0 / (1.0 + e.params.w0))
+        self.pruner.reset(self.u(), e.backend.gather("f"), e._label)
+        self.stale = False
+
+    def u(self):
+        e = self.engine
+        return e.Kinv @ e.xq          # exactly the first row of the full pass's V
+
+    def labels_told(self, idx, lab):
+        """Apply new labels to the per-point state without a pass over X."""
+        e = self.engine
+        chunks = np.unique([e.store.chunk_of(i) for i in idx]).tolist()
+        e.backend.map_state(_apply_labels, chunks, idx, lab)
+        self.pruner.labeled(idx, e.backend.gather("f"), e._label)
+        self.stale = True
+
+    def top(self, k):
+        e = self.engine
+        u = self.u()
+        idx, sc, rows = self.pruner.top(k, u, lambda blocks: self._read(blocks, u), e.backend.gather("f"), e._label)
+        e.bytes_since_query += int(rows) * e.store.r * e.store.dtype.itemsize
+        self.stale = True
+        return idx, sc
+
+    def _read(self, blocks, u):
+        """Recompute f at u for these blocks from X (each chunk opened once)."""
+        e, sm, p = self.engine, self.summaries, self.engine.params
+        V = np.stack([u, e.Kinv @ e.xz])
+        blocks = np.sort(blocks)
+        for c in np.unique(sm.chunk[blocks]):
+            st = e.backend.states[c]
+            with e.store.chunk(int(c)) as x:
+                for b in blocks[sm.chunk[blocks] == c]:
+                    a, z = sm.start[b] - st.start, sm.stop[b] - st.start
+                    update_scores(x[a:z], V, NO_LABELS, 0, st.label[a:z], st.deg[a:z], st.J[a:z], st.f[a:z],
+                                  st.im[a:z], p.eta, p.w0, p.pi, 0.0)
+
+
+def _apply_labels(state, idx, lab):
+    state.apply_labels(idx, lab)

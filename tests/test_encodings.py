@@ -1,0 +1,268 @@
+"""Compact encodings (float16, int8, binary): round trips, the decoding recipe of
+docs/store-format.md, kernels that read the codes, and the engine against the dense
+reference run on the DECODED matrix, for both store kinds and every chunking."""
+
+import itertools
+
+import h5py
+import numpy as np
+import pytest
+import zarr
+
+import bigsearch
+from bigsearch.errors import DataError, StoreError
+from bigsearch.kernels.encoded import stream_dots
+from bigsearch.kernels.las import degrees
+from bigsearch.storage.encoding import Encoded, as_chunk, decode, encode_rows
+from bigsearch.testing import brute_force_impact, dense_las_run, dense_wnas
+
+from conftest import KINDS, chunkings, run_queries
+
+ENCODINGS = ["float16", "int8", "binary"]
+RTOL = 1e-9
+
+
+def binary_data(n=80, r=21, seed=5):
+    """0/1 rows times 1/sqrt(bits set): positives share a block of bits; every row has
+    its first bit set (a bias), so every degree is positive."""
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n) < 0.2).astype(np.int8)
+    bits = rng.random((n, r)) < 0.15
+    bits[y == 1, 1:6] |= rng.random(((y == 1).sum(), 5)) < 0.8
+    bits[:, 0] = True
+    X = bits / np.sqrt(bits.sum(axis=1, keepdims=True))
+    return X.astype(np.float32), y
+
+
+@pytest.fixture(scope="module")
+def datasets(small_data):
+    return {"float16": small_data, "int8": small_data, "binary": binary_data()}
+
+
+def make(tmp_path, data, encoding, kind="zarr", chunk_rows=7, name="s"):
+    X, y = data
+    path = tmp_path / (f"{name}-{encoding}-{chunk_rows}.zarr" if kind == "zarr" else f"{name}-{encoding}-{chunk_rows}.h5")
+    bigsearch.create_store(path, X, y, encoding=encoding, chunk_rows=chunk_rows, kind=kind)
+    return path
+
+
+def decoded(path):
+    s = bigsearch.open_store(path)
+    return s.read_rows(np.arange(s.n))
+
+
+def rel_err(a, b):
+    return np.abs(np.asarray(a) - b).max() / np.abs(b).max()
+
+
+# -- storage ----------------------------------------------------------------------
+@pytest.mark.parametrize("kind,encoding", list(itertools.product(KINDS, ENCODINGS)))
+def test_round_trip_and_plain_decoding(tmp_path, datasets, kind, encoding):
+    """What the store holds decodes, with plain zarr/h5py and the recipe of
+    docs/store-format.md, to the values bigsearch reads; close to the input."""
+    X, y = datasets[encoding]
+    path = make(tmp_path, datasets[encoding], encoding, kind)
+    store = bigsearch.open_store(path)
+    assert (store.n, store.r, store.encoding) == (len(X), X.shape[1], encoding)
+    got = decoded(path)
+    if kind == "zarr":
+        g = zarr.open_group(str(path), mode="r")
+        codes, attrs = g["X"][:], dict(g.attrs)
+        scale = g["X_scale"][:] if "X_scale" in g else None
+    else:
+        with h5py.File(path) as f:
+            codes, scale = f["X"][()], f["X_scale"][()] if "X_scale" in f else None
+            attrs = {"bigsearch_encoding": f.attrs["bigsearch_encoding"]}
+    assert "binary" not in str(attrs) or encoding == "binary"
+    if encoding == "float16":
+        plain = codes.astype(np.float64)
+    elif encoding == "int8":
+        plain = codes.astype(np.float64) * scale[:, None].astype(np.float64)
+    else:
+        bits = np.unpackbits(codes, axis=1, count=X.shape[1], bitorder="little")
+        plain = bits * scale[:, None].astype(np.float64)
+    np.testing.assert_array_equal(got, plain)
+    tol = {"float16": 1e-3, "int8": 0.5 / 127, "binary": 1e-7}[encoding]
+    assert np.abs(got - X).max() <= tol * np.abs(X).max()
+    np.testing.assert_array_equal(store.labels(), y)
+    expected_bpp = {"float16": 2 * X.shape[1], "int8": X.shape[1] + 4, "binary": (X.shape[1] + 7) // 8 + 4}
+    assert store.bytes_per_point == expected_bpp[encoding]
+    assert store.describe()["encoding"] == encoding
+
+
+def test_encoding_errors_leave_no_store(tmp_path):
+    X = np.eye(4, dtype=np.float32) * 2
+    X[2, 3] = 0.5                                            # row 2: 2 and 0.5 is not 0/1 times one number
+    path = tmp_path / "b.zarr"
+    with pytest.raises(DataError, match="row 3, feature 3|row 2"):
+        bigsearch.create_store(path, X, encoding="binary")
+    assert not path.exists() and not list(tmp_path.iterdir())
+    with pytest.raises(DataError, match="float16"):
+        bigsearch.create_store(tmp_path / "h.h5", np.array([[1e6, 1.0]]), encoding="float16")
+    with pytest.raises(DataError, match="int8 scale"):
+        bigsearch.create_store(tmp_path / "i.zarr", np.array([[1e-44, 0.0]]), encoding="int8")
+    with pytest.raises(DataError, match="finite"):
+        bigsearch.create_store(tmp_path / "n.zarr", np.array([[np.inf, 0.0]]), encoding="int8")
+    with pytest.raises(StoreError, match="unknown encoding"):
+        bigsearch.create_store(tmp_path / "u.zarr", X, encoding="int4")
+    assert not list(tmp_path.iterdir())
+
+
+def test_int8_codes_never_overflow():
+    X = np.array([[127.0, -127.0, 1.0], [3.0, -3.0, 0.0], [0.0, 0.0, 0.0]])
+    codes, scale = encode_rows(X, "int8")
+    assert codes.dtype == np.int8 and np.abs(codes.astype(int)).max() <= 127
+    np.testing.assert_allclose(codes * scale[:, None].astype(np.float64), X, rtol=1e-6)
+
+
+def test_int8_without_scale_or_attribute_is_refused(tmp_path):
+    g = zarr.open_group(str(tmp_path / "raw.zarr"), mode="w")
+    g.create_array("X", shape=(3, 2), dtype="int8")[:] = 1
+    with pytest.raises(StoreError, match="bigsearch_encoding"):
+        bigsearch.open_store(tmp_path / "raw.zarr")
+    g.attrs["bigsearch_encoding"] = {"name": "int8", "n_features": 2}
+    with pytest.raises(StoreError, match="X_scale"), bigsearch.open_store(tmp_path / "raw.zarr").chunk(0):
+        pass
+
+
+# -- kernels ------------------------------------------------------------------------
+def test_float16_bit_decoding_is_exact():
+    """Every finite half value, subnormals and signed zeros included."""
+    patterns = np.arange(1 << 16, dtype=np.uint16)
+    halves = patterns.view(np.float16)
+    finite = patterns[np.isfinite(halves)].reshape(-1, 1)
+    x = Encoded(finite, np.zeros(0, np.float32), 1)
+    deg = np.empty(len(finite))
+    degrees(x, np.ones(1), deg)
+    np.testing.assert_array_equal(deg, finite.view(np.float16).astype(np.float64)[:, 0])
+
+
+@pytest.mark.parametrize("r", [1, 8, 13, 64, 300])
+@pytest.mark.parametrize("k", [1, 3, 40])
+def test_binary_lookup_tables_and_expansion_match_decoded_products(r, k):
+    """Lookup tables (few columns) and expanded bits (many columns: no tables) give
+    the products of the decoded rows."""
+    rng = np.random.default_rng(r * 100 + k)
+    bits = rng.random((50, r)) < 0.3
+    X = bits * rng.random((50, 1)).astype(np.float32)
+    codes, scale = encode_rows(X, "binary")
+    x = as_chunk(codes, "binary", scale, r)
+    D = decode(x)
+    V = rng.standard_normal((k, r))
+    from bigsearch.kernels.wnas import add_similarities
+    num, den, f = np.zeros(50), np.zeros(50), np.zeros(50)
+    add_similarities(x, V, np.ones(k), 0, np.full(50, -1, np.int8), num, den, f)
+    np.testing.assert_allclose(num, (D @ V.T).sum(axis=1), rtol=1e-12, atol=1e-12)
+    assert stream_dots(x, V[:1]) == pytest.approx((D @ V[0]).sum(), rel=1e-12)
+
+
+# -- the engine against the dense reference on decoded values --------------------------
+GRID = list(itertools.product(KINDS, ENCODINGS, chunkings(80)))
+
+
+@pytest.mark.parametrize("kind,encoding,chunk_rows", GRID)
+def test_f_and_impact_match_brute_force(tmp_path, datasets, kind, encoding, chunk_rows):
+    _, y = datasets[encoding]
+    path = make(tmp_path, datasets[encoding], encoding, kind, chunk_rows)
+    Xd = decoded(path)
+    search = bigsearch.LAS(path, pi=0.2, eta=0.5, alpha=0.01)
+    start = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])]
+    search.tell(start, [1, 0])
+    labels = np.full(len(y), -1)
+    labels[start] = [1, 0]
+    for _ in range(4):
+        f, im = brute_force_impact(Xd, labels, pi=0.2, eta=0.5)
+        assert rel_err(search.f, f) < RTOL
+        assert rel_err(search.impact, im) < RTOL
+        i = search.ask()
+        search.tell(i, int(y[i]))
+        labels[i] = y[i]
+
+
+@pytest.mark.parametrize("kind,encoding,chunk_rows", GRID)
+def test_query_sequences_match_dense(tmp_path, datasets, kind, encoding, chunk_rows):
+    _, y = datasets[encoding]
+    path = make(tmp_path, datasets[encoding], encoding, kind, chunk_rows)
+    Xd = decoded(path)
+    init = [int(np.flatnonzero(y)[2])]
+    expected = dense_las_run(Xd, y, init, 25, pi=0.15, eta=0.6, w0=0.02, alpha=1e-2)
+    las = bigsearch.LAS(path, pi=0.15, eta=0.6, w0=0.02, alpha=1e-2)
+    las.tell(init[0], 1)
+    assert run_queries(las, y, 25) == expected
+    wnas = bigsearch.WNAS(path)
+    wnas.tell(init[0], 1)
+    labels = np.full(len(y), -1)
+    labels[init[0]] = 1
+    for _ in range(10):
+        np.testing.assert_allclose(wnas.f, dense_wnas(Xd, labels), rtol=1e-12, atol=1e-12)
+        i = wnas.ask()
+        wnas.tell(i, int(y[i]))
+        labels[i] = y[i]
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_batch_of_labels_matches_brute_force(tmp_path, datasets, encoding):
+    """Many labels told at once: one pass, exact."""
+    _, y = datasets[encoding]
+    path = make(tmp_path, datasets[encoding], encoding, "hdf5", 9)
+    Xd = decoded(path)
+    search = bigsearch.LAS(path, pi=0.2, alpha=0.01)
+    batch = np.random.default_rng(0).choice(len(y), 30, replace=False)
+    search.tell(batch.tolist(), y[batch].tolist())
+    labels = np.full(len(y), -1)
+    labels[batch] = y[batch]
+    f, im = brute_force_impact(Xd, labels, pi=0.2)
+    assert rel_err(search.f, f) < RTOL and rel_err(search.impact, im) < RTOL
+
+
+# -- the distributed backend -------------------------------------------------------------
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client, LocalCluster
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as c:
+        yield c
+
+
+@pytest.mark.parametrize("kind,encoding", list(itertools.product(KINDS, ENCODINGS)))
+def test_distributed_backend_matches_dense(tmp_path, datasets, client, kind, encoding):
+    _, y = datasets[encoding]
+    path = make(tmp_path, datasets[encoding], encoding, kind, 9)
+    init = [int(np.flatnonzero(y)[2])]
+    expected = dense_las_run(decoded(path), y, init, 12, pi=0.15, eta=0.6, w0=0.02, alpha=1e-2)
+    las = bigsearch.LAS(path, pi=0.15, eta=0.6, w0=0.02, alpha=1e-2, backend=client)
+    las.tell(init[0], 1)
+    assert run_queries(las, y, 12) == expected
+    las.close()
+
+
+# -- ingest and info through the real CLI ------------------------------------------------
+def test_ingest_encodings_round_trip_and_info(tmp_path, datasets):
+    from conftest import run_cli
+    X = datasets["binary"][0]
+    bits = (X > 0).astype(np.float32)
+    np.save(tmp_path / "bits.npy", bits)
+    for encoding in ("binary", "int8", "float16"):
+        out = tmp_path / f"bits-{encoding}.h5"
+        done = run_cli("ingest", tmp_path / "bits.npy", out, "--normalize", "--encoding", encoding, "-q")
+        assert done.returncode == 0, done.stderr
+        store = bigsearch.open_store(out)
+        expected = bits / np.sqrt(bits.sum(axis=1, keepdims=True))
+        tol = {"binary": 1e-7, "int8": 0.5 / 127, "float16": 1e-3}[encoding]
+        assert store.encoding == encoding and np.abs(store.read_rows(np.arange(len(X))) - expected).max() < tol
+        info = run_cli("info", out)
+        assert f"encoding: {encoding}, {store.bytes_per_point} bytes per point" in info.stdout
+
+
+def test_ingest_binary_refuses_non_binary_values_with_one_line(tmp_path):
+    from conftest import run_cli
+    X = np.random.default_rng(1).random((50, 4))
+    np.save(tmp_path / "x.npy", X)
+    out = tmp_path / "out.zarr"
+    done = run_cli("ingest", tmp_path / "x.npy", out, "--encoding", "binary", "-q")
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and done.stderr.startswith("Error: ")
+    assert "binary" in done.stderr and "row 0" in done.stderr
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["x.npy"]
+    done = run_cli("ingest", tmp_path / "x.npy", out, "--encoding", "int4", "-q")
+    assert done.returncode == 2 and "--encoding" in done.stderr and not out.exists()

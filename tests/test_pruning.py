@@ -1,0 +1,168 @@
+"""Pruned selection (engine/pruning.py) against the full-pass engine and the dense
+reference: identical queries and bit-identical chosen scores, for every store kind,
+dtype and chunking; alpha > 0 falls back to the full pass."""
+
+import itertools
+
+import numpy as np
+import pytest
+from conftest import DTYPES, KINDS, chunkings
+
+import bigsearch
+from bigsearch.errors import ParameterError
+from bigsearch.testing import clustered_points, dense_las_run
+
+N = 600
+
+
+@pytest.fixture(scope="module")
+def data():
+    """600 points in 8 dimensions, rows sorted by cluster so that blocks are tight."""
+    X, y = clustered_points(N, 8, prevalence=0.08, seed=5, spread=0.5)
+    order = np.lexsort((X[:, 1], X[:, 0]))
+    return X[order], y[order]
+
+
+def run_top(search, y, steps, k=1):
+    """Queries and the scores they were chosen with; ``k`` points per round."""
+    queries, chosen = [], []
+    while len(queries) < steps:
+        idx, sc = search.top(k)
+        queries += idx.tolist()
+        chosen += sc.tolist()
+        search.tell(idx.tolist(), [int(y[i]) for i in idx])
+    return queries, chosen
+
+
+def start(y):
+    return int(np.flatnonzero(y == 1)[0])
+
+
+def both(path, y, steps, k=1, **params):
+    runs = []
+    for prune in (False, True):
+        s = bigsearch.LAS(path, prune=prune, block_rows=64, **params)
+        s.tell(start(y), 1)
+        runs.append((s, *run_top(s, y, steps, k)))
+    return runs
+
+
+@pytest.mark.parametrize("kind,dtype,chunk_rows", list(itertools.product(KINDS, DTYPES, chunkings(N))))
+def test_pruned_queries_and_scores_are_the_full_pass(data, store_factory, kind, dtype, chunk_rows):
+    X, y = data
+    path = store_factory(X, y, kind, dtype, chunk_rows)
+    (full, q_full, f_full), (pruned, q_pruned, f_pruned) = both(path, y, 40, pi=0.08)
+    assert pruned.pruning_status.startswith("on")
+    assert q_pruned == q_full
+    assert f_pruned == f_full                     # bit-identical, not merely close
+    assert sum(pruned.query_bytes) < sum(full.query_bytes)
+    # asked for, every per-point value is brought up to date
+    assert np.array_equal(pruned.f, full.f)
+    assert np.allclose(pruned.J, full.J, rtol=1e-9, atol=0)
+    assert np.allclose(pruned.impact, full.impact, rtol=1e-7, atol=1e-12 * np.abs(full.impact).max())
+
+
+def test_pruned_queries_match_the_dense_reference(data, store_factory):
+    X, y = data
+    path = store_factory(X, y, "zarr", "float64", 100)
+    Xs = bigsearch.open_store(path).read_rows(np.arange(N))
+    expected = dense_las_run(Xs, y, [start(y)], 30, pi=0.08, eta=0.5, w0=1.0 / N, alpha=0.0)
+    s = bigsearch.LAS(path, pi=0.08, prune=True, block_rows=64)
+    s.tell(start(y), 1)
+    assert run_top(s, y, 30)[0] == list(expected)
+
+
+@pytest.mark.parametrize("chunk_rows", [7, N])
+def test_batches_of_queries_are_the_full_pass(data, store_factory, chunk_rows):
+    X, y = data
+    path = store_factory(X, y, "hdf5", "float32", chunk_rows)
+    (_, q_full, f_full), (_, q_pruned, f_pruned) = both(path, y, 30, k=5, pi=0.08)
+    assert (q_pruned, f_pruned) == (q_full, f_full)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_alpha_above_zero_falls_back_to_the_full_pass(data, store_factory, kind):
+    X, y = data
+    path = store_factory(X, y, kind, "float32", 64)
+    (full, q_full, f_full), (pruned, q_pruned, f_pruned) = both(path, y, 20, alpha=1e-3, pi=0.08)
+    assert pruned.pruning_status.startswith("off: alpha > 0")
+    assert (q_pruned, f_pruned) == (q_full, f_full)
+    assert pruned.query_bytes == full.query_bytes
+
+
+def test_pruning_reads_a_small_part_of_clustered_data(store_factory):
+    """Rows in cluster order: after the first queries, most blocks are never read."""
+    X, y = clustered_points(6000, 16, prevalence=0.01, seed=2, spread=0.5)
+    order = np.argsort(np.argmax(X[:, :-1] @ np.linalg.qr(np.random.default_rng(0).normal(size=(15, 15)))[0],
+                                 axis=1), kind="stable")
+    path = store_factory(X[order], y[order], "zarr", "float32", 1024)
+    (_, q_full, _), (pruned, q_pruned, _) = both(path, y[order], 60, pi=0.01)
+    assert q_pruned == q_full
+    fraction = np.array(pruned.query_bytes[10:]) / pruned.store.nbytes
+    assert fraction.mean() < 0.5
+
+
+def test_state_saved_while_pruning_continues_with_the_same_queries(data, store_factory):
+    X, y = data
+    path = store_factory(X, y, "zarr", "float32", 100)
+    s = bigsearch.LAS(path, pi=0.08, prune=True, block_rows=64)
+    s.tell(start(y), 1)
+    run_top(s, y, 10)
+    state = s.export_state()
+    assert state["meta"]["J_stale"] and state["meta"]["prune"] == {"block_rows": 64}
+    restored = bigsearch.LAS.from_state(path, state)
+    assert restored.pruning_status.startswith("on")
+    assert run_top(restored, y, 15) == run_top(s, y, 15)
+
+
+def test_refresh_while_pruning_keeps_the_queries(data, store_factory):
+    X, y = data
+    path = store_factory(X, y, "zarr", "float64", 100)
+    (full, _, _), (pruned, _, _) = both(path, y, 12, pi=0.08)
+    drift = pruned.refresh()
+    full.refresh()
+    assert drift["J"] < 1e-9 and drift["f"] < 1e-9
+    assert run_top(pruned, y, 10) == run_top(full, y, 10)
+
+
+@pytest.mark.parametrize("block_rows", [0, 32, 100, 64.5, True])
+def test_block_rows_must_be_a_multiple_of_the_kernel_block(data, store_factory, block_rows):
+    X, y = data
+    path = store_factory(X, y)
+    with pytest.raises(ParameterError, match="block_rows"):
+        bigsearch.LAS(path, pi=0.08, prune=True, block_rows=block_rows)
+
+
+def test_run_cli_prunes_and_reports_the_bytes_read(data, store_factory, tmp_path):
+    import json
+
+    from conftest import run_cli
+    X, y = data
+    path = store_factory(X, y, "zarr", "float32", 128)
+    outs = {}
+    for flag in ([], ["--prune"]):
+        out = tmp_path / ("pruned" if flag else "full")
+        done = run_cli("run", path, "--budget", 25, "--init-index", start(y), *flag, "--out", out)
+        assert done.returncode == 0, done.stderr
+        outs[bool(flag)] = (json.loads((out / "results.json").read_text())["runs"][0], done.stderr)
+    (full, _), (pruned, err) = outs[False], outs[True]
+    assert "las: pruning on" in err and "X read per round" in err
+    assert pruned["queries"] == full["queries"]
+    assert len(pruned["bytes_read"]) == 25 and sum(pruned["bytes_read"][1:]) < sum(full["bytes_read"][1:])
+
+
+def test_session_keeps_pruning_across_reopen(data, store_factory, tmp_path):
+    from bigsearch.session import Session
+    X, y = data
+    path = store_factory(X, y, "zarr", "float32", 128)
+    full = bigsearch.LAS(path, pi=0.08)
+    with Session.create(path, tmp_path / "s", pi=0.08, prune=True, checkpoint_every=4) as s:
+        assert s.search.pruning_status.startswith("on")
+        for _ in range(10):
+            i = int(s.search.ask())
+            assert i == full.ask()
+            s.tell(i, int(y[i]))
+            full.tell(i, int(y[i]))
+    with Session.open(tmp_path / "s") as s:
+        assert s.search.pruning_status.startswith("on")
+        assert s.search.top(3)[0].tolist() == full.top(3)[0].tolist()

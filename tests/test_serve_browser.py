@@ -1,0 +1,291 @@
+"""The labelling page driven in a real headless Chromium (Selenium): keys, undo, skip,
+a server restarted and killed mid-session, two tabs, a wrong token. The journal must
+hold exactly the labels a Python Session records for the same answers.
+
+Needs Chromium and its driver from the system packages (`apt-get install chromium
+chromium-driver`; .ci/run installs them); skipped, saying so, where they are absent.
+Set BIGSEARCH_SCREENSHOTS=DIR to keep the page's screenshots (docs/serve-*.png are made so).
+"""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bigsearch import Session
+from bigsearch.testing import clustered_points
+from tests.conftest import run_cli
+
+pytest.importorskip("flask", reason="bigsearch[serve] (flask, waitress) is not installed")
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
+from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--window-size=1200,860"]
+pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
+                                reason="Chromium and chromedriver are not installed "
+                                       "(apt-get install chromium chromium-driver; .ci/run does)")
+KEY = {1: "a", 0: "x", "skip": Keys.SPACE, "undo": Keys.BACK_SPACE}
+WAIT = 60
+
+
+@pytest.fixture
+def browser(tmp_path):
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS + [f"--user-data-dir={tmp_path / 'chromium-profile'}"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def data():
+    return clustered_points(400, 8, prevalence=0.1, seed=9, spread=0.8)
+
+
+@pytest.fixture
+def store(store_factory, data):
+    X, y = data
+    return store_factory(X, y, "zarr", "float32", 64)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`bigsearch serve` in a subprocess, on a fixed port so the page can reconnect."""
+
+    def __init__(self, directory, *args, port=None):
+        self.directory, self.args, self.port = directory, args, port or free_port()
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bigsearch", "serve", str(self.directory), "--port", str(self.port), *self.args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.banner = [self.proc.stdout.readline() for _ in range(2)]
+        if "serving session" not in self.banner[0]:
+            self.proc.kill()
+            raise AssertionError(f"the server did not start: {self.banner}{self.proc.stderr.read()}")
+        self.url = re.search(r"at (http://\S+)", self.banner[0]).group(1)
+        return self
+
+    def stop(self, sig=signal.SIGINT):
+        self.proc.send_signal(sig)
+        out, err = self.proc.communicate(timeout=WAIT)
+        return self.proc.returncode, out, err
+
+
+@pytest.fixture
+def servers():
+    started = []
+
+    def make(*args, **kw):
+        server = Server(*args, **kw)
+        started.append(server)
+        return server
+    yield make
+    for s in started:
+        if s.proc is not None and s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait()
+
+
+def body(driver, name):
+    return driver.find_element(By.TAG_NAME, "body").get_attribute(f"data-{name}")
+
+
+def wait_for(driver, labels, what="the page"):
+    """Wait until the page is idle and shows ``labels`` labels; returns the index on show."""
+    try:
+        WebDriverWait(driver, WAIT).until(
+            lambda d: body(d, "busy") != "1" and body(d, "labels") == str(labels) and body(d, "index"))
+    except TimeoutException:
+        raise AssertionError(f"{what} did not reach {labels} labels: shows {body(driver, 'labels')}, "
+                             f"status {driver.find_element(By.ID, 'status').text!r}") from None
+    return int(body(driver, "index"))
+
+
+def press(driver, key):
+    driver.find_element(By.TAG_NAME, "body").send_keys(KEY[key])
+
+
+def status_text(driver):
+    return driver.find_element(By.ID, "status").text
+
+
+def journal_history(directory):
+    with Session.open(directory, readonly=True) as s:
+        return s.history, s.status()["undone"]
+
+
+def screenshot(driver, name):
+    where = os.environ.get("BIGSEARCH_SCREENSHOTS")
+    if where:
+        driver.save_screenshot(str(Path(where) / name))
+
+
+def test_label_with_keys_and_undo_as_a_python_session_would(tmp_path, browser, servers, store, data):
+    _, y = data
+    d = tmp_path / "page"
+    Session.create(store, d, pi=0.1).close()
+    server = servers(d, "--budget", "30").start()
+    browser.get(server.url)
+    answers = []
+    shown = wait_for(browser, 0)
+    for t in range(16):
+        if t % 5 == 4:                                   # a slip of the finger, undone
+            press(browser, 1 - int(y[shown]))
+            wait_for(browser, len(answers) + 1)
+            assert re.search(f"recorded point {shown} as", status_text(browser))
+            press(browser, "undo")
+            assert wait_for(browser, len(answers)) == shown
+            assert status_text(browser) == f"undid the label of point {shown}"
+        press(browser, int(y[shown]))
+        answers.append((shown, int(y[shown])))
+        shown = wait_for(browser, len(answers))
+    assert browser.find_element(By.ID, "labels-used").text == "16 of 30"
+    assert browser.find_element(By.ID, "positives-found").text == str(sum(a for _, a in answers))
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#curve polyline")) == 1
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#why-table tbody tr")) == 5
+    timings = browser.execute_script("return window.bigsearchTimings")
+    assert len(timings) == 16 + 3
+    screenshot(browser, "serve-plain.png")
+    code, out, _ = server.stop()
+    assert code == 0 and "has 16 labels" in out
+    # the same answers from Python
+    with Session.create(store, tmp_path / "python", pi=0.1) as s:
+        for t in range(16):
+            i = s.ask()
+            if t % 5 == 4:
+                s.tell(i, 1 - int(y[i]))
+                s.undo()
+            s.tell(i, int(y[i]))
+        python_history = s.history
+    assert journal_history(d) == (python_history, 3)
+    assert python_history == answers
+
+
+def test_skip_shows_the_next_best_and_labels_nothing(tmp_path, browser, servers, store):
+    d = tmp_path / "s"
+    Session.create(store, d, pi=0.1).close()
+    with Session.open(d, readonly=True) as s:
+        best = s.top(3)[0].tolist()
+    browser.get(servers(d).start().url)
+    assert wait_for(browser, 0) == best[0]
+    press(browser, "skip")
+    WebDriverWait(browser, WAIT).until(lambda b: body(b, "index") == str(best[1]))
+    assert "rank 2" in browser.find_element(By.ID, "item-meta").text
+    press(browser, 0)
+    assert wait_for(browser, 1) != best[1]
+    assert journal_history(d)[0] == [(best[1], 0)]
+
+
+def test_restart_kill_and_the_command_line_in_turn(tmp_path, browser, servers, store, data):
+    _, y = data
+    d = tmp_path / "s"
+    Session.create(store, d, pi=0.1, checkpoint_every=2).close()
+    server = servers(d).start()
+    browser.get(server.url)
+    acked = []
+    shown = wait_for(browser, 0)
+    for _ in range(3):
+        press(browser, int(y[shown]))
+        acked.append((shown, int(y[shown])))
+        shown = wait_for(browser, len(acked))
+    # SIGKILL: nothing acknowledged is lost; the page says so and reconnects by itself
+    server.proc.kill()
+    server.proc.wait()
+    press(browser, int(y[shown]))
+    WebDriverWait(browser, WAIT).until(lambda b: "cannot be reached" in status_text(b))
+    assert journal_history(d)[0] == acked
+    server = servers(d, port=server.port).start()
+    WebDriverWait(browser, WAIT).until(lambda b: status_text(b) == "reconnected")
+    assert wait_for(browser, 3) == shown
+    press(browser, int(y[shown]))
+    acked.append((shown, int(y[shown])))
+    shown = wait_for(browser, 4)
+    # a clean stop, the command line, and the page again
+    code, out, _ = server.stop()
+    assert code == 0 and "has 4 labels" in out
+    r = run_cli("session", "label", d, shown, int(y[shown]))
+    assert r.returncode == 0, r.stderr
+    acked.append((shown, int(y[shown])))
+    server = servers(d, port=server.port).start()
+    browser.refresh()
+    shown = wait_for(browser, 5)
+    assert browser.find_element(By.ID, "last-label").text.startswith(f"point {acked[-1][0]}:")
+    press(browser, "undo")
+    wait_for(browser, 4)
+    server.stop(signal.SIGTERM)
+    assert journal_history(d) == (acked[:4], 1)
+
+
+def test_two_windows_never_label_a_point_twice(tmp_path, browser, servers, store):
+    d = tmp_path / "s"
+    Session.create(store, d, pi=0.1).close()
+    url = servers(d).start().url
+    browser.get(url)
+    first = wait_for(browser, 0)
+    tab_a = browser.current_window_handle
+    browser.switch_to.new_window("window")   # side by side: both visible, neither refreshes
+    browser.get(url)
+    tab_b = browser.current_window_handle
+    assert wait_for(browser, 0, "tab B") == first
+    browser.switch_to.window(tab_a)
+    press(browser, 1)
+    after = wait_for(browser, 1, "tab A")
+    browser.switch_to.window(tab_b)          # still shows `first`: answering it is refused
+    browser.execute_script("document.dispatchEvent(new KeyboardEvent('keydown', {key: 'x'}))")
+    WebDriverWait(browser, WAIT).until(lambda b: "already labeled" in status_text(b))
+    assert wait_for(browser, 1, "tab B") == after
+    press(browser, 0)                        # tab B answers the new point
+    wait_for(browser, 2, "tab B")
+    browser.switch_to.window(tab_a)          # tab A has not seen that label: its undo is refused
+    browser.execute_script("document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Backspace'}))")
+    WebDriverWait(browser, WAIT).until(lambda b: "cannot undo" in status_text(b))
+    wait_for(browser, 2, "tab A")
+    assert journal_history(d) == ([(first, 1), (after, 0)], 0)
+
+
+def test_a_wrong_or_missing_token_is_refused(tmp_path, browser, servers, store):
+    d = tmp_path / "s"
+    Session.create(store, d, pi=0.1).close()
+    server = servers(d, "--host", "0.0.0.0").start()
+    token = re.search(r"\?token=(\S+)", server.url).group(1)
+    assert server.banner[1].startswith(f"access token: {token}")
+    base = f"http://127.0.0.1:{server.port}/"
+    for url in (base, base + "?token=wrong" + token[:4]):
+        browser.get(url)
+        assert "a valid access token is required" in browser.find_element(By.TAG_NAME, "body").text
+    browser.get(base + "?token=" + token)         # the token becomes a cookie; the address loses it
+    first = wait_for(browser, 0)
+    assert "token" not in browser.current_url
+    press(browser, 1)
+    wait_for(browser, 1)
+    assert journal_history(d)[0] == [(first, 1)]
+    browser.delete_all_cookies()
+    browser.refresh()
+    assert "a valid access token is required" in browser.find_element(By.TAG_NAME, "body").text
+    code, out, _ = server.stop()
+    assert code == 0
