@@ -96,7 +96,7 @@ class FeatureOptions(_Group):
         if self.bins is not None and self.bins < 2:
             raise ParameterError(f"--bins {self.bins}: quantile bins need K >= 2")
         if self.rff is not None and self.rff < 1:
-            raise ParameterError(f"--rff {self.rff}: the number of random Fourier features D must be >= 1")
+            raise ParameterError(f"--rff {self.rff}: the number of random Fourier features needs D >= 1")
         if self.rff and not 0 < self.gamma < math.inf:
             raise ParameterError(f"--gamma {self.gamma}: the RBF kernel needs a finite gamma > 0")
 
