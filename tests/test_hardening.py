@@ -225,6 +225,34 @@ def _run_cases():
     ]
 
 
+def _parameter_cases():
+    """Every parameter at or past its bound."""
+    run = ["run", "s.zarr", "--out", "r"]
+
+    def wide(d):                      # 40,000 features: LAS's r x r state would not fit
+        bigsearch.create_store(d / "s.zarr", np.ones((3, 40_000), np.float32), np.array([1, 0, 0], np.int8))
+
+    def unlabeled(d):
+        bigsearch.create_store(d / "s.zarr", np.ones((5, 2), np.float32))
+    return [
+        _case("las-too-wide", [*run, "--budget", "1"], wide, "r x r"),
+        _case("budget-negative", [*run, "--budget", "-1"], labeled_store, "budget"),
+        _case("pi-above-1", [*run, "--budget", "2", "--pi", "1.5"], labeled_store, "pi"),
+        _case("eta-zero", [*run, "--budget", "2", "--eta", "0"], labeled_store, "eta"),
+        _case("w0-zero", [*run, "--budget", "2", "--w0", "0"], labeled_store, "w0"),
+        _case("init-negatives-too-many", [*run, "--budget", "2", "--init-negatives", "1000"], labeled_store,
+              "negatives"),
+        _case("no-labels-to-simulate", [*run, "--budget", "2"], unlabeled, "no labels"),
+        _case("cluster-local-0", [*run, "--budget", "2", "--cluster", "local:0"], labeled_store, "local:N"),
+        _case("chunk-rows-0", ["ingest", "in.csv", "o.zarr", "--chunk-rows", "0"], small_csv, "chunk-rows"),
+        _case("dtype-int", ["ingest", "in.csv", "o.zarr", "--dtype", "int32"], small_csv, "dtype"),
+        _case("undo-zero", ["session", "undo", "sess", "0"], session, "positive"),
+        _case("undo-too-many", ["session", "undo", "sess", "5"], session, "cannot undo"),
+        _case("session-new-over-files", ["session", "new", "s.zarr", "docs"],
+              lambda d: (labeled_store(d), text(d / "docs" / "a.txt", "mine")), "not empty"),
+    ]
+
+
 def _session_cases():
     return [
         _case("label-from-binary", ["session", "label", "sess", "--from", "l.csv"],
@@ -240,7 +268,7 @@ def _session_cases():
     ]
 
 
-CASES = _ingest_cases() + _store_cases() + _run_cases() + _session_cases()
+CASES = _ingest_cases() + _store_cases() + _run_cases() + _parameter_cases() + _session_cases()
 
 
 # -- running a case -------------------------------------------------------------------

@@ -25,6 +25,8 @@ class Group(click.Group):
             fail(str(e))
         except OSError as e:
             fail(f"{e.filename + ': ' if getattr(e, 'filename', None) else ''}{e.strerror or e}")
+        except MemoryError as e:     # what bigsearch/limits.py did not foresee: still one line
+            fail(f"out of memory ({e or 'an allocation failed'}); see docs/reliability.md for the input limits")
 
 
 def fail(message):

@@ -10,24 +10,12 @@ queries); it refuses stores too large for this machine's memory.
 import numpy as np
 
 from ..errors import DataError, ResourceError
+from ..limits import available_memory
 from .base import ActiveSearch
 from .params import LASParams, default_pi
 from .select import select_dense
 
 BYTES_PER_ENTRY = 8 * 3  # W^-1, the matrix it is inverted from, and a temporary
-
-
-def available_memory():
-    """Bytes of memory available to a new allocation (MemAvailable on Linux)."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    import os
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 class ASG(ActiveSearch):

@@ -12,10 +12,12 @@ f, the impact factor and the queries are those of the dense ASG (tests check thi
 against a direct solve and a brute-force impact factor). Formulas: docs/algorithm.md.
 """
 
+import os
 import warnings
 
 import numpy as np
 
+from .. import limits
 from ..backends import make_backend
 from ..errors import DataError, NumericalError
 from ..kernels.las import degrees
@@ -71,6 +73,10 @@ class LAS(ActiveSearch):
                  n_threads=None, check_every=100, drift_tol=1e-10, store_options=None, prune=False,
                  block_rows=None):
         super().__init__(store, store_options)
+        r = self.store.r     # K, K^-1 and work arrays, and an X^T R X partial per thread: r x r float64 each
+        limits.check_memory(((n_threads or os.cpu_count() or 1) + 6) * r * r * 8,
+                            f"LAS on {r:,} features (its r x r matrices)",
+                            "use fewer features (e.g. --rff D at ingest), or WNAS, which keeps no r x r state")
         self.params = LASParams(pi=default_pi(self.store, pi), w0=1.0 / self.n if w0 is None else w0,
                                 eta=eta, alpha=alpha)
         self.backend = make_backend(self.store, backend, n_threads)
