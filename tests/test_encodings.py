@@ -200,19 +200,26 @@ def test_query_sequences_match_dense(tmp_path, datasets, kind, encoding, chunk_r
         labels[i] = y[i]
 
 
-@pytest.mark.parametrize("encoding", ENCODINGS)
-def test_batch_of_labels_matches_brute_force(tmp_path, datasets, encoding):
-    """Many labels told at once: one pass, exact."""
-    _, y = datasets[encoding]
-    path = make(tmp_path, datasets[encoding], encoding, "hdf5", 9)
+@pytest.mark.parametrize("encoding", ["float32", "float64", *ENCODINGS])
+@pytest.mark.parametrize("batch_size", [5, 30])
+def test_batch_of_labels_matches_brute_force(tmp_path, datasets, encoding, batch_size):
+    """Labels told together (5: the fused kernel; 30: BLAS products and the blocked
+    Sherman-Morrison update): one pass, exact, for LAS and WNAS."""
+    data = datasets.get(encoding, datasets["int8"])
+    y = data[1]
+    path = make(tmp_path, data, encoding, "hdf5", 9)
     Xd = decoded(path)
-    search = bigsearch.LAS(path, pi=0.2, alpha=0.01)
-    batch = np.random.default_rng(0).choice(len(y), 30, replace=False)
-    search.tell(batch.tolist(), y[batch].tolist())
+    las, wnas = bigsearch.LAS(path, pi=0.2, alpha=0.01), bigsearch.WNAS(path)
     labels = np.full(len(y), -1)
-    labels[batch] = y[batch]
-    f, im = brute_force_impact(Xd, labels, pi=0.2)
-    assert rel_err(search.f, f) < RTOL and rel_err(search.impact, im) < RTOL
+    order = np.random.default_rng(0).permutation(len(y))
+    for batch in (order[:batch_size], order[batch_size:2 * batch_size]):
+        las.tell(batch.tolist(), y[batch].tolist())
+        wnas.tell(batch.tolist(), y[batch].tolist())
+        labels[batch] = y[batch]
+        f, im = brute_force_impact(Xd, labels, pi=0.2)
+        assert rel_err(las.f, f) < RTOL and rel_err(las.impact, im) < RTOL
+        assert rel_err(las.J, np.einsum("ij,jk,ik->i", Xd, np.linalg.inv(las.K), Xd)) < RTOL
+        np.testing.assert_allclose(wnas.f, dense_wnas(Xd, labels), rtol=1e-12, atol=1e-12)
 
 
 # -- the distributed backend -------------------------------------------------------------

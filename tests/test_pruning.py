@@ -166,3 +166,29 @@ def test_session_keeps_pruning_across_reopen(data, store_factory, tmp_path):
     with Session.open(tmp_path / "s") as s:
         assert s.search.pruning_status.startswith("on")
         assert s.search.top(3)[0].tolist() == full.top(3)[0].tolist()
+
+
+@pytest.mark.parametrize("encoding,kind", [("int8", "zarr"), ("float16", "hdf5"), ("binary", "zarr")])
+def test_encoded_stores_prune_to_the_full_pass(data, tmp_path, encoding, kind):
+    X, y = data
+    if encoding == "binary":       # 0/1 features (and a constant one): every degree is positive
+        X = np.hstack([(X[:, :-1] > 0).astype(float), np.ones((len(X), 1))])
+    path = tmp_path / ("e.zarr" if kind == "zarr" else "e.h5")
+    bigsearch.create_store(path, X, y, encoding=encoding, chunk_rows=100, kind=kind)
+    (full, q_full, f_full), (pruned, q_pruned, f_pruned) = both(path, y, 25, pi=0.08)
+    assert (q_pruned, f_pruned) == (q_full, f_full)
+    assert sum(pruned.query_bytes) < sum(full.query_bytes)
+
+
+def test_ingest_cluster_order_with_an_encoding(tmp_path):
+    from conftest import run_cli
+    X, y = clustered_points(300, 5, prevalence=0.1, seed=6, spread=0.3)
+    np.save(tmp_path / "x.npy", X.astype(np.float32))
+    np.save(tmp_path / "y.npy", y)
+    out = tmp_path / "o.zarr"
+    done = run_cli("ingest", tmp_path / "x.npy", out, "--labels", tmp_path / "y.npy", "--positive", "1",
+                   "--cluster-order", "3", "--encoding", "int8")
+    assert done.returncode == 0, done.stderr
+    store = bigsearch.open_store(out)
+    assert store.encoding == "int8" and sorted(store.ids().tolist()) == list(range(300))
+    assert np.allclose(store.read_rows(np.arange(300)), X[store.ids()], atol=0.01)

@@ -7,6 +7,7 @@ n fits in bounded memory, and is reproducible from --seed.
     python tools/make_store.py /tmp/x10m.zarr --n 10000000 --r 128
     python tools/make_store.py x.h5 --n 1000000 --r 512 --prevalence 0.001 --chunk-mib 32
     python tools/make_store.py x.zarr --n 2000000 --codec lz4 --dtype float64
+    python tools/make_store.py c.zarr --n 1000000 --cluster-order 0   # rows grouped by k-means cluster
 
 Prints one JSON line: the store, its size, and the time and rate of writing it.
 """
@@ -19,9 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bigsearch.ingest.cluster_order import cluster_order  # noqa: E402
 from bigsearch.ingest.pipeline import compressors_for  # noqa: E402
 from bigsearch.storage import default_chunk_rows, open_store, store_kind_for  # noqa: E402
 from bigsearch.storage.base import disk_bytes  # noqa: E402
+from bigsearch.storage.atomic import remove, temp_sibling  # noqa: E402
 from bigsearch.synthetic import make_clustered_store  # noqa: E402
 
 CODECS = ("none", "lz4", "zstd", "gzip", "lzf")   # lz4 is blosc-lz4; gzip, lzf: HDF5 only
@@ -44,6 +47,9 @@ def parse_args(argv=None):
     size.add_argument("--chunk-rows", type=int, default=None, help="rows per chunk")
     ap.add_argument("--codec", choices=CODECS, default="none",
                     help="compression of X (default none: chunks are memory-mapped with no decoding)")
+    ap.add_argument("--cluster-order", type=int, default=None, metavar="K",
+                    help="write rows grouped by k-means cluster (K clusters; 0: about n / 8,192, 16 to 256), for "
+                         "pruned queries; ids keep the generated row numbers")
     ap.add_argument("--overwrite", action="store_true")
     args = ap.parse_args(argv)
     if args.n < 1 or args.r < 2:
@@ -68,9 +74,18 @@ def main(argv=None):
     args = parse_args(argv)
     kind = store_kind_for(args.out, args.format)
     t = time.perf_counter()
-    make_clustered_store(args.out, args.n, args.r, prevalence=args.prevalence, seed=args.seed,
-                         spread=args.spread, dtype=args.dtype, chunk_rows=chunk_rows(args), kind=kind,
-                         overwrite=args.overwrite, compressors=compressors_for(kind, args.codec))
+    target = Path(args.out) if args.cluster_order is None else temp_sibling(Path(args.out), "unordered")
+    ordering = None
+    try:
+        make_clustered_store(target, args.n, args.r, prevalence=args.prevalence, seed=args.seed,
+                             spread=args.spread, dtype=args.dtype, chunk_rows=chunk_rows(args), kind=kind,
+                             overwrite=args.overwrite, compressors=compressors_for(kind, args.codec))
+        if args.cluster_order is not None:
+            ordering = cluster_order(target, args.out, clusters=args.cluster_order or None, kind=kind,
+                                     compressors=compressors_for(kind, args.codec), overwrite=args.overwrite)
+    finally:
+        if args.cluster_order is not None:
+            remove(target)
     seconds = time.perf_counter() - t
     with open_store(args.out) as store:
         y = store.labels()
@@ -78,6 +93,8 @@ def main(argv=None):
                "chunk_rows": store.chunk_rows, "codec": store.codec(), "positives": int((y == 1).sum()),
                "x_bytes": store.nbytes, "bytes_on_disk": disk_bytes(args.out), "seconds": round(seconds, 2),
                "MB_per_s": round(store.nbytes / seconds / 1e6, 1)}
+        if ordering:
+            out.update(clusters=ordering["clusters"], cluster_order_seconds=round(ordering["seconds"], 2))
     print(json.dumps(out))
     return out
 

@@ -57,7 +57,8 @@ def _option_groups(o):
                                        bins=o["bins"], normalize=o["normalize"], bias=o["bias"], rff=o["rff"],
                                        gamma=o["gamma"], seed=o["seed"]),
             "output": OutputOptions(format=o["output_format"], chunk_rows=o["chunk_rows"], dtype=o["dtype"],
-                                    codec=o["codec"], overwrite=o["overwrite"], encoding=o["encoding"])}
+                                    codec=o["codec"], overwrite=o["overwrite"], encoding=o["encoding"],
+                                    cluster_order=o["cluster_order"])}
 
 
 @main.command()
@@ -101,6 +102,9 @@ def _option_groups(o):
                    "binary: 0/1 features packed in bits with a scale per row (docs/store-format.md).")
 @click.option("--codec", default="none", show_default=True,
               help="Compression: none, lz4, zstd, gzip (Zarr); none, gzip, lzf (HDF5).")
+@click.option("--cluster-order", type=click.IntRange(0), default=None, metavar="K",
+              help="Write the rows grouped by k-means cluster (K clusters; 0: about n / 8,192), so pruned "
+                   "queries (run --prune) read less; ids keep the original row numbers.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing OUT.")
 @cluster_options(persist=False)
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary.")

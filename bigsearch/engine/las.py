@@ -25,6 +25,7 @@ from ..storage.encoding import decode
 from .base import ActiveSearch
 from .params import LASParams, default_pi
 from .pruning import LASPruning
+from .rank_updates import batch_update
 from .select import PassSummary, select
 from .steps import (
     Compared,
@@ -231,35 +232,22 @@ class LAS(ActiveSearch):
         return (Kinv + Kinv.T) / 2
 
     def _update(self, idx, lab):
-        """Sherman-Morrison per new label (O(r^2) each), then one fused pass."""
+        """Sherman-Morrison for the new labels (as matrix products: engine/rank_updates.py),
+        then one fused pass."""
         p = self.params
         stored = self.store.read_stored_rows(idx)
         rows = decode(stored)
         deg = np.empty(len(idx))
         degrees(stored, self.s, deg)  # the kernel the passes use: bit-identical degrees
         b_unl = 1.0 / (1.0 + p.w0)
-        gs, cs = [], []
-        for x, d, y, i in zip(rows, deg, lab, idx):
-            gamma = (b_unl - (1.0 - p.eta)) / d
-            g = self.Kinv @ x
-            den = 1.0 + gamma * (x @ g)
-            if not (np.isfinite(den) and den > 0):
-                raise NumericalError(
-                    f"labeling point {i}: the Sherman-Morrison denominator is {den!r} (it must be finite "
-                    "and positive); K has lost positive definiteness; check eta, w0 and X")
-            c = gamma / den
-            self.Kinv -= c * np.outer(g, g)
-            self.K += gamma * np.outer(x, x)
-            self.xq += x * (p.eta * y - p.pi * p.w0 / (1.0 + p.w0))
-            self.xz -= x * (b_unl / d)
-            gs.append(g)
-            cs.append(c)
+        G, cs = batch_update(self.Kinv, self.K, rows, (b_unl - (1.0 - p.eta)) / deg, idx)
+        self.xq += (p.eta * np.asarray(lab, np.float64) - p.pi * p.w0 / (1.0 + p.w0)) @ rows
+        self.xz -= (b_unl / deg) @ rows
         if self._pruned():
             self.pruning.labels_told(idx, lab)        # no pass: the next query reads what it needs
         else:
-            V = np.stack([self.Kinv @ self.xq, self.Kinv @ self.xz, *gs])
-            parts = self.backend.map(las_update_step, V, np.array(cs), idx, lab, p.eta, p.w0, p.pi,
-                                     self._t_prev)
+            V = np.vstack([self.Kinv @ self.xq, self.Kinv @ self.xz, G])
+            parts = self.backend.map(las_update_step, V, cs, idx, lab, p.eta, p.w0, p.pi, self._t_prev)
             self._summary = PassSummary.from_partials(parts, self._t_prev)
             self.bytes_since_query += self.store.nbytes
         self._labels_since_check += len(idx)

@@ -39,6 +39,7 @@ import numpy as np
 from ..errors import ParameterError
 from ..kernels.common import ROW_BLOCK
 from ..kernels.las import update_scores
+from ..storage.encoding import decode, n_rows, take
 from .select import _best
 from .steps import BLAS_ROWS
 
@@ -100,12 +101,12 @@ def gram_basis(G, p):
 
 def summary_step(x, state, basis, block_rows):
     """One chunk's block summaries (see BlockSummaries), from x and the chunk's degrees."""
-    m = x.shape[0]
+    m = n_rows(x)
     starts = np.arange(0, m, block_rows)
     parts = []
     group = block_rows * max(1, BLAS_ROWS // block_rows)     # whole blocks per float64 copy
     for g0 in range(0, m, group):
-        xb = np.asarray(x[g0:g0 + group], dtype=np.float64)
+        xb = decode(x, g0, g0 + group)
         local = np.arange(0, len(xb), block_rows)
         sizes = np.diff(np.append(local, len(xb)))
         centre = np.add.reduceat(xb, local, axis=0) / sizes[:, None]
@@ -275,7 +276,7 @@ class LASPruning:
         e = self.engine
         u = self.u()
         idx, sc, rows = self.pruner.top(k, u, lambda blocks: self._read(blocks, u), e.backend.gather("f"), e._label)
-        e.bytes_since_query += int(rows) * e.store.r * e.store.dtype.itemsize
+        e.bytes_since_query += int(rows) * e.store.bytes_per_point
         self.stale = True
         return idx, sc
 
@@ -289,7 +290,7 @@ class LASPruning:
             with e.store.chunk(int(c)) as x:
                 for b in blocks[sm.chunk[blocks] == c]:
                     a, z = sm.start[b] - st.start, sm.stop[b] - st.start
-                    update_scores(x[a:z], V, NO_LABELS, 0, st.label[a:z], st.deg[a:z], st.J[a:z], st.f[a:z],
+                    update_scores(take(x, slice(a, z)), V, NO_LABELS, 0, st.label[a:z], st.deg[a:z], st.J[a:z], st.f[a:z],
                                   st.im[a:z], p.eta, p.w0, p.pi, 0.0)
 
 

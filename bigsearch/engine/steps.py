@@ -16,13 +16,16 @@ from ..kernels.las import degrees, point_weights, update_scores
 from ..kernels.wnas import add_similarities
 from ..storage.encoding import Encoded, decode, n_features, n_rows
 
-BLAS_ROWS = 4096  # rows converted to float64 at a time: bounded temporaries
+BLAS_ROWS = 4096         # rows converted to float64 at a time: bounded temporaries ...
+BLAS_BLOCK_BYTES = 1 << 22   # ... of at most 4 MiB when rows are wide
+FUSED_LABELS = 8         # more new labels than this: their products go to BLAS, not the fused kernel
 
 
 def _blocks(x):
     """(first row, float64 block of decoded rows) over a chunk."""
-    for a in range(0, n_rows(x), BLAS_ROWS):
-        yield a, decode(x, a, a + BLAS_ROWS)
+    rows = max(16, min(BLAS_ROWS, BLAS_BLOCK_BYTES // (8 * n_features(x))))
+    for a in range(0, n_rows(x), rows):
+        yield a, decode(x, a, a + rows)
 
 
 def colsum_step(x, state):
@@ -102,8 +105,19 @@ def _max_abs(a):
 
 
 def las_update_step(x, state, V, c, label_idx, label_val, eta, w0, pi, t_prev):
-    """Record new labels, then the fused pass: f, J, M^-1 u and the impact factor."""
+    """Record new labels, then the fused pass: f, J, M^-1 u and the impact factor.
+
+    V holds K^-1 xq, K^-1 xz and the g_b of the B new labels. For many labels the
+    O(m r B) products x_i . g_b are one BLAS product per block of rows (matrix-multiply
+    speed), and J_i -= sum_b c_b (x_i . g_b)^2 is applied before the fused pass over the
+    two remaining vectors."""
     state.apply_labels(label_idx, label_val)
+    if len(c) > FUSED_LABELS:
+        Gt = np.ascontiguousarray(V[2:].T)
+        for a, xb in _blocks(x):
+            P = xb @ Gt
+            state.J[a:a + len(xb)] -= (P * P) @ c
+        V, c = V[:2], c[:0]
     return update_scores(x, V, c, state.start, state.label, state.deg,
                          state.J, state.f, state.im, eta, w0, pi, t_prev)
 
@@ -115,6 +129,13 @@ def wnas_update_step(x, state, Z, signs, label_idx, label_val, reset=False):
     if reset:
         state.num[:] = 0.0
         state.den[:] = 0.0
+    if len(Z) > FUSED_LABELS:        # many labels: their similarities by BLAS, block by block
+        Zt = np.ascontiguousarray(Z.T)
+        for a, xb in _blocks(x):
+            S = xb @ Zt
+            state.num[a:a + len(xb)] += S @ signs
+            state.den[a:a + len(xb)] += np.abs(S).sum(axis=1)
+        Z, signs = Z[:0], signs[:0]
     return add_similarities(x, Z, signs, state.start, state.label, state.num, state.den, state.f)
 
 

@@ -114,6 +114,7 @@ class OutputOptions(_Group):
     codec: str = "none"
     overwrite: bool = False
     encoding: str | None = None       # None: dtype; else float32, float64, float16, int8, binary
+    cluster_order: int | None = None  # rows grouped by k-means cluster, k clusters (0: default k)
 
     def __post_init__(self):
         _one_of("output format", self.format, ("zarr", "hdf5"))
@@ -121,3 +122,4 @@ class OutputOptions(_Group):
         _one_of("encoding", self.encoding, ENCODINGS)
         _one_of("codec", self.codec, CODECS)
         _at_least("chunk_rows", self.chunk_rows, 1)
+        _at_least("cluster_order", self.cluster_order, 0)

@@ -16,6 +16,7 @@ import numpy as np
 from .. import __version__, limits
 from ..errors import InputError, ParameterError, StoreExistsError
 from ..storage import StoreWriter, default_chunk_rows, store_kind_for
+from ..storage.atomic import remove, temp_sibling
 from ..storage.encoding import SCALED, stored_columns, stored_dtype
 from ..storage.format import is_feature_store
 from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, featurize, finish_plan, rff_weights
@@ -90,7 +91,9 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
         limits.check_disk(out, rows, stored_columns(encoding, plan.width), stored_dtype(encoding).itemsize)
     chunk_rows = output.chunk_rows or _default_chunk_rows(rows, stored_columns(encoding, plan.width),
                                                           stored_dtype(encoding))
-    with StoreWriter(out, plan.width, encoding=encoding, chunk_rows=chunk_rows, kind=kind,
+    final, out = out, (out if output.cluster_order is None else temp_sibling(out, "unordered"))
+    with StoreWriter(out, plan.width, encoding=encoding if output.cluster_order is None else output.dtype,
+                     chunk_rows=chunk_rows, kind=kind,
                      labels=rule is not None, ids_dtype=ids_dtype, overwrite=output.overwrite,
                      compressors=compressors) as writer:
         totals = _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids,
@@ -101,10 +104,24 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
             progress.warn(f"{totals['zero_rows']:,} rows are all zero; --normalize leaves them zero")
         writer.set_attrs(featurization=_featurization(plan, rule, subsample, features.bins),
                          provenance=_provenance(readers, label_readers, totals, command))
+    if output.cluster_order is not None:
+        out = _reorder(out, final, output, kind, compressors, encoding)
     return {"out": str(out), "kind": kind, "rows_read": totals["rows"], "rows_written": writer.n,
             "n_features": plan.width, "labels": {str(k): v for k, v in sorted(totals["labels"].items())},
             "seconds": time.perf_counter() - t0, "input_bytes": sum(r.size for r in readers),
             "blocks_on_cluster": mapper.remote, "blocks_redone_here": mapper.redone}
+
+
+def _reorder(unordered, out, output, kind, compressors, encoding):
+    """Rewrite the new (float) store in cluster order (ingest/cluster_order.py) at ``out``,
+    encoded then; the unordered copy is removed whatever happens."""
+    from .cluster_order import cluster_order
+    try:
+        cluster_order(unordered, out, clusters=output.cluster_order or None, kind=kind, compressors=compressors,
+                      overwrite=output.overwrite, encoding=encoding)
+    finally:
+        remove(unordered)
+    return out
 
 
 def _groups(source, labels, features, output):

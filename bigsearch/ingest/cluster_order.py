@@ -1,0 +1,122 @@
+"""Rewrite a feature store with its rows in cluster order (for pruned queries).
+
+Pruned LAS queries (engine/pruning.py) bound each block of consecutive rows by its
+centroid and spread, so they read least when neighbouring rows are alike. This module
+writes a copy of a store whose rows are grouped by k-means cluster:
+
+1. k-means over the store by streaming passes (engine/anchors.py, the AGR baseline's
+   k-means: k-means++ seeds from a sample, then one pass per Lloyd iteration);
+2. one pass assigns every row to its nearest centre and appends it to that cluster's
+   spill file (a temporary directory beside the output), with its label and its id;
+3. the clusters are written one after another through the store writer (atomic: the
+   output appears only when complete).
+
+X is never held whole: memory is one chunk plus the largest cluster. The output keeps
+``y``, and ``ids`` holds each row's original id (the source's ``ids`` when it has them,
+else its original row number), so answers still name the original points. Cost: the
+k-means passes, then X read twice and written twice (docs/performance.md).
+"""
+
+import contextlib
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..backends.local import LocalBackend
+from ..engine.anchors import kmeans, squared_distances
+from ..errors import ParameterError, StoreExistsError
+from ..storage import StoreWriter, open_store, store_kind_for
+from ..storage.atomic import remove, remove_stale_leftovers, temp_sibling
+
+ROWS_PER_CLUSTER = 8192        # the default k: about this many rows per cluster (at least 16)
+MAX_CLUSTERS = 256
+
+
+def default_clusters(n):
+    return int(min(MAX_CLUSTERS, n, max(16, n // ROWS_PER_CLUSTER)))
+
+
+def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_rows=None, kind=None,
+                  encoding=None, compressors=None, overwrite=False, n_threads=None):
+    """Write ``source``'s rows to a new store ``out`` grouped by k-means cluster.
+
+    The source holds float32 or float64 X; the output has its dtype, or ``encoding``
+    (storage/encoding.py: the rows are encoded as they are written).
+
+    ``clusters``: k (default about n / 8,192, at least 16, at most 256). Returns a summary dict:
+    the clusters, their sizes, and the seconds spent clustering and rewriting.
+    """
+    t0 = time.perf_counter()
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise StoreExistsError(f"{out} already exists; pass overwrite=True (--overwrite) to replace it")
+    if out.resolve() == Path(getattr(source, "path", source)).resolve():
+        raise ParameterError("cluster order writes a new store: give an output path other than the source")
+    with open_store(source) as store:
+        if store.encoding not in ("float32", "float64"):
+            raise ParameterError(f"{store.path} is {store.encoding}-encoded; cluster order rewrites float stores: "
+                                 "ingest again with --cluster-order (and --encoding), which orders before encoding")
+        k = default_clusters(store.n) if clusters is None else int(clusters)
+        if not 1 <= k <= store.n:
+            raise ParameterError(f"clusters must be between 1 and n = {store.n}, got {clusters}")
+        backend = LocalBackend(store, n_threads)
+        try:
+            centres = kmeans(store, k, seed=seed, iterations=iterations, mapper=backend.map)
+        finally:
+            backend.close()
+        t_kmeans = time.perf_counter() - t0
+        out.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_leftovers(out, tags=("clusters", "unordered"))    # what killed runs left
+        spill = temp_sibling(out, "clusters")
+        spill.mkdir()
+        try:
+            sizes, ids_dtype = _spill(store, centres, spill)
+            _write(store, spill, sizes, ids_dtype, out, chunk_rows=chunk_rows or store.chunk_rows,
+                   kind=store_kind_for(out, kind), encoding=encoding or store.encoding, compressors=compressors,
+                   overwrite=overwrite, attrs={**store.attrs, "cluster_order": {
+                       "clusters": k, "iterations": iterations, "seed": seed, "source": str(store.path)}})
+        finally:
+            remove(spill)
+    return {"out": str(out), "clusters": k, "sizes": sizes.tolist(), "kmeans_seconds": t_kmeans,
+            "seconds": time.perf_counter() - t0}
+
+
+def _spill(store, centres, spill):
+    """One pass: each row (and its label and id) appended to its nearest centre's files."""
+    k = len(centres)
+    y = store.labels()
+    ids = store.ids()
+    ids_dtype = np.dtype(np.int64) if ids is None else ids.dtype
+    if ids_dtype.kind in "OUS":
+        raise ParameterError(f"{store.path}: cluster order keeps ids of integer type only; "
+                             f"this store's ids are {ids_dtype}")
+    centre_sq = (centres * centres).sum(axis=1)
+    sizes = np.zeros(k, np.int64)
+    with contextlib.ExitStack() as stack:
+        files = [[stack.enter_context(open(spill / f"{c}.{part}", "wb")) for part in ("x", "y", "ids")]
+                 for c in range(k)]
+        for j, (a, b) in enumerate(store.chunks):
+            with store.chunk(j) as x:
+                for a0 in range(0, b - a, 4096):
+                    xb = np.asarray(x[a0:a0 + 4096])
+                    nearest = squared_distances(xb.astype(np.float64), centres, centre_sq).argmin(axis=1)
+                    rows = np.arange(a + a0, a + a0 + len(xb))
+                    for c in np.unique(nearest):
+                        pick = nearest == c
+                        files[c][0].write(np.ascontiguousarray(xb[pick]).tobytes())
+                        if y is not None:
+                            files[c][1].write(y[rows[pick]].tobytes())
+                        files[c][2].write((rows[pick] if ids is None else ids[rows[pick]]).astype(ids_dtype).tobytes())
+                        sizes[c] += pick.sum()
+    return sizes, ids_dtype
+
+
+def _write(store, spill, sizes, ids_dtype, out, *, chunk_rows, kind, encoding, compressors, overwrite, attrs):
+    has_y = store.labels() is not None
+    with StoreWriter(out, store.r, encoding=encoding, chunk_rows=chunk_rows, kind=kind, labels=has_y,
+                     ids_dtype=ids_dtype, attrs=attrs, overwrite=overwrite, compressors=compressors) as w:
+        for c in np.flatnonzero(sizes):
+            X = np.fromfile(spill / f"{c}.x", dtype=store.dtype).reshape(-1, store.r)
+            y = np.fromfile(spill / f"{c}.y", dtype=np.int8) if has_y else None
+            w.append(X, y, np.fromfile(spill / f"{c}.ids", dtype=ids_dtype))

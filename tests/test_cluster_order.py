@@ -1,0 +1,105 @@
+"""Cluster-ordered stores (ingest/cluster_order.py): the same points, labels and ids,
+grouped by k-means cluster; through the library, `bigsearch ingest --cluster-order`
+and tools/make_store.py."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run_cli
+
+import bigsearch
+from bigsearch.backends.local import LocalBackend
+from bigsearch.engine.anchors import kmeans, squared_distances
+from bigsearch.errors import ParameterError, StoreExistsError
+from bigsearch.ingest.cluster_order import cluster_order
+from bigsearch.testing import clustered_points
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def check_permuted(src, out, clusters):
+    a, b = bigsearch.open_store(src), bigsearch.open_store(out)
+    assert (b.n, b.r, b.dtype) == (a.n, a.r, a.dtype)
+    X, Xo = a.read_rows(np.arange(a.n)), b.read_rows(np.arange(b.n))
+    ids = b.ids()
+    src_ids = a.ids()
+    rows = ids if src_ids is None else np.searchsorted(src_ids, ids)
+    assert sorted(rows.tolist()) == list(range(a.n))          # a permutation, original rows named
+    assert np.array_equal(Xo, X[rows])
+    if a.labels() is not None:
+        assert np.array_equal(b.labels(), a.labels()[rows])
+    assert b.attrs["cluster_order"]["clusters"] == clusters
+
+
+@pytest.mark.parametrize("kind,dtype", [("zarr", "float32"), ("hdf5", "float64")])
+def test_rows_are_permuted_with_labels_and_ids(tmp_path, store_factory, kind, dtype):
+    X, y = clustered_points(500, 6, prevalence=0.1, seed=1, spread=0.3)
+    src = store_factory(X, y, kind, dtype, 37)
+    out = tmp_path / ("o.zarr" if kind == "zarr" else "o.h5")
+    summary = cluster_order(src, out, clusters=5, seed=0)
+    assert sum(summary["sizes"]) == 500
+    check_permuted(src, out, 5)
+    assert bigsearch.open_store(out).chunk_rows == 37
+
+
+def test_rows_of_a_cluster_are_contiguous(tmp_path, store_factory):
+    X, y = clustered_points(400, 6, prevalence=0.1, seed=4, spread=0.2)
+    src = store_factory(X, y, "zarr", "float64", 50)
+    out = tmp_path / "o.zarr"
+    cluster_order(src, out, clusters=4, seed=0, iterations=3)
+    store = bigsearch.open_store(src)
+    backend = LocalBackend(store)
+    centres = kmeans(store, 4, seed=0, iterations=3, mapper=backend.map)    # the same centres
+    backend.close()
+    Xo = bigsearch.open_store(out).read_rows(np.arange(400))
+    nearest = squared_distances(Xo, centres, (centres ** 2).sum(axis=1)).argmin(axis=1)
+    assert np.all(np.diff(nearest) >= 0) and len(np.unique(nearest)) > 1    # one run per cluster, in order
+
+
+def test_source_ids_are_kept(tmp_path):
+    X, y = clustered_points(120, 5, prevalence=0.2, seed=2)
+    src = tmp_path / "s.zarr"
+    bigsearch.create_store(src, X, y, ids=np.arange(1000, 1120), chunk_rows=16)
+    cluster_order(src, tmp_path / "o.zarr", clusters=3)
+    check_permuted(src, tmp_path / "o.zarr", 3)
+    assert bigsearch.open_store(tmp_path / "o.zarr").ids().min() == 1000
+
+
+def test_refuses_to_overwrite_or_write_over_the_source(tmp_path, store_factory):
+    X, y = clustered_points(50, 4, seed=3)
+    src = store_factory(X, y)
+    with pytest.raises(ParameterError, match="other than the source"):
+        cluster_order(src, src, overwrite=True)
+    with pytest.raises(StoreExistsError):
+        cluster_order(src, store_factory(X, y), clusters=2)
+    with pytest.raises(ParameterError, match="clusters"):
+        cluster_order(src, tmp_path / "o.zarr", clusters=51)
+    assert not (tmp_path / "o.zarr").exists() and not list(tmp_path.glob(".o.zarr*"))
+
+
+def test_ingest_cluster_order(tmp_path):
+    X, y = clustered_points(300, 5, prevalence=0.1, seed=6, spread=0.3)
+    np.save(tmp_path / "x.npy", X.astype(np.float32))
+    np.save(tmp_path / "y.npy", y)
+    plain, ordered = tmp_path / "plain.zarr", tmp_path / "ordered.zarr"
+    for out, extra in ((plain, []), (ordered, ["--cluster-order", "4"])):
+        done = run_cli("ingest", tmp_path / "x.npy", out, "--labels", tmp_path / "y.npy", "--positive", "1", *extra)
+        assert done.returncode == 0, done.stderr
+    check_permuted(plain, ordered, 4)
+    assert not list(tmp_path.glob(".ordered.zarr*"))      # the unordered copy is gone
+
+
+def test_make_store_cluster_order(tmp_path):
+    out = tmp_path / "c.zarr"
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "make_store.py"), str(out), "--n", "3000",
+                           "--r", "8", "--cluster-order", "6", "--chunk-rows", "512"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["clusters"] == 6
+    store = bigsearch.open_store(out)
+    assert sorted(store.ids().tolist()) == list(range(3000))
+    assert not list(tmp_path.glob(".c.zarr*"))
