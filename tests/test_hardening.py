@@ -182,6 +182,10 @@ def _store_cases():
         store = labeled_store(d)
         (store / "X" / "zarr.json").write_text('{"zarr_format": 3, "node_type": "array", "shape": "many"}')
 
+    def garbage_y(d):
+        store = labeled_store(d)
+        (store / "y" / "zarr.json").write_text("garbage")
+
     def hdf5_truncated(d):
         store = labeled_store(d, "s.h5", kind="hdf5")
         data = store.read_bytes()
@@ -197,6 +201,8 @@ def _store_cases():
         _case("garbage-zarr-json", ["run", "s.zarr", "--budget", "3", "--out", "r"], garbage_root, "s.zarr"),
         _case("garbage-x-zarr-json", ["run", "s.zarr", "--budget", "3", "--out", "r"], garbage_x, "s.zarr"),
         _case("garbage-zarr-json-info", ["info", "s.zarr"], garbage_x, "s.zarr"),
+        _case("garbage-y-zarr-json", ["run", "s.zarr", "--budget", "3", "--out", "r"], garbage_y, "array y"),
+        _case("garbage-y-zarr-json-info", ["info", "s.zarr"], garbage_y, "array y"),
         _case("hdf5-truncated", ["run", "s.h5", "--budget", "3", "--out", "r"], hdf5_truncated, "s.h5"),
         _case("store-is-a-text-file", ["run", "s.zarr", "--budget", "3", "--out", "r"],
               lambda d: text(d / "s.zarr", "hello"), "neither"),
@@ -358,4 +364,6 @@ def test_bad_input_is_refused_cleanly(tmp_path, setup, argv, match):
 
 
 if __name__ == "__main__":   # the figures for docs/reliability.md
-    print(json.dumps({"cases": len(CASES)}))
+    from collections import Counter
+    by_command = Counter(" ".join(c.values[1][:2 if c.values[1][0] == "session" else 1]) for c in CASES)
+    print(json.dumps({"cases": len(CASES), "by_command": dict(by_command)}))

@@ -123,9 +123,11 @@ class ZarrStore(FeatureStore):
         return np.asarray(self._group[SCALE_NAME][:]) if SCALE_NAME in self._group else None
 
     def _read_optional(self, name, rows=None):
-        if name not in OPTIONAL_NAMES or name not in self._group:
+        if name not in OPTIONAL_NAMES:
             return None
         try:
+            if name not in self._group:
+                return None
             array = self._group[name]
             return np.asarray(array[:] if rows is None else array.get_orthogonal_selection(rows))
         except Exception as e:
