@@ -12,26 +12,30 @@ iteration does; warm page cache). Then the same pass and the ingest time for sev
 
 import argparse
 import json
+import os
 import shutil
 import time
 from pathlib import Path
 
 import numpy as np
 
+from bigsearch.datasets import MIRROR_ENV, data_file
 from bigsearch.ingest import FeatureOptions, LabelOptions, OutputOptions, ingest
 from bigsearch.storage import open_store
 from bigsearch.storage.base import disk_bytes
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+if SHARED.is_dir():
+    os.environ.setdefault(MIRROR_ENV, str(SHARED))
 DATASETS = {
-    "adult (one-hot)": dict(sources=[SHARED / "adult" / "adult.data", SHARED / "adult" / "adult.test"],
+    "adult (one-hot)": dict(sources=[data_file("adult", "adult.data"), data_file("adult", "adult.test")],
                             labels=LabelOptions(column=14, positive=[">50K", ">50K."]),
                             features=FeatureOptions(bins=5, normalize=True)),
-    "mnist (pixels)": dict(sources=[SHARED / "mnist" / "t10k-images-idx3-ubyte.gz"],
-                           labels=LabelOptions(files=[SHARED / "mnist" / "t10k-labels-idx1-ubyte.gz"],
+    "mnist (pixels)": dict(sources=[data_file("mnist", "t10k-images-idx3-ubyte.gz")],
+                           labels=LabelOptions(files=[data_file("mnist", "t10k-labels-idx1-ubyte.gz")],
                                                positive=["1"]),
                            features=FeatureOptions(normalize=True)),
-    "higgs (dense)": dict(sources=[SHARED / "higgs" / "lightgbm_binary.train"], labels=LabelOptions(column=0)),
+    "higgs (dense)": dict(sources=[data_file("higgs", "lightgbm_binary.train")], labels=LabelOptions(column=0)),
 }
 CODECS = ["none", "lz4", "zstd", "gzip"]
 

@@ -28,6 +28,7 @@ from common import DATA, ROOT, bench_store, machine, median, save, table
 
 import bigsearch
 from bigsearch.ingest.cluster_order import cluster_order
+from bigsearch.synthetic import make_clustered_store
 
 SHARED = ROOT.parent.parent / "shared" / "datasets"
 RECIPES = {   # docs/ingest.md
@@ -48,6 +49,15 @@ def ordered_copy(path):
     t = time.perf_counter()
     cluster_order(path, out)
     return out, time.perf_counter() - t
+
+
+def generated_store(n, prevalence):
+    if prevalence == 0.005:
+        return bench_store(n, 128)               # shared with the other benchmarks
+    path = DATA / f"clustered-{n}x128-p{prevalence:g}.zarr"
+    if not path.exists():
+        make_clustered_store(path, n, 128, prevalence=prevalence, seed=0, spread=0.7)
+    return path
 
 
 def ingested(name):
@@ -102,15 +112,18 @@ def compare(path, queries, compare_first, block_rows):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--prevalence", type=float, default=0.005,
+                    help="positives in the generated store (lower: the search must move between clusters)")
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--compare", type=int, default=100, help="queries run in lockstep with the full pass")
     ap.add_argument("--block-rows", default="64,128,256")
     ap.add_argument("--datasets", default="adult,mnist,higgs")
     ap.add_argument("--no-random-order", action="store_true", help="skip the generated (random) order")
+    ap.add_argument("--tag", default="", help="results go to results/pruning-TAG.json")
     args = ap.parse_args()
     blocks = [int(b) for b in args.block_rows.split(",")]
     rows, notes = [], {}
-    base = bench_store(args.n, 128)
+    base = generated_store(args.n, args.prevalence)
     ordered, seconds = ordered_copy(base)
     if seconds is not None:
         gb = bigsearch.open_store(base).nbytes / 1e9
@@ -130,7 +143,7 @@ def main():
     table(rows, ["store", "n", "r", "block_rows", "queries", "hits", "read_mean", "read_median", "read_p90",
                  "read_last100", "ms_full", "ms_pruned", "speedup"])
     print(machine(), notes)
-    save("pruning", {"args": vars(args), "rows": rows, "notes": notes})
+    save("pruning" + (f"-{args.tag}" if args.tag else ""), {"args": vars(args), "rows": rows, "notes": notes})
 
 
 if __name__ == "__main__":

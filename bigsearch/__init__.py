@@ -2,14 +2,29 @@
 
 LAS (Linearized Active Search), WNAS and the paper's baselines (dense ASG, AGR, random)
 over chunked Zarr or HDF5 feature stores, streaming X once per label through numba kernels.
+
+The names below are imported on first use (PEP 562), so that ``import bigsearch`` and
+``bigsearch --version`` do not pay for numba, dask and zarr.
 """
+
+import importlib
 
 __version__ = "0.1.0"
 
-from .engine import AGR, ASG, LAS, WNAS, RandomSearch  # noqa: E402
-from .errors import BigsearchError  # noqa: E402
-from .session import Session  # noqa: E402
-from .storage import create_store, open_store  # noqa: E402
+_LAZY = {"LAS": "engine", "WNAS": "engine", "AGR": "engine", "ASG": "engine", "RandomSearch": "engine",
+         "Session": "session", "open_store": "storage", "create_store": "storage", "BigsearchError": "errors"}
 
 __all__ = ["LAS", "WNAS", "AGR", "ASG", "RandomSearch", "Session", "open_store", "create_store", "BigsearchError",
            "__version__"]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'bigsearch' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

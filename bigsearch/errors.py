@@ -89,3 +89,7 @@ class ExperimentError(BigsearchError, ValueError):
 
 class ExperimentExistsError(ExperimentError, FileExistsError):
     """The output directory already holds results of a different experiment."""
+
+
+class DatasetError(BigsearchError):
+    """A public data set cannot be fetched or found (bigsearch/datasets.py)."""

@@ -9,11 +9,30 @@ import numpy as np
 import pytest
 
 import bigsearch
+from bigsearch import datasets
+from bigsearch.storage import STORE_FORMATS, store_format
 from bigsearch.testing import clustered_points
 
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# The project's copy of the public data sets beside a worktree (as in CI): the default mirror
+# of `bigsearch datasets`. A clone without it skips the tests that need whole data sets.
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
-KINDS = ["zarr", "hdf5"]
+if SHARED.is_dir():
+    os.environ.setdefault(datasets.MIRROR_ENV, str(SHARED))
+KINDS = list(STORE_FORMATS)     # every store format: tests parametrized by kind run on each
 DTYPES = ["float32", "float64"]
+
+
+def dataset_files(name, *files):
+    """Paths of files of a public data set (bigsearch/datasets.py), fetched from the mirror
+    into the cache on first use; skips the calling test when the data set cannot be had."""
+    if not datasets.is_fetched(name):
+        if not os.environ.get(datasets.MIRROR_ENV):
+            pytest.skip(f"data set {name} is not here: run `bigsearch datasets fetch {name}` or set "
+                        f"{datasets.MIRROR_ENV} to a mirror (CI: ../shared/datasets)")
+        datasets.fetch(name)
+    folder = datasets.path(name)
+    return [folder / f for f in files]
 
 
 def chunkings(n):
@@ -29,7 +48,7 @@ def small_data():
 
 
 def write_store(tmp_path, X, y=None, kind="zarr", dtype="float32", chunk_rows=7, name="s"):
-    path = tmp_path / (f"{name}.zarr" if kind == "zarr" else f"{name}.h5")
+    path = tmp_path / f"{name}{store_format(kind).suffixes[0]}"
     bigsearch.create_store(path, X, y, dtype=dtype, chunk_rows=chunk_rows, kind=kind)
     return path
 
@@ -53,8 +72,9 @@ def run_queries(search, y, steps):
     return out
 
 
-def run_cli(*args, cwd=None, timeout=300):
-    """The real `bigsearch` command in a subprocess; returns CompletedProcess."""
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+def run_cli(*args, cwd=None, timeout=300, env=None):
+    """The real `bigsearch` command in a subprocess; returns CompletedProcess. ``env``:
+    variables to set (a value None removes one)."""
+    env = {k: v for k, v in {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}.items() if v is not None}
     return subprocess.run([sys.executable, "-m", "bigsearch", *map(str, args)], capture_output=True,
                           text=True, cwd=cwd, timeout=timeout, env=env)

@@ -103,3 +103,17 @@ def test_make_store_cluster_order(tmp_path):
     store = bigsearch.open_store(out)
     assert sorted(store.ids().tolist()) == list(range(3000))
     assert not list(tmp_path.glob(".c.zarr*"))
+
+
+def test_display_arrays_are_not_claimed_after_reordering(tmp_path):
+    """The labelling page's arrays are not rewritten in the new order, so the ordered
+    store must not point to them."""
+    images = np.random.default_rng(0).integers(0, 255, size=(200, 4, 4), dtype=np.uint8)
+    np.save(tmp_path / "img.npy", images)
+    np.save(tmp_path / "y.npy", (np.arange(200) % 10 == 0).astype(np.int8))
+    out = tmp_path / "o.zarr"
+    done = run_cli("ingest", tmp_path / "img.npy", out, "--labels", tmp_path / "y.npy", "--positive", "1",
+                   "--normalize", "--bias", "--cluster-order", "3")
+    assert done.returncode == 0, done.stderr
+    store = bigsearch.open_store(out)
+    assert "display" not in store.attrs and store.attrs["cluster_order"]["clusters"] == 3

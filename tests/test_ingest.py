@@ -14,13 +14,26 @@ from bigsearch.ingest import FeatureOptions, LabelOptions, OutputOptions, Source
 from bigsearch.ingest.stats import block_stats, merge_stats, quantile_edges
 from bigsearch.storage import open_store
 
-from conftest import SHARED, run_cli
+from conftest import dataset_files, run_cli
 
-ADULT = [SHARED / "adult" / "adult.data", SHARED / "adult" / "adult.test"]
 ADULT_LABEL = ["--label-column", "14", "--positive", ">50K", "--positive", ">50K."]
-MNIST = SHARED / "mnist"
-HIGGS = SHARED / "higgs" / "lightgbm_binary.train"
-DIGITS = SHARED / "sklearn_digits" / "digits.csv.gz"
+
+
+# The public data sets (bigsearch datasets): a test that needs one is skipped without it.
+def adult():
+    return dataset_files("adult", "adult.data", "adult.test")
+
+
+def mnist(name):
+    return dataset_files("mnist", name)[0]
+
+
+def higgs():
+    return dataset_files("higgs", "lightgbm_binary.train")[0]
+
+
+def digits():
+    return dataset_files("sklearn_digits", "digits.csv.gz")[0]
 
 
 def read_x(path):
@@ -34,15 +47,16 @@ def read_x(path):
 
 def adult_frame():
     """The Adult files read independently with pandas (the UCI conventions by hand)."""
-    frames = [pd.read_csv(ADULT[0], header=None, skipinitialspace=True),
-              pd.read_csv(ADULT[1], header=None, skipinitialspace=True, skiprows=1)]
+    data, test = adult()
+    frames = [pd.read_csv(data, header=None, skipinitialspace=True),
+              pd.read_csv(test, header=None, skipinitialspace=True, skiprows=1)]
     return pd.concat(frames, ignore_index=True)
 
 
 @pytest.fixture(scope="module")
 def adult_store(tmp_path_factory):
     out = tmp_path_factory.mktemp("adult") / "adult.zarr"
-    r = run_cli("ingest", *ADULT, out, *ADULT_LABEL, "--bins", "5")
+    r = run_cli("ingest", *adult(), out, *ADULT_LABEL, "--bins", "5")
     assert r.returncode == 0, r.stderr
     return out
 
@@ -84,7 +98,7 @@ def test_adult_categories_match_pandas(adult_store):
 
 def test_adult_prevalence_subsample(adult_store, tmp_path):
     out = tmp_path / "adult5.zarr"
-    r = run_cli("ingest", *ADULT, out, *ADULT_LABEL, "--bins", "5", "--prevalence", "0.05", "--seed", "3")
+    r = run_cli("ingest", *adult(), out, *ADULT_LABEL, "--bins", "5", "--prevalence", "0.05", "--seed", "3")
     assert r.returncode == 0, r.stderr
     X, y, ids, attrs = read_x(out)
     assert abs(len(y) - 39_100) < 200
@@ -100,26 +114,26 @@ def test_adult_prevalence_subsample(adult_store, tmp_path):
 
 def test_prevalence_choice_does_not_depend_on_block_size(tmp_path):
     labels = LabelOptions(column=14, positive=[">50K", ">50K."], prevalence=0.05, seed=1)
-    ingest(ADULT, tmp_path / "a.zarr", labels=labels)
-    ingest(ADULT, tmp_path / "b.zarr", labels=labels, source=SourceOptions(block_bytes=50_000))
-    ingest(ADULT, tmp_path / "c.zarr", labels=dataclasses.replace(labels, seed=2))
+    ingest(adult(), tmp_path / "a.zarr", labels=labels)
+    ingest(adult(), tmp_path / "b.zarr", labels=labels, source=SourceOptions(block_bytes=50_000))
+    ingest(adult(), tmp_path / "c.zarr", labels=dataclasses.replace(labels, seed=2))
     ids = [read_x(tmp_path / f"{n}.zarr")[2] for n in "abc"]
     np.testing.assert_array_equal(ids[0], ids[1])
     assert len(ids[0]) == len(ids[2]) and not np.array_equal(ids[0], ids[2])
 
 
 def mnist_test_images():
-    with gzip.open(MNIST / "t10k-images-idx3-ubyte.gz") as fh:
+    with gzip.open(mnist("t10k-images-idx3-ubyte.gz")) as fh:
         images = np.frombuffer(fh.read(), np.uint8, offset=16).reshape(10_000, 784)
-    with gzip.open(MNIST / "t10k-labels-idx1-ubyte.gz") as fh:
+    with gzip.open(mnist("t10k-labels-idx1-ubyte.gz")) as fh:
         labels = np.frombuffer(fh.read(), np.uint8, offset=8)
     return images.astype(np.float64), labels
 
 
 def test_mnist_from_idx_normalized(tmp_path):
     out = tmp_path / "mnist.zarr"
-    r = run_cli("ingest", MNIST / "t10k-images-idx3-ubyte.gz", out,
-                "--labels", MNIST / "t10k-labels-idx1-ubyte.gz", "--positive", "1", "--normalize")
+    r = run_cli("ingest", mnist("t10k-images-idx3-ubyte.gz"), out,
+                "--labels", mnist("t10k-labels-idx1-ubyte.gz"), "--positive", "1", "--normalize")
     assert r.returncode == 0, r.stderr
     X, y, _, attrs = read_x(out)
     images, labels = mnist_test_images()
@@ -132,10 +146,10 @@ def test_mnist_from_idx_normalized(tmp_path):
 
 def test_higgs_whitespace_separated_label_first(tmp_path):
     out = tmp_path / "higgs.h5"
-    r = run_cli("ingest", HIGGS, out, "--label-column", "0")
+    r = run_cli("ingest", higgs(), out, "--label-column", "0")
     assert r.returncode == 0, r.stderr
     X, y, _, _ = read_x(out)
-    ref = np.loadtxt(HIGGS)
+    ref = np.loadtxt(higgs())
     assert X.shape == (7_000, 28) and (y == 1).sum() == 3_716
     np.testing.assert_array_equal(X, ref[:, 1:].astype(np.float32))
     np.testing.assert_array_equal(y, ref[:, 0])
@@ -143,11 +157,11 @@ def test_higgs_whitespace_separated_label_first(tmp_path):
 
 def test_digits_normalize_bias(tmp_path):
     out = tmp_path / "digits.zarr"
-    r = run_cli("ingest", DIGITS, out, "--label-column", "64", "--positive", "3", "--normalize", "--bias",
+    r = run_cli("ingest", digits(), out, "--label-column", "64", "--positive", "3", "--normalize", "--bias",
                 "--dtype", "float64")
     assert r.returncode == 0, r.stderr
     X, y, _, _ = read_x(out)
-    ref = np.loadtxt(DIGITS, delimiter=",")
+    ref = np.loadtxt(digits(), delimiter=",")
     assert X.shape == (1_797, 65) and (y == 1).sum() == 183
     np.testing.assert_allclose(X[:, :64], ref[:, :64] / np.linalg.norm(ref[:, :64], axis=1, keepdims=True))
     np.testing.assert_array_equal(X[:, 64], 1.0)
@@ -271,7 +285,7 @@ def test_quantile_sketch_does_not_depend_on_blocking():
 
 def test_info_reports_codec_size_and_featurization(tmp_path):
     out = tmp_path / "d.zarr"
-    assert run_cli("ingest", DIGITS, out, "--label-column", "64", "--positive", "0", "--normalize",
+    assert run_cli("ingest", digits(), out, "--label-column", "64", "--positive", "0", "--normalize",
                    "--bias", "--codec", "zstd").returncode == 0
     text = run_cli("info", out)
     assert text.returncode == 0, text.stderr
@@ -281,7 +295,7 @@ def test_info_reports_codec_size_and_featurization(tmp_path):
     assert d["codec"] == "zstd-1" and d["bytes_on_disk"] > 0 and not d["fast_path"]
     assert d["labels"] == {"1": 178, "0": 1_619, "-1": 0}
     X, _, _, _ = read_x(out)
-    ref = np.loadtxt(DIGITS, delimiter=",")[:, :64]
+    ref = np.loadtxt(digits(), delimiter=",")[:, :64]
     np.testing.assert_allclose(X[:, :64], ref / np.linalg.norm(ref, axis=1, keepdims=True), rtol=1e-6)
 
 

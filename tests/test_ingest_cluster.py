@@ -7,10 +7,7 @@ import numpy as np
 
 import bigsearch
 
-from conftest import SHARED, run_cli
-
-ADULT = [SHARED / "adult" / "adult.data", SHARED / "adult" / "adult.test"]
-HIGGS = SHARED / "higgs" / "lightgbm_binary.train"
+from conftest import dataset_files, run_cli
 
 
 def stored(path):
@@ -20,9 +17,9 @@ def stored(path):
 
 def test_cluster_ingest_equals_local(tmp_path):
     cases = {
-        "higgs": ([HIGGS], ["--label-column", "0", "--normalize", "--bias", "--rff", "64", "--gamma", "0.5",
+        "higgs": (dataset_files("higgs", "lightgbm_binary.train"), ["--label-column", "0", "--normalize", "--bias", "--rff", "64", "--gamma", "0.5",
                             "--seed", "7"]),
-        "adult": (ADULT, ["--label-column", "14", "--positive", ">50K", "--positive", ">50K.", "--bins", "5",
+        "adult": (dataset_files("adult", "adult.data", "adult.test"), ["--label-column", "14", "--positive", ">50K", "--positive", ">50K.", "--bins", "5",
                           "--normalize", "--prevalence", "0.05", "--seed", "2"]),
     }
     for name, (sources, options) in cases.items():

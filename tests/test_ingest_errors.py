@@ -9,7 +9,7 @@ import pytest
 
 import bigsearch
 
-from conftest import SHARED, run_cli
+from conftest import FIXTURES, run_cli
 
 GOOD_ROWS = "".join(f"{i},{i % 7}.5,{i % 2}\n" for i in range(3000))
 
@@ -93,10 +93,10 @@ def test_missing_label_column(tmp_path):
 
 
 def test_positive_value_that_never_occurs(tmp_path):
-    msg = ingest_fails(tmp_path, SHARED / "adult" / "adult.data", "--label-column", "14", "--positive", ">50k")
-    assert "adult.data: --positive >50k never occurs in label column f14 (values seen: <=50K, >50K)" in msg
-    msg = ingest_fails(tmp_path, SHARED / "higgs" / "lightgbm_binary.test", "--label-column", "0", "--positive", "7")
-    assert "lightgbm_binary.test: --positive 7 never occurs in label column f0 (values seen: 0, 1)" in msg
+    msg = ingest_fails(tmp_path, FIXTURES / "adult_head300.data", "--label-column", "14", "--positive", ">50k")
+    assert "adult_head300.data: --positive >50k never occurs in label column f14 (values seen: <=50K, >50K)" in msg
+    msg = ingest_fails(tmp_path, FIXTURES / "higgs_head100.test", "--label-column", "0", "--positive", "7")
+    assert "higgs_head100.test: --positive 7 never occurs in label column f0 (values seen: 0, 1)" in msg
 
 
 def test_text_labels_need_positive(tmp_path):
@@ -110,7 +110,7 @@ def test_unknown_format(tmp_path):
     blob.write_bytes(bytes(range(256)) * 4)
     msg = ingest_fails(tmp_path, blob)
     assert "blob.bin: cannot tell the format" in msg and "--format" in msg
-    msg = ingest_fails(tmp_path, SHARED / "higgs" / "lightgbm_binary.test", "--format", "xlsx")
+    msg = ingest_fails(tmp_path, FIXTURES / "higgs_head100.test", "--format", "xlsx")
     assert "--format 'xlsx' is not one of csv, tsv, libsvm, npy, hdf5, zarr, idx, parquet" in msg
 
 
@@ -118,16 +118,16 @@ def test_existing_out_is_kept(tmp_path):
     out = tmp_path / "out.zarr"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    msg = ingest_fails(tmp_path, SHARED / "higgs" / "lightgbm_binary.test", "--label-column", "0")
+    msg = ingest_fails(tmp_path, FIXTURES / "higgs_head100.test", "--label-column", "0")
     assert "out.zarr already exists; choose another OUT or pass --overwrite" in msg
     assert (out / "keep.txt").read_text() == "mine"
-    r = run_cli("ingest", SHARED / "higgs" / "lightgbm_binary.test", out, "--label-column", "0", "--overwrite")
+    r = run_cli("ingest", FIXTURES / "higgs_head100.test", out, "--label-column", "0", "--overwrite")
     assert r.returncode == 2 and "not a bigsearch store" in r.stderr     # --overwrite replaces only a store
     assert (out / "keep.txt").read_text() == "mine"
     (out / "keep.txt").unlink()
     out.rmdir()
-    assert run_cli("ingest", SHARED / "higgs" / "lightgbm_binary.test", out, "--label-column", "0").returncode == 0
-    r = run_cli("ingest", SHARED / "higgs" / "lightgbm_binary.test", out, "--label-column", "0", "--overwrite")
+    assert run_cli("ingest", FIXTURES / "higgs_head100.test", out, "--label-column", "0").returncode == 0
+    r = run_cli("ingest", FIXTURES / "higgs_head100.test", out, "--label-column", "0", "--overwrite")
     assert r.returncode == 0 and bigsearch.open_store(out).n > 0
 
 
@@ -152,7 +152,8 @@ def test_truncated_gzip_csv_and_idx(tmp_path):
     (tmp_path / "cut.csv.gz").write_bytes(data[: len(data) // 2])
     msg = ingest_fails(tmp_path, tmp_path / "cut.csv.gz", "--label-column", "2")
     assert "cut.csv.gz: the gzip data ends early or is corrupt after line" in msg
-    idx = (SHARED / "mnist" / "t10k-images-idx3-ubyte.gz").read_bytes()
+    images = np.random.default_rng(0).integers(0, 256, (300, 28, 28), dtype=np.uint8)   # an MNIST-like IDX file
+    idx = gzip.compress(bytes([0, 0, 8, 3]) + np.array([300, 28, 28], ">i4").tobytes() + images.tobytes())
     (tmp_path / "cut-idx3-ubyte.gz").write_bytes(idx[: len(idx) // 3])
     msg = ingest_fails(tmp_path, tmp_path / "cut-idx3-ubyte.gz")
     assert "cut-idx3-ubyte.gz: the data ends early or is corrupt while reading rows" in msg

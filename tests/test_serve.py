@@ -149,8 +149,9 @@ def test_why_this_point_is_exact_for_las(store_factory, kind, dtype):
         unl = labels < 0
         assert why["prior"] == pytest.approx((share[i, unl] * yprime[unl]).sum(), rel=1e-8)
         assert why["prior"] + sum(p["contribution"] for p in why["points"]) == pytest.approx(f[i], rel=1e-10)
-        weights = [abs(p["weight"]) for p in why["points"]]
-        assert weights == sorted(weights, reverse=True)
+        assert why["labeled"] == pytest.approx(sum(p["contribution"] for p in why["points"]), rel=1e-12)
+        order = [(-p["contribution"], -abs(p["weight"])) for p in why["points"]]
+        assert order == sorted(order)
         engine.close()
 
 
@@ -280,3 +281,60 @@ def test_serve_starts_stops_and_fails_like_the_cli(tmp_path, store):
         proc.terminate()                     # SIGTERM: a clean stop too
         out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "has 1 labels" in out
+
+
+# -- what ingest keeps to show a point ------------------------------------------------------
+def write_idx(path, images):
+    import struct
+    with open(path, "wb") as fh:
+        fh.write(b"\0\0\x08" + bytes([images.ndim]) + struct.pack(f">{images.ndim}i", *images.shape)
+                 + images.astype(np.uint8).tobytes())
+
+
+@pytest.mark.parametrize("out", ["img.zarr", "img.h5"])
+def test_ingest_keeps_images_by_shape(tmp_path, out):
+    from bigsearch.serve.records import read_display
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (70, 6, 5), dtype=np.uint8)
+    write_idx(tmp_path / "img.idx", images)
+    np.save(tmp_path / "img.npy", images.astype(np.float32) / 255)
+    for source, dtype in (("img.idx", np.uint8), ("img.npy", np.float32)):
+        target = tmp_path / f"{source}-{out}"
+        r = run_cli("ingest", tmp_path / source, target, "--normalize", "--bias", "--chunk-rows", "16")
+        assert r.returncode == 0, r.stderr
+        store = bigsearch.open_store(target)
+        for i in (0, 15, 16, 69):
+            shown = read_display(store, i)
+            assert shown["kind"] == "image" and shown["shape"] == [6, 5]
+            np.testing.assert_array_equal(np.array(shown["pixels"], dtype), (images[i] if dtype == np.uint8
+                                                                                else images[i].astype(np.float32) / 255).ravel())
+        assert read_display(store, 3)["range"] == ([0, 255] if dtype == np.uint8 else
+                                                   [float(images.min()) / 255, float(images.max()) / 255])
+        store.close()
+
+
+def test_ingest_keeps_source_records_aligned_with_x(tmp_path):
+    """Every row's record is its source row, after --prevalence dropped some rows."""
+    from bigsearch.serve.records import read_display
+    rows = [(f"p{i}", 20 + i % 50, ["Oslo", "Lima", "Pune"][i % 3], "yes" if i % 4 == 0 else "no") for i in range(300)]
+    (tmp_path / "t.csv").write_text("name,age,city,label\n" + "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in rows))
+    r = run_cli("ingest", tmp_path / "t.csv", tmp_path / "t.h5", "--label-column", "label", "--positive", "yes",
+                "--drop", "name", "--categorical", "city", "--prevalence", "0.1", "--normalize", "--bias")
+    assert r.returncode == 0, r.stderr
+    store = bigsearch.open_store(tmp_path / "t.h5")
+    ids = store.ids()
+    assert store.n < 300 and len(ids) == store.n
+    for i in range(store.n):
+        fields = read_display(store, i)["fields"]
+        name, age, city, label = rows[int(ids[i])]
+        assert fields == {"name": name, "age": age, "city": city, "label": label}
+    store.close()
+    (tmp_path / "t.svm").write_text("1 1:0.5 4:2\n0 2:1.5\n1 3:-1 4:0.25\n")
+    r = run_cli("ingest", tmp_path / "t.svm", tmp_path / "svm.zarr", "--normalize", "--bias")
+    assert r.returncode == 0, r.stderr
+    store = bigsearch.open_store(tmp_path / "svm.zarr")
+    record = read_display(store, 2)["fields"]
+    assert record.pop("label") == 1 and list(record.values()) == [-1.0, 0.25]
+    assert read_display(bigsearch.open_store(tmp_path / "t.h5"), 0) is not None
+    plain = bigsearch.create_store(tmp_path / "plain.zarr", np.ones((3, 2)))
+    assert read_display(bigsearch.open_store(plain), 0) is None

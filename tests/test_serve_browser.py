@@ -9,12 +9,7 @@ Set BIGSEARCH_SCREENSHOTS=DIR to keep the page's screenshots (docs/serve-*.png a
 
 import os
 import re
-import shutil
 import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,20 +17,16 @@ import pytest
 
 from bigsearch import Session
 from bigsearch.testing import clustered_points
+from bigsearch.testing.serve import CHROMEDRIVER, CHROMIUM, ServerProcess, chromium
 from tests.conftest import run_cli
 
 pytest.importorskip("flask", reason="bigsearch[serve] (flask, waitress) is not installed")
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
-from selenium.common.exceptions import TimeoutException  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--window-size=1200,860"]
 pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
                                 reason="Chromium and chromedriver are not installed "
                                        "(apt-get install chromium chromium-driver; .ci/run does)")
@@ -45,12 +36,7 @@ WAIT = 60
 
 @pytest.fixture
 def browser(tmp_path):
-    from selenium.webdriver.chrome.service import Service
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS + [f"--user-data-dir={tmp_path / 'chromium-profile'}"]:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    driver = chromium(tmp_path / "chromium-profile")
     yield driver
     driver.quit()
 
@@ -66,49 +52,17 @@ def store(store_factory, data):
     return store_factory(X, y, "zarr", "float32", 64)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """`bigsearch serve` in a subprocess, on a fixed port so the page can reconnect."""
-
-    def __init__(self, directory, *args, port=None):
-        self.directory, self.args, self.port = directory, args, port or free_port()
-        self.proc = None
-
-    def start(self):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bigsearch", "serve", str(self.directory), "--port", str(self.port), *self.args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.banner = [self.proc.stdout.readline() for _ in range(2)]
-        if "serving session" not in self.banner[0]:
-            self.proc.kill()
-            raise AssertionError(f"the server did not start: {self.banner}{self.proc.stderr.read()}")
-        self.url = re.search(r"at (http://\S+)", self.banner[0]).group(1)
-        return self
-
-    def stop(self, sig=signal.SIGINT):
-        self.proc.send_signal(sig)
-        out, err = self.proc.communicate(timeout=WAIT)
-        return self.proc.returncode, out, err
-
-
 @pytest.fixture
 def servers():
     started = []
 
     def make(*args, **kw):
-        server = Server(*args, **kw)
+        server = ServerProcess(*args, timeout=WAIT, **kw)
         started.append(server)
         return server
     yield make
     for s in started:
-        if s.proc is not None and s.proc.poll() is None:
-            s.proc.kill()
-            s.proc.wait()
+        s.kill()
 
 
 def body(driver, name):
@@ -287,5 +241,53 @@ def test_a_wrong_or_missing_token_is_refused(tmp_path, browser, servers, store):
     browser.delete_all_cookies()
     browser.refresh()
     assert "a valid access token is required" in browser.find_element(By.TAG_NAME, "body").text
-    code, out, _ = server.stop()
+    code, _, _ = server.stop()
     assert code == 0
+
+
+def test_the_page_shows_images_and_records(tmp_path, browser, servers):
+    """A store ingested from IDX images and one from a CSV: the page draws the image
+    and lists the record's fields by name (the screenshots in docs/ come from here)."""
+    from sklearn.datasets import load_digits
+
+    from tests.test_serve import write_idx
+    digits = load_digits()
+    write_idx(tmp_path / "digits.idx", (digits.images * 16).clip(0, 255))
+    (tmp_path / "labels.csv").write_text("label\n" + "".join(f"{int(t == 3)}\n" for t in digits.target))
+    r = run_cli("ingest", tmp_path / "digits.idx", tmp_path / "digits.zarr", "--labels", tmp_path / "labels.csv",
+                "--positive", "1", "--normalize", "--bias")
+    assert r.returncode == 0, r.stderr
+    d = tmp_path / "threes"
+    Session.create(tmp_path / "digits.zarr", d, pi=0.1).close()
+    assert run_cli("session", "label", d, 3, 1).returncode == 0     # one 3 we know, as in sessions.md
+    server = servers(d, "--budget", "40").start()
+    browser.get(server.url)
+    y = (digits.target == 3).astype(int)
+    for t in range(1, 16):
+        shown = wait_for(browser, t)
+        press(browser, int(y[shown]))
+    shown = wait_for(browser, 16)
+    canvas = browser.find_element(By.ID, "item-image")
+    assert (canvas.get_attribute("width"), canvas.get_attribute("height")) == ("8", "8")
+    drawn = browser.execute_script(
+        "const c = document.getElementById('item-image').getContext('2d');"
+        "return Array.from(c.getImageData(0, 0, 8, 8).data).filter((v, k) => k % 4 === 0);")
+    np.testing.assert_array_equal(drawn, np.round(255 * (digits.images[shown] * 16).clip(0, 255).ravel() / 255))
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#why-table tbody tr")) == 5
+    screenshot(browser, "serve-image.png")
+    server.stop()
+
+    rows = [("Ada", 36, "London", "yes"), ("Alan", 41, "Wilmslow", "no"), ("Grace", 85, "Arlington", "yes")] * 20
+    (tmp_path / "people.csv").write_text("name,age,city,label\n" + "".join(f"{a}{i},{b},{c},{e}\n" for i, (a, b, c, e) in enumerate(rows)))
+    r = run_cli("ingest", tmp_path / "people.csv", tmp_path / "people.zarr", "--label-column", "label",
+                "--positive", "yes", "--drop", "name", "--categorical", "city", "--normalize", "--bias")
+    assert r.returncode == 0, r.stderr
+    Session.create(tmp_path / "people.zarr", tmp_path / "people", pi=0.3).close()
+    server = servers(tmp_path / "people").start()
+    browser.get(server.url)
+    shown = wait_for(browser, 0)
+    cells = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#item-body th, #item-body td")]
+    name, age, city, label = rows[shown]
+    assert cells == ["name", f"{name}{shown}", "age", str(age), "city", city, "label", label]
+    screenshot(browser, "serve-record.png")
+    server.stop()

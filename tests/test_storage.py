@@ -1,5 +1,6 @@
-"""Feature stores: round trips, the fast (memory-mapped) and slow (decoded) read paths,
-atomic writes, and clear errors for stores bigsearch cannot use."""
+"""Feature stores: format-specific read paths (sharded, fill values, big-endian, plain
+zarr or h5py files), leftovers of dead writers, and clear errors for stores bigsearch
+cannot use. What every format must do is in test_store_formats.py."""
 
 import h5py
 import numpy as np
@@ -7,10 +8,9 @@ import pytest
 import zarr
 
 import bigsearch
-from bigsearch.errors import StoreError, StoreExistsError, StoreNotFoundError
-from bigsearch.storage import StoreWriter, open_store
+from bigsearch.errors import StoreError, StoreNotFoundError
+from bigsearch.storage import open_store
 
-from conftest import DTYPES, KINDS
 
 
 def read_all(store):
@@ -19,41 +19,6 @@ def read_all(store):
         with store.chunk(j) as x:
             parts.append(np.array(x))
     return np.concatenate(parts)
-
-
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("chunk_rows", [1, 7, 50, 1000])
-def test_round_trip(tmp_path, kind, dtype, chunk_rows):
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(50, 4)).astype(dtype)
-    y = rng.integers(-1, 2, 50).astype(np.int8)
-    ids = np.arange(1000, 1050)
-    path = tmp_path / ("s.zarr" if kind == "zarr" else "s.h5")
-    bigsearch.create_store(path, X, y, ids=ids, chunk_rows=chunk_rows)
-    with open_store(path) as s:
-        assert s.kind == kind and s.fast_path and s.shape == (50, 4) and s.dtype == dtype
-        assert s.chunk_rows == chunk_rows
-        np.testing.assert_array_equal(read_all(s), X)
-        np.testing.assert_array_equal(s.labels(), y)
-        np.testing.assert_array_equal(s.ids(), ids)
-        np.testing.assert_array_equal(s.ids([49, 0, 7, 0]), ids[[49, 0, 7, 0]])
-        assert len(s.ids([])) == 0
-        np.testing.assert_array_equal(s.read_rows([49, 0, 7]), X[[49, 0, 7]].astype(np.float64))
-        assert s.attrs["bigsearch_format"] == 1
-
-
-def test_string_ids_and_attributes(tmp_path):
-    X = np.ones((5, 2), np.float32)
-    for name in ("s.zarr", "s.h5"):
-        path = tmp_path / name
-        bigsearch.create_store(path, X, ids=np.array(["a", "b", "c", "d", "e"]),
-                               attrs={"provenance": {"source": "unit test", "rows": [1, 2]}})
-        s = open_store(path)
-        assert list(s.ids()) == ["a", "b", "c", "d", "e"]
-        assert list(s.ids([4, 1, 4])) == ["e", "b", "e"]
-        assert s.attrs["provenance"] == {"source": "unit test", "rows": [1, 2]}
-        assert s.labels() is None
 
 
 def test_plain_zarr_written_without_bigsearch_is_a_store(tmp_path):
@@ -179,36 +144,7 @@ def test_not_a_store(tmp_path):
         open_store(tmp_path / "notes.txt")
 
 
-# -- atomic writes -----------------------------------------------------------------
-
-@pytest.mark.parametrize("name", ["a.zarr", "a.h5"])
-def test_failed_write_leaves_nothing(tmp_path, name):
-    with pytest.raises(RuntimeError):
-        with StoreWriter(tmp_path / name, 3, chunk_rows=4) as w:
-            w.append(np.ones((10, 3)))
-            raise RuntimeError("interrupted")
-    assert list(tmp_path.iterdir()) == []
-
-
-@pytest.mark.parametrize("name", ["a.zarr", "a.h5"])
-def test_existing_store_is_not_overwritten_unless_asked(tmp_path, name):
-    path = bigsearch.create_store(tmp_path / name, np.ones((4, 2)))
-    with pytest.raises(StoreExistsError, match="already exists"):
-        bigsearch.create_store(path, np.zeros((4, 2)))
-    np.testing.assert_array_equal(read_all(open_store(path)), np.ones((4, 2)))
-    bigsearch.create_store(path, np.full((5, 2), 2.0), overwrite=True)
-    np.testing.assert_array_equal(read_all(open_store(path)), np.full((5, 2), 2.0))
-    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
-
-
-def test_store_survives_pickling(tmp_path):
-    """Stores travel to dask workers by path."""
-    import pickle
-    X = np.random.default_rng(7).random((9, 2))
-    s = open_store(bigsearch.create_store(tmp_path / "p.h5", X, chunk_rows=4))
-    s2 = pickle.loads(pickle.dumps(s))
-    np.testing.assert_array_equal(read_all(s2), X)
-
+# -- atomic writes (and every format's round trip: test_store_formats.py) -------------
 
 def test_a_new_write_removes_what_dead_writers_left(tmp_path):
     """Leftovers of a dead writer on this host go (an old copy only while the store is in

@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Prepare the paper's data sets from ../shared/datasets the way the paper did (docs/ingest.md).
+# Prepare the paper's data sets the way the paper did (docs/ingest.md), from `bigsearch datasets`
+# (fetched from $BIGSEARCH_DATA_MIRROR, else ../shared/datasets when it is there, else the internet).
 # Usage: tools/prepare_paper_datasets.sh [OUT_DIR]   (default: ./stores)
 set -euo pipefail
-data="$(cd "$(dirname "$0")/../../shared/datasets" && pwd)"
+mirror="$(dirname "$0")/../../shared/datasets"
+if [ -z "${BIGSEARCH_DATA_MIRROR:-}" ] && [ -d "$mirror" ]; then
+    export BIGSEARCH_DATA_MIRROR="$(cd "$mirror" && pwd)"
+fi
+bigsearch datasets fetch adult mnist higgs > /dev/null
+data="$(dirname "$(bigsearch datasets path adult)")"
 out="${1:-stores}"
 mkdir -p "$out"
 

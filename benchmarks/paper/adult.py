@@ -8,14 +8,14 @@ one-hot, unit rows) with the >50K positives subsampled to 5% (docs/ingest.md). T
 prevalence, AGR with 500 k-means anchors.
 """
 
-from common import PAPER_TABLE1, PAPER_TABLE2, SHARED, Report, cell, pairs, prepare, run, store_info
+from common import PAPER_TABLE1, PAPER_TABLE2, data_file, Report, cell, pairs, prepare, run, store_info
 
 BUDGET = 200
 
 
 def main():
     report = Report("adult")
-    store = prepare("adult", SHARED / "adult/adult.data", SHARED / "adult/adult.test", "--label-column", 14,
+    store = prepare("adult", data_file("adult", "adult.data"), data_file("adult", "adult.test"), "--label-column", 14,
                     "--positive", ">50K", "--positive", ">50K.", "--bins", 5, "--normalize",
                     "--prevalence", 0.05, "--seed", 0)
     info = store_info(store)

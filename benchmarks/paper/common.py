@@ -1,4 +1,5 @@
-"""Shared by the paper scripts: prepare stores from ../shared/datasets, run the real
+"""Shared by the paper scripts: prepare stores from the public data sets (`bigsearch datasets`,
+mirror: $BIGSEARCH_DATA_MIRROR, else ../shared/datasets when it is there), run the real
 `bigsearch` commands, and put our numbers beside the paper's.
 
 Stores and run directories go to $BIGSEARCH_PAPER_DATA (default /tmp/bigsearch-paper);
@@ -15,9 +16,12 @@ import sys
 import time
 from pathlib import Path
 
+from bigsearch.datasets import data_file  # noqa: F401  (the paper scripts import it from here)
+
 ROOT = Path(__file__).resolve().parent
 REPO = ROOT.parents[1]
-SHARED = REPO.parent / "shared" / "datasets"
+if (REPO.parent / "shared" / "datasets").is_dir():
+    os.environ.setdefault("BIGSEARCH_DATA_MIRROR", str(REPO.parent / "shared" / "datasets"))
 DATA = Path(os.environ.get("BIGSEARCH_PAPER_DATA", "/tmp/bigsearch-paper"))
 RESULTS = ROOT / "results"
 

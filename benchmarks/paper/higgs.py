@@ -10,14 +10,14 @@ Settings are CoverType's (alpha = 1e-6, AGR with 500 anchors); the budget is 100
 three times the positives.
 """
 
-from common import SHARED, Report, pairs, prepare, run, store_info
+from common import data_file, Report, pairs, prepare, run, store_info
 
 BUDGET = 100
 
 
 def main():
     report = Report("higgs")
-    store = prepare("higgs", SHARED / "higgs/lightgbm_binary.train", "--label-column", 0, "--normalize", "--bias",
+    store = prepare("higgs", data_file("higgs", "lightgbm_binary.train"), "--label-column", 0, "--normalize", "--bias",
                     "--rff", 290, "--gamma", 1, "--prevalence", 0.01, "--seed", 0)
     info = store_info(store)
     report.numbers["store"] = info

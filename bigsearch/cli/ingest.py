@@ -55,7 +55,10 @@ def _option_groups(o):
                                    prevalence=o["prevalence"], seed=o["seed"]),
             "features": FeatureOptions(categorical=_split(o["categorical"]), drop=_split(o["drop"]),
                                        bins=o["bins"], normalize=o["normalize"], bias=o["bias"], rff=o["rff"],
-                                       gamma=o["gamma"], seed=o["seed"]),
+                                       gamma=o["gamma"], seed=o["seed"], smiles_column=o["smiles_column"],
+                                       fingerprint=o["fingerprint"], counts=o["counts"], idf=o["idf"],
+                                       minmax=o["minmax"], minmax_buckets=o["minmax_buckets"],
+                                       minmax_power=o["minmax_power"]),
             "output": OutputOptions(format=o["output_format"], chunk_rows=o["chunk_rows"], dtype=o["dtype"],
                                     codec=o["codec"], overwrite=o["overwrite"], encoding=o["encoding"],
                                     cluster_order=o["cluster_order"])}
@@ -73,13 +76,26 @@ def _option_groups(o):
               help="Labels in a separate file (IDX, NumPy, one-column text), one per SRC, in order.")
 @click.option("--prevalence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help="Subsample the positives to this prevalence (original row numbers go to ids).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of --prevalence and --rff.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of --prevalence, --rff and --minmax.")
 @click.option("--categorical", multiple=True, metavar="COLS",
               help="Columns to one-hot encode (names or indices, comma-separated); "
                    "text columns always are.")
 @click.option("--drop", multiple=True, metavar="COLS", help="Columns to leave out (names or indices).")
 @click.option("--bins", type=int, default=None, metavar="K",
               help="Cut numeric columns into K quantile bins, one-hot encoded.")
+@click.option("--smiles-column", default=None, metavar="NAME|INDEX",
+              help="A column of SMILES strings to encode as a molecular fingerprint (needs bigsearch[chem]).")
+@click.option("--fingerprint", default="atompair", show_default=True, metavar="atompair|morgan[:BITS]",
+              help="The fingerprint of --smiles-column (default 2048 bits).")
+@click.option("--counts", is_flag=True, help="Count fingerprints (occurrences) instead of bits.")
+@click.option("--idf", is_flag=True,
+              help="Weight each feature by its inverse document frequency (before --minmax and --normalize).")
+@click.option("--minmax", type=int, default=None, metavar="D",
+              help="Map non-negative features to D x B random features of the MinMax (Tanimoto) kernel.")
+@click.option("--minmax-buckets", type=int, default=8, show_default=True, metavar="B",
+              help="--minmax: buckets per draw.")
+@click.option("--minmax-power", type=int, default=1, show_default=True, metavar="P",
+              help="--minmax: approximate the kernel to the power P (sharper).")
 @click.option("--normalize", is_flag=True, help="Scale every row to unit norm (after encoding).")
 @click.option("--bias", is_flag=True,
               help="Append a constant 1 (after --normalize): similarities cos + 1 >= 0.")
@@ -111,11 +127,12 @@ def _option_groups(o):
 def ingest(paths, scheduler, cluster, quiet, **flags):
     """Turn SRC files (concatenated in order) into the feature store OUT."""
     from ..ingest import CODECS, FORMATS, ingest as run_ingest
+    from ..storage import STORE_FORMATS
     from ..storage.encoding import ENCODINGS
     if len(paths) < 2:
         raise ParameterError("give at least one SRC and the OUT store: bigsearch ingest SRC... OUT")
     _choice(flags["fmt"], FORMATS, "--format")
-    _choice(flags["output_format"], ("zarr", "hdf5"), "--output-format")
+    _choice(flags["output_format"], tuple(STORE_FORMATS), "--output-format")
     _choice(flags["dtype"], ("float32", "float64"), "--dtype")
     _choice(flags["encoding"], ENCODINGS, "--encoding")
     _choice(flags["codec"], CODECS, "--codec")

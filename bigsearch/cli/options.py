@@ -25,12 +25,17 @@ class IndexList(click.ParamType):
 
 
 class MethodList(click.ParamType):
-    """One method or a comma-separated list of them."""
+    """One method or a comma-separated list of them; ``choices`` is a list, or a function
+    giving it (so that the engine is imported only when a command runs)."""
 
     name = "METHOD[,METHOD...]"
 
     def __init__(self, choices):
-        self.choices = choices
+        self._choices = choices
+
+    @property
+    def choices(self):
+        return self._choices() if callable(self._choices) else self._choices
 
     def convert(self, value, param, ctx):
         if isinstance(value, list):

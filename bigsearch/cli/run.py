@@ -7,13 +7,13 @@ from pathlib import Path
 
 import click
 
-from ..engine import METHODS
-from ..experiments import Experiment, run_experiment
-from ..experiments.pairs import pair_experiment, pairs_table, write_pairs_csv
-from ..experiments.reports import markdown_table
-from ..storage.atomic import atomic_write_json
 from . import main
 from .options import IndexList, MethodList, cluster_backend, cluster_options, las_options
+
+
+def _methods():
+    from ..engine import METHODS     # the engine and numba: imported when a command runs
+    return list(METHODS)
 
 
 def run_methods(store, methods, budget, seed, out, init_index=None, init_positives=1, quiet=False,
@@ -21,6 +21,8 @@ def run_methods(store, methods, budget, seed, out, init_index=None, init_positiv
                 n_threads=None, **options):
     """Run each method from the same initial labels (per run), write OUT/results.json and
     the reports, print a summary; returns the results."""
+    from ..experiments import Experiment, run_experiment
+    from ..experiments.reports import markdown_table
     exp = Experiment(str(store), tuple(methods), budget, runs, seed,
                      tuple(init_index) if init_index is not None else None, init_positives, init_negatives,
                      batch_size, options)
@@ -96,7 +98,7 @@ def search_options(f):
 
 @main.command()
 @click.argument("store", type=click.Path(path_type=str))
-@click.option("--method", "methods", type=MethodList(list(METHODS)), default="las", show_default=True,
+@click.option("--method", "methods", type=MethodList(_methods), default="las", show_default=True,
               help="las, wnas, agr, asg or random; several separated by commas.")
 @click.option("--budget", type=click.IntRange(0), required=True, help="Number of queries (T).")
 @click.option("--runs", type=click.IntRange(1), default=1, show_default=True,
@@ -133,7 +135,7 @@ def run(store, methods, budget, runs, seed, init_index, init_positives, init_neg
 
 @main.command()
 @click.argument("store", type=click.Path(path_type=str))
-@click.option("--method", "methods", type=MethodList([m for m in METHODS if m != "random"]),
+@click.option("--method", "methods", type=MethodList(lambda: [m for m in _methods() if m != "random"]),
               default="las,wnas", show_default=True, help="Methods to compare (any but random).")
 @click.option("--pairs", type=click.IntRange(1), default=100, show_default=True,
               help="Pairs to count (pairs where no method finds a positive are skipped).")
@@ -148,6 +150,8 @@ def pairs(store, methods, pairs, top, seed, pi, eta, w0, alpha, agr_anchors, agr
           threads, scheduler, cluster, persist, out, quiet):
     """The paper's Table 2 on STORE: positives among the top K unlabeled points by f after
     one random positive and one random negative label, over many pairs."""
+    from ..experiments.pairs import pair_experiment, pairs_table, write_pairs_csv
+    from ..storage.atomic import atomic_write_json
     show = not quiet and sys.stderr.isatty()
     with cluster_backend(scheduler, cluster, persist) as backend, \
             click.progressbar(length=pairs, label="pairs", file=sys.stderr, hidden=not show) as bar:

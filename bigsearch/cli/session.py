@@ -14,9 +14,13 @@ import click
 from click.core import ParameterSource
 
 from ..errors import LabelError, ParameterError, SessionWarning
-from ..session import Session
 from . import Group, main, printable
 from .options import cluster_backend, cluster_options, las_options
+
+
+def _session():
+    from ..session import Session   # the engine and numba: imported when a command runs
+    return Session
 
 
 class SessionGroup(Group):
@@ -72,7 +76,7 @@ def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, pru
             raise ParameterError(f"{', '.join(given)} applies to las only; wnas takes no parameters")
         params = {}
     with cluster_backend(scheduler, cluster, persist) as backend, \
-            Session.create(store, directory, method=method, checkpoint_every=checkpoint_every,
+            _session().create(store, directory, method=method, checkpoint_every=checkpoint_every,
                            backend=backend, **params) as s:
         st = s.status()
     click.echo(f"created session {directory}: {_describe_method(st)} on {st['store']} ({st['n']:,} x {st['r']})")
@@ -88,7 +92,7 @@ def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, pru
 def next_(directory, k, as_json, store, scheduler, cluster, persist):
     """Show the next K points to label, best first (changes nothing)."""
     with cluster_backend(scheduler, cluster, persist) as backend, \
-            Session.open(directory, readonly=True, store=store, backend=backend) as s:
+            _session().open(directory, readonly=True, store=store, backend=backend) as s:
         rows = s.candidates(k)
     if as_json:
         click.echo(json.dumps(rows))
@@ -114,7 +118,7 @@ def label(directory, pairs, from_csv, store, scheduler, cluster, persist):
         raise LabelError("give INDEX LABEL pairs or --from FILE, not both")
     indices, labels = read_label_csv(from_csv) if from_csv else parse_pairs(pairs)
     with cluster_backend(scheduler, cluster, persist) as backend, \
-            Session.open(directory, store=store, backend=backend) as s:
+            _session().open(directory, store=store, backend=backend) as s:
         s.tell(indices, labels)
         n, pos = s.n_labels, sum(y for _, y in s.history)
     click.echo(f"recorded {_count(len(indices), 'label')} ({sum(labels)} positive); "
@@ -133,7 +137,7 @@ def undo(directory, count, store, scheduler, cluster, persist):
     except ValueError:
         raise ParameterError(f"COUNT must be a positive integer, got {count!r}") from None
     with cluster_backend(scheduler, cluster, persist) as backend, \
-            Session.open(directory, store=store, backend=backend) as s:
+            _session().open(directory, store=store, backend=backend) as s:
         undone = s.undo(count)
         n = s.n_labels
     shown = ", ".join(f"{i} ({y})" for i, y in undone)
@@ -145,7 +149,7 @@ def undo(directory, count, store, scheduler, cluster, persist):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (hits: positives among the first t labels).")
 def status(directory, as_json):
     """Labels, positives found and hits by step."""
-    with Session.open(directory, readonly=True) as s:
+    with _session().open(directory, readonly=True) as s:
         st = s.status()
     if as_json:
         click.echo(json.dumps(st))
@@ -173,7 +177,7 @@ def status(directory, as_json):
 def export(directory, out, store, scheduler, cluster, persist):
     """Write every label in force, in the order given, as CSV."""
     with cluster_backend(scheduler, cluster, persist) as backend, \
-            Session.open(directory, readonly=True, store=store, backend=backend) as s:
+            _session().open(directory, readonly=True, store=store, backend=backend) as s:
         n = s.export_csv(sys.stdout if out == "-" else out)
     if out != "-":
         click.echo(f"wrote {n} labels to {out}", err=True)
@@ -186,7 +190,7 @@ def export(directory, out, store, scheduler, cluster, persist):
 def rebuild(directory, store, scheduler, cluster, persist):
     """Recompute the state from the journal alone, replacing every checkpoint."""
     with cluster_backend(scheduler, cluster, persist) as backend, \
-            Session.rebuild(directory, store=store, backend=backend) as s:
+            _session().rebuild(directory, store=store, backend=backend) as s:
         n = s.n_labels
     click.echo(f"rebuilt {directory} from its journal ({n} labels)")
 

@@ -39,7 +39,7 @@ import numpy as np
 from ..errors import ParameterError
 from ..kernels.common import ROW_BLOCK
 from ..kernels.las import update_scores
-from ..storage.encoding import decode, n_rows, take
+from ..storage.encoding import Encoded, decode, n_rows
 from .select import _best
 from .steps import BLAS_ROWS
 
@@ -194,31 +194,33 @@ class Pruner:
         order = order[np.isfinite(bound[order])]      # blocks with no unlabeled row
         self.clock += 1
         self.us[self.clock] = u.copy()
-        cand_idx, cand_f = [], []
+        top_idx, top_f = np.zeros(0, np.int64), np.zeros(0)
         kth, p, batch, rows = -np.inf, 0, 1, 0
         while p < len(order) and bound[order[p]] >= kth:
             take = order[p:p + batch]
             take = take[bound[take] >= kth]
             read(take)
-            for b in take:
-                a, e = self.sm.start[b], self.sm.stop[b]
-                unl = np.flatnonzero(label[a:e] < 0) + a
-                self.best[b] = f[unl].max() if unl.size else -np.inf
-                cand_idx.append(unl)
-                cand_f.append(f[unl])
-                rows += e - a
+            idx, fu, first = self._rows_of(take, f, label)
+            self.best[take] = np.maximum.reduceat(fu, first)
             self.version[take] = self.clock
-            all_f = np.concatenate(cand_f)
-            if len(all_f) >= k:
-                kth = np.partition(all_f, len(all_f) - k)[len(all_f) - k]
+            rows += len(idx)
+            keep = (fu >= kth) & (fu > -np.inf)       # unlabeled rows that can still make the top k
+            top_idx, top_f = _best(np.concatenate([top_idx, idx[keep]]), np.concatenate([top_f, fu[keep]]), k)
+            if len(top_f) == k:
+                kth = top_f[-1]
             p += len(take)
             batch = min(2 * batch, MAX_BATCH)
         live = set(np.unique(self.version).tolist())
         self.us = {v: w for v, w in self.us.items() if v in live}
-        if not cand_idx:
-            return np.zeros(0, np.int64), np.zeros(0), rows
-        idx, sc = _best(np.concatenate(cand_idx), np.concatenate(cand_f), k)
-        return idx, sc, rows
+        return top_idx, top_f, rows
+
+    def _rows_of(self, blocks, f, label):
+        """The rows of these blocks, their f (-inf when labeled), and where each block starts."""
+        start, stop = self.sm.start[blocks], self.sm.stop[blocks]
+        lens = stop - start
+        first = np.concatenate([[0], np.cumsum(lens)[:-1]])
+        idx = np.arange(lens.sum()) + np.repeat(start - first, lens)
+        return idx, np.where(label[idx] < 0, f[idx], -np.inf), first
 
 
 class LASPruning:
@@ -281,17 +283,28 @@ class LASPruning:
         return idx, sc
 
     def _read(self, blocks, u):
-        """Recompute f at u for these blocks from X (each chunk opened once)."""
+        """Recompute f at u for these blocks from X: each chunk opened once, each run of
+        adjacent blocks one kernel call."""
         e, sm, p = self.engine, self.summaries, self.engine.params
         V = np.stack([u, e.Kinv @ e.xz])
         blocks = np.sort(blocks)
-        for c in np.unique(sm.chunk[blocks]):
+        breaks = np.flatnonzero((sm.chunk[blocks[1:]] != sm.chunk[blocks[:-1]]) | (blocks[1:] != blocks[:-1] + 1)) + 1
+        runs = np.split(blocks, breaks)
+        chunk_of_run = [int(sm.chunk[r[0]]) for r in runs]
+        for c in sorted(set(chunk_of_run)):
             st = e.backend.states[c]
-            with e.store.chunk(int(c)) as x:
-                for b in blocks[sm.chunk[blocks] == c]:
-                    a, z = sm.start[b] - st.start, sm.stop[b] - st.start
-                    update_scores(take(x, slice(a, z)), V, NO_LABELS, 0, st.label[a:z], st.deg[a:z], st.J[a:z], st.f[a:z],
-                                  st.im[a:z], p.eta, p.w0, p.pi, 0.0)
+            with e.store.chunk(c) as x:
+                for run in (r for r, rc in zip(runs, chunk_of_run) if rc == c):
+                    a, z = sm.start[run[0]] - st.start, sm.stop[run[-1]] - st.start
+                    update_scores(_rows(x, a, z), V, NO_LABELS, 0, st.label[a:z], st.deg[a:z], st.J[a:z],
+                                  st.f[a:z], st.im[a:z], p.eta, p.w0, p.pi, 0.0)
+
+
+def _rows(x, a, z):
+    """Rows a:z of a chunk, as a view (a copy of every block read cost more than the kernel)."""
+    if isinstance(x, Encoded):
+        return Encoded(x.codes[a:z], x.scale[a:z] if len(x.scale) else x.scale, x.n_features)
+    return x[a:z]
 
 
 def _apply_labels(state, idx, lab):

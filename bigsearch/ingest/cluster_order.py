@@ -28,6 +28,8 @@ from ..engine.anchors import kmeans, squared_distances
 from ..errors import ParameterError, StoreExistsError
 from ..storage import StoreWriter, open_store, store_kind_for
 from ..storage.atomic import remove, remove_stale_leftovers, temp_sibling
+from ..storage.encoding import ENCODING_ATTR
+from ..storage.format import DISPLAY_ATTR, FORMAT_ATTR
 
 ROWS_PER_CLUSTER = 8192        # the default k: about this many rows per cluster (at least 16)
 MAX_CLUSTERS = 256
@@ -74,12 +76,19 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
             sizes, ids_dtype = _spill(store, centres, spill)
             _write(store, spill, sizes, ids_dtype, out, chunk_rows=chunk_rows or store.chunk_rows,
                    kind=store_kind_for(out, kind), encoding=encoding or store.encoding, compressors=compressors,
-                   overwrite=overwrite, attrs={**store.attrs, "cluster_order": {
+                   overwrite=overwrite, attrs={**_kept_attrs(store.attrs), "cluster_order": {
                        "clusters": k, "iterations": iterations, "seed": seed, "source": str(store.path)}})
         finally:
             remove(spill)
     return {"out": str(out), "clusters": k, "sizes": sizes.tolist(), "kmeans_seconds": t_kmeans,
             "seconds": time.perf_counter() - t0}
+
+
+def _kept_attrs(attrs):
+    """The source's attributes, but ``display``: its arrays (records, pixels) are not
+    rewritten in the new order (yet), so the new store must not point to them; and
+    the encoding, which the writer sets."""
+    return {k: v for k, v in attrs.items() if k not in (DISPLAY_ATTR, ENCODING_ATTR, FORMAT_ATTR)}
 
 
 def _spill(store, centres, spill):

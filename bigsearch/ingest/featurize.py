@@ -1,9 +1,11 @@
-"""Featurization: input columns -> encoded features -> normalize -> bias -> RFF.
+"""Featurization: input columns -> encoded features -> IDF -> MinMax map -> normalize -> bias -> RFF.
 
 A :class:`Plan` is the whole recipe (it is what the store records under
 ``featurization``): for every input column, how it becomes features (a number kept as
-it is, K quantile bins one-hot encoded, or categories one-hot encoded), then the
-optional steps in the paper's order. ``encode`` and ``finish`` are plain functions of a
+it is, K quantile bins one-hot encoded, categories one-hot encoded, or a SMILES string
+turned into a fingerprint), then the optional steps: inverse document frequency
+weights (weighting.py) and the MinMax-kernel feature map (minmax.py) for sparse
+features, then the paper's normalize, bias and RFF. ``encode`` and ``finish`` are plain functions of a
 block and the plan, so they can run anywhere a block is.
 """
 
@@ -13,7 +15,9 @@ import numpy as np
 
 from ..errors import InputError
 from .columns import numeric_matrix, text_values
-from .stats import coarsen, quantile_edges
+from .minmax import minmax_features, minmax_params, minmax_width
+from .stats import coarsen, encode_column, quantile_edges
+from .weighting import apply_idf, idf_weights
 
 MAX_CATEGORIES = 10_000
 
@@ -22,20 +26,25 @@ MAX_CATEGORIES = 10_000
 class ColumnPlan:
     index: int                  # the column in the input
     name: str
-    kind: str                   # "number", "bins" or "onehot"
+    kind: str                   # "number", "bins", "onehot" or "fingerprint"
     edges: list = None          # bins: inner cut points (after rounding to ``level``)
     level: int = 0              # bins: mantissa bits dropped before comparing with the edges
     categories: list = None     # onehot: the values, in feature order
+    fingerprint: object = None  # fingerprint: its FingerprintSpec
 
     @property
     def width(self):
         if self.kind == "number":
             return 1
+        if self.kind == "fingerprint":
+            return self.fingerprint.bits
         return len(self.edges) + 1 if self.kind == "bins" else len(self.categories)
 
     def feature_names(self):
         if self.kind == "number":
             return [self.name]
+        if self.kind == "fingerprint":
+            return [f"{self.name}:{self.fingerprint.kind}[{k}]" for k in range(self.width)]
         if self.kind == "onehot":
             return [f"{self.name}={c}" for c in self.categories]
         bounds = ["-inf", *[f"{e:g}" for e in self.edges], "inf"]
@@ -49,28 +58,43 @@ class Plan:
     bias: bool = False
     rff: dict = None            # {"dim": D, "gamma": G, "seed": S}
     dropped: list = field(default_factory=list)
+    idf: dict = None            # {"rows": n, "document_frequency": [df_k]} once pass 1 filled it in
+    minmax: dict = None         # {"samples": D, "buckets": B, "power": p, "seed": S}
 
     @property
     def encoded_width(self):
         return sum(c.width for c in self.columns)
 
     @property
+    def mapped_width(self):
+        """Features after IDF and the MinMax map, before the bias."""
+        return minmax_width(self.minmax) if self.minmax else self.encoded_width
+
+    @property
     def width(self):
         if self.rff:
             return self.rff["dim"]
-        return self.encoded_width + int(self.bias)
+        return self.mapped_width + int(self.bias)
 
     def describe(self):
-        steps = ["encode"] + [s for s, on in (("normalize", self.normalize), ("bias", self.bias),
+        steps = ["encode"] + [s for s, on in (("idf", self.idf is not None), ("minmax", bool(self.minmax)),
+                                               ("normalize", self.normalize), ("bias", self.bias),
                                                ("rff", bool(self.rff))) if on]
         out = {"steps": steps, "n_features": self.width, "encoded_features": self.encoded_width,
                "columns": [_column_record(c) for c in self.columns],
                "normalize": self.normalize, "bias": self.bias, "dropped": self.dropped}
+        if self.idf is not None:
+            out["idf"] = {**self.idf, "weights": "ln((1 + rows) / (1 + document_frequency)) + 1, "
+                                                 "document frequencies over every row read"}
+        if self.minmax:
+            out["minmax"] = {**self.minmax, "kernel": "sum_k min(x_k, x'_k) / sum_k max(x_k, x'_k), to the power p",
+                             "inner_product": "K^p + (1 - K^p) / B in expectation (bigsearch/ingest/minmax.py)",
+                             "rng": "numpy.random.default_rng([seed, 2])"}
         if self.rff:
             out["rff"] = {**self.rff, "kernel": "exp(-gamma ||x - x'||^2)",
                           "map": "sqrt(2/D) cos(x W + b), W = rng.normal(0, sqrt(2 gamma), (r, D)), "
                                  "b = rng.uniform(0, 2 pi, D), rng = numpy.random.default_rng([seed, 1])"}
-        if not self.rff and self.encoded_width <= 4096:
+        if not self.rff and not self.minmax and self.encoded_width <= 4096:
             out["feature_names"] = [n for c in self.columns for n in c.feature_names()] + \
                 (["bias"] if self.bias else [])
         return out
@@ -80,10 +104,39 @@ def _column_record(c):
     record = {k: v for k, v in asdict(c).items() if v is not None}
     if c.kind != "bins":
         record.pop("level")
+    if c.fingerprint is not None:
+        record["fingerprint"] = c.fingerprint.describe()
     return record
 
 
-def finish_plan(columns, stats, bins):
+def document_frequencies(columns, stats):
+    """Per encoded feature, the rows where it is non-zero, from the first pass: counted for
+    numbers and fingerprints, the category counts for one-hot, the bin counts for bins."""
+    parts = []
+    for c in columns:
+        if c.kind == "onehot":
+            vocab = stats["vocab"][c.index]
+            parts.append([vocab[v] for v in c.categories])
+        elif c.kind == "bins":
+            _, values, counts = stats["sketch"][c.index]
+            bins = np.searchsorted(c.edges, values, side="left")
+            parts.append(np.bincount(bins, weights=counts, minlength=c.width))
+        else:
+            parts.append(stats["df"][c.index])
+    return np.concatenate([np.asarray(p, np.int64).ravel() for p in parts])
+
+
+def finish_plan(plan, stats, bins):
+    """Fill in the vocabularies, bin edges and document frequencies from the first pass's
+    statistics."""
+    finish_columns(plan.columns, stats, bins)
+    if plan.idf is not None:
+        plan.idf = {"rows": int(stats["rows"]),
+                    "document_frequency": document_frequencies(plan.columns, stats).tolist()}
+    return plan
+
+
+def finish_columns(columns, stats, bins):
     """Fill in the vocabularies and bin edges from the first pass's statistics."""
     for c in columns:
         if c.kind == "onehot":
@@ -113,11 +166,13 @@ def encode(block, plan):
             Z[:, offset] = values[:, k]
         elif c.kind == "bins":
             Z[rows, offset + np.searchsorted(c.edges, coarsen(values[:, k], c.level), side="left")] = 1
+        elif c.kind == "fingerprint":
+            Z[:, offset:offset + c.width] = encode_column(block, c.index, c.fingerprint)
         else:
             codes = _category_codes(block, c)
             hit = codes >= 0
             Z[rows[hit], offset + codes[hit]] = 1
-        k += c.kind != "onehot"
+        k += c.kind in ("number", "bins")
         offset += c.width
     return Z
 
@@ -137,10 +192,29 @@ def rff_weights(r, rff):
     return W, b
 
 
+def prepare(plan):
+    """What the steps after encoding need, computed once per ingest: IDF weights, the
+    MinMax map's random numbers, the RFF weights (a dict, passed to every block)."""
+    out = {}
+    if plan.idf is not None:
+        out["idf"] = idf_weights(plan.idf["document_frequency"], plan.idf["rows"])
+    if plan.minmax:
+        out["minmax"] = minmax_params(plan.encoded_width, plan.minmax)
+    if plan.rff:
+        out["rff"] = rff_weights(plan.mapped_width + int(plan.bias), plan.rff)
+    return out
+
+
 def finish(Z, plan, weights=None):
-    """Normalize, append the bias, map through random Fourier features (as the plan says).
-    Returns (features, number of all-zero rows that could not be normalized)."""
+    """IDF, the MinMax map, normalize, append the bias, map through random Fourier
+    features (as the plan says; ``weights`` from :func:`prepare`). Returns (features,
+    number of all-zero rows that could not be normalized)."""
+    weights = weights or {}
     zero_rows = 0
+    if plan.idf is not None:
+        Z = apply_idf(Z, weights["idf"])
+    if plan.minmax:
+        Z = minmax_features(Z, plan.minmax, weights["minmax"])
     if plan.normalize:
         norms = row_norms(Z)
         zero = norms == 0
@@ -149,7 +223,7 @@ def finish(Z, plan, weights=None):
     if plan.bias:
         Z = np.hstack([Z, np.ones((len(Z), 1))])
     if plan.rff:
-        W, b = weights
+        W, b = weights["rff"]
         Z = np.sqrt(2.0 / plan.rff["dim"]) * np.cos(Z @ W + b)
     return Z, zero_rows
 

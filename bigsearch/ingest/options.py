@@ -16,11 +16,12 @@ import math
 from dataclasses import dataclass, fields
 
 from ..errors import ParameterError
+from ..storage.registry import STORE_FORMATS, store_codecs
 from ..storage.encoding import ENCODINGS
 
 # Text read per parser call (docs/ingest.md has the measurements behind it).
 BLOCK_BYTES = 1 << 20
-CODECS = ("none", "lz4", "zstd", "gzip", "lzf")
+CODECS = store_codecs()         # every codec some store format writes
 DTYPES = ("float32", "float64")
 
 
@@ -89,7 +90,14 @@ class FeatureOptions(_Group):
     bias: bool = False
     rff: int | None = None            # D random Fourier features
     gamma: float = 1.0                # of the RBF kernel approximated by rff
-    seed: int = 0                     # of the rff weights
+    seed: int = 0                     # of the rff weights and the minmax map
+    smiles_column: str | int | None = None   # a SMILES column turned into a fingerprint
+    fingerprint: str = "atompair"     # atompair|morgan[:BITS] (ingest/fingerprints.py)
+    counts: bool = False              # count fingerprints instead of bits
+    idf: bool = False                 # inverse document frequency weights (ingest/weighting.py)
+    minmax: int | None = None         # D draws of the MinMax-kernel feature map (ingest/minmax.py)
+    minmax_buckets: int = 8           # B buckets per draw: D * B features
+    minmax_power: int = 1             # p: the map approximates K^p
 
     def __post_init__(self):
         _as_tuple(self, "categorical", "drop")
@@ -99,6 +107,30 @@ class FeatureOptions(_Group):
             raise ParameterError(f"--rff {self.rff}: the number of random Fourier features needs D >= 1")
         if self.rff and not 0 < self.gamma < math.inf:
             raise ParameterError(f"--gamma {self.gamma}: the RBF kernel needs a finite gamma > 0")
+        if self.smiles_column is not None:
+            from .fingerprints import parse_spec
+            parse_spec(self.fingerprint, self.counts)
+        if self.minmax is not None:
+            from .minmax import check_minmax
+            check_minmax(self.minmax_spec)
+        if self.minmax and self.rff:
+            raise ParameterError("--minmax and --rff are two feature maps; choose one")
+
+    @property
+    def fingerprint_spec(self):
+        """The fingerprint of the SMILES column, or None."""
+        if self.smiles_column is None:
+            return None
+        from .fingerprints import parse_spec
+        return parse_spec(self.fingerprint, self.counts)
+
+    @property
+    def minmax_spec(self):
+        """What the plan records about the MinMax feature map, or None."""
+        if self.minmax is None:
+            return None
+        return {"samples": int(self.minmax), "buckets": int(self.minmax_buckets), "power": int(self.minmax_power),
+                "seed": int(self.seed)}
 
     @property
     def rff_spec(self):
@@ -108,7 +140,7 @@ class FeatureOptions(_Group):
 
 @dataclass(frozen=True)
 class OutputOptions(_Group):
-    format: str | None = None         # None: from OUT's name (storage.store_kind_for)
+    format: str | None = None         # a store format; None: from OUT's name (storage.store_kind_for)
     chunk_rows: int | None = None     # None: chunks of about 32 MiB
     dtype: str = "float32"
     codec: str = "none"
@@ -117,7 +149,7 @@ class OutputOptions(_Group):
     cluster_order: int | None = None  # rows grouped by k-means cluster, k clusters (0: default k)
 
     def __post_init__(self):
-        _one_of("output format", self.format, ("zarr", "hdf5"))
+        _one_of("output format", self.format, tuple(STORE_FORMATS))
         _one_of("dtype", self.dtype, DTYPES)
         _one_of("encoding", self.encoding, ENCODINGS)
         _one_of("codec", self.codec, CODECS)

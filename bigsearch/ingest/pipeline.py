@@ -15,15 +15,16 @@ import numpy as np
 
 from .. import __version__, limits
 from ..errors import InputError, ParameterError, StoreExistsError
-from ..storage import StoreWriter, default_chunk_rows, store_kind_for
+from ..storage import StoreWriter, default_chunk_rows, store_format, store_kind_for
 from ..storage.atomic import remove, temp_sibling
 from ..storage.encoding import SCALED, stored_columns, stored_dtype
 from ..storage.format import is_feature_store
-from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, featurize, finish_plan, rff_weights
+from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, featurize, finish_plan, prepare
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
 from .options import BLOCK_BYTES, CODECS, FeatureOptions, LabelOptions, OutputOptions, SourceOptions
 from .readers import open_reader
+from .records import display_keeper, record_display
 from .stats import block_stats, merge_stats
 
 # The most float64 data one transform step holds (docs/ingest.md has the measurements).
@@ -73,9 +74,9 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     plan = _plan(readers, rule, features)
     _check_plan_size(plan)
     stats = None
-    if labels.prevalence is not None or any(c.kind != "number" for c in plan.columns):
+    if _needs_statistics(plan, labels):
         stats = _first_pass(readers, label_readers, plan, rule, block_bytes, progress, mapper)
-        finish_plan(plan.columns, stats, features.bins)
+        finish_plan(plan, stats, features.bins)
         _check_plan_size(plan)
         _check_positives(readers, rule, stats, progress)
     subsample = None
@@ -96,8 +97,10 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
                      chunk_rows=chunk_rows, kind=kind,
                      labels=rule is not None, ids_dtype=ids_dtype, overwrite=output.overwrite,
                      compressors=compressors) as writer:
+        keeper = display_keeper(readers, writer)
         totals = _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids,
-                              ids_dtype is not None, block_bytes, progress, mapper)
+                              ids_dtype is not None, block_bytes, progress, mapper, stats is not None, keeper)
+        record_display(writer, keeper)
         if stats is None:
             _check_positives(readers, rule, totals, progress)
         if totals["zero_rows"]:
@@ -110,6 +113,12 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
             "n_features": plan.width, "labels": {str(k): v for k, v in sorted(totals["labels"].items())},
             "seconds": time.perf_counter() - t0, "input_bytes": sum(r.size for r in readers),
             "blocks_on_cluster": mapper.remote, "blocks_redone_here": mapper.redone}
+
+
+def _needs_statistics(plan, labels):
+    """A first pass is needed for --prevalence, categories, bins and --idf."""
+    return (labels.prevalence is not None or plan.idf is not None
+            or any(c.kind in ("bins", "onehot") for c in plan.columns))
 
 
 def _reorder(unordered, out, output, kind, compressors, encoding):
@@ -139,20 +148,10 @@ def _groups(source, labels, features, output):
 
 # -- setting up ---------------------------------------------------------------------------
 def compressors_for(kind, codec):
+    """What the writer of store format ``kind`` takes for a codec name."""
     if codec not in CODECS:
         raise ParameterError(f"unknown codec {codec!r}; choose one of {', '.join(CODECS)}")
-    if codec == "none":
-        return None
-    if kind == "hdf5":
-        if codec not in ("gzip", "lzf"):
-            raise ParameterError(f"codec {codec} is not available for HDF5 output; use none, gzip or lzf")
-        return codec
-    import zarr.codecs as zc
-    choices = {"lz4": lambda: zc.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"),
-               "zstd": lambda: zc.ZstdCodec(level=1), "gzip": lambda: zc.GzipCodec(level=1)}
-    if codec not in choices:
-        raise ParameterError(f"codec {codec} is not available for Zarr output; use none, lz4, zstd or gzip")
-    return [choices[codec]()]
+    return store_format(kind).compressors(codec)
 
 
 def _rows_to_write(readers, stats, subsample):
@@ -179,7 +178,8 @@ def _default_chunk_rows(n_rows, width, dtype):
 
 def _check_plan_size(plan):
     """The plan's widths must fit a one-row transform step, and the RFF weights memory."""
-    known = sum(c.width if c.kind == "number" or c.categories is not None or c.edges is not None else 1
+    known = sum(c.width if c.kind in ("number", "fingerprint") or c.categories is not None or c.edges is not None
+                else 1
                 for c in plan.columns) + int(plan.bias)     # one-hot and bin widths come with pass 1
     limits.check_features(known, "the encoded input", "--drop wide columns or one-hot encode fewer")
     if plan.rff:
@@ -284,29 +284,41 @@ def _label_rule(readers, label_readers, label_column, positive):
 
 
 def _plan(readers, rule, features):
-    columns = _column_plans(readers, rule, features.categorical, features.drop, features.bins)
+    columns = _column_plans(readers, rule, features)
     if not columns:
         raise ParameterError("no feature columns are left after the label and --drop")
     dropped = [readers[0].columns[j].name for j in _resolve(readers[0], features.drop, "--drop")]
-    return Plan(columns, features.normalize, features.bias, features.rff_spec, dropped=dropped)
+    return Plan(columns, features.normalize, features.bias, features.rff_spec, dropped=dropped,
+                idf={} if features.idf else None, minmax=features.minmax_spec)
 
 
-def _column_plans(readers, rule, categorical, drop, bins):
+def _column_plans(readers, rule, features):
     first = readers[0]
-    cat = set(_resolve(first, categorical, "--categorical"))
-    skip = set(_resolve(first, drop, "--drop"))
+    cat = set(_resolve(first, features.categorical, "--categorical"))
+    skip = set(_resolve(first, features.drop, "--drop"))
     if rule is not None and rule.column is not None:
         skip.add(rule.column)
+    smiles = None
+    if features.smiles_column is not None:
+        if not readers[0].label_column_allowed:
+            raise ParameterError(f"--smiles-column needs a file with named columns (CSV, Parquet), "
+                                 f"not {readers[0].format.upper()}")
+        smiles = _resolve(first, [features.smiles_column], "--smiles-column")[0]
     plans = []
     for j, col in enumerate(first.columns):
         if j in skip:
+            continue
+        if j == smiles:
+            for r in readers:
+                r.force_text(j)
+            plans.append(ColumnPlan(j, col.name, "fingerprint", fingerprint=features.fingerprint_spec))
             continue
         if j in cat or not col.numeric:
             kind = "onehot"
             for r in readers:
                 r.force_text(j)
         else:
-            kind = "bins" if bins else "number"
+            kind = "bins" if features.bins else "number"
         plans.append(ColumnPlan(j, col.name, kind))
     return plans
 
@@ -375,10 +387,13 @@ def _steps(tagged_blocks, width):
 
 def _first_pass(readers, label_readers, plan, rule, block_bytes, progress, mapper):
     kinds = {c.index: c.kind for c in plan.columns}
+    nonzero = None
+    if plan.idf is not None:
+        nonzero = {c.index: c.fingerprint for c in plan.columns if c.kind in ("number", "fingerprint")}
     stats = None
     steps = _steps(_blocks(readers, label_readers, block_bytes, progress, "pass 1/2: statistics"),
-                   max(len(readers[0].columns), 1))
-    for _, _, s in mapper.imap(block_stats, steps, kinds, rule):
+                   max(len(readers[0].columns), sum(c.width for c in plan.columns if c.kind == "fingerprint"), 1))
+    for _, _, s in mapper.imap(block_stats, steps, kinds, rule, nonzero):
         stats = s if stats is None else merge_stats(stats, s)
         _check_categories(plan, stats)
     return stats
@@ -396,11 +411,11 @@ def _check_categories(plan, stats):
 
 
 def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids, write_ids,
-                 block_bytes, progress, mapper):
-    weights = rff_weights(plan.encoded_width + int(plan.bias), plan.rff) if plan.rff else None
+                 block_bytes, progress, mapper, stats_pass, keeper=None):
+    weights = prepare(plan)
     totals = {"rows": 0, "labels": Counter(), "label_values": set(), "matched": set(), "zero_rows": 0}
     width = max(len(readers[0].columns), plan.encoded_width, plan.width)
-    label = "pass 2/2: writing" if subsample or any(c.kind != "number" for c in plan.columns) else "writing"
+    label = "pass 2/2: writing" if stats_pass else "writing"
     steps = _steps(_blocks(readers, label_readers, block_bytes, progress, label), width)
     for offset, step, (X, zero_rows) in mapper.imap(featurize, steps, plan, weights):
         totals["zero_rows"] += zero_rows
@@ -411,9 +426,12 @@ def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_id
             totals["matched"] |= matched
         if write_ids:
             ids = step.ids if carry_ids else offset + np.arange(len(step))
+        keep = None
         if subsample is not None:
             keep = subsample.keep(y)
             X, y, ids = X[keep], y[keep], ids[keep]
+        if keeper is not None:
+            keeper.append(step, keep)
         if rule is not None:
             totals["labels"].update({int(k): int(v) for k, v in zip(*np.unique(y, return_counts=True))})
         totals["rows"] += len(step)

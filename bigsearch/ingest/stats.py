@@ -17,17 +17,22 @@ import numpy as np
 
 from .columns import numeric_matrix, text_values
 from .labels import label_block
+from .weighting import document_frequency
 
 SKETCH_CAP = 1 << 14
 LEVEL_STEP = 4
 MAX_LABEL_VALUES = 20
 
 
-def block_stats(block, columns, label_rule):
+def block_stats(block, columns, label_rule, nonzero=None):
     """Summary of one block: rows, label counts, a vocabulary per categorical column and a
-    value-count sketch per binned column. ``columns`` maps column index -> kind."""
+    value-count sketch per binned column. ``columns`` maps column index -> kind.
+    ``nonzero`` (for --idf) maps the indices of number and fingerprint columns to None or
+    their FingerprintSpec: per such column, how many rows have each feature non-zero."""
     stats = {"rows": len(block), "labels": Counter(), "label_values": set(), "matched": set(),
-             "vocab": {}, "sketch": {}}
+             "vocab": {}, "sketch": {}, "df": {}}
+    for j, spec in (nonzero or {}).items():
+        stats["df"][j] = document_frequency(encode_column(block, j, spec))
     if label_rule is not None:
         y, stats["label_values"], stats["matched"] = label_block(block, label_rule)
         stats["labels"] = Counter({int(k): int(v) for k, v in zip(*np.unique(y, return_counts=True))})
@@ -50,10 +55,19 @@ def merge_stats(a, b):
         "matched": a["matched"] | b["matched"],
         "vocab": {j: a["vocab"].get(j, Counter()) + b["vocab"].get(j, Counter())
                   for j in a["vocab"].keys() | b["vocab"].keys()},
+        "df": {j: a["df"][j] + b["df"][j] for j in a["df"]},
         "sketch": {j: merge_sketches(a["sketch"][j], b["sketch"][j]) if j in a["sketch"] and j in b["sketch"]
                    else a["sketch"].get(j) or b["sketch"][j]
                    for j in a["sketch"].keys() | b["sketch"].keys()},
     }
+
+
+def encode_column(block, j, spec=None):
+    """Column j's features: its numbers (m, 1), or the fingerprints of its SMILES."""
+    if spec is None:
+        return numeric_matrix(block, [j])
+    from .fingerprints import fingerprints
+    return fingerprints(text_values(block, j).to_pylist(), spec, block.where)
 
 
 def vocabulary(values):

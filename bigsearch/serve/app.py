@@ -66,6 +66,7 @@ def _host_name(host):
 
 def create_app(labeler, guard):
     app = Flask(__name__, static_folder=None)
+    app.json.sort_keys = False            # a record's fields in the source's order
 
     @app.before_request
     def _guard():

@@ -19,11 +19,12 @@ import numpy as np
 
 
 def explain(engine, index, history, top=5):
-    """{"f": f_i, "prior": the prior's share (LAS), "points": the ``top`` labeled points
-    with the largest weight: [{"index", "label", "weight", "contribution"}]}.
+    """{"f": f_i, "prior": the prior's share (LAS), "labeled": the labeled points' total
+    share, "points": the ``top`` labeled points that add most to f_i, then those with the
+    largest weight: [{"index", "label", "weight", "contribution"}]}.
     ``history``: [(index, label)] in force, the engine's."""
     if not history:
-        return {"f": float(engine.f[index]), "prior": float(engine.f[index]), "points": []}
+        return {"f": float(engine.f[index]), "prior": float(engine.f[index]), "labeled": 0.0, "points": []}
     idx = np.array([i for i, _ in history], np.int64)
     lab = np.array([y for _, y in history], np.float64)
     rows = engine.store.read_rows(np.append(idx, index))
@@ -32,10 +33,10 @@ def explain(engine, index, history, top=5):
         weight, contribution, prior = _las_terms(engine, x, X_L, lab)
     else:
         weight, contribution, prior = _wnas_terms(x, X_L, lab)
-    order = np.argsort(-np.abs(weight), kind="stable")[:top]
+    order = np.lexsort((-np.abs(weight), -contribution))[:top]
     points = [{"index": int(idx[k]), "label": int(lab[k]), "weight": float(weight[k]),
                "contribution": float(contribution[k])} for k in order]
-    return {"f": float(engine.f[index]), "prior": prior, "points": points}
+    return {"f": float(engine.f[index]), "prior": prior, "labeled": float(contribution.sum()), "points": points}
 
 
 def las_absorption(engine, x, X_L):

@@ -15,6 +15,7 @@ import threading
 
 import numpy as np
 
+from ..errors import ParameterError
 from .encoding import SCALE_NAME, SCALED, as_chunk, bytes_per_point, concat, decode, encoding_of, take
 from .format import check_format_version, check_labels
 
@@ -22,9 +23,39 @@ PAGE = mmap.PAGESIZE
 
 
 class FeatureStore:
-    """Base class: subclasses set the fields below and implement the ``_`` hooks."""
+    """Base class of the store formats: subclasses set the fields below and implement the
+    ``_`` hooks; the class attributes and class methods are what a format declares to the
+    registry (storage/registry.py)."""
 
-    kind = "?"
+    kind = "?"                 # the format's name ("zarr", "hdf5")
+    description = "?"          # in messages: "a Zarr directory", "an HDF5 file"
+    label = "?"                # in messages: "Zarr", "HDF5"
+    suffixes = ()              # output names ending so are written in this format
+    codecs = ("none",)         # compression names the format writes
+    writer = None              # the class that writes the format (see storage/writer.py)
+
+    @classmethod
+    def recognizes(cls, path, head):
+        """True when ``path`` holds this format; ``head`` is a file's first bytes (None
+        for a directory)."""
+        return False
+
+    @classmethod
+    def open(cls, path, options):
+        """Open a store; ``options`` are open_store's (a format takes those it knows)."""
+        return cls(path)
+
+    @classmethod
+    def compressors(cls, codec):
+        """What the format's writer takes for a codec name (None: uncompressed)."""
+        if codec not in cls.codecs:
+            raise ParameterError(f"codec {codec} is not available for {cls.label} output; use "
+                                 f"{', '.join(cls.codecs[:-1])} or {cls.codecs[-1]}")
+        return None if codec == "none" else cls._compressor(codec)
+
+    @classmethod
+    def _compressor(cls, codec):
+        raise NotImplementedError
 
     def __init__(self, path, n, columns, dtype, chunk_rows, attrs):
         """``columns`` and ``dtype`` are those of the stored X; the store's attributes say
@@ -188,15 +219,7 @@ class FeatureStore:
 
     def codec(self):
         """X's compression in words ("none", "blosc-lz4-5", "zstd-1", "gzip-4", ...)."""
-        x = getattr(self, "_x", None)
-        if hasattr(x, "compressors"):  # zarr
-            parts = [_codec_name(c) for c in (*x.filters, *x.compressors)]
-        elif hasattr(x, "compression"):  # h5py
-            parts = [f"{x.compression}-{x.compression_opts}" if x.compression_opts is not None
-                     else x.compression] if x.compression else []
-        else:
-            return None
-        return " + ".join(parts) or "none"
+        return None
 
     # -- helpers shared by subclasses -----------------------------------------------
     def _buffer(self):
@@ -223,14 +246,6 @@ class FeatureStore:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def _codec_name(codec):
-    name = type(codec).__name__.removesuffix("Codec").lower()
-    cname = getattr(codec, "cname", None)
-    level = getattr(codec, "clevel", getattr(codec, "level", None))
-    cname = getattr(cname, "value", cname)
-    return "-".join(str(p) for p in (name, cname, level) if p is not None)
 
 
 def disk_bytes(path):

@@ -31,6 +31,7 @@ LABEL_VALUES = (-1, 0, 1)
 # pass 9-12% faster than 16 MiB ones, warm and cold), but each thread maps a whole chunk
 # at a time; 32 MiB keeps that within the memory budget (docs/performance.md).
 DEFAULT_CHUNK_BYTES = 32 * 2**20
+LABEL_CHUNK = 1 << 20       # rows per chunk of y and ids
 
 
 def default_chunk_rows(n_features, itemsize, target_bytes=DEFAULT_CHUNK_BYTES):

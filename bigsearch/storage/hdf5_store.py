@@ -9,21 +9,83 @@ were never written take the slow path (h5py ``read_direct`` into a reused buffer
 import json
 from pathlib import Path
 
-import h5py
 import numpy as np
 
 from ..errors import StoreError, StoreNotFoundError
 from .base import FeatureStore, advise_willneed, map_file_array
 from .encoding import SCALE_NAME
-from .format import OPTIONAL_NAMES, X_NAME, check_features, default_chunk_rows
+from .format import HDF5_SIGNATURE, IDS_NAME, LABEL_CHUNK, OPTIONAL_NAMES, X_NAME, Y_NAME, check_features, default_chunk_rows
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
 
 
+class HDF5Writer:
+    """Writes an HDF5 file (see StoreWriter)."""
+
+    def __init__(self, path, r, dtype, chunk_rows, labels, ids_dtype, attrs, compressors, scaled=False):
+        import h5py
+        self.file = h5py.File(path, "w")
+        self.set_attrs(attrs)
+        kw = {} if compressors is None else {"compression": compressors}
+        self.x = self.file.create_dataset(X_NAME, shape=(0, r), maxshape=(None, r), chunks=(chunk_rows, r),
+                                          dtype=dtype, **kw)
+        self.scale = self.file.create_dataset(SCALE_NAME, shape=(0,), maxshape=(None,), chunks=(chunk_rows,),
+                                              dtype="float32", **kw) if scaled else None
+        self.y = self.file.create_dataset(Y_NAME, shape=(0,), maxshape=(None,), chunks=(LABEL_CHUNK,),
+                                          dtype="int8", fillvalue=-1) if labels else None
+        self.ids = None
+        if ids_dtype is not None:
+            dt = h5py.string_dtype() if np.dtype(ids_dtype).kind in "OUS" else np.dtype(ids_dtype)
+            self.ids = self.file.create_dataset(IDS_NAME, shape=(0,), maxshape=(None,), chunks=(LABEL_CHUNK,),
+                                                dtype=dt)
+
+    def write(self, start, X, scale, y, ids):
+        stop = start + len(X)
+        for arr, values in ((self.x, X), (self.scale, scale), (self.y, y), (self.ids, ids)):
+            if arr is None:
+                continue
+            if values is None:
+                raise StoreError("every block must carry the same optional columns (y, ids)")
+            arr.resize(stop, axis=0)
+            arr[start:stop] = values
+
+    def create_rows(self, name, tail, dtype, chunk_rows):
+        import h5py
+        dt = h5py.string_dtype() if dtype is str else np.dtype(dtype)
+        return self.file.create_dataset(name, shape=(0, *tail), maxshape=(None, *tail), chunks=(chunk_rows, *tail),
+                                        dtype=dt)
+
+    def set_attrs(self, attrs):
+        for k, v in attrs.items():
+            self.file.attrs[k] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else json.dumps(v)
+
+    def close(self):
+        if self.file.id.valid:
+            self.file.close()
+
+
 class HDF5Store(FeatureStore):
     kind = "hdf5"
+    description = "an HDF5 file"
+    label = "HDF5"
+    suffixes = HDF5_SUFFIXES
+    codecs = ("none", "gzip", "lzf")
+    writer = HDF5Writer
+
+    @classmethod
+    def recognizes(cls, path, head):
+        return head == HDF5_SIGNATURE
+
+    @classmethod
+    def open(cls, path, options):
+        return cls(path, **options)
+
+    @classmethod
+    def _compressor(cls, codec):
+        return codec
 
     def __init__(self, path, chunk_rows=None):
+        import h5py
         path = Path(path)
         if not path.exists():
             raise StoreNotFoundError(f"no HDF5 file at {path}")
@@ -130,6 +192,12 @@ class HDF5Store(FeatureStore):
 
     def _reopen_options(self):
         return {"chunk_rows": self._requested_rows}
+
+    def codec(self):
+        x = self._x
+        if not x.compression:
+            return "none"
+        return f"{x.compression}-{x.compression_opts}" if x.compression_opts is not None else x.compression
 
     def close(self):
         self._file.close()

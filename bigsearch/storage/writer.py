@@ -8,7 +8,6 @@ what a killed writer left behind (and never what a live one is writing); every f
 the store is fsync'd before the rename (storage/atomic.py).
 """
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -16,25 +15,16 @@ import numpy as np
 from ..errors import StoreError, StoreExistsError
 from .atomic import (fsync_tree, publish, publish_over, remove, remove_stale_leftovers, restore_interrupted_replace,
                      temp_sibling)
-from .encoding import SCALE_NAME, SCALED, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
-from .format import (COMPLETE_ATTR, FEATURE_DTYPES, FORMAT_ATTR, IDS_NAME, X_NAME, Y_NAME, check_labels,
-                     default_chunk_rows, is_feature_store)
-from .hdf5_store import HDF5_SUFFIXES
-
-LABEL_CHUNK = 1 << 20
-
-
-def store_kind_for(path, kind=None):
-    """'hdf5' for an explicit kind or an HDF5 suffix, else 'zarr' (the default)."""
-    if kind is not None:
-        if kind not in ("zarr", "hdf5"):
-            raise StoreError(f"unknown store format {kind!r}; use 'zarr' or 'hdf5'")
-        return kind
-    return "hdf5" if Path(path).suffix.lower() in HDF5_SUFFIXES else "zarr"
+from .encoding import SCALED, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
+from .format import FEATURE_DTYPES, FORMAT_ATTR, check_labels, default_chunk_rows, is_feature_store
+from .registry import store_format, store_kind_for
 
 
 class StoreWriter:
     """Append rows of X (and y, ids) in blocks; ``close()`` publishes the store.
+
+    The format's own writer (``FeatureStore.writer``: ZarrWriter, HDF5Writer) creates
+    the arrays and writes whole chunks; this class encodes, buffers, checks and publishes.
 
     Use it as a context manager: leaving the block with an exception removes the
     temporary store and leaves ``path`` untouched.
@@ -68,7 +58,7 @@ class StoreWriter:
         self._pending = []
         encoded = self.encoding not in ("float32", "float64")
         attrs = {FORMAT_ATTR: 2 if encoded else 1, **encoding_attrs(self.encoding, self.r), **(attrs or {})}
-        self._backend = (_ZarrWriter if self.kind == "zarr" else _HDF5Writer)(
+        self._backend = store_format(self.kind).writer(
             self.tmp, columns, self.dtype, self.chunk_rows, labels, ids_dtype, attrs, compressors,
             scaled=self.encoding in SCALED)
 
@@ -99,6 +89,11 @@ class StoreWriter:
 
     def set_attrs(self, **attrs):
         self._backend.set_attrs(attrs)
+
+    def add_rows_array(self, name, tail_shape, dtype, chunk_rows):
+        """Another array with one entry per row of X (``str`` for strings), filled by
+        its own ``append`` in row order; published with the store (ingest/records.py)."""
+        return _RowsArray(self._backend.create_rows(name, tuple(tail_shape), dtype, int(chunk_rows)))
 
     def close(self):
         """Write what is pending and move the finished store to ``path``."""
@@ -134,78 +129,15 @@ class StoreWriter:
             self.abort()
 
 
-class _ZarrWriter:
-    def __init__(self, path, r, dtype, chunk_rows, labels, ids_dtype, attrs, compressors, scaled=False):
-        import zarr
-        self.zarr = zarr
-        self.group = zarr.open_group(str(path), mode="w", zarr_format=3)
-        self.group.attrs.update(attrs)
-        self.x = self.group.create_array(X_NAME, shape=(0, r), chunks=(chunk_rows, r), dtype=dtype,
-                                         compressors=compressors, fill_value=0,
-                                         config={"write_empty_chunks": True})
-        self.group.attrs[COMPLETE_ATTR] = True     # so a missing chunk file reads as damage
-        self.scale = self.group.create_array(SCALE_NAME, shape=(0,), chunks=(chunk_rows,), dtype="float32",
-                                             compressors=compressors, fill_value=0) if scaled else None
-        self.y = self.group.create_array(Y_NAME, shape=(0,), chunks=(LABEL_CHUNK,), dtype="int8",
-                                         fill_value=-1) if labels else None
-        self.ids = None
-        if ids_dtype is not None:
-            dt = str if np.dtype(ids_dtype).kind in "OUS" else np.dtype(ids_dtype)
-            self.ids = self.group.create_array(IDS_NAME, shape=(0,), chunks=(LABEL_CHUNK,), dtype=dt)
+class _RowsArray:
+    def __init__(self, array):
+        self.array, self.n = array, 0
 
-    def write(self, start, X, scale, y, ids):
-        stop = start + len(X)
-        self.x.resize((stop, self.x.shape[1]))
-        self.x[start:stop] = X
-        for arr, values in ((self.scale, scale), (self.y, y), (self.ids, ids)):
-            if arr is not None:
-                if values is None:
-                    raise StoreError("every block must carry the same optional columns (y, ids)")
-                arr.resize((stop,))
-                arr[start:stop] = values
-
-    def set_attrs(self, attrs):
-        self.group.attrs.update(attrs)
-
-    def close(self):
-        pass
-
-
-class _HDF5Writer:
-    def __init__(self, path, r, dtype, chunk_rows, labels, ids_dtype, attrs, compressors, scaled=False):
-        import h5py
-        self.file = h5py.File(path, "w")
-        self.set_attrs(attrs)
-        kw = {} if compressors is None else {"compression": compressors}
-        self.x = self.file.create_dataset(X_NAME, shape=(0, r), maxshape=(None, r), chunks=(chunk_rows, r),
-                                          dtype=dtype, **kw)
-        self.scale = self.file.create_dataset(SCALE_NAME, shape=(0,), maxshape=(None,), chunks=(chunk_rows,),
-                                              dtype="float32", **kw) if scaled else None
-        self.y = self.file.create_dataset(Y_NAME, shape=(0,), maxshape=(None,), chunks=(LABEL_CHUNK,),
-                                          dtype="int8", fillvalue=-1) if labels else None
-        self.ids = None
-        if ids_dtype is not None:
-            dt = h5py.string_dtype() if np.dtype(ids_dtype).kind in "OUS" else np.dtype(ids_dtype)
-            self.ids = self.file.create_dataset(IDS_NAME, shape=(0,), maxshape=(None,), chunks=(LABEL_CHUNK,),
-                                                dtype=dt)
-
-    def write(self, start, X, scale, y, ids):
-        stop = start + len(X)
-        for arr, values in ((self.x, X), (self.scale, scale), (self.y, y), (self.ids, ids)):
-            if arr is None:
-                continue
-            if values is None:
-                raise StoreError("every block must carry the same optional columns (y, ids)")
-            arr.resize(stop, axis=0)
-            arr[start:stop] = values
-
-    def set_attrs(self, attrs):
-        for k, v in attrs.items():
-            self.file.attrs[k] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else json.dumps(v)
-
-    def close(self):
-        if self.file.id.valid:
-            self.file.close()
+    def append(self, values):
+        stop = self.n + len(values)
+        self.array.resize((stop, *self.array.shape[1:]))
+        self.array[self.n:stop] = values
+        self.n = stop
 
 
 def create_store(path, X, y=None, ids=None, *, dtype=None, chunk_rows=None, kind=None,

@@ -9,20 +9,76 @@ remains the slow path for compressed, sharded or remote arrays.
 from pathlib import Path
 
 import numpy as np
-import zarr
-from zarr.codecs import BytesCodec
-from zarr.storage import LocalStore
 
 from ..errors import StoreError, StoreNotFoundError
 from .base import FeatureStore, advise_willneed, map_file_array
 from .encoding import SCALE_NAME
-from .format import COMPLETE_ATTR, OPTIONAL_NAMES, X_NAME, check_features
+from .format import COMPLETE_ATTR, IDS_NAME, LABEL_CHUNK, OPTIONAL_NAMES, X_NAME, Y_NAME, check_features
+
+
+class ZarrWriter:
+    """Writes a Zarr v3 group (see StoreWriter)."""
+
+    def __init__(self, path, r, dtype, chunk_rows, labels, ids_dtype, attrs, compressors, scaled=False):
+        import zarr
+        self.zarr = zarr
+        self.group = zarr.open_group(str(path), mode="w", zarr_format=3)
+        self.group.attrs.update(attrs)
+        self.x = self.group.create_array(X_NAME, shape=(0, r), chunks=(chunk_rows, r), dtype=dtype,
+                                         compressors=compressors, fill_value=0,
+                                         config={"write_empty_chunks": True})
+        self.group.attrs[COMPLETE_ATTR] = True     # so a missing chunk file reads as damage
+        self.scale = self.group.create_array(SCALE_NAME, shape=(0,), chunks=(chunk_rows,), dtype="float32",
+                                             compressors=compressors, fill_value=0) if scaled else None
+        self.y = self.group.create_array(Y_NAME, shape=(0,), chunks=(LABEL_CHUNK,), dtype="int8",
+                                         fill_value=-1) if labels else None
+        self.ids = None
+        if ids_dtype is not None:
+            dt = str if np.dtype(ids_dtype).kind in "OUS" else np.dtype(ids_dtype)
+            self.ids = self.group.create_array(IDS_NAME, shape=(0,), chunks=(LABEL_CHUNK,), dtype=dt)
+
+    def write(self, start, X, scale, y, ids):
+        stop = start + len(X)
+        self.x.resize((stop, self.x.shape[1]))
+        self.x[start:stop] = X
+        for arr, values in ((self.scale, scale), (self.y, y), (self.ids, ids)):
+            if arr is not None:
+                if values is None:
+                    raise StoreError("every block must carry the same optional columns (y, ids)")
+                arr.resize((stop,))
+                arr[start:stop] = values
+
+    def set_attrs(self, attrs):
+        self.group.attrs.update(attrs)
+
+    def create_rows(self, name, tail, dtype, chunk_rows):
+        return self.group.create_array(name, shape=(0, *tail), chunks=(chunk_rows, *tail),
+                                       dtype=str if dtype is str else np.dtype(dtype))
+
+    def close(self):
+        pass
 
 
 class ZarrStore(FeatureStore):
     kind = "zarr"
+    description = "a Zarr directory"
+    label = "Zarr"
+    suffixes = (".zarr",)
+    codecs = ("none", "lz4", "zstd", "gzip")
+    writer = ZarrWriter
+
+    @classmethod
+    def recognizes(cls, path, head):
+        return head is None     # any directory: ZarrStore explains what is wrong with it
+
+    @classmethod
+    def _compressor(cls, codec):
+        import zarr.codecs as zc
+        return [{"lz4": lambda: zc.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"),
+                 "zstd": lambda: zc.ZstdCodec(level=1), "gzip": lambda: zc.GzipCodec(level=1)}[codec]()]
 
     def __init__(self, path):
+        import zarr
         path = Path(path)
         try:
             group = zarr.open_group(str(path), mode="r")
@@ -63,6 +119,8 @@ class ZarrStore(FeatureStore):
 
     def _raw_chunk_dir(self, x):
         """The array's directory when its chunks are raw little-endian files, else None."""
+        from zarr.codecs import BytesCodec
+        from zarr.storage import LocalStore
         reasons = []
         if not isinstance(x.store, LocalStore):
             reasons.append(f"store type {type(x.store).__name__} is not a local directory")
@@ -134,7 +192,18 @@ class ZarrStore(FeatureStore):
             raise StoreError(f"{self.path}: the array {name} cannot be read: {_one_line(e)}; the store is "
                              "damaged, write it again") from e
 
+    def codec(self):
+        return " + ".join(_codec_name(c) for c in (*self._x.filters, *self._x.compressors)) or "none"
+
 
 def _one_line(error):
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0] if text else ''}"
+
+
+def _codec_name(codec):
+    name = type(codec).__name__.removesuffix("Codec").lower()
+    cname = getattr(codec, "cname", None)
+    level = getattr(codec, "clevel", getattr(codec, "level", None))
+    cname = getattr(cname, "value", cname)
+    return "-".join(str(p) for p in (name, cname, level) if p is not None)

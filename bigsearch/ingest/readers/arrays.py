@@ -10,11 +10,10 @@ import numpy as np
 
 from ...errors import InputError
 from ...storage.format import IDS_NAME, X_NAME, Y_NAME
-from ...storage.hdf5_store import attribute_value
+from ...storage.hdf5_store import HDF5_SIGNATURE, attribute_value
 from .base import Block, Column, Reader
 
 
-HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 MAX_SPAN_BYTES = 128 * 2**20     # source chunks larger than this are read by blocks
 
 
@@ -53,6 +52,7 @@ class ArrayReader(Reader):
             raise InputError(f"{path}: dataset {name!r} has dtype {self.x.dtype}; ingest reads numbers")
         self.n = self.x.shape[0]
         self.width = int(np.prod(self.x.shape[1:], dtype=np.int64))
+        self.row_shape, self.dtype = tuple(self.x.shape[1:]), np.dtype(self.x.dtype)   # for ingest/records.py
         self.columns = [Column(str(j), True) for j in range(self.width)]
         self.y = self._optional(Y_NAME)
         self.ids = self._optional(IDS_NAME)

@@ -18,6 +18,7 @@ class _RowStream(Reader):
 
     def _setup(self, n, row_shape, dtype):
         self.n, self.dtype = int(n), np.dtype(dtype)
+        self.row_shape = tuple(int(s) for s in row_shape)   # an image's shape, for ingest/records.py
         self.width = int(np.prod(row_shape, dtype=np.int64))
         if self.n == 0:
             raise InputError(f"{self.path}: empty file (no rows)")

@@ -163,7 +163,11 @@ function renderWhy(why) {
   tbody.replaceChildren();
   let text = `f = ${fmt(why.f)}`;
   if (why.prior !== null && why.prior !== undefined) {
-    text += ` = ${fmt(why.prior)} from the prior + the labeled points' shares below (and the rest)`;
+    text += ` = ${fmt(why.prior)} from the prior + ${fmt(why.labeled)} from the labeled points` +
+      " (a walk from this point ends at a labeled point's answer with the probability \"weight\";" +
+      " positives add it to f, negatives add nothing)";
+  } else {
+    text += ": the labeled points' votes, weighted by similarity";
   }
   $("why-summary").textContent = why.points.length ? text : `${text}: no labels yet, the prior alone`;
   for (const p of why.points) {

@@ -1,0 +1,84 @@
+"""The store formats bigsearch reads and writes, by name ("zarr", "hdf5").
+
+A format is a :class:`~bigsearch.storage.base.FeatureStore` subclass that declares, on
+the class, what the rest of the package asks of a format: its name (``kind``), the output
+names that choose it (``suffixes``), the codecs it writes (``codecs``, ``compressors``),
+how to recognize one on disk (``recognizes``), how to open it (``open``) and the class that
+writes it (``writer``). ``open_store``, ``store_kind_for``, the store writer and ingest read
+formats only through this registry; adding a format is one module and one
+``register_store_format`` line (docs/contributing.md).
+"""
+
+from pathlib import Path
+
+from ..errors import StoreError, StoreNotFoundError
+from .base import FeatureStore
+from .hdf5_store import HDF5Store
+from .zarr_store import ZarrStore
+
+STORE_FORMATS = {}          # kind -> FeatureStore subclass, the default first
+HEAD_BYTES = 8              # what ``recognizes`` sees of a file
+
+
+def register_store_format(cls):
+    """Make ``cls`` (a FeatureStore subclass) a store format named ``cls.kind``."""
+    STORE_FORMATS[cls.kind] = cls
+    return cls
+
+
+for _format in (ZarrStore, HDF5Store):
+    register_store_format(_format)
+
+
+def store_format(kind):
+    """The FeatureStore class of a format name."""
+    if kind not in STORE_FORMATS:
+        raise StoreError(f"unknown store format {kind!r}; use {_either(repr(k) for k in STORE_FORMATS)}")
+    return STORE_FORMATS[kind]
+
+
+def store_kind_for(path, kind=None):
+    """The format to write ``path`` in: ``kind`` when given, else the format whose suffix
+    the name has, else the default (the first registered: Zarr)."""
+    if kind is not None:
+        return store_format(kind).kind
+    suffix = Path(path).suffix.lower()
+    return next((k for k, cls in STORE_FORMATS.items() if suffix in cls.suffixes), next(iter(STORE_FORMATS)))
+
+
+def store_codecs():
+    """Every codec name some format writes, in registration order."""
+    return tuple(dict.fromkeys(c for cls in STORE_FORMATS.values() for c in cls.codecs))
+
+
+def open_store(path, options=None):
+    """Open a feature store in any registered format.
+
+    ``path`` may already be an open :class:`FeatureStore` (returned as it is).
+    ``options`` go to the format's ``open`` (``chunk_rows`` for contiguous HDF5 data).
+    """
+    if isinstance(path, FeatureStore):
+        return path
+    path = Path(path)
+    options = {k: v for k, v in (options or {}).items() if v is not None}
+    described = [cls.description for cls in STORE_FORMATS.values()]
+    if not path.exists():
+        raise StoreNotFoundError(f"no feature store at {path} (expected {_either(described)})")
+    head = None if path.is_dir() else _head(path)
+    for cls in STORE_FORMATS.values():
+        if cls.recognizes(path, head):
+            return cls.open(path, options)
+    raise StoreError(f"{path} is neither {' nor '.join(described)}; convert your data with `bigsearch ingest`")
+
+
+def _head(path):
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(HEAD_BYTES)
+    except OSError as e:
+        raise StoreError(f"cannot read {path}: {e.strerror}") from e
+
+
+def _either(words):
+    words = list(words)
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"

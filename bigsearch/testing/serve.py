@@ -1,0 +1,63 @@
+"""Driving the labelling page for tests and benchmarks: `bigsearch serve` in a
+subprocess and a headless Chromium (Selenium) pointed at the system's browser."""
+
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--window-size=1200,860"]
+
+
+def chromium(profile_dir):
+    """A Selenium driver for the system's headless Chromium with a fresh profile."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS + [f"--user-data-dir={profile_dir}"]:
+        options.add_argument(flag)
+    return webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """`bigsearch serve` in a subprocess, on a fixed port so the page can reconnect."""
+
+    def __init__(self, directory, *args, port=None, timeout=60):
+        self.directory, self.args, self.port = directory, args, port or free_port()
+        self.timeout = timeout
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bigsearch", "serve", str(self.directory), "--port", str(self.port), *self.args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.banner = [self.proc.stdout.readline() for _ in range(2)]
+        if "serving session" not in self.banner[0]:
+            self.proc.kill()
+            raise RuntimeError(f"the server did not start: {self.banner}{self.proc.stderr.read()}")
+        self.url = re.search(r"at (http://\S+)", self.banner[0]).group(1)
+        return self
+
+    def stop(self, sig=signal.SIGINT):
+        """Stop it with ``sig``; returns (exit status, stdout, stderr)."""
+        self.proc.send_signal(sig)
+        out, err = self.proc.communicate(timeout=self.timeout)
+        return self.proc.returncode, out, err
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()

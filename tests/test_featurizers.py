@@ -1,0 +1,188 @@
+"""Representations for discovery tasks (issue 18): fingerprints, IDF weighting and the
+MinMax random-feature map, each checked against its definition or its kernel."""
+
+import numpy as np
+import pytest
+
+from bigsearch.errors import InputError, ParameterError
+from bigsearch.ingest.minmax import check_minmax, cws_buckets, minmax_features, minmax_kernel, minmax_params
+from bigsearch.ingest.weighting import apply_idf, document_frequency, idf_weights
+
+SMILES = ["CCO", "c1ccccc1O", "CC(=O)Nc1ccc(O)cc1", "CCN(CC)CC", "O=C(O)c1ccccc1OC(C)=O"]
+
+
+def sparse_counts(seed, n=30, r=60):
+    """Sparse non-negative count vectors with similarities from 0 to 1."""
+    rng = np.random.default_rng(seed)
+    A = ((rng.random((n, r)) < 0.3) * rng.integers(1, 5, (n, r))).astype(np.float64)
+    A[1] = A[0]                                   # K = 1
+    A[2] = A[0] * (rng.random(r) < 0.7)           # a subset: K high
+    A[3] = 0.5 * A[4] + A[4]                      # a multiple: K = 1 / 1.5
+    return A
+
+
+# -- the MinMax map ---------------------------------------------------------------------
+@pytest.mark.parametrize("power", [1, 2])
+def test_minmax_features_approximate_the_kernel(power):
+    """E[z(x).z(x')] = K^p + (1 - K^p) / B; with D = 4000 draws the standard deviation
+    of each inner product is at most 1 / (2 sqrt(D)) = 0.0079, so 0.04 is 5 of them."""
+    A = sparse_counts(0)
+    spec = {"samples": 4000, "buckets": 16, "power": power, "seed": 3}
+    Z = minmax_features(A, spec, minmax_params(A.shape[1], spec))
+    K = minmax_kernel(A, A) ** power
+    expected = K + (1.0 - K) / spec["buckets"]
+    err = np.abs(Z @ Z.T - expected)
+    assert err.max() < 0.04
+    assert err.mean() < 0.01
+    assert np.allclose(np.diag(Z @ Z.T), 1.0)                 # unit rows
+    assert Z.shape == (len(A), 4000 * 16)
+
+
+def test_minmax_draws_collide_with_probability_the_kernel():
+    """The consistent-weighted-sampling pairs themselves (B huge: no bucket collisions)
+    agree between two points with probability K(x, x') (Ioffe 2010), binomial s.d. <= 0.0079."""
+    A = sparse_counts(1)
+    spec = {"samples": 4000, "buckets": 2**62, "power": 1, "seed": 5}
+    h = cws_buckets(A, *minmax_params(A.shape[1], spec), 1, spec["buckets"])
+    agree = (h[:, None, :] == h[None, :, :]).mean(axis=2)
+    assert np.abs(agree - minmax_kernel(A, A)).max() < 0.04
+
+
+def test_minmax_binary_is_tanimoto_and_the_map_is_reproducible():
+    rng = np.random.default_rng(2)
+    A = (rng.random((6, 40)) < 0.4).astype(np.float64)
+    inter, union = A @ A.T, ((A[:, None, :] + A[None, :, :]) > 0).sum(axis=2)
+    assert np.allclose(minmax_kernel(A, A), inter / union)
+    spec = {"samples": 64, "buckets": 8, "power": 2, "seed": 7}
+    one = minmax_features(A, spec, minmax_params(40, spec))
+    halves = np.vstack([minmax_features(A[:3], spec, minmax_params(40, spec)),
+                        minmax_features(A[3:], spec, minmax_params(40, spec))])
+    assert np.array_equal(one, halves)                         # blocking does not matter
+    other = minmax_features(A, {**spec, "seed": 8}, minmax_params(40, {**spec, "seed": 8}))
+    assert not np.array_equal(one, other)
+
+
+def test_minmax_zero_rows_negative_values_and_bad_options():
+    spec = {"samples": 8, "buckets": 4, "power": 1, "seed": 0}
+    A = np.zeros((2, 5))
+    A[1, 2] = 3.0
+    Z = minmax_features(A, spec, minmax_params(5, spec))
+    assert not Z[0].any() and np.isclose(Z[1] @ Z[1], 1.0)
+    with pytest.raises(InputError, match="non-negative"):
+        minmax_features(-A, spec, minmax_params(5, spec))
+    for bad in ({"samples": 0}, {"buckets": 1}, {"power": 0}):
+        with pytest.raises(ParameterError):
+            check_minmax({**spec, **bad})
+
+
+# -- IDF --------------------------------------------------------------------------------
+def test_idf_weights_match_the_definition_and_merge_over_blocks():
+    rng = np.random.default_rng(4)
+    A = (rng.random((50, 12)) < 0.3) * rng.integers(1, 4, (50, 12)).astype(np.float64)
+    A[:, 0] = 1.0                                              # in every row
+    df = document_frequency(A[:20]) + document_frequency(A[20:])
+    assert np.array_equal(df, (A != 0).sum(axis=0))
+    w = idf_weights(df, 50)
+    assert np.isclose(w[0], 1.0)                               # present everywhere: weight 1, not 0
+    assert np.allclose(w, np.log(51.0 / (1.0 + (A != 0).sum(axis=0))) + 1.0)
+    W = apply_idf(A, w)
+    # The inner products are the IDF-weighted ones: sum_k w_k^2 a_ik a_jk.
+    assert np.allclose(W @ W.T, (A * w**2) @ A.T)
+
+
+# -- fingerprints -----------------------------------------------------------------------
+def test_fingerprints_are_rdkits():
+    pytest.importorskip("rdkit", reason="RDKit is the optional extra bigsearch[chem]")
+    from rdkit import Chem
+    from rdkit.Chem import rdFingerprintGenerator, rdMolDescriptors
+
+    from bigsearch.ingest.fingerprints import fingerprints, parse_spec
+    mols = [Chem.MolFromSmiles(s) for s in SMILES]
+    bits = fingerprints(SMILES, parse_spec("atompair"))
+    assert bits.shape == (5, 2048) and set(np.unique(bits)) <= {0.0, 1.0}
+    for row, m in zip(bits, mols):
+        fp = rdMolDescriptors.GetHashedAtomPairFingerprintAsBitVect(m, nBits=2048, minLength=1, maxLength=3)
+        assert set(np.flatnonzero(row)) == set(fp.GetOnBits())
+    counts = fingerprints(SMILES, parse_spec("atompair:512", counts=True))
+    for row, m in zip(counts, mols):
+        fp = rdMolDescriptors.GetHashedAtomPairFingerprint(m, nBits=512, minLength=1, maxLength=3)
+        assert dict(zip(np.flatnonzero(row), row[row > 0])) == fp.GetNonzeroElements()
+    morgan = fingerprints(SMILES, parse_spec("morgan:1024", counts=True))
+    gen = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=1024)
+    assert np.array_equal(morgan, np.array([gen.GetCountFingerprintAsNumPy(m) for m in mols]))
+    assert counts.max() > 1 and morgan.max() > 1
+
+
+def test_fingerprint_errors():
+    pytest.importorskip("rdkit", reason="RDKit is the optional extra bigsearch[chem]")
+    from bigsearch.ingest.fingerprints import fingerprints, parse_spec
+    for bad in ("maccs", "morgan:x", "morgan:4"):
+        with pytest.raises(ParameterError, match="--fingerprint"):
+            parse_spec(bad)
+    with pytest.raises(InputError, match="line 3: 'C1CC' is not a SMILES"):
+        fingerprints(["CCO", "CC", "C1CC"], parse_spec("morgan"), where=lambda i: f"mols.csv, line {i + 1}")
+
+
+# -- the ingest options ----------------------------------------------------------------
+def _molecules_csv(path, n=40):
+    rng = np.random.default_rng(0)
+    fragments = ["C", "CC", "O", "N", "c1ccccc1", "C(=O)", "C(Cl)", "C(F)", "C1CC1", "S", "C(N)"]
+    rows = ["smiles,score"]
+    for i in range(n):
+        smi = "".join(rng.choice(fragments, 4)) + "C"
+        rows.append(f"{smi},{-5 - rng.random() * 4:.2f}")
+    path.write_text("\n".join(rows) + "\n")
+    return [r.split(",")[0] for r in rows[1:]]
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 7, None])
+def test_ingest_fingerprints_with_idf_normalize_bias(tmp_path, chunk_rows):
+    """The store holds exactly: fingerprints -> IDF over all rows -> unit rows -> bias."""
+    pytest.importorskip("rdkit", reason="RDKit is the optional extra bigsearch[chem]")
+    from bigsearch.ingest import FeatureOptions, OutputOptions, ingest
+    from bigsearch.ingest.fingerprints import fingerprints, parse_spec
+    from bigsearch.storage import open_store
+    smiles = _molecules_csv(tmp_path / "mols.csv")
+    ingest([str(tmp_path / "mols.csv")], tmp_path / "m.zarr",
+           features=FeatureOptions(smiles_column="smiles", drop=("score",), fingerprint="morgan:256", idf=True,
+                                   normalize=True, bias=True),
+           output=OutputOptions(dtype="float64", chunk_rows=chunk_rows))
+    F = fingerprints(smiles, parse_spec("morgan:256"))
+    W = F * (np.log(41.0 / (1.0 + (F != 0).sum(axis=0))) + 1.0)
+    W = np.hstack([W / np.linalg.norm(W, axis=1, keepdims=True), np.ones((len(W), 1))])
+    with open_store(tmp_path / "m.zarr") as store:
+        X = store.read_rows(np.arange(store.n))
+        feat = store.attrs["featurization"]
+    assert np.allclose(X, W, rtol=0, atol=1e-12)
+    assert feat["steps"] == ["encode", "idf", "normalize", "bias"]
+    assert feat["columns"][0]["fingerprint"]["kind"] == "morgan" and feat["columns"][0]["fingerprint"]["bits"] == 256
+    assert feat["idf"]["rows"] == 40 and len(feat["idf"]["document_frequency"]) == 256
+
+
+def test_ingest_minmax_cli(tmp_path):
+    """`ingest --smiles-column --counts --minmax` from the CLI: unit rows whose inner
+    products approximate the MinMax kernel of the count fingerprints."""
+    pytest.importorskip("rdkit", reason="RDKit is the optional extra bigsearch[chem]")
+    import json
+    import subprocess
+    import sys
+
+    from bigsearch.ingest.fingerprints import fingerprints, parse_spec
+    from bigsearch.storage import open_store
+    smiles = _molecules_csv(tmp_path / "mols.csv", n=12)
+    out = tmp_path / "m.zarr"
+    subprocess.run([sys.executable, "-m", "bigsearch", "ingest", str(tmp_path / "mols.csv"), str(out), "--quiet",
+                    "--smiles-column", "smiles", "--drop", "score", "--fingerprint", "atompair:512", "--counts",
+                    "--minmax", "2000", "--minmax-buckets", "16", "--seed", "4"], check=True)
+    with open_store(out) as store:
+        X = store.read_rows(np.arange(store.n)).astype(np.float64)
+        assert X.shape == (12, 2000 * 16)
+        assert json.loads(json.dumps(store.attrs["featurization"]))["minmax"]["power"] == 1
+    K = minmax_kernel(*[fingerprints(smiles, parse_spec("atompair:512", counts=True))] * 2)
+    # s.d. <= 1 / (2 sqrt(2000)) = 0.011 per inner product; 0.06 is 5 of them.
+    assert np.abs(X @ X.T - (K + (1 - K) / 16)).max() < 0.06
+    bad = subprocess.run([sys.executable, "-m", "bigsearch", "ingest", str(tmp_path / "mols.csv"),
+                          str(tmp_path / "x.zarr"), "--smiles-column", "smiles", "--fingerprint", "maccs"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("Error: --fingerprint 'maccs'")
+    assert not (tmp_path / "x.zarr").exists()
