@@ -178,8 +178,7 @@ def _default_chunk_rows(n_rows, width, dtype):
 
 def _check_plan_size(plan):
     """The plan's widths must fit a one-row transform step, and the RFF weights memory."""
-    known = sum(c.width if c.kind in ("number", "fingerprint") or c.categories is not None or c.edges is not None
-                else 1
+    known = sum(1 if c.kind in ("onehot", "bins") and c.categories is None and c.edges is None else c.width
                 for c in plan.columns) + int(plan.bias)     # one-hot and bin widths come with pass 1
     limits.check_features(known, "the encoded input", "--drop wide columns or one-hot encode fewer")
     if plan.rff:
