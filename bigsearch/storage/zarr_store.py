@@ -79,6 +79,7 @@ class ZarrStore(FeatureStore):
 
     def __init__(self, path):
         import zarr
+        from zarr.storage import LocalStore
         path = Path(path)
         try:
             group = zarr.open_group(str(path), mode="r")
