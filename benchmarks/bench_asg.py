@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 import bigsearch
+
 from common import bench_store, median, save, table
 
 

@@ -14,9 +14,7 @@ import json
 import subprocess
 import sys
 
-import numpy as np
-
-from common import bare_pass_step, bench_store, median, peak_rss_bytes, rng_vectors, save, table, timed
+from common import bench_store, save, table
 
 WORKER = r"""
 import json, sys
@@ -27,7 +25,8 @@ path, iterations = sys.argv[1], int(sys.argv[2])
 # JIT and imports first, on a tiny store: the RSS we report is the run's, not numba's.
 tiny = bigsearch.create_store(sys.argv[4], np.abs(np.random.rand(64, 8)).astype("f4"), chunk_rows=8, overwrite=True)
 for cls, kw in ((bigsearch.LAS, {"alpha": 0.1, "pi": 0.1}), (bigsearch.WNAS, {})):
-    s = cls(tiny, **kw); s.tell(0, 1); s.ask(); s.tell(1, 0); s.ask(); s.backend.map(bare_pass_step, rng_vectors(8)); s.close()
+    s = cls(tiny, **kw); s.tell(0, 1); s.ask(); s.tell(1, 0); s.ask()  # noqa: E702
+    s.backend.map(bare_pass_step, rng_vectors(8)); s.close()  # noqa: E702
 base = start_peak_measurement()
 out = {}
 for method in ("las", "wnas"):

@@ -23,6 +23,7 @@ import zarr
 from bigsearch.backends.local import LocalBackend
 from bigsearch.kernels.encoded import stream_dots
 from bigsearch.storage import open_store
+
 from common import bare_pass_step, bench_store, median, rng_vectors, save, table
 
 

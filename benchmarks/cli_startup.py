@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def measure(argv, tree, repeat):
-    env = {**os.environ, "PYTHONPATH": str(tree)}     # and cwd=tree: `python -m` looks there first
+    env = {**os.environ, "PYTHONPATH": str(tree)}  # and cwd=tree: `python -m` looks there first
     walls, cpus = [], []
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -44,9 +44,16 @@ def main():
     for tree in [REPO, *map(Path, args.tree)]:
         for flag in ("--version", "--help"):
             wall, cpu = measure([sys.executable, "-m", "bigsearch", flag], tree, args.repeat)
-            rows.append({"tree": str(tree), "command": f"bigsearch {flag}", "wall_s": round(wall, 3),
-                         "cpu_s": round(cpu, 3), "wall_over_bare_python": round(wall / base_wall, 2),
-                         "cpu_over_bare_python": round(cpu / base_cpu, 2)})
+            rows.append(
+                {
+                    "tree": str(tree),
+                    "command": f"bigsearch {flag}",
+                    "wall_s": round(wall, 3),
+                    "cpu_s": round(cpu, 3),
+                    "wall_over_bare_python": round(wall / base_wall, 2),
+                    "cpu_over_bare_python": round(cpu / base_cpu, 2),
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     print(json.dumps({"bare_python_wall_s": round(base_wall, 3), "bare_python_cpu_s": round(base_cpu, 3)}))
 

@@ -14,11 +14,11 @@ import argparse
 
 from distributed import Client, LocalCluster
 
-from cluster_overhead import iterations_alternated
-from common import bench_store, median, save, table
-
 import bigsearch
 from bigsearch.backends.distributed import Distributed
+
+from cluster_overhead import iterations_alternated
+from common import bench_store, median, save, table
 
 WARMUP = 3   # first iterations load the kernels in each worker process
 

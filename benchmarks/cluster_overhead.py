@@ -18,10 +18,10 @@ import time
 import numpy as np
 from distributed import Client, LocalCluster
 
-from common import median, save, table
-
 import bigsearch
 from bigsearch.synthetic import clustered_points
+
+from common import median, save, table
 
 
 class Idle:

@@ -19,7 +19,9 @@ RESULTS = ROOT / "results"
 DATA = Path(os.environ.get("BIGSEARCH_BENCH_DATA", "/tmp/bigsearch-bench"))
 sys.path.insert(0, str(ROOT.parent))
 
+from bigsearch.backends import ChunkStep  # noqa: E402
 from bigsearch.kernels.encoded import stream_dots  # noqa: E402
+from bigsearch.storage import store_format  # noqa: E402
 from bigsearch.synthetic import make_clustered_store  # noqa: E402
 from bigsearch.testing.memory import peak_rss as peak_rss_bytes  # noqa: E402,F401
 from bigsearch.testing.memory import start_peak_measurement  # noqa: E402,F401
@@ -27,8 +29,8 @@ from bigsearch.testing.memory import start_peak_measurement  # noqa: E402,F401
 
 def bench_store(n, r, kind="zarr", dtype="float32", prevalence=0.005, seed=0, chunk_rows=None):
     """A synthetic store under DATA, made once and reused by later runs."""
-    suffix = "zarr" if kind == "zarr" else "h5"
-    path = DATA / f"clustered-{n}x{r}-{dtype}-{chunk_rows or 'default'}.{suffix}"
+    suffix = store_format(kind).suffixes[0]
+    path = DATA / f"clustered-{n}x{r}-{dtype}-{chunk_rows or 'default'}{suffix}"
     if not path.exists():
         DATA.mkdir(parents=True, exist_ok=True)
         t = time.perf_counter()
@@ -38,9 +40,12 @@ def bench_store(n, r, kind="zarr", dtype="float32", prevalence=0.005, seed=0, ch
     return path
 
 
-def bare_pass_step(x, state, V):
+def _bare_pass(x, state, V):
     """One bare streaming pass: read the chunk, X @ V (V of 3 x r) in float64."""
     return stream_dots(x, V)
+
+
+bare_pass_step = ChunkStep(_bare_pass, from_scratch=True)
 
 
 def median(values):
@@ -63,7 +68,8 @@ def save(name, record):
 
 def machine():
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
-    return {"cpus": os.cpu_count(), "cpu": cpu, "mem_gib": round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30, 1)}
+    mem = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return {"cpus": os.cpu_count(), "cpu": cpu, "mem_gib": round(mem / 2**30, 1)}
 
 
 def table(rows, columns):

@@ -19,18 +19,25 @@ ordering per GB), with several block sizes; and the real data sets of docs/inges
 """
 
 import argparse
+import os
 import subprocess
 import sys
 import time
 
 import numpy as np
-from common import DATA, ROOT, bench_store, machine, median, save, table
 
 import bigsearch
+from bigsearch import datasets
+from bigsearch.errors import DatasetError
 from bigsearch.ingest.cluster_order import cluster_order
 from bigsearch.synthetic import make_clustered_store
 
-SHARED = ROOT.parent.parent / "shared" / "datasets"
+from common import DATA, ROOT, bench_store, machine, median, save, table
+
+MIRROR = ROOT.parent.parent / "shared" / "datasets"   # the default mirror of `bigsearch datasets` here
+if MIRROR.is_dir():
+    os.environ.setdefault(datasets.MIRROR_ENV, str(MIRROR))
+SHARED = datasets.data_dir()      # the cache: NAME/FILE, like the mirror; filled by fetch() below
 RECIPES = {   # docs/ingest.md
     "adult": (["adult/adult.data", "adult/adult.test"], ["--label-column", "14", "--positive", ">50K",
               "--positive", ">50K.", "--bins", "5", "--normalize", "--prevalence", "0.05", "--seed", "0"]),
@@ -134,8 +141,10 @@ def main():
     if not args.no_random_order:
         rows.append(compare(base, args.queries, args.compare, blocks[0]))
     for name in filter(None, args.datasets.split(",")):
-        if not SHARED.is_dir():
-            notes[name] = f"skipped: no {SHARED}"
+        try:
+            datasets.fetch(name)
+        except DatasetError as e:
+            notes[name] = f"skipped: {e}"
             continue
         path = ingested(name)
         rows.append(compare(path, args.queries, args.compare, blocks[0]))

@@ -141,4 +141,5 @@ for t in range(steps):
 print(order_kind, "n", n, "m", m, "found", found)
 for k in kinds:
     rd = np.array(state[k]["reads"][1:])
-    print(f"{k:6s} mean {rd.mean():.3f} p90 {np.quantile(rd, .9):.3f} last50 {rd[-50:].mean():.3f}", np.round([rd[i:i+25].mean() for i in range(0, len(rd), 25)], 3))
+    print(f"{k:6s} mean {rd.mean():.3f} p90 {np.quantile(rd, .9):.3f} last50 {rd[-50:].mean():.3f}",
+          np.round([rd[i:i+25].mean() for i in range(0, len(rd), 25)], 3))

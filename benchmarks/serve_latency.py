@@ -23,10 +23,10 @@ import time
 
 import numpy as np
 
-from common import DATA, bench_store, machine, save, table
-
 from bigsearch import Session, open_store
 from bigsearch.testing.serve import ServerProcess, chromium
+
+from common import DATA, bench_store, machine, save, table
 
 KEYS = {1: "a", 0: "x"}
 
@@ -101,8 +101,9 @@ def main():
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
     table(rows, ["prefetch", "person", "answers", "p50_ms", "p95_ms", "max_ms"])
-    ratio = {who: next(r["p95_ms"] for r in rows if r["person"] == who and not r["prefetch"]) /
-             next(r["p95_ms"] for r in rows if r["person"] == who and r["prefetch"]) for who in ("every 2 s", "at once")}
+    def p95(who, prefetch):
+        return next(r["p95_ms"] for r in rows if r["person"] == who and r["prefetch"] == prefetch)
+    ratio = {who: p95(who, False) / p95(who, True) for who in ("every 2 s", "at once")}
     print("p95 without / with prefetch:", ratio)
     save("serve_latency", {"n": args.n, "r": args.r, "dtype": "float32", "session_create_s": t_create,
                            "rows": rows, "p95_ratio_no_prefetch_over_prefetch": ratio,

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from common import bench_store, median, save, timed
-
 import bigsearch
 from bigsearch.testing.session_crash import crash_test
+
+from common import bench_store, median, save, timed
 
 
 def run_crash(kills, seed, workdir):

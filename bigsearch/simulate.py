@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from .engine import METHODS
+from .engine.registry import method_spec
 from .errors import LabelError, ParameterError
 from .storage import open_store
 
@@ -40,35 +40,30 @@ def initial_labels(y, seed, init_index=None, init_positives=1, init_negatives=0)
     return out
 
 
-OPTIONS = {  # the options each method takes (simulate passes only these)
-    "las": ("pi", "eta", "w0", "alpha", "backend", "n_threads", "prune", "block_rows"),
-    "asg": ("pi", "eta", "w0", "alpha"),
-    "wnas": ("backend", "n_threads"),
-    "agr": ("anchors", "neighbors", "gamma", "kmeans_iterations", "kmeans_seed", "backend", "n_threads"),
-}
-
-
 def make_search(store, method, seed=None, **options):
-    """An ask/tell search object for ``method`` with only the options it takes."""
-    if method not in METHODS:
-        raise ParameterError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
-    if method == "random":
-        return METHODS[method](store, seed=seed)
-    taken = OPTIONS[method]
-    return METHODS[method](store, **{k: v for k, v in options.items() if k in taken and v is not None})
+    """An ask/tell search object for ``method`` with only the options it takes (a
+    method with a ``seed`` parameter, random search, gets ``seed``)."""
+    return method_spec(method).create(store, **options, seed=seed)
 
 
-def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size=1, **options):
+def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size=1, answers=None, **options):
     """Run one simulated search; returns its record (a JSON-able dict).
 
     ``init``: the starting labels [(index, label)], default one random positive.
     ``progress(step, hits)`` is called after every query, if given.
+    ``answers``: graded labels in [0, 1], one per point, that the oracle tells instead of
+    the stored 0/1 labels (for methods that take graded labels); hits still count the
+    stored positives.
     ``batch_size`` B: each round takes the top B unlabeled points of one pass, labels
-    them all, then updates once (B = 1 is the sequential algorithm). Random search has
-    no scores to rank by; its batches are B sequential draws, so it ignores B.
+    them all, then updates once (B = 1 is the sequential algorithm). A method with no
+    scores to rank by (random search) draws one at a time, so it ignores B.
     """
     store = open_store(store)
     y = store.labels()
+    if answers is not None:
+        answers = np.asarray(answers, np.float64)
+        if answers.shape != (store.n,) or not np.all((answers >= 0) & (answers <= 1)):
+            raise ParameterError(f"answers must be {store.n} graded labels in [0, 1], one per point")
     if y is None:
         raise ParameterError(f"{store.path} has no labels (y), so no oracle can be simulated; "
                              "use an interactive session instead")
@@ -77,13 +72,13 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
         raise ParameterError(f"budget must be >= 0, got {budget}")
     if batch_size < 1:
         raise ParameterError(f"batch size must be >= 1, got {batch_size}")
-    batch_size = 1 if method == "random" else int(batch_size)
+    batch_size = int(batch_size) if method_spec(method).ranks else 1
     budget = min(budget, store.n - len(init))
     t0 = time.perf_counter()
     search = make_search(store, method, seed=seed, **options)
     queries, hits, iteration_seconds, elapsed = [], [], [], []
     try:
-        search.tell([i for i, _ in init], [lab for _, lab in init])
+        search.tell([i for i, _ in init], [lab if answers is None else float(answers[i]) for i, lab in init])
         t_start = time.perf_counter()
         batch = _next_batch(search, min(batch_size, budget))   # the first pays for initialization
         init_seconds = time.perf_counter() - t_start
@@ -96,7 +91,7 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
             if unknown:
                 raise LabelError(f"the oracle has no label for point {unknown[0]}; "
                                  "a simulation needs a fully labeled store")
-            search.tell(batch, labels)
+            search.tell(batch, labels if answers is None else [float(answers[i]) for i in batch])
             if queries:
                 iteration_seconds.append(time.perf_counter() - t)
             for i, label in zip(batch, labels):
@@ -108,13 +103,12 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     finally:
         search.close()
     record = {
-        "method": method, "seed": seed, "params": _params(search), "init": [list(p) for p in init],
+        "method": method, "seed": seed, "params": search.params.as_dict(), "init": [list(p) for p in init],
         "batch_size": batch_size, "queries": queries, "hits": hits,
         "timings": {"total_seconds": time.perf_counter() - t0, "init_seconds": init_seconds,
                     "iteration_seconds": iteration_seconds, "elapsed_seconds": elapsed},
     }
-    if hasattr(search, "query_bytes"):   # bytes of X read to choose each round's queries
-        record.update(bytes_read=search.query_bytes, x_bytes=search.store.nbytes, pruning=search.pruning_status)
+    record.update(search.run_details())   # e.g. LAS: bytes of X read to choose each round's queries
     return record
 
 
@@ -122,9 +116,5 @@ def _next_batch(search, k):
     """The next k points to label: ask() for one, the top k of one pass for more."""
     if k <= 1:
         return [search.ask()] if k == 1 else []
-    return [int(i) for i in search.top(k)[0]]
+    return search.next_batch(k)
 
-
-def _params(search):
-    p = search.params
-    return p.as_dict() if hasattr(p, "as_dict") else dict(p)

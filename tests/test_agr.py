@@ -142,7 +142,7 @@ def test_streaming_kmeans_equals_in_memory_lloyd(store_factory):
     passes = []
 
     def mapper(step, *args):
-        passes.append(step.__name__)
+        passes.append(step.run.__name__)
         out = []
         for j in range(store.n_chunks):
             with store.chunk(j) as x:

@@ -10,10 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from bigsearch.storage.atomic import (atomic_open, atomic_path, atomic_write_bytes, atomic_write_json,
-                                      remove_stale_leftovers, temp_sibling)
-from bigsearch.storage.journal import (JournalDamagedError, JournalWriter, encode_record, read_journal,
-                                       truncate_journal)
+from bigsearch.storage.atomic import (
+    atomic_open,
+    atomic_path,
+    atomic_write_bytes,
+    atomic_write_json,
+    remove_stale_leftovers,
+    temp_sibling,
+)
+from bigsearch.storage.journal import JournalDamagedError, JournalWriter, encode_record, read_journal, truncate_journal
 
 PACKAGE = Path(__file__).resolve().parents[1] / "bigsearch"
 DURABLE_MODULES = {PACKAGE / "storage" / "atomic.py", PACKAGE / "storage" / "journal.py"}
@@ -45,7 +50,7 @@ def test_a_directory_tree_is_published_whole(tmp_path):
     path = tmp_path / "tree"
     with atomic_path(path) as tmp:
         (tmp / "sub").mkdir(parents=True)
-        for i in range(40):                              # fsync'd by threads
+        for i in range(40):  # fsync'd by threads
             (tmp / "sub" / f"{i}.bin").write_bytes(bytes([i]) * 100)
         assert not path.exists()
     assert sorted(int(p.stem) for p in (path / "sub").iterdir()) == list(range(40))
@@ -89,8 +94,13 @@ def test_only_the_atomic_module_renames_and_fsyncs():
         if path in DURABLE_MODULES:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in calls
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "os"):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in calls
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "os"
+            ):
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} os.{node.func.attr}")
     assert offenders == []
 
@@ -103,7 +113,7 @@ def test_journal_round_trip_torn_tail_and_damage(tmp_path):
         size = j.size
     assert read_journal(path).records == [{"run": 0, "x": [1, 2]}, {"run": 1, "x": "é"}]
     with open(path, "ab") as fh:
-        fh.write(encode_record({"run": 2})[:-5])         # a write cut short
+        fh.write(encode_record({"run": 2})[:-5])  # a write cut short
     contents = read_journal(path)
     assert len(contents.records) == 2 and contents.valid_bytes == size and contents.torn_bytes > 0
     truncate_journal(path, contents.valid_bytes)
@@ -111,7 +121,7 @@ def test_journal_round_trip_torn_tail_and_damage(tmp_path):
         j.append({"run": 2})
     assert [r["run"] for r in read_journal(path).records] == [0, 1, 2]
     data = bytearray(path.read_bytes())
-    data[data.index(b'"x":"') + 5] ^= 0x01                # one flipped bit in line 2
+    data[data.index(b'"x":"') + 5] ^= 0x01  # one flipped bit in line 2
     path.write_bytes(bytes(data))
     with pytest.raises(JournalDamagedError, match="line 2 is damaged"):
         read_journal(path)

@@ -22,10 +22,14 @@ def heavy_modules_after(code):
     return r.stdout.strip().splitlines()[-1].removeprefix("heavy:")
 
 
-@pytest.mark.parametrize("args", [["--version"], ["--help"], ["datasets", "--help"], ["run", "--help"],
-                                  ["session", "--help"], ["ingest", "--help"]])
+@pytest.mark.parametrize(
+    "args",
+    [["--version"], ["--help"], ["datasets", "--help"], ["run", "--help"], ["session", "--help"], ["ingest", "--help"]],
+)
 def test_the_cli_starts_without_heavy_imports(args):
-    code = f"from bigsearch.cli import main\ntry:\n    main({args!r}, prog_name='bigsearch')\nexcept SystemExit:\n    pass"
+    code = (
+        f"from bigsearch.cli import main\ntry:\n    main({args!r}, prog_name='bigsearch')\nexcept SystemExit:\n    pass"
+    )
     assert heavy_modules_after(code) == ""
 
 
@@ -34,6 +38,7 @@ def test_import_bigsearch_is_lazy_and_complete():
     assert heavy_modules_after("import bigsearch; bigsearch.LAS") == "numba,numpy"
     import bigsearch
     from bigsearch.engine import LAS
+
     assert bigsearch.LAS is LAS and "Session" in dir(bigsearch)
     with pytest.raises(AttributeError):
         bigsearch.nothing_here

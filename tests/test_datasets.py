@@ -5,8 +5,11 @@ download failure as a one-line error that says how to work without internet."""
 import gzip
 import hashlib
 import http.server
+import os
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -22,8 +25,7 @@ needs_mirror = pytest.mark.skipif(not SHARED.is_dir(), reason=f"no mirror of the
 
 def cli(tmp_path, *args, **env):
     """The real CLI with its cache in tmp_path/cache and no mirror unless given."""
-    return run_cli("datasets", *args, env={datasets.MIRROR_ENV: None, datasets.DIR_ENV: str(tmp_path / "cache"),
-                                          **env})
+    return run_cli("datasets", *args, env={datasets.MIRROR_ENV: None, datasets.DIR_ENV: str(tmp_path / "cache"), **env})
 
 
 def leftovers(folder):
@@ -97,7 +99,7 @@ def test_a_failed_download_is_one_clear_line(tmp_path):
 def test_unknown_and_unfetched_data_sets(tmp_path):
     r = cli(tmp_path, "fetch", "adult", "imagenet")
     assert r.returncode == 2 and "unknown data set 'imagenet'; choose one of adult, mnist, higgs, covtype" in r.stderr
-    assert not (tmp_path / "cache").exists()       # nothing fetched when a name is wrong
+    assert not (tmp_path / "cache").exists()  # nothing fetched when a name is wrong
     r = cli(tmp_path, "path", "adult")
     assert r.returncode == 2 and "fetch it first: bigsearch datasets fetch adult" in r.stderr
 
@@ -123,12 +125,26 @@ def test_download_over_http_checks_and_falls_back(server, tmp_path):
     body = b"1 2 3\n" * 1000
     (www / "good.txt").write_bytes(body)
     (www / "bad.txt").write_bytes(body[:-1] + b"4")
-    f = datasets.DataFile("x.txt", (f"{base}/missing.txt", f"{base}/bad.txt", f"{base}/good.txt"),
-                          hashlib.sha256(body).hexdigest())
-    datasets.download(f, tmp_path / "x.txt")              # the third URL gives the right bytes
+    f = datasets.DataFile(
+        "x.txt", (f"{base}/missing.txt", f"{base}/bad.txt", f"{base}/good.txt"), hashlib.sha256(body).hexdigest()
+    )
+    datasets.download(f, tmp_path / "x.txt")  # the third URL gives the right bytes
     assert (tmp_path / "x.txt").read_bytes() == body
     only_bad = datasets.DataFile("y.txt", f.urls[:2], f.sha256)
     with pytest.raises(DatasetError) as e:
         datasets.download(only_bad, tmp_path / "y.txt")
     assert "missing.txt: HTTP 404" in str(e.value) and "bad.txt: SHA-256" in str(e.value)
     assert not (tmp_path / "y.txt").exists() and leftovers(tmp_path) == []
+
+
+@needs_mirror
+def test_a_killed_fetchs_leftover_is_removed(tmp_path):
+    from bigsearch.storage.atomic import temp_sibling
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = temp_sibling(tmp_path / "cache" / "higgs" / "lightgbm_binary.test", "partial")
+    stale = stale.with_name(stale.name.replace(f"-{os.getpid()}-", f"-{dead.stdout.strip()}-"))
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"half a download")
+    datasets.fetch("higgs", source=SHARED, cache=tmp_path / "cache")
+    assert leftovers(tmp_path / "cache") == []

@@ -16,7 +16,7 @@ from bigsearch.kernels.las import degrees
 from bigsearch.storage.encoding import Encoded, as_chunk, decode, encode_rows
 from bigsearch.testing import brute_force_impact, dense_las_run, dense_wnas
 
-from conftest import KINDS, chunkings, run_queries
+from conftest import KINDS, chunkings, run_queries, store_path
 
 ENCODINGS = ["float16", "int8", "binary"]
 RTOL = 1e-9
@@ -41,7 +41,8 @@ def datasets(small_data):
 
 def make(tmp_path, data, encoding, kind="zarr", chunk_rows=7, name="s"):
     X, y = data
-    path = tmp_path / (f"{name}-{encoding}-{chunk_rows}.zarr" if kind == "zarr" else f"{name}-{encoding}-{chunk_rows}.h5")
+    stem = f"{name}-{encoding}-{chunk_rows}"
+    path = store_path(tmp_path, stem, kind)
     bigsearch.create_store(path, X, y, encoding=encoding, chunk_rows=chunk_rows, kind=kind)
     return path
 

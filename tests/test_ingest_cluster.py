@@ -17,10 +17,11 @@ def stored(path):
 
 def test_cluster_ingest_equals_local(tmp_path):
     cases = {
-        "higgs": (dataset_files("higgs", "lightgbm_binary.train"), ["--label-column", "0", "--normalize", "--bias", "--rff", "64", "--gamma", "0.5",
-                            "--seed", "7"]),
-        "adult": (dataset_files("adult", "adult.data", "adult.test"), ["--label-column", "14", "--positive", ">50K", "--positive", ">50K.", "--bins", "5",
-                          "--normalize", "--prevalence", "0.05", "--seed", "2"]),
+        "higgs": (dataset_files("higgs", "lightgbm_binary.train"),
+                  ["--label-column", "0", "--normalize", "--bias", "--rff", "64", "--gamma", "0.5", "--seed", "7"]),
+        "adult": (dataset_files("adult", "adult.data", "adult.test"),
+                  ["--label-column", "14", "--positive", ">50K", "--positive", ">50K.", "--bins", "5",
+                   "--normalize", "--prevalence", "0.05", "--seed", "2"]),
     }
     for name, (sources, options) in cases.items():
         outs = []

@@ -10,28 +10,39 @@ import numpy as np
 import pytest
 
 from bigsearch.errors import ParameterError
-from bigsearch.ingest import (READERS, FeatureOptions, LabelOptions, OutputOptions, SourceOptions, detect_format,
-                              ingest, register_reader)
+from bigsearch.ingest import (
+    READERS,
+    FeatureOptions,
+    LabelOptions,
+    OutputOptions,
+    SourceOptions,
+    detect_format,
+    ingest,
+    register_reader,
+)
 from bigsearch.ingest.readers import Block, Column, Reader, open_reader
 from bigsearch.storage import open_store
 
 INGEST = Path(__file__).resolve().parents[1] / "bigsearch" / "ingest"
 
 
-@pytest.mark.parametrize("make, words", [
-    (lambda: SourceOptions(format="xlsx"), "source format 'xlsx' is not one of csv, tsv, libsvm"),
-    (lambda: SourceOptions(n_features=0), "n_features must be at least 1"),
-    (lambda: SourceOptions(block_bytes=0), "block_bytes must be at least 1"),
-    (lambda: SourceOptions(delimiter=";;"), "give one character"),
-    (lambda: LabelOptions(prevalence=1.0), "prevalence must be in (0, 1)"),
-    (lambda: FeatureOptions(bins=1), "K >= 2"),
-    (lambda: FeatureOptions(rff=0), "D >= 1"),
-    (lambda: FeatureOptions(rff=8, gamma=0), "gamma > 0"),
-    (lambda: OutputOptions(format="parquet"), "output format 'parquet' is not one of zarr, hdf5"),
-    (lambda: OutputOptions(dtype="int8"), "dtype 'int8' is not one of float32, float64"),
-    (lambda: OutputOptions(codec="snappy"), "codec 'snappy' is not one of none"),
-    (lambda: OutputOptions(chunk_rows=0), "chunk_rows must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda: SourceOptions(format="xlsx"), "source format 'xlsx' is not one of csv, tsv, libsvm"),
+        (lambda: SourceOptions(n_features=0), "n_features must be at least 1"),
+        (lambda: SourceOptions(block_bytes=0), "block_bytes must be at least 1"),
+        (lambda: SourceOptions(delimiter=";;"), "give one character"),
+        (lambda: LabelOptions(prevalence=1.0), "prevalence must be in (0, 1)"),
+        (lambda: FeatureOptions(bins=1), "K >= 2"),
+        (lambda: FeatureOptions(rff=0), "D >= 1"),
+        (lambda: FeatureOptions(rff=8, gamma=0), "gamma > 0"),
+        (lambda: OutputOptions(format="parquet"), "output format 'parquet' is not one of zarr, hdf5"),
+        (lambda: OutputOptions(dtype="int8"), "dtype 'int8' is not one of float32, float64"),
+        (lambda: OutputOptions(codec="snappy"), "codec 'snappy' is not one of none"),
+        (lambda: OutputOptions(chunk_rows=0), "chunk_rows must be at least 1"),
+    ],
+)
 def test_bad_options_fail_when_made(make, words):
     with pytest.raises(ParameterError) as e:
         make()
@@ -72,13 +83,14 @@ class JsonLinesReader(Reader):
     def blocks(self, block_bytes):
         for a in range(0, self.n, 2):
             self.rows_read = min(self.n, a + 2)
-            yield Block(self, a, matrix=np.array(self.rows[a:a + 2], np.float64))
+            yield Block(self, a, matrix=np.array(self.rows[a : a + 2], np.float64))
 
 
 @pytest.fixture
 def jsonl_registered(monkeypatch):
     monkeypatch.setattr("bigsearch.ingest.readers.READERS", dict(READERS))
     from bigsearch.ingest import readers
+
     register_reader(JsonLinesReader)
     assert "jsonl" in readers.READERS
     return readers
@@ -90,8 +102,13 @@ def test_a_registered_reader_is_detected_and_ingested(tmp_path, jsonl_registered
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert detect_format(str(src)) == "jsonl"
     assert isinstance(open_reader(src), JsonLinesReader)
-    summary = ingest([src], tmp_path / "rows.zarr", labels=LabelOptions(column="v2"),
-                     features=FeatureOptions(categorical=["v0"]), output=OutputOptions(dtype="float64"))
+    summary = ingest(
+        [src],
+        tmp_path / "rows.zarr",
+        labels=LabelOptions(column="v2"),
+        features=FeatureOptions(categorical=["v0"]),
+        output=OutputOptions(dtype="float64"),
+    )
     assert summary["rows_written"] == 5
     with open_store(tmp_path / "rows.zarr") as s:
         X, y = s.read_rows(np.arange(5)), s.labels()
@@ -108,8 +125,11 @@ def test_the_base_class_declares_every_capability_the_pipeline_reads():
     text = (INGEST / "pipeline.py").read_text()
     assert "hasattr(" not in text and "getattr(" not in text
     tree = ast.parse(text)
-    private = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr.startswith("_")
-               and not n.attr.startswith("__")}
+    private = {
+        n.attr
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and n.attr.startswith("_") and not n.attr.startswith("__")
+    }
     assert not private, private
 
 

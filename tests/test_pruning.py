@@ -6,11 +6,12 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import DTYPES, KINDS, chunkings
 
 import bigsearch
 from bigsearch.errors import ParameterError
 from bigsearch.testing import clustered_points, dense_las_run
+
+from conftest import DTYPES, KINDS, chunkings, store_path
 
 N = 600
 
@@ -173,7 +174,7 @@ def test_encoded_stores_prune_to_the_full_pass(data, tmp_path, encoding, kind):
     X, y = data
     if encoding == "binary":       # 0/1 features (and a constant one): every degree is positive
         X = np.hstack([(X[:, :-1] > 0).astype(float), np.ones((len(X), 1))])
-    path = tmp_path / ("e.zarr" if kind == "zarr" else "e.h5")
+    path = store_path(tmp_path, "e", kind)
     bigsearch.create_store(path, X, y, encoding=encoding, chunk_rows=100, kind=kind)
     (full, q_full, f_full), (pruned, q_pruned, f_pruned) = both(path, y, 25, pi=0.08)
     assert (q_pruned, f_pruned) == (q_full, f_full)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import bigsearch
-from bigsearch.engine.select import PassSummary, select
+from bigsearch.engine.select import ChunkPartials, PassSummary, select
 from bigsearch.kernels.common import TOP_K
 from bigsearch.testing import clustered_points
 
@@ -58,7 +58,7 @@ def fabricated_chunk(rng, start, m, t_prev):
     idx = np.array([np.argsort(-v, kind="stable")[:TOP_K] for v in lists])
     kth = np.array([np.sort(v)[::-1][TOP_K - 1] for v in lists])
     sums = np.array([f.sum(), im.sum(), m])
-    return (sums, idx + start, f[idx], im[idx], kth), f, im
+    return ChunkPartials(sums, idx + start, f[idx], im[idx], kth), f, im
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -93,7 +93,7 @@ def adversarial_chunk(start, t_prev):
     lists = [f, im, f + t_prev * im]
     idx = np.array([np.argsort(-v, kind="stable")[:TOP_K] for v in lists])
     kth = np.array([np.sort(v)[::-1][TOP_K - 1] for v in lists])
-    return (np.array([f.sum(), im.sum(), len(f)]), idx + start, f[idx], im[idx], kth), f, im
+    return ChunkPartials(np.array([f.sum(), im.sum(), len(f)]), idx + start, f[idx], im[idx], kth), f, im
 
 
 @pytest.mark.parametrize("t_prev", [0.0, 0.05, 3.0])

@@ -47,13 +47,14 @@ def answer_loop(labeler, y, steps, slip_every=4):
         labeler.answer(i, int(y[i]))
 
 
+@pytest.mark.parametrize("copy_in_memory", [True, False])
 @pytest.mark.parametrize("method", ["las", "wnas"])
-def test_answers_computed_ahead_equal_a_plain_session(tmp_path, store, data, method):
+def test_answers_computed_ahead_equal_a_plain_session(tmp_path, store, data, method, copy_in_memory):
     _, y = data
     params = {"pi": 0.1, "alpha": 0.05} if method == "las" else {}
     Session.create(store, tmp_path / "page", method=method, checkpoint_every=5, **params).close()
     with Session.open(tmp_path / "page") as s:
-        labeler = Labeler(s)
+        labeler = Labeler(s, copy_in_memory=copy_in_memory)
         answer_loop(labeler, y, 12)
         assert labeler.adopted == 15       # every answer came from a prepared copy
         page_f, page_next = np.array(s.search.f), s.ask()
@@ -73,6 +74,39 @@ def test_answers_computed_ahead_equal_a_plain_session(tmp_path, store, data, met
         np.testing.assert_array_equal(s.search.f, plain_f)    # bit for bit, from the journal
     np.testing.assert_array_equal(page_f, plain_f)
     assert page_next == plain_next
+
+
+def test_the_curve_keeps_its_size():
+    from bigsearch.serve.labeler import hits_curve
+    assert hits_curve([]) == []
+    assert hits_curve([1, 0, 1]) == [[1, 1], [2, 1], [3, 2]]
+    labels = np.random.default_rng(0).integers(0, 2, 100_000)
+    curve = hits_curve(labels)
+    assert len(curve) == 400 and curve[0] == [1, int(labels[0])] and curve[-1] == [100_000, int(labels.sum())]
+    assert all(h == int(labels[:t].sum()) for t, h in curve[::50])
+
+
+@pytest.mark.parametrize("kind", ["zarr", "hdf5"])
+def test_a_fork_in_memory_continues_exactly(store_factory, data, kind):
+    from bigsearch.serve.fork import fork, forkable
+    X, y = data
+    for cls, kw in ((bigsearch.LAS, {"pi": 0.1, "alpha": 0.05}), (bigsearch.WNAS, {})):
+        engine = cls(store_factory(X, y, kind, "float64", 7), **kw)
+        engine.tell([0, 1, 2], [int(v) for v in y[:3]])
+        engine.sync()
+        assert forkable(engine)
+        copy = fork(engine)
+        before = np.array(engine.f)
+        copy.tell(5, 1)
+        copy.sync()
+        np.testing.assert_array_equal(engine.f, before)          # the original is untouched
+        engine.tell(5, 1)
+        engine.sync()
+        for name in ("f", "J", "impact") if cls is bigsearch.LAS else ("f",):
+            np.testing.assert_array_equal(getattr(copy, name), getattr(engine, name))
+        assert copy.ask() == engine.ask() and copy.history == engine.history
+        copy.close()
+        engine.close()
 
 
 def test_computing_ahead_changes_nothing(tmp_path, store, data):
@@ -227,7 +261,8 @@ def test_other_hosts_need_the_token(client_for):
     assert client.get("/api/state?token=wrong").status_code == 403
     assert client.get("/api/state", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
     r = client.get("/?token=s3cret-token")
-    assert r.status_code == 303 and "HttpOnly" in r.headers["Set-Cookie"] and "SameSite=Strict" in r.headers["Set-Cookie"]
+    cookie = r.headers["Set-Cookie"]
+    assert r.status_code == 303 and "HttpOnly" in cookie and "SameSite=Strict" in cookie
     assert client.get("/api/state").status_code == 200         # the cookie now
     i = client.get("/api/state").get_json()["item"]["index"]
     assert post(client, "/api/answer", {"index": i, "label": 0}, guard.csrf_token).status_code == 200
@@ -306,8 +341,8 @@ def test_ingest_keeps_images_by_shape(tmp_path, out):
         for i in (0, 15, 16, 69):
             shown = read_display(store, i)
             assert shown["kind"] == "image" and shown["shape"] == [6, 5]
-            np.testing.assert_array_equal(np.array(shown["pixels"], dtype), (images[i] if dtype == np.uint8
-                                                                                else images[i].astype(np.float32) / 255).ravel())
+            expected = images[i] if dtype == np.uint8 else images[i].astype(np.float32) / 255
+            np.testing.assert_array_equal(np.array(shown["pixels"], dtype), expected.ravel())
         assert read_display(store, 3)["range"] == ([0, 255] if dtype == np.uint8 else
                                                    [float(images.min()) / 255, float(images.max()) / 255])
         store.close()

@@ -11,8 +11,16 @@ import pytest
 
 import bigsearch
 from bigsearch import Session
-from bigsearch.errors import (LabelError, SessionCorruptError, SessionExistsError, SessionFormatError,
-                              SessionLockedError, SessionNotFoundError, SessionWarning, StoreError)
+from bigsearch.errors import (
+    LabelError,
+    SessionCorruptError,
+    SessionExistsError,
+    SessionFormatError,
+    SessionLockedError,
+    SessionNotFoundError,
+    SessionWarning,
+    StoreError,
+)
 from bigsearch.session.files import read_sealed_json, sealed_json
 from bigsearch.testing import clustered_points
 
@@ -195,7 +203,8 @@ def test_a_changed_store_is_refused(tmp_path, store, data, store_factory):
     with pytest.raises(StoreError, match=r"its rows per chunk changed \(37 -> 50\)"):
         Session.open(tmp_path / "s", readonly=True, store=rechunked).ask()
     featurized = tmp_path / "feat.zarr"
-    bigsearch.create_store(featurized, X, y, dtype="float32", chunk_rows=37, attrs={"featurization": {"steps": ["pca"]}})
+    bigsearch.create_store(featurized, X, y, dtype="float32", chunk_rows=37,
+                           attrs={"featurization": {"steps": ["pca"]}})
     with pytest.raises(StoreError, match="its featurization attributes changed"):
         Session.open(tmp_path / "s", readonly=True, store=featurized).ask()
     moved = store_factory(X, y, "hdf5", "float32", 37)          # the same data elsewhere: accepted
@@ -367,6 +376,7 @@ def test_a_failed_journal_write_leaves_no_trace(tmp_path, store, data):
 def test_create_removes_what_a_killed_create_left(tmp_path, store):
     import subprocess
     import sys
+
     from bigsearch.storage.atomic import temp_sibling
     dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                               text=True).stdout)

@@ -11,14 +11,7 @@ import bigsearch
 from bigsearch.errors import StoreError, StoreNotFoundError
 from bigsearch.storage import open_store
 
-
-
-def read_all(store):
-    parts = []
-    for j in range(store.n_chunks):
-        with store.chunk(j) as x:
-            parts.append(np.array(x))
-    return np.concatenate(parts)
+from conftest import read_all
 
 
 def test_plain_zarr_written_without_bigsearch_is_a_store(tmp_path):
@@ -152,6 +145,7 @@ def test_a_new_write_removes_what_dead_writers_left(tmp_path):
     host's stay."""
     import subprocess
     import sys
+
     from bigsearch.storage.atomic import _HOST
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()
@@ -166,7 +160,7 @@ def test_a_new_write_removes_what_dead_writers_left(tmp_path):
         for n in names.values():
             (tmp_path / n).mkdir()
         bigsearch.create_store(tmp_path / "s.zarr", np.ones((3, 2), np.float32), overwrite=True)
-        left = set(p.name for p in tmp_path.iterdir())
+        left = {p.name for p in tmp_path.iterdir()}
         assert left == {"s.zarr", names["live"], names["other_host"], names["other_store"]}
     finally:
         live.kill()

@@ -9,22 +9,13 @@ import pytest
 
 import bigsearch
 from bigsearch.errors import ParameterError, StoreExistsError
-from bigsearch.storage import (STORE_FORMATS, HDF5Store, StoreWriter, ZarrStore, open_store, store_codecs,
-                               store_kind_for)
+from bigsearch.storage import STORE_FORMATS, HDF5Store, StoreWriter, ZarrStore, open_store, store_codecs, store_kind_for
 
-from conftest import DTYPES
-
-
-def read_all(store):
-    parts = []
-    for j in range(store.n_chunks):
-        with store.chunk(j) as x:
-            parts.append(np.array(x))
-    return np.concatenate(parts)
+from conftest import DTYPES, read_all
 
 
 class StoreFormatTests:
-    fmt = None      # the FeatureStore subclass under test
+    fmt = None  # the FeatureStore subclass under test
 
     def path(self, tmp_path, name="s"):
         return tmp_path / f"{name}{self.fmt.suffixes[0]}"
@@ -52,9 +43,12 @@ class StoreFormatTests:
             assert s.attrs["bigsearch_format"] == 1
 
     def test_string_ids_and_attributes(self, tmp_path):
-        path = bigsearch.create_store(self.path(tmp_path), np.ones((5, 2), np.float32),
-                                      ids=np.array(["a", "b", "c", "d", "e"]),
-                                      attrs={"provenance": {"source": "unit test", "rows": [1, 2]}})
+        path = bigsearch.create_store(
+            self.path(tmp_path),
+            np.ones((5, 2), np.float32),
+            ids=np.array(["a", "b", "c", "d", "e"]),
+            attrs={"provenance": {"source": "unit test", "rows": [1, 2]}},
+        )
         with open_store(path) as s:
             assert list(s.ids()) == ["a", "b", "c", "d", "e"]
             assert list(s.ids([4, 1, 4])) == ["e", "b", "e"]
@@ -64,8 +58,9 @@ class StoreFormatTests:
     def test_every_declared_codec_round_trips(self, tmp_path):
         X = np.round(np.random.default_rng(1).normal(size=(40, 6)), 2).astype(np.float32)
         for codec in self.fmt.codecs:
-            path = bigsearch.create_store(self.path(tmp_path, codec), X, chunk_rows=9,
-                                          compressors=self.fmt.compressors(codec))
+            path = bigsearch.create_store(
+                self.path(tmp_path, codec), X, chunk_rows=9, compressors=self.fmt.compressors(codec)
+            )
             with open_store(path) as s:
                 np.testing.assert_array_equal(read_all(s), X)
                 assert (s.codec() == "none") == (codec == "none")

@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bigsearch.ingest.cluster_order import cluster_order  # noqa: E402
 from bigsearch.ingest.pipeline import compressors_for  # noqa: E402
 from bigsearch.storage import default_chunk_rows, open_store, store_kind_for  # noqa: E402
-from bigsearch.storage.base import disk_bytes  # noqa: E402
 from bigsearch.storage.atomic import remove, temp_sibling  # noqa: E402
+from bigsearch.storage.base import disk_bytes  # noqa: E402
 from bigsearch.synthetic import make_clustered_store  # noqa: E402
 
 CODECS = ("none", "lz4", "zstd", "gzip", "lzf")   # lz4 is blosc-lz4; gzip, lzf: HDF5 only

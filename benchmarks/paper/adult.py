@@ -8,7 +8,7 @@ one-hot, unit rows) with the >50K positives subsampled to 5% (docs/ingest.md). T
 prevalence, AGR with 500 k-means anchors.
 """
 
-from common import PAPER_TABLE1, PAPER_TABLE2, data_file, Report, cell, pairs, prepare, run, store_info
+from common import PAPER_TABLE1, PAPER_TABLE2, Report, cell, data_file, pairs, prepare, run, store_info
 
 BUDGET = 200
 

@@ -10,7 +10,7 @@ Settings are CoverType's (alpha = 1e-6, AGR with 500 anchors); the budget is 100
 three times the positives.
 """
 
-from common import data_file, Report, pairs, prepare, run, store_info
+from common import Report, data_file, pairs, prepare, run, store_info
 
 BUDGET = 100
 

@@ -10,7 +10,7 @@ positives, T = 400 x 90 / 635, rounded to an even 56 (checkpoints 28 and 56), an
 positives left after a pair.
 """
 
-from common import PAPER_TABLE1, PAPER_TABLE2, data_file, Report, pairs, prepare, run, store_info
+from common import PAPER_TABLE1, PAPER_TABLE2, Report, data_file, pairs, prepare, run, store_info
 
 PAPER_POSITIVES = 635      # about 1% of the paper's 63,500 points
 

@@ -19,8 +19,9 @@ import time
 
 import numpy as np
 
-from harness import save, scale_store, table
 import bigsearch
+
+from harness import save, scale_store, table
 
 RUNS = {"none": {"check_every": None}, "default": {},
         "periodic": {"check_every": 500, "drift_tol": 0.0}}

@@ -21,9 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-from harness import median, save, table
 from bigsearch.kernels.common import FAST
 from bigsearch.kernels.encoded import stream_dots
+
+from harness import median, save, table
 
 
 @numba.njit(nogil=True, cache=True, fastmath=True)

@@ -30,10 +30,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-from harness import median, save, scale_store, table
 from bigsearch.kernels.common import FAST
 from bigsearch.kernels.encoded import stream_dots
 from bigsearch.storage import open_store
+
+from harness import median, save, scale_store, table
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FAST)

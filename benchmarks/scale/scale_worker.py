@@ -20,10 +20,10 @@ import time
 
 import numpy as np
 
-from harness import evict, io_bytes_read, median, status_bytes, cached_fraction
-from common import bare_pass_step, peak_rss_bytes, rng_vectors, start_peak_measurement
-
 import bigsearch
+
+from common import bare_pass_step, peak_rss_bytes, rng_vectors, start_peak_measurement
+from harness import cached_fraction, evict, io_bytes_read, median, status_bytes
 
 
 def warm_up_jit(tiny_path):

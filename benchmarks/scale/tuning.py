@@ -21,13 +21,14 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-from harness import DATA, evict, median, save, scale_store, store_path, table
-from common import bare_pass_step, rng_vectors
 import bigsearch
-from bigsearch.storage.format import DEFAULT_CHUNK_BYTES
 from bigsearch.kernels.common import ROW_BLOCK
 from bigsearch.kernels.encoded import stream_dots
 from bigsearch.kernels.las import degrees, update_scores
+from bigsearch.storage.format import DEFAULT_CHUNK_BYTES
+
+from common import bare_pass_step, rng_vectors
+from harness import evict, median, save, scale_store, table
 
 DEFAULT_MIB = DEFAULT_CHUNK_BYTES // 2**20      # the package default (32 MiB since these studies)
 
@@ -194,10 +195,11 @@ def parallel_study(n, rounds, cold_rounds, keep):
         return step
 
     pools = {"pool": ThreadPoolExecutor(cpus), "serial": ThreadPoolExecutor(1)}
+    threads = numba.config.NUMBA_NUM_THREADS
     cases = {f"bare: serial kernel, pool of {cpus}": (pools["pool"], bare(False)),
-             f"bare: prange kernel ({numba.config.NUMBA_NUM_THREADS} threads), chunks in turn": (pools["serial"], bare(True)),
+             f"bare: prange kernel ({threads} threads), chunks in turn": (pools["serial"], bare(True)),
              f"LAS kernel: serial, pool of {cpus}": (pools["pool"], las(False)),
-             f"LAS kernel: prange ({numba.config.NUMBA_NUM_THREADS} threads), chunks in turn": (pools["serial"], las(True))}
+             f"LAS kernel: prange ({threads} threads), chunks in turn": (pools["serial"], las(True))}
     times = {k: [] for k in cases}
     for _ in range(2):
         for pool, step in cases.values():

@@ -1,19 +1,34 @@
-"""Backends map chunk steps over the chunks of a store: here (threads) or on a cluster."""
+"""Backends map chunk steps over the chunks of a store: here (threads) or on a cluster.
+
+The contract is :class:`Backend` (backends/base.py); steps are declared as
+:class:`ChunkStep`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ParameterError
+from .base import Backend, ChunkStep, StepCall
 from .local import LocalBackend
 from .state import ChunkState
 
-__all__ = ["LocalBackend", "ChunkState", "make_backend"]
+if TYPE_CHECKING:
+    from ..storage import FeatureStore
+
+__all__ = ["Backend", "ChunkStep", "StepCall", "LocalBackend", "ChunkState", "make_backend"]
 
 
-def make_backend(store, backend="local", n_threads=None):
+def make_backend(store: FeatureStore, backend: Any = "local", n_threads: int | None = None) -> Backend:
     """A backend for ``store``: "local" (threads in this process), or a dask
     ``distributed.Client`` or ``backends.distributed.Distributed(client, persist=...)``
     (chunks mapped over the cluster's workers; ``n_threads`` is then the workers' own)."""
     if backend is None or (isinstance(backend, str) and backend == "local"):
         return LocalBackend(store, n_threads)
-    from .distributed import DistributedBackend, as_distributed   # imports dask: only when asked
+    from .distributed import (  # imports dask: only when asked
+        DistributedBackend,
+        as_distributed,
+    )
     spec = as_distributed(backend)
     if spec is not None:
         return DistributedBackend(store, spec.client, persist=spec.persist)

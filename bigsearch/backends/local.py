@@ -11,13 +11,24 @@ oversubscribes the cores, and on a busy machine its spinning threads made
 initialization 10-17x slower (benchmarks/scale/, docs/performance.md).
 """
 
+from __future__ import annotations
+
 import contextlib
 import os
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
+from .base import ChunkStep, StepCall
 from .state import ChunkState
+
+if TYPE_CHECKING:
+    from ..storage import FeatureStore
+
+T = TypeVar("T")
 
 try:
     from threadpoolctl import ThreadpoolController
@@ -26,60 +37,64 @@ except ImportError:            # without it, BLAS keeps its own threads
 
 
 class LocalBackend:
+    """The :class:`~bigsearch.backends.Backend` of one process: per-point arrays of
+    length n, chunks mapped over ``n_threads`` threads."""
+
     name = "local"
 
-    def __init__(self, store, n_threads=None, readahead=True):
+    def __init__(self, store: FeatureStore, n_threads: int | None = None, readahead: bool = True) -> None:
         self.store = store
         self.n_threads = max(1, int(n_threads or os.cpu_count() or 1))
         self.readahead = readahead
         self.states = [ChunkState(j, a, b) for j, (a, b) in enumerate(store.chunks)]
-        self._arrays = {}
-        self.rebuild = None          # the engine's recipe for a chunk's state (unused here)
+        self._arrays: dict[str, np.ndarray] = {}
+        self.rebuild: Callable[[], StepCall] | None = None   # the engine's recipe (unused here)
         self._pool = ThreadPoolExecutor(self.n_threads, thread_name_prefix="bigsearch")
         self._blas = ThreadpoolController() if ThreadpoolController and self.n_threads > 1 else None
 
-    def set_rebuild(self, recipe):
+    def set_rebuild(self, recipe: Callable[[], StepCall]) -> None:
         """Register ``recipe() -> (step, args)`` that rebuilds a chunk's per-point state
         from the engine's global state. Chunks are never lost here, so it is not called;
         the distributed backend uses it when a worker dies."""
         self.rebuild = recipe
 
-    def alloc(self, name, dtype, fill):
+    def alloc(self, name: str, dtype: DTypeLike, fill: Any) -> None:
         """Create per-point array ``name`` (length n) in every chunk's state."""
         full = np.full(self.store.n, fill, dtype)
         self._arrays[name] = full
         for st in self.states:
             setattr(st, name, full[st.start:st.stop])
 
-    def assign(self, name, values):
+    def assign(self, name: str, values: ArrayLike) -> None:
         """Set per-point array ``name`` from a whole array of length n."""
         self._arrays[name][:] = values
 
-    def gather(self, name):
+    def gather(self, name: str) -> np.ndarray:
         """The whole per-point array ``name`` (a read-only view; no copy)."""
         view = self._arrays[name].view()
         view.flags.writeable = False
         return view
 
-    def map(self, step, *args):
+    def map(self, step: ChunkStep, *args: Any) -> list[Any]:
         """``[step(x_j, state_j, *args) for every chunk j]``, in chunk order."""
+        run = step.run
         with self._one_blas_thread():
-            return list(self._pool.map(lambda st: self._run(step, st, args), self.states))
+            return list(self._pool.map(lambda st: self._run(run, st, args), self.states))
 
-    def _one_blas_thread(self):
+    def _one_blas_thread(self) -> contextlib.AbstractContextManager[Any]:
         if self._blas is None:
             return contextlib.nullcontext()
         return self._blas.limit(limits=1, user_api="blas")
 
-    def map_state(self, fn, chunk_ids, *args):
+    def map_state(self, fn: Callable[..., T], chunk_ids: Sequence[int], *args: Any) -> list[T]:
         """``[fn(state_j, *args) for j in chunk_ids]`` (no reads of X)."""
         return [fn(self.states[j], *args) for j in chunk_ids]
 
-    def _run(self, step, st, args):
+    def _run(self, run: Callable[..., Any], st: ChunkState, args: tuple[Any, ...]) -> Any:
         if self.readahead:
             self.store.prefetch(st.chunk_id + self.n_threads)
         with self.store.chunk(st.chunk_id) as x:
-            return step(x, st, *args)
+            return run(x, st, *args)
 
-    def close(self):
+    def close(self) -> None:
         self._pool.shutdown(wait=True)

@@ -19,6 +19,7 @@ def datasets():
 def list_datasets():
     """The data sets, whether each is fetched, and where they go."""
     from ..datasets import DATASETS, data_dir, is_fetched
+
     click.echo(f"cache: {data_dir()}")
     for name, d in DATASETS.items():
         mark = "fetched" if is_fetched(name) else "-"
@@ -27,13 +28,19 @@ def list_datasets():
 
 @datasets.command()
 @click.argument("names", nargs=-1, required=True, metavar="NAME...")
-@click.option("--source", type=click.Path(file_okay=False, path_type=str), default=None,
-              help="A mirror directory holding NAME/FILE (default: $BIGSEARCH_DATA_MIRROR, else the internet).")
+@click.option(
+    "--source",
+    type=click.Path(file_okay=False, path_type=str),
+    default=None,
+    help="A mirror directory holding NAME/FILE (default: $BIGSEARCH_DATA_MIRROR, else the internet).",
+)
 def fetch(names, source):
     """Fetch data sets into the cache (checked; files already there are kept)."""
-    from ..datasets import dataset, fetch as fetch_dataset
+    from ..datasets import dataset
+    from ..datasets import fetch as fetch_dataset
+
     for name in names:
-        dataset(name)          # every name is known before anything is fetched
+        dataset(name)  # every name is known before anything is fetched
     for name in names:
         click.echo(fetch_dataset(name, source=source))
 
@@ -43,4 +50,5 @@ def fetch(names, source):
 def path(name):
     """Print the directory holding a fetched data set."""
     from ..datasets import path as dataset_path
+
     click.echo(dataset_path(name))

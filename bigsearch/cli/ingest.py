@@ -4,8 +4,8 @@ import sys
 
 import click
 
-from . import main
 from ..errors import ParameterError
+from . import main
 from .options import cluster_backend, cluster_options
 
 
@@ -126,7 +126,8 @@ def _option_groups(o):
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary.")
 def ingest(paths, scheduler, cluster, quiet, **flags):
     """Turn SRC files (concatenated in order) into the feature store OUT."""
-    from ..ingest import CODECS, FORMATS, ingest as run_ingest
+    from ..ingest import CODECS, FORMATS
+    from ..ingest import ingest as run_ingest
     from ..storage import STORE_FORMATS
     from ..storage.encoding import ENCODINGS
     if len(paths) < 2:

@@ -7,13 +7,15 @@ from pathlib import Path
 
 import click
 
+from ..engine.registry import method_names  # the registry only: no numerical code
 from . import main
-from .options import IndexList, MethodList, cluster_backend, cluster_options, las_options
-
-
-def _methods():
-    from ..engine import METHODS     # the engine and numba: imported when a command runs
-    return list(METHODS)
+from .options import (
+    IndexList,
+    MethodList,
+    cluster_backend,
+    cluster_options,
+    las_options,
+)
 
 
 def run_methods(store, methods, budget, seed, out, init_index=None, init_positives=1, quiet=False,
@@ -98,8 +100,8 @@ def search_options(f):
 
 @main.command()
 @click.argument("store", type=click.Path(path_type=str))
-@click.option("--method", "methods", type=MethodList(_methods), default="las", show_default=True,
-              help="las, wnas, agr, asg or random; several separated by commas.")
+@click.option("--method", "methods", type=MethodList(method_names()), default="las", show_default=True,
+              help=f"{', '.join(method_names())}; several separated by commas.")
 @click.option("--budget", type=click.IntRange(0), required=True, help="Number of queries (T).")
 @click.option("--runs", type=click.IntRange(1), default=1, show_default=True,
               help="Runs per method; run r starts from labels drawn with seed S + r.")
@@ -113,7 +115,7 @@ def search_options(f):
               help="Label the top B points of each pass before updating (1: sequential).")
 @search_options
 @click.option("--prune", is_flag=True,
-              help="LAS: exact pruned queries (alpha = 0, local backend): read only the blocks of rows "
+              help="LAS: exact pruned queries (alpha = 0): read only the blocks of rows "
                    "that could hold the answer; the queries are those of the full pass.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=str), required=True,
               help="Directory for results.json, runs.csv, table.md and recall.png.")
@@ -135,8 +137,8 @@ def run(store, methods, budget, runs, seed, init_index, init_positives, init_neg
 
 @main.command()
 @click.argument("store", type=click.Path(path_type=str))
-@click.option("--method", "methods", type=MethodList(lambda: [m for m in _methods() if m != "random"]),
-              default="las,wnas", show_default=True, help="Methods to compare (any but random).")
+@click.option("--method", "methods", type=MethodList(method_names("ranks")), default="las,wnas",
+              show_default=True, help=f"Methods to compare: {', '.join(method_names('ranks'))}.")
 @click.option("--pairs", type=click.IntRange(1), default=100, show_default=True,
               help="Pairs to count (pairs where no method finds a positive are skipped).")
 @click.option("--top", type=click.IntRange(1), default=100, show_default=True,

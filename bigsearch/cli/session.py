@@ -13,13 +13,14 @@ import warnings
 import click
 from click.core import ParameterSource
 
+from ..engine.registry import method_names, method_spec
 from ..errors import LabelError, ParameterError, SessionWarning
 from . import Group, main, printable
 from .options import cluster_backend, cluster_options, las_options
 
 
 def _session():
-    from ..session import Session   # the engine and numba: imported when a command runs
+    from ..session import Session  # the engine and numba: imported when a command runs
     return Session
 
 
@@ -58,23 +59,24 @@ def session():
 @session.command()
 @click.argument("store", type=click.Path(path_type=str))
 @click.argument("directory", type=click.Path(path_type=str))
-@click.option("--method", type=click.Choice(["las", "wnas"]), default="las", show_default=True)
+@click.option("--method", type=click.Choice(method_names("sessions")), default="las", show_default=True)
 @las_options
 @click.option("--checkpoint-every", type=click.IntRange(1), default=50, show_default=True,
               help="Write a checkpoint every this many labels (and on every clean exit).")
 @click.option("--prune", is_flag=True,
-              help="LAS: exact pruned queries (alpha = 0, local backend): read only the blocks of rows "
+              help="LAS: exact pruned queries (alpha = 0): read only the blocks of rows "
                    "that could hold the answer.")
 @cluster_options
 @click.pass_context
 def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, prune, scheduler, cluster, persist):
     """Start a session on STORE, kept in the new directory DIRECTORY."""
     params = {"pi": pi, "eta": eta, "w0": w0, "alpha": alpha, "prune": prune or None}
-    if method == "wnas":
-        given = [f"--{k}" for k in params if ctx.get_parameter_source(k) == ParameterSource.COMMANDLINE]
-        if given:
-            raise ParameterError(f"{', '.join(given)} applies to las only; wnas takes no parameters")
-        params = {}
+    taken = [k for k in params if k in method_spec(method).settings()]
+    given = [f"--{k}" for k in params if k not in taken and ctx.get_parameter_source(k) == ParameterSource.COMMANDLINE]
+    if given:
+        takes = ", ".join(f"--{k}" for k in taken) if taken else "no parameters"
+        raise ParameterError(f"{', '.join(given)} does not apply to {method}, which takes {takes}")
+    params = {k: v for k, v in params.items() if k in taken}
     with cluster_backend(scheduler, cluster, persist) as backend, \
             _session().create(store, directory, method=method, checkpoint_every=checkpoint_every,
                            backend=backend, **params) as s:
@@ -160,7 +162,8 @@ def status(directory, as_json):
     click.echo(f"labels      {st['labels']}: {st['positives']} positive, {st['negatives']} negative"
                + (f" ({st['undone']} undone)" if st["undone"] else ""))
     click.echo("checkpoint  " + ("none yet" if ck is None else
-                                 f"after label {ck['labels']} (journal record {ck['journal_record']}, {ck['created']})"))
+                                 f"after label {ck['labels']} (journal record {ck['journal_record']}, "
+                                 f"{ck['created']})"))
     if st["hits"]:
         steps = _steps(len(st["hits"]))
         click.echo("hits by step (positives among the first t labels):")

@@ -24,21 +24,25 @@ pass over the per-point state (O(n s), no read of X). Z lives in the backend's p
 state like LAS's per-point arrays.
 """
 
+from __future__ import annotations
+
+from os import PathLike
+from typing import Any, NamedTuple
+
 import numpy as np
 
-from ..backends import make_backend
-from ..errors import ParameterError
+from ..backends import ChunkStep, StepCall
 from ..kernels.agr import anchor_gram, anchor_scores, embed_rows, nearest_anchors
 from ..storage.encoding import decode, n_rows
 from .anchors import BLOCK_ROWS, anchors_for, squared_distances
-from .base import ActiveSearch
-from .select import PassSummary, select
-from .steps import best_in_chunk
+from .base import ChunkedSearch, PointArray, StoreLike
+from .params import AGRParams
+from .select import ChunkPartials, PassSummary
 
 RIDGE = 1e-6
 
 
-class AGR(ActiveSearch):
+class AGR(ChunkedSearch):
     """Anchor Graph Regularization over a feature store, with the ask/tell interface.
 
     Parameters
@@ -60,85 +64,68 @@ class AGR(ActiveSearch):
     """
 
     method = "agr"
+    params: AGRParams
 
-    def __init__(self, store, *, anchors=500, neighbors=3, gamma=0.01, lae_iterations=10,
-                 kmeans_iterations=20, kmeans_seed=0, cache_dir=None, backend="local",
-                 n_threads=None, store_options=None):
-        super().__init__(store, store_options)
-        if not 1 <= anchors <= self.n:
-            raise ParameterError(f"AGR needs 1 <= anchors <= n = {self.n}, got {anchors}")
-        if not 1 <= neighbors <= anchors:
-            raise ParameterError(f"AGR needs 1 <= neighbors <= anchors, got {neighbors} and {anchors}")
-        if not gamma >= 0:
-            raise ParameterError(f"AGR's gamma must be >= 0, got {gamma}")
-        self.params = {"anchors": int(anchors), "neighbors": int(neighbors), "gamma": float(gamma),
-                       "lae_iterations": int(lae_iterations), "kmeans_iterations": int(kmeans_iterations),
-                       "kmeans_seed": int(kmeans_seed)}
+    def __init__(self, store: StoreLike, *, anchors: int = 500, neighbors: int = 3, gamma: float = 0.01,
+                 lae_iterations: int = 10, kmeans_iterations: int = 20, kmeans_seed: int = 0,
+                 cache_dir: str | PathLike[str] | None = None, backend: Any = "local",
+                 n_threads: int | None = None, store_options: dict[str, Any] | None = None) -> None:
+        params = AGRParams(anchors, neighbors, gamma, lae_iterations, kmeans_iterations, kmeans_seed)
+        super().__init__(store, params, backend=backend, n_threads=n_threads, store_options=store_options)
+        if params.anchors > self.n:
+            self.close()
+            raise ParameterError(f"AGR needs 1 <= anchors <= n = {self.n}, got {params.anchors}")
         self.cache_dir = cache_dir
-        self.backend = make_backend(self.store, backend, n_threads)
-        self.backend.set_rebuild(self.rebuild_recipe)
-        self._ready = False
-        self._summary = None
-        self.coef = np.zeros(anchors)      # a / (1^T Z a): f = Z coef
+        self.coef = np.zeros(params.anchors)      # a / (1^T Z a): f = Z coef
+
+    def point_state(self) -> tuple[PointArray, ...]:
+        s = self.params.neighbors
+        return (PointArray("label", np.int8, -1), PointArray("f", np.float64, 0.0),
+                PointArray("nearest", np.dtype((np.int32, (s,))), 0),
+                PointArray("weight", np.dtype((np.float64, (s,))), 0.0))
 
     # -- scores --------------------------------------------------------------------
     @property
-    def f(self):
+    def f(self) -> np.ndarray:
         """Positive-class confidence per point, normalized to sum to 1 (0 before any positive)."""
-        self._sync()
-        return self.backend.gather("f")
+        return self._point_values("f")
 
     @property
-    def anchors(self):
+    def anchors(self) -> np.ndarray:
         """The k-means anchors (k x r), computed or read from the cache on first use."""
         self._sync()
         return self._anchors
 
-    def embedding(self):
+    def embedding(self) -> tuple[np.ndarray, np.ndarray]:
         """Z as (nearest anchors (n x s) int32, their LAE weights (n x s))."""
         self._sync()
         return self.backend.gather("nearest"), self.backend.gather("weight")
 
     # -- the algorithm -------------------------------------------------------------
-    def _sync(self):
-        if not self._ready:
-            self._initialize()
-        if self._pending or self._summary is None:
-            idx, lab = self._take_pending()
-            self._learn(idx, lab)
-            self._score(idx, lab)
-
-    def _initialize(self):
+    def _initialize(self) -> None:
         """Anchors (cached), then one pass: every point's Z row, and Z^T Z, Z^T 1."""
-        p, s = self.params, self.params["neighbors"]
-        self._anchors = anchors_for(self.store, p["anchors"], seed=p["kmeans_seed"],
-                                   iterations=p["kmeans_iterations"], mapper=self.backend.map,
-                                   cache_dir=self.cache_dir)
-        self._alloc(s)
-        parts = self.backend.map(embed_step, *self._embed_args())
-        T = np.sum([q[0] for q in parts], axis=0)
-        self.colsum = np.sum([q[1] for q in parts], axis=0)
+        p = self.params
+        self._anchors = anchors_for(self.store, p.anchors, seed=p.kmeans_seed, iterations=p.kmeans_iterations,
+                                    mapper=self.backend.map, cache_dir=self.cache_dir)
+        parts = self.backend.map(EMBED, *self._embed_args())
+        T = np.sum([q.gram for q in parts], axis=0)
+        self.colsum = np.sum([q.colsum for q in parts], axis=0)
         inv = np.divide(1.0, self.colsum, out=np.zeros_like(self.colsum), where=self.colsum > 0)
         self.laplacian = T - (T * inv) @ T
         self.laplacian = (self.laplacian + self.laplacian.T) / 2
-        k = p["anchors"]
-        self._ZlZl, self._Zly = np.zeros((k, k)), np.zeros(k)
+        self._ZlZl, self._Zly = np.zeros((p.anchors, p.anchors)), np.zeros(p.anchors)
         self._ready = True
 
-    def _alloc(self, s):
-        for name, dtype, fill in (("label", np.int8, -1), ("f", np.float64, 0.0),
-                                  ("nearest", np.dtype((np.int32, (s,))), 0),
-                                  ("weight", np.dtype((np.float64, (s,))), 0.0)):
-            self.backend.alloc(name, dtype, fill)
+    def _update(self, idx: np.ndarray, lab: np.ndarray) -> None:
+        self._learn(idx, lab)
+        self._score(idx, lab)
 
-    def _embed_args(self):
+    def _embed_args(self) -> tuple[Any, ...]:
         anchors = self._anchors
         unit = anchors / np.maximum(np.linalg.norm(anchors, axis=1, keepdims=True), 1e-300)
-        idx = np.array([i for i, _ in self.history], np.int64)
-        lab = np.array([y for _, y in self.history], np.int8)
-        return anchors, unit, self.params["neighbors"], self.params["lae_iterations"], idx, lab
+        return (anchors, unit, self.params.neighbors, self.params.lae_iterations, *self.history_arrays())
 
-    def _learn(self, idx, lab):
+    def _learn(self, idx: np.ndarray, lab: np.ndarray) -> None:
         """Add the new labels' rows of Z to Z_l^T Z_l and Z_l^T y, then solve for a."""
         for nearest, weight, y in self._rows_of(idx, lab):
             self._ZlZl[np.ix_(nearest, nearest)] += np.outer(weight, weight)
@@ -147,11 +134,11 @@ class AGR(ActiveSearch):
             self.coef = np.zeros_like(self._Zly)
             return
         k = len(self._Zly)
-        a = np.linalg.solve(self._ZlZl + self.params["gamma"] * self.laplacian + RIDGE * np.eye(k), self._Zly)
+        a = np.linalg.solve(self._ZlZl + self.params.gamma * self.laplacian + RIDGE * np.eye(k), self._Zly)
         total = float(self.colsum @ a)     # 1^T Z a, without a pass: Z^T 1 is known
         self.coef = a / total if total != 0 else np.zeros_like(a)
 
-    def _rows_of(self, idx, lab):
+    def _rows_of(self, idx: np.ndarray, lab: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, int]]:
         """(nearest, weights, label) of each given point, from the chunks' state."""
         chunk_ids = sorted({self.store.chunk_of(i) for i in idx})
         found = {}
@@ -159,24 +146,23 @@ class AGR(ActiveSearch):
             found.update({int(i): (n, w) for i, n, w in zip(rows, nearest, weight)})
         return [(*found[int(i)], int(y)) for i, y in zip(idx, lab)]
 
-    def _score(self, idx, lab):
+    def _score(self, idx: np.ndarray, lab: np.ndarray) -> None:
         chunk_ids = list(range(self.store.n_chunks))
         parts = self.backend.map_state(score_step, chunk_ids, self.coef, idx, lab)
         self._summary = PassSummary.from_partials(parts)
 
-    def _top(self, k):
-        return select(self._summary, 0.0, lambda ids, t, k: self.backend.map_state(best_in_chunk, ids, t, k), k)
-
-    def rebuild_recipe(self):
-        """(step, args) that rebuild a chunk's state (Z rows, labels, f) from X, the
-        anchors and the current coefficients: for backends that lose a chunk."""
-        return rebuild_step, (*self._embed_args(), self.coef)
-
-    def close(self):
-        self.backend.close()
+    def rebuild_recipe(self) -> StepCall:
+        """The step and arguments that rebuild a chunk's state (Z rows, labels, f) from
+        X, the anchors and the current coefficients: for backends that lose a chunk."""
+        return StepCall(REBUILD, (*self._embed_args(), self.coef))
 
 
 # -- chunk steps (module level, so dask workers can run them) ---------------------------
+class AnchorGram(NamedTuple):
+    gram: np.ndarray          # the chunk's Z^T Z (k x k)
+    colsum: np.ndarray        # its Z^T 1 (k)
+
+
 def embed_step(x, state, anchors, anchors_unit, s, lae_iterations, label_idx, label_val):
     """Labels, then each row's s nearest anchors and LAE weights; returns the chunk's
     Z^T Z and Z^T 1."""
@@ -187,16 +173,13 @@ def embed_step(x, state, anchors, anchors_unit, s, lae_iterations, label_idx, la
         nearest = state.nearest[a:a + len(xb)]
         nearest_anchors(squared_distances(xb, anchors, center_sq), s, nearest)
         embed_rows(xb, nearest, anchors_unit, lae_iterations, state.weight[a:a + len(xb)])
-    return anchor_gram(state.nearest, state.weight, len(anchors))
-
-
-embed_step.from_scratch = True
+    return AnchorGram(*anchor_gram(state.nearest, state.weight, len(anchors)))
 
 
 def score_step(state, coef, label_idx, label_val):
-    """New labels, then f = Z coef for the chunk; the selection's partials."""
+    """New labels, then f = Z coef for the chunk; the selection's partials (reads no X)."""
     state.apply_labels(label_idx, label_val)
-    return anchor_scores(state.nearest, state.weight, coef, state.start, state.label, state.f)
+    return ChunkPartials(*anchor_scores(state.nearest, state.weight, coef, state.start, state.label, state.f))
 
 
 def rebuild_step(x, state, anchors, anchors_unit, s, lae_iterations, label_idx, label_val, coef):
@@ -204,8 +187,20 @@ def rebuild_step(x, state, anchors, anchors_unit, s, lae_iterations, label_idx, 
     return score_step(state, coef, label_idx[:0], label_val[:0])
 
 
+class EmbeddedRows(NamedTuple):
+    indices: np.ndarray       # global indices
+    nearest: np.ndarray       # their s nearest anchors
+    weight: np.ndarray        # their LAE weights
+
+
 def rows_in_chunk(state, indices):
-    """The chunk's rows of Z for those of ``indices`` it holds: (indices, nearest, weights)."""
+    """The chunk's rows of Z for those of ``indices`` it holds."""
     inside = indices[(indices >= state.start) & (indices < state.stop)]
     local = inside - state.start
-    return inside, state.nearest[local].copy(), state.weight[local].copy()
+    return EmbeddedRows(inside, state.nearest[local].copy(), state.weight[local].copy())
+
+
+# Embedding computes a chunk's whole state from X (rerun after a loss); the rebuild
+# recipe's step recomputes everything too.
+EMBED = ChunkStep(embed_step, from_scratch=True)
+REBUILD = ChunkStep(rebuild_step, from_scratch=True)

@@ -20,9 +20,11 @@ import json
 import os
 import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
+from ..backends import ChunkStep
 from ..errors import ParameterError
 from ..kernels.agr import cluster_sums
 from ..storage.atomic import atomic_open
@@ -53,7 +55,9 @@ def anchors_for(store, k, *, seed=0, iterations=20, mapper, cache_dir=None):
 
 
 def cache_path(store, k, seed, iterations, cache_dir=None):
-    from ..session.fingerprint import store_fingerprint   # not at import: session imports the engine
+    from ..session.fingerprint import (
+        store_fingerprint,  # not at import: session imports the engine
+    )
     key = {"fingerprint": store_fingerprint(store), "k": k, "seed": seed, "iterations": iterations,
            "version": KMEANS_VERSION}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
@@ -96,10 +100,10 @@ def kmeans(store, k, *, seed=0, iterations=20, mapper):
     centers = kmeans_plus_plus(_sample(store, k, rng), k, rng)
     previous = np.inf
     for _ in range(iterations):
-        parts = mapper(lloyd_step, centers)
-        sums = np.sum([p[0] for p in parts], axis=0)
-        counts = np.sum([p[1] for p in parts], axis=0)
-        inertia = sum(p[2] for p in parts)
+        parts = mapper(LLOYD, centers)
+        sums = np.sum([p.sums for p in parts], axis=0)
+        counts = np.sum([p.counts for p in parts], axis=0)
+        inertia = sum(p.inertia for p in parts)
         centers = np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], centers)
         if previous - inertia <= KMEANS_TOLERANCE * inertia:
             break
@@ -134,6 +138,12 @@ def squared_distances(xb, centers, center_sq):
     return np.maximum(d, 0.0)
 
 
+class LloydPartials(NamedTuple):
+    sums: np.ndarray          # per centre, the sum of the chunk's rows nearest to it (k x r)
+    counts: np.ndarray        # per centre, how many rows (k)
+    inertia: float            # the chunk's total squared distance to the nearest centres
+
+
 def lloyd_step(x, state, centers):
     """One chunk's part of a Lloyd iteration: per-centre sums and counts, and the chunk's
     total squared distance to the nearest centres."""
@@ -146,7 +156,7 @@ def lloyd_step(x, state, centers):
         labels = d.argmin(axis=1)
         inertia += float(d[np.arange(len(xb)), labels].sum())
         cluster_sums(labels, xb, sums, counts)
-    return sums, counts, inertia
+    return LloydPartials(sums, counts, inertia)
 
 
-lloyd_step.from_scratch = True   # it reads only X: a lost chunk's part is simply recomputed
+LLOYD = ChunkStep(lloyd_step, from_scratch=True)   # it reads only X: a lost chunk's part is recomputed

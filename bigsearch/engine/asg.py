@@ -7,13 +7,17 @@ is the baseline LAS is measured against and must match (same f, impact factor an
 queries); it refuses stores too large for this machine's memory.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 
 from ..errors import DataError, ResourceError
 from ..limits import available_memory
-from .base import ActiveSearch
-from .params import LASParams, default_pi
-from .select import select_dense
+from .base import ActiveSearch, StoreLike
+from .params import LASParams
+from .select import Ranked, select_dense
 
 BYTES_PER_ENTRY = 8 * 3  # W^-1, the matrix it is inverted from, and a temporary
 
@@ -22,17 +26,19 @@ class ASG(ActiveSearch):
     """Dense Active Search on Graphs; same parameters and results as :class:`LAS`."""
 
     method = "asg"
+    GRADED = True
+    params: LASParams
 
-    def __init__(self, store, *, pi=None, eta=0.5, w0=None, alpha=0.0, store_options=None):
+    def __init__(self, store: StoreLike, *, pi: float | None = None, eta: float = 0.5, w0: float | None = None,
+                 alpha: float = 0.0, store_options: dict[str, Any] | None = None) -> None:
         super().__init__(store, store_options)
         need, have = BYTES_PER_ENTRY * self.n ** 2, available_memory()
         if need > 0.9 * have:
             raise ResourceError(
                 f"ASG keeps dense n x n matrices: n = {self.n} needs about {need / 2**30:.1f} GiB and "
                 f"{have / 2**30:.1f} GiB is available; use LAS, which gives the same queries in O(n r) memory")
-        self.params = LASParams(pi=default_pi(self.store, pi), w0=1.0 / self.n if w0 is None else w0,
-                                eta=eta, alpha=alpha)
-        self._Winv = None
+        self.params = LASParams.for_store(self.store, pi, eta, w0, alpha)
+        self._Winv: np.ndarray | None = None
 
     def _load(self):
         X = self.store.read_rows(np.arange(self.n))
@@ -65,11 +71,17 @@ class ASG(ActiveSearch):
         self._pending = []
         self._scores()
 
+    def _soft_labels(self):
+        """The labels as float64, graded ones included."""
+        y = self._label.astype(np.float64)
+        y[list(self._grade)] = list(self._grade.values())
+        return y
+
     def _scores(self):
         p = self.params
         unl = self._label < 0
         b = self._b()
-        q = np.where(unl, p.pi * p.w0 / (1.0 + p.w0), p.eta * self._label)
+        q = np.where(unl, p.pi * p.w0 / (1.0 + p.w0), p.eta * self._soft_labels())
         z = np.where(unl, b / self.d, 0.0)
         f, mu = (self._Winv @ np.stack([q, z], axis=1)).T
         m = np.diag(self._Winv) * b / self.d            # diag(M^-1) = diag(W^-1) B D^-1
@@ -80,14 +92,14 @@ class ASG(ActiveSearch):
         self._im = np.where(unl, f * c * (mu - m), 0.0)
 
     @property
-    def f(self):
+    def f(self) -> np.ndarray:
         self._sync()
         return self._f
 
     @property
-    def impact(self):
+    def impact(self) -> np.ndarray:
         self._sync()
         return self._im
 
-    def _top(self, k):
+    def _top(self, k: int) -> Ranked:
         return select_dense(self._f, self._im, self._label < 0, self.params.alpha, k)

@@ -12,33 +12,29 @@ f, the impact factor and the queries are those of the dense ASG (tests check thi
 against a direct solve and a brute-force impact factor). Formulas: docs/algorithm.md.
 """
 
+from __future__ import annotations
+
 import os
 import warnings
+from typing import Any, ClassVar
 
 import numpy as np
 
 from .. import limits
-from ..backends import make_backend
-from ..errors import DataError, NumericalError
+from ..backends import StepCall
+from ..errors import DataError, NumericalError, ParameterError
 from ..kernels.las import degrees
 from ..storage.encoding import decode
-from .base import ActiveSearch
-from .params import LASParams, default_pi
+from .base import ChunkedSearch, PointArray, StoreLike
+from .fantasy import FantasizedBatch, check_fantasy
+from .params import DriftCheck, LASParams
 from .pruning import LASPruning
 from .rank_updates import batch_update
-from .select import PassSummary, select
-from .steps import (
-    Compared,
-    best_in_chunk,
-    colsum_step,
-    gram_step,
-    las_refresh_step,
-    las_rescore_step,
-    las_update_step,
-)
+from .select import PassSummary, Ranked
+from .steps import COLSUM, GRAM, LAS_REFRESH, LAS_RESCORE, LAS_UPDATE, Compared
 
 
-class LAS(ActiveSearch):
+class LAS(ChunkedSearch):
     """Linearized Active Search over a feature store.
 
     Parameters
@@ -58,7 +54,7 @@ class LAS(ActiveSearch):
         Threads of the local backend (default: one per core).
     check_every : int or None
         Every this many labels, check ||K K^-1 - I|| (O(r^3)) and recompute K^-1 and J
-        from X when it exceeds ``drift_tol``.
+        from X when it exceeds ``drift_tol`` (None or 0: never).
     prune : bool
         Exact pruned selection (engine/pruning.py): with alpha = 0 on the local backend, a
         query reads only the blocks of rows that could hold the answer, and the answer is
@@ -69,127 +65,152 @@ class LAS(ActiveSearch):
     """
 
     method = "las"
+    GRADED = True
+    params: LASParams
+    POINT_STATE = (PointArray("label", np.int8, -1), PointArray("deg", np.float64, 0.0),
+                   PointArray("J", np.float64, 0.0), PointArray("f", np.float64, 0.0),
+                   PointArray("im", np.float64, 0.0))
+    SAVED_GLOBALS: ClassVar[tuple[str, ...]] = ("s", "K", "Kinv", "xq", "xz")
+    SAVED_POINT_ARRAYS = ("J",)   # f, the impact factor and the degrees follow in one pass
 
-    def __init__(self, store, *, pi=None, eta=0.5, w0=None, alpha=0.0, backend="local",
-                 n_threads=None, check_every=100, drift_tol=1e-10, store_options=None, prune=False,
-                 block_rows=None):
-        super().__init__(store, store_options)
-        r = self.store.r     # K, K^-1 and work arrays, and an X^T R X partial per thread: r x r float64 each
-        limits.check_memory(((n_threads or os.cpu_count() or 1) + 6) * r * r * 8,
-                            f"LAS on {r:,} features (its r x r matrices)",
-                            "use fewer features (e.g. --rff D at ingest), or WNAS, which keeps no r x r state")
-        self.params = LASParams(pi=default_pi(self.store, pi), w0=1.0 / self.n if w0 is None else w0,
-                                eta=eta, alpha=alpha)
-        self.backend = make_backend(self.store, backend, n_threads)
-        self.backend.set_rebuild(self.rebuild_recipe)
-        self.check_every, self.drift_tol = check_every, drift_tol
-        self.refreshes = []          # drift measured at each automatic or requested refresh
-        self._ready = False
-        self._summary = None
+    def __init__(self, store: StoreLike, *, pi: float | None = None, eta: float = 0.5, w0: float | None = None,
+                 alpha: float = 0.0, backend: Any = "local", n_threads: int | None = None,
+                 check_every: int | None = 100, drift_tol: float = 1e-10,
+                 store_options: dict[str, Any] | None = None, prune: bool = False,
+                 block_rows: int | None = None, fantasy: float | str | None = None) -> None:
+        self.drift_check = DriftCheck(check_every, drift_tol)
+        self.fantasy = check_fantasy(fantasy)
+        self.fantasy_passes: list[int] = []   # per fantasized batch: the passes it took to choose
+        def params(st: FeatureStore) -> LASParams:
+            # K, K^-1, work arrays and an X^T R X partial per thread: r x r float64 each
+            limits.check_memory(((n_threads or os.cpu_count() or 1) + 6) * st.r * st.r * 8,
+                                f"LAS on {st.r:,} features (its r x r matrices)",
+                                "use fewer features (e.g. --rff D at ingest), or WNAS, which keeps no r x r state")
+            return LASParams.for_store(st, pi, eta, w0, alpha)
+        super().__init__(store, params, backend=backend, n_threads=n_threads, store_options=store_options)
+        self.refreshes: list[dict[str, Any]] = []   # drift measured at each automatic or requested refresh
         self._t_prev = 0.0           # weight of IM in the last query: the kernels rank by it
         self._labels_since_check = 0
         self.pruning = LASPruning(self, block_rows) if prune else None
+        if prune and self.fantasy is not None:
+            self.close()
+            raise ParameterError("fantasized batches need every f after each pass: use prune or fantasy, not both")
         self.bytes_since_query = 0   # bytes of X read since the last query was chosen
-        self.query_bytes = []        # per query (ask or top): bytes of X read to choose it
+        self.query_bytes: list[int] = []   # per query (ask or top): bytes of X read to choose it
+
+    def engine_options(self) -> dict[str, Any]:
+        prune = {"prune": True, "block_rows": self.pruning.block_rows} if self.pruning is not None else {}
+        fantasy = {"fantasy": self.fantasy} if self.fantasy is not None else {}
+        return {**self.drift_check.as_dict(), **prune, **fantasy}
+
+    def run_details(self) -> dict[str, Any]:
+        """Bytes of X read to choose each round's queries, and whether queries were pruned."""
+        return {"bytes_read": self.query_bytes, "x_bytes": self.store.nbytes, "pruning": self.pruning_status}
 
     @property
-    def pruning_status(self):
+    def pruning_status(self) -> str:
         """How queries are chosen: a full pass each, or pruned (and why not)."""
         return "off: a full pass per query" if self.pruning is None else self.pruning.status
 
-    def _pruned(self):
-        return self.pruning is not None and self.pruning.active
+    def _pruned(self) -> LASPruning | None:
+        """The pruning when queries are pruned, else None."""
+        return self.pruning if self.pruning is not None and self.pruning.active else None
+
+    @property
+    def check_every(self) -> int | None:
+        return self.drift_check.check_every
+
+    @property
+    def drift_tol(self) -> float:
+        return self.drift_check.drift_tol
 
     # -- scores --------------------------------------------------------------------
     @property
-    def f(self):
+    def f(self) -> np.ndarray:
         """Label-propagation scores, one per point (float64, read-only)."""
-        self._sync_all()
-        return self.backend.gather("f")
+        f = self._point_values("f")
+        if not self._grade:
+            return f
+        # The chunks' state keeps labels as int8, so a graded point's own f has
+        # q_i = eta * (0 or 1) where the model has eta * y_i; only that term differs.
+        f = np.array(f)
+        idx = np.fromiter(self._grade, np.int64)
+        f[idx] += self.params.eta * (self.label_values(idx) - self._label[idx])
+        return f
 
     @property
-    def impact(self):
+    def impact(self) -> np.ndarray:
         """Impact factor IM_i = f_i * sum_{j in U, j != i} (f+_j - f_j); 0 for labeled points."""
-        self._sync_all()
-        return self.backend.gather("im")
+        return self._point_values("im")
 
     @property
-    def J(self):
+    def J(self) -> np.ndarray:
         """J_i = x_i^T K^-1 x_i (float64, read-only)."""
-        self._sync_all()
-        return self.backend.gather("J")
+        return self._point_values("J")
 
     @property
-    def impact_scale(self):
+    def impact_scale(self) -> float:
         """s, the factor that rescales IM to the mean of f (the query uses alpha * s * IM)."""
-        self._sync_all()
+        self._sync_scores()
+        assert self._summary is not None
         return self._summary.impact_scale()
 
     # -- the algorithm -------------------------------------------------------------
-    def _sync(self):
-        if not self._ready:
-            self._pending = []
-            self._initialize()
-        elif self._pending:
-            self._update(*self._take_pending())
-
-    def _sync_all(self):
+    def _sync_scores(self) -> None:
         """_sync, then every per-point value current (pruned queries leave J, the impact
         factor and unread blocks' f behind: one pass recomputes them, J from K^-1)."""
         self._sync()
-        if self._pruned() and self.pruning.stale:
+        pruning = self._pruned()
+        if pruning is not None and pruning.stale:
             self._rescore(J_from_Kinv=True)
-            self.pruning.after_full_pass()
+            pruning.after_full_pass()
 
-    def _top(self, k):
-        if self._pruned():
-            out = self.pruning.top(k)
-        else:
-            t = self._t_prev = self._summary.selection_weight(self.params.alpha)
-            out = select(self._summary, t, self._rescan, k)
+    def _selection_weight(self) -> float:
+        assert self._summary is not None
+        self._t_prev = self._summary.selection_weight(self.params.alpha)
+        return self._t_prev
+
+    def _top(self, k: int) -> Ranked:
+        pruning = self._pruned()
+        out = Ranked(*pruning.top(k)) if pruning is not None else super()._top(k)
         self.query_bytes.append(self.bytes_since_query)
         self.bytes_since_query = 0
         return out
 
-    def _rescan(self, chunk_ids, t, k):
-        return self.backend.map_state(best_in_chunk, chunk_ids, t, k)
+    def _initialize(self) -> None:
+        self._initial_passes()
 
-    def _alloc(self):
-        for name, dtype, fill in (("label", np.int8, -1), ("deg", np.float64, 0.0), ("J", np.float64, 0.0),
-                                  ("f", np.float64, 0.0), ("im", np.float64, 0.0)):
-            self.backend.alloc(name, dtype, fill)
-
-    def _initialize(self, refresh=False):
+    def _initial_passes(self, refresh: bool = False) -> dict[str, float] | None:
         """Three chunked passes: column sums; degrees and X^T diag(rho) X; J and scores.
+        Every label told so far is applied (none is left pending).
 
         A refresh overwrites the per-point arrays in place (no second copy of the state)
         and returns the drift of J and f that the last pass measured."""
         p, b = self.params, self.backend
-        if not refresh:
-            self._alloc()
-        parts = b.map(colsum_step)
-        bad_rows = [row for _, row in parts if row >= 0]
+        self._pending = []
+        parts = b.map(COLSUM)
+        bad_rows = [q.first_bad for q in parts if q.first_bad >= 0]
         if bad_rows:
             raise DataError(f"{self.store.path}: X has a non-finite value (NaN or inf) in row {min(bad_rows)} "
                             "(the first such row); fix or drop those rows")
-        self.s = np.sum([s for s, _ in parts], axis=0)
+        self.s = np.sum([q.sums for q in parts], axis=0)
         if not np.all(np.isfinite(self.s)):
             raise DataError(f"{self.store.path}: the column sums of X overflow; rescale X (e.g. unit-normalize rows)")
         labeled = np.flatnonzero(self._label >= 0)
-        parts = b.map(gram_step, self.s, labeled, self._label[labeled], p.eta, p.w0, p.pi)
-        n_bad = sum(q[0] for q in parts)
+        grams = b.map(GRAM, self.s, labeled, self._label[labeled], p.eta, p.w0, p.pi)
+        n_bad = sum(q.n_bad for q in grams)
         if n_bad:
-            first = min(q[1] for q in parts if q[0])
+            first = min(q.first_bad for q in grams if q.n_bad)
             raise DataError(
                 f"{self.store.path}: {n_bad} of {self.n} points have a degree x_i . sum_j x_j <= 0 "
                 f"(the first is row {first}); LAS needs positive degrees: unit-normalize the rows and "
                 "append a constant 1 feature (bigsearch ingest --normalize --bias), which makes every "
                 "similarity cos + 1 >= 0")
-        G = np.sum([q[2] for q in parts], axis=0)
+        G = np.sum([q.G for q in grams], axis=0)
         self.K = np.eye(self.store.r) - (G + G.T) / 2
         self.Kinv = self._invert(self.K)
-        self.xq = np.sum([q[3] for q in parts], axis=0)
-        self.xz = np.sum([q[4] for q in parts], axis=0)
+        self.xq = np.sum([q.xq for q in grams], axis=0) + self._graded_xq()
+        self.xz = np.sum([q.xz for q in grams], axis=0)
         drift = self._rescore(J_from_Kinv=True, compare=refresh)
         if self.pruning is not None:
             self.pruning.after_full_pass(G)
@@ -198,31 +219,53 @@ class LAS(ActiveSearch):
         self.bytes_since_query = 0
         return drift
 
-    def _rescore(self, J_from_Kinv, compare=False):
+    def _rescore(self, J_from_Kinv: bool, compare: bool = False) -> dict[str, float] | None:
         """One pass: every chunk's state from the global state (see las_rescore_step).
         With ``compare``, also returns {"J": ..., "f": ...}: the largest change of each,
         relative to its largest value."""
         step, args = self.rebuild_recipe(J_from_Kinv)
-        parts = self.backend.map(las_refresh_step if compare else step, *args)
+        parts = self.backend.map(LAS_REFRESH if compare else step, *args)
         self.bytes_since_query += self.store.nbytes
         # A chunk rebuilt after a lost worker returns plain partials: its old values are gone.
-        drifts = [p[1] for p in parts if isinstance(p, Compared)]
-        parts = [p[0] if isinstance(p, Compared) else p for p in parts]
+        drifts = [p.drift for p in parts if isinstance(p, Compared)]
+        parts = [p.partials if isinstance(p, Compared) else p for p in parts]
         self._summary = PassSummary.from_partials(parts, self._t_prev)
-        if compare:
-            dJ, J, df, f = np.max(drifts, axis=0) if drifts else (0.0, 0.0, 0.0, 0.0)
-            return {"J": dJ / J if J else dJ, "f": df / f if f else df}
+        if not compare:
+            return None
+        dJ, J, df, f = np.max(drifts, axis=0) if drifts else (0.0, 0.0, 0.0, 0.0)
+        return {"J": dJ / J if J else dJ, "f": df / f if f else df}
 
-    def rebuild_recipe(self, J_from_Kinv=True):
-        """(step, args) that rebuild a chunk's per-point state from the current global
-        state: ``step(x, state, *args)``. Backends use it to restore a lost chunk."""
+    def _graded_xq(self) -> np.ndarray | float:
+        """What graded labels add to X^T q beyond the int8 labels the chunk steps see:
+        sum over graded points of x_i eta (y_i - label_i)."""
+        if not self._grade:
+            return 0.0
+        idx = np.fromiter(self._grade, np.int64)
+        return (self.params.eta * (self.label_values(idx) - self._label[idx])) @ self.store.read_rows(idx)
+
+    def next_batch(self, k: int) -> list[int]:
+        """The next k points to label together: with ``fantasy`` (a soft label in [0, 1],
+        or "f"), sequential greedy with each chosen point told that fantasized label
+        (engine/fantasy.py); else the top k."""
+        if self.fantasy is None or k <= 1:
+            return super().next_batch(k)
+        self._sync_scores()
+        chooser = FantasizedBatch(self, self.fantasy)
+        batch = chooser.choose(int(k))
+        self.fantasy_passes.append(chooser.passes)
+        return batch
+
+    def rebuild_recipe(self, J_from_Kinv: bool = True) -> StepCall:
+        """The step and arguments that rebuild a chunk's per-point state from the
+        current global state: ``step(x, state, *args)``. Backends use it to restore a
+        lost chunk."""
         p = self.params
         labeled = np.flatnonzero(self._label >= 0)
         V = np.stack([self.Kinv @ self.xq, self.Kinv @ self.xz])
-        return las_rescore_step, (self.s, labeled, self._label[labeled], self.Kinv if J_from_Kinv else None,
-                                  V, p.eta, p.w0, p.pi, self._t_prev)
+        return StepCall(LAS_RESCORE, (self.s, labeled, self._label[labeled], self.Kinv if J_from_Kinv else None,
+                                      V, p.eta, p.w0, p.pi, self._t_prev))
 
-    def _invert(self, K):
+    def _invert(self, K: np.ndarray) -> np.ndarray:
         try:
             Kinv = np.linalg.inv(K)
         except np.linalg.LinAlgError as e:
@@ -231,7 +274,7 @@ class LAS(ActiveSearch):
             raise NumericalError("K^-1 has non-finite entries; check w0 > 0 and the data")
         return (Kinv + Kinv.T) / 2
 
-    def _update(self, idx, lab):
+    def _update(self, idx: np.ndarray, lab: np.ndarray) -> None:
         """Sherman-Morrison for the new labels (as matrix products: engine/rank_updates.py),
         then one fused pass."""
         p = self.params
@@ -241,14 +284,14 @@ class LAS(ActiveSearch):
         degrees(stored, self.s, deg)  # the kernel the passes use: bit-identical degrees
         b_unl = 1.0 / (1.0 + p.w0)
         G, cs = batch_update(self.Kinv, self.K, rows, (b_unl - (1.0 - p.eta)) / deg, idx)
-        self.xq += (p.eta * np.asarray(lab, np.float64) - p.pi * p.w0 / (1.0 + p.w0)) @ rows
+        self.xq += (p.eta * self.label_values(idx) - p.pi * p.w0 / (1.0 + p.w0)) @ rows
         self.xz -= (b_unl / deg) @ rows
-        if self._pruned():
-            self.pruning.labels_told(idx, lab)        # no pass: the next query reads what it needs
+        pruning = self._pruned()
+        if pruning is not None:
+            pruning.labels_told(idx, lab)             # no pass: the next query reads what it needs
         else:
             V = np.vstack([self.Kinv @ self.xq, self.Kinv @ self.xz, G])
-            parts = self.backend.map(las_update_step, V, cs, idx, lab, p.eta, p.w0, p.pi, self._t_prev)
-            self._summary = PassSummary.from_partials(parts, self._t_prev)
+            self._pass(LAS_UPDATE, V, cs, idx, lab, p.eta, p.w0, p.pi, self._t_prev, t_prev=self._t_prev)
             self.bytes_since_query += self.store.nbytes
         self._labels_since_check += len(idx)
         if self.check_every and self._labels_since_check >= self.check_every:
@@ -260,80 +303,48 @@ class LAS(ActiveSearch):
                 self.refresh()
 
     # -- numerical health ----------------------------------------------------------
-    def inverse_residual(self):
+    def inverse_residual(self) -> float:
         """max |K K^-1 - I|: a cheap (O(r^3)) check of the incrementally updated inverse."""
         return float(np.abs(self.K @ self.Kinv - np.eye(self.store.r)).max())
 
-    def refresh(self):
+    def refresh(self) -> dict[str, float]:
         """Recompute K^-1, J, f and the impact factor from X; return the drift it removed.
 
         The drift is the largest difference, relative to the largest value, between the
         incremental and the recomputed K^-1, J and f.
         """
-        self._sync_all()               # J is compared with its recomputed value
+        self._sync_scores()               # J is compared with its recomputed value
         old_Kinv = self.Kinv.copy()
-        drift = self._initialize(refresh=True)
-        drift = {"labels": self.n_labeled, "Kinv": _rel(old_Kinv, self.Kinv), **drift}
+        measured = self._initial_passes(refresh=True) or {}
+        drift = {"labels": self.n_labeled, "Kinv": _rel(old_Kinv, self.Kinv), **measured}
         self.refreshes.append(drift)
         return drift
 
     # -- saving and restoring --------------------------------------------------------
-    GLOBALS = ("s", "K", "Kinv", "xq", "xz")
-
-    def export_state(self):
-        """Everything needed to continue exactly: parameters, labels in order, the
-        global state and J. (f, the impact factor and the degrees follow from these in
-        one pass.) Returns {"meta": JSON-able dict, "arrays": {name: ndarray}}.
-
-        With pruned queries J may lag behind; the state then says so (``J_stale``) and
-        the restored engine recomputes J from K^-1 (only the impact factor uses it)."""
-        self._sync()
-        idx = np.array([i for i, _ in self.history], np.int64)
-        lab = np.array([y for _, y in self.history], np.int8)
-        arrays = {name: getattr(self, name).copy() for name in self.GLOBALS}
-        arrays.update(history_index=idx, history_label=lab, J=np.array(self.backend.gather("J")))
-        meta = {"method": self.method, "params": self.params.as_dict(), "n": self.n, "r": self.store.r,
-                "t_prev": self._t_prev, "labels_since_check": self._labels_since_check,
-                "check_every": self.check_every, "drift_tol": self.drift_tol,
-                "J_stale": bool(self._pruned() and self.pruning.stale)}
+    # With pruned queries J may lag behind; the state then says so (``J_stale``) and the
+    # restored engine recomputes J from K^-1 (only the impact factor uses it).
+    def _export_meta(self) -> dict[str, Any]:
+        meta = {"t_prev": self._t_prev, "labels_since_check": self._labels_since_check, "fantasy": self.fantasy,
+                **self.drift_check.as_dict(), "J_stale": bool((pruning := self._pruned()) and pruning.stale)}
         if self.pruning is not None:
             meta["prune"] = {"block_rows": self.pruning.block_rows}
-        return {"meta": meta, "arrays": arrays}
+        return meta
 
     @classmethod
-    def from_state(cls, store, state, *, backend="local", n_threads=None, store_options=None):
-        """A LAS continuing from ``export_state()`` output, with the same next query."""
-        meta, arrays = state["meta"], state["arrays"]
+    def _options_from_meta(cls, meta: dict[str, Any]) -> dict[str, Any]:
         prune = meta.get("prune")
-        self = cls(store, backend=backend, n_threads=n_threads, store_options=store_options,
-                   check_every=meta["check_every"], drift_tol=meta["drift_tol"], prune=prune is not None,
-                   block_rows=(prune or {}).get("block_rows"), **meta["params"])
-        _check_shape(self, meta)
-        self.history = [(int(i), int(y)) for i, y in zip(arrays["history_index"], arrays["history_label"])]
-        self._label[arrays["history_index"]] = arrays["history_label"]
-        for name in self.GLOBALS:
-            setattr(self, name, np.array(arrays[name], dtype=np.float64))
+        return {**meta["params"], **{name: meta[name] for name in DriftCheck.names()},
+                "prune": prune is not None, "block_rows": (prune or {}).get("block_rows"),
+                "fantasy": meta.get("fantasy")}
+
+    def _restore(self, meta: dict[str, Any]) -> None:
         self._t_prev, self._labels_since_check = meta["t_prev"], meta["labels_since_check"]
-        self._alloc()
-        self.backend.assign("J", arrays["J"])
         self._rescore(J_from_Kinv=bool(meta.get("J_stale", False)))
         if self.pruning is not None:
             self.pruning.after_full_pass()
-        self._ready = True
         self.bytes_since_query = 0
-        return self
-
-    def close(self):
-        self.backend.close()
 
 
-def _check_shape(search, meta):
-    from ..errors import StoreError
-    if (meta["n"], meta["r"]) != (search.n, search.store.r):
-        raise StoreError(f"the saved state is for a store of {meta['n']} x {meta['r']}, "
-                         f"but {search.store.path} is {search.n} x {search.store.r}")
-
-
-def _rel(a, b):
+def _rel(a: np.ndarray, b: np.ndarray) -> float:
     scale = np.abs(b).max()
     return float(np.abs(a - b).max() / scale) if scale else float(np.abs(a - b).max())

@@ -24,18 +24,24 @@ A query computes every block's bound (O(blocks x r), no reads), reads blocks bes
 in growing batches, recomputes their f exactly (the full pass's kernel,
 ``update_scores``, run on the block's rows: the same arithmetic, bit for bit), and stops
 when the k-th best f read so far exceeds every remaining bound plus a rounding margin
-(``SAFETY`` relative to the magnitudes involved). Unread points all score strictly below it, so the answer, ties to the lowest
+(``SAFETY`` relative to the magnitudes involved). Unread points all score strictly below it, so the answer,
+ties to the lowest
 index included, is the full pass's. A label lowers its block's cached maximum to the
 best remaining row's f (kept in memory), so a block is re-read only when u moved enough.
 
 alpha > 0 is not pruned: the rescaling of the impact factor needs sums of IM over all
 unlabeled points, so those queries keep the full pass (``status`` says which).
+
+On the dask backend, ``chunk_top_step`` does the same inside each chunk, with the
+chunk's summaries and cache in its state on the worker, and returns the chunk's exact
+top k; the driver merges them (one round trip per query).
 """
 
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..backends import ChunkStep
 from ..errors import ParameterError
 from ..kernels.common import ROW_BLOCK
 from ..kernels.las import update_scores
@@ -123,10 +129,14 @@ def summary_step(x, state, basis, block_rows):
     return tuple(np.concatenate(col) for col in zip(*parts))
 
 
+# It reads the chunk's degrees, state it did not create.
+SUMMARY = ChunkStep(summary_step)
+
+
 def compute_summaries(mapper, chunks, basis, block_rows):
     """Every block's summary in one pass (``mapper`` is a backend's ``map``)."""
     chunk, start, stop = block_layout(chunks, block_rows)
-    cols = [np.concatenate(col) for col in zip(*mapper(summary_step, basis, block_rows))]
+    cols = [np.concatenate(col) for col in zip(*mapper(SUMMARY, basis, block_rows))]
     return BlockSummaries(block_rows, chunk, start, stop, basis, *cols)
 
 
@@ -143,6 +153,13 @@ class Pruner:
         self.version = np.zeros(nb, np.int64)
         self.us = {}                         # version -> u
         self.clock = 0
+
+    def unknown(self, u):
+        """No block read yet: each must be read once (its bound is +inf)."""
+        self.clock += 1
+        self.us = {self.clock: u.copy()}
+        self.version[:] = self.clock
+        self.best[:] = np.inf
 
     def reset(self, u, f, label):
         """Every block's maximum from f computed at u (after a full pass)."""
@@ -191,7 +208,7 @@ class Pruner:
         ``read(blocks)`` recomputes f for those blocks' rows (into ``f``)."""
         bound = self.bounds(u)
         order = np.argsort(-bound, kind="stable")
-        order = order[np.isfinite(bound[order])]      # blocks with no unlabeled row
+        order = order[bound[order] > -np.inf]         # not the blocks with no unlabeled row
         self.clock += 1
         self.us[self.clock] = u.copy()
         top_idx, top_f = np.zeros(0, np.int64), np.zeros(0)
@@ -224,7 +241,8 @@ class Pruner:
 
 
 class LASPruning:
-    """Glue between a LAS engine on the local backend and the Pruner.
+    """Glue between a LAS engine and the Pruner: one for all of X on the local backend,
+    one per chunk on the workers of the dask backend.
 
     ``status`` says whether queries are pruned, and why not when they are not.
     """
@@ -236,12 +254,15 @@ class LASPruning:
         self.summaries = None
         self.pruner = None
         self.stale = False           # J, IM (and f of unread blocks) lag behind the labels
+        self.local = getattr(engine.backend, "name", "") == "local"
+        self.basis, self.generation, self.u_reset = None, 0, None    # for the workers' pruners
         p, b = engine.params, engine.backend
         if p.alpha != 0:
             self.status = ("off: alpha > 0 needs sums of the impact factor over all unlabeled points "
                            "(its rescaling), so every query is a full pass")
         elif getattr(b, "name", "") != "local":
-            self.status = "off: pruning runs on the local backend only; the cluster does a full pass per query"
+            self.status = (f"on: exact pruning of blocks of {self.block_rows} rows (alpha = 0), each worker "
+                           "pruning its own chunks")
         else:
             self.status = f"on: exact pruning of blocks of {self.block_rows} rows (alpha = 0)"
 
@@ -254,8 +275,15 @@ class LASPruning:
         if not self.active:
             return
         e = self.engine
+        if self.basis is None:
+            self.basis = gram_basis(G if G is not None else np.eye(e.store.r) - e.K, self.basis_dim)
+        if not self.local:       # the workers reset their chunks' caches at the next query
+            self.generation += 1
+            self.u_reset = self.u()
+            self.stale = False
+            return
         if self.summaries is None:
-            basis = gram_basis(G if G is not None else np.eye(e.store.r) - e.K, self.basis_dim)
+            basis = self.basis
             self.summaries = compute_summaries(e.backend.map, e.store.chunks, basis, self.block_rows)
         if self.pruner is None:
             self.pruner = Pruner(self.summaries, e.s, 1.0 / (1.0 + e.params.w0))
@@ -271,16 +299,32 @@ class LASPruning:
         e = self.engine
         chunks = np.unique([e.store.chunk_of(i) for i in idx]).tolist()
         e.backend.map_state(_apply_labels, chunks, idx, lab)
-        self.pruner.labeled(idx, e.backend.gather("f"), e._label)
+        if self.local:
+            self.pruner.labeled(idx, e.backend.gather("f"), e._label)
         self.stale = True
 
     def top(self, k):
         e = self.engine
         u = self.u()
-        idx, sc, rows = self.pruner.top(k, u, lambda blocks: self._read(blocks, u), e.backend.gather("f"), e._label)
+        if self.local:
+            idx, sc, rows = self.pruner.top(k, u, lambda blocks: self._read(blocks, u), e.backend.gather("f"),
+                                            e._label)
+        else:
+            idx, sc, rows = self._top_on_workers(k, u)
         e.bytes_since_query += int(rows) * e.store.bytes_per_point
         self.stale = True
         return idx, sc
+
+    def _top_on_workers(self, k, u):
+        """Each chunk's exact top k, pruned where the chunk lives: one round trip."""
+        e, p = self.engine, self.engine.params
+        args = (u, np.stack([u, e.Kinv @ e.xz]), k, self.generation, self.u_reset, self.basis, self.block_rows,
+                e.s, p.eta, p.w0, p.pi)
+        parts = e.backend.map(CHUNK_TOP, *args)
+        if not all(isinstance(part, ChunkTop) for part in parts):
+            parts = e.backend.map(CHUNK_TOP, *args)     # a lost worker's chunks were rebuilt: ask again
+        idx, sc = _best(np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts]), k)
+        return idx, sc, sum(q[2] for q in parts)
 
     def _read(self, blocks, u):
         """Recompute f at u for these blocks from X: each chunk opened once, each run of
@@ -295,9 +339,50 @@ class LASPruning:
             st = e.backend.states[c]
             with e.store.chunk(c) as x:
                 for run in (r for r, rc in zip(runs, chunk_of_run) if rc == c):
-                    a, z = sm.start[run[0]] - st.start, sm.stop[run[-1]] - st.start
-                    update_scores(_rows(x, a, z), V, NO_LABELS, 0, st.label[a:z], st.deg[a:z], st.J[a:z],
-                                  st.f[a:z], st.im[a:z], p.eta, p.w0, p.pi, 0.0)
+                    _score_rows(x, st, sm.start[run[0]] - st.start, sm.stop[run[-1]] - st.start, V, p.eta,
+                                p.w0, p.pi)
+
+
+def _score_rows(x, st, a, z, V, eta, w0, pi):
+    """f (and, as a by-product, IM from the stale J) of a chunk's rows a:z, by the full
+    pass's kernel."""
+    update_scores(_rows(x, a, z), V, NO_LABELS, 0, st.label[a:z], st.deg[a:z], st.J[a:z], st.f[a:z], st.im[a:z],
+                  eta, w0, pi, 0.0)
+
+
+class ChunkTop(tuple):
+    """(global indices, scores, rows read): a chunk's part of a pruned query."""
+
+
+def chunk_top_step(x, state, u, V, k, generation, u_reset, basis, block_rows, s, eta, w0, pi):
+    """A chunk's exact top k at u, reading only the blocks that could hold it; the
+    chunk's summaries and cache live in its state (built here at the first call, when
+    every block is read once). ``generation`` changes after each full pass, at
+    ``u_reset``: the cache is then rebuilt from the chunk's f."""
+    pr = getattr(state, "pruner", None)
+    if pr is None:
+        cols = summary_step(x, state, basis, block_rows)
+        start = np.arange(0, n_rows(x), block_rows)
+        sm = BlockSummaries(block_rows, np.zeros(len(start), np.int64), start,
+                            np.minimum(start + block_rows, n_rows(x)), basis, *cols)
+        pr = state.pruner = Pruner(sm, s, 1.0 / (1.0 + w0))
+        pr.unknown(u)
+    elif state.pruner_generation != generation:
+        pr.reset(u_reset, state.f, state.label)
+    state.pruner_generation = generation
+
+    def read(blocks):
+        blocks = np.sort(blocks)
+        runs = np.split(blocks, np.flatnonzero(blocks[1:] != blocks[:-1] + 1) + 1)
+        for run in runs:
+            _score_rows(x, state, pr.sm.start[run[0]], pr.sm.stop[run[-1]], V, eta, w0, pi)
+    idx, sc, rows = pr.top(k, u, read, state.f, state.label)
+    return ChunkTop((idx + state.start, sc, rows))
+
+
+# It updates state it did not create: a lost chunk is rebuilt by the engine's recipe,
+# whose partials are not a ChunkTop, and the query is asked again (LASPruning).
+CHUNK_TOP = ChunkStep(chunk_top_step)
 
 
 def _rows(x, a, z):
@@ -309,3 +394,7 @@ def _rows(x, a, z):
 
 def _apply_labels(state, idx, lab):
     state.apply_labels(idx, lab)
+    pr = getattr(state, "pruner", None)        # a worker's chunk (dask backend)
+    if pr is not None:
+        inside = (idx >= state.start) & (idx < state.stop)
+        pr.labeled(idx[inside] - state.start, state.f, state.label)

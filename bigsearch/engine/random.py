@@ -1,24 +1,31 @@
 """The random baseline: every unlabeled point is equally likely to be asked next."""
 
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 
-from .base import ActiveSearch
+from .base import ActiveSearch, StoreLike
+from .params import RandomParams
 
 
 class RandomSearch(ActiveSearch):
     """Uniform random queries among unlabeled points, reproducible from ``seed``."""
 
     method = "random"
+    params: RandomParams
 
-    def __init__(self, store, *, seed=None, store_options=None):
+    def __init__(self, store: StoreLike, *, seed: int | None = None,
+                 store_options: dict[str, Any] | None = None) -> None:
+        self.params = RandomParams(seed)
         super().__init__(store, store_options)
-        self.params = {"seed": seed}
         self._rng = np.random.default_rng(seed)
 
-    def _sync(self):
+    def _sync(self) -> None:
         self._pending = []
 
-    def _choose(self):
+    def _choose(self) -> int:
         # Rejection sampling is O(1) while most points are unlabeled.
         if self.n_labeled < self.n // 2:
             while True:

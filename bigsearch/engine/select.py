@@ -17,40 +17,59 @@ t_prev the bound is close to the chunk's K-th best score, so that is rare, and t
 choice is exactly the argmax (lowest index among ties).
 """
 
+from __future__ import annotations
+
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from ..kernels.common import TOP_K
 
 
+class ChunkPartials(NamedTuple):
+    """What a scoring pass returns for one chunk (the kernels' candidate partials)."""
+    sums: np.ndarray          # [sum of f, sum of IM, count] over the chunk's unlabeled points
+    candidates: np.ndarray    # (L, K) global indices of each list's top K (-1: none)
+    f: np.ndarray             # (L, K) their f
+    im: np.ndarray            # (L, K) their IM (empty lists when the method has none)
+    kth: np.ndarray           # (L,) each list's K-th value (-inf when not full)
+
+
+class Ranked(NamedTuple):
+    """Points ranked by score, best first."""
+    indices: np.ndarray       # int64
+    scores: np.ndarray        # float64
+
+
 @dataclass(frozen=True)
 class PassSummary:
     """What one pass tells the driver: sums over unlabeled points and candidates.
 
-    Each chunk's partials are (sums [f, IM, count], candidate indices (L, K), their f,
-    their IM, the L lists' K-th values); ``t_prev`` is the weight the kernel ranked by.
+    ``partials`` are the chunks' :class:`ChunkPartials`; ``t_prev`` is the weight the
+    kernel ranked by.
     """
     sum_f: float
     sum_im: float
     n_unlabeled: int
-    partials: list
+    partials: Sequence[ChunkPartials]
     t_prev: float = 0.0
 
     @classmethod
-    def from_partials(cls, partials, t_prev=0.0):
-        sums = np.sum([p[0] for p in partials], axis=0)
+    def from_partials(cls, partials: Sequence[ChunkPartials], t_prev: float = 0.0) -> PassSummary:
+        sums = np.sum([p.sums for p in partials], axis=0)
         return cls(float(sums[0]), float(sums[1]), int(sums[2]), partials, t_prev)
 
-    def impact_scale(self):
+    def impact_scale(self) -> float:
         """s such that s * mean(IM) = mean(f) over unlabeled points; 0 when IM's sum is
         not positive and finite (then the selection falls back to f alone)."""
         if not (np.isfinite(self.sum_im) and self.sum_im > 0 and np.isfinite(self.sum_f)):
             return 0.0
         return self.sum_f / self.sum_im
 
-    def selection_weight(self, alpha):
+    def selection_weight(self, alpha: float) -> float:
         """t = alpha * s, warning when alpha > 0 but IM cannot be rescaled."""
         if alpha == 0:
             return 0.0
@@ -68,7 +87,8 @@ def scores(f, im, t):
     return f if t == 0 else f + t * im
 
 
-def select(summary, t, rescan, k=1):
+def select(summary: PassSummary, t: float, rescan: Callable[[list[int], float, int], Sequence[Ranked]],
+           k: int = 1) -> Ranked:
     """The k unlabeled points with the highest scores, best first, ties broken by the
     lowest index: (indices int64 array, scores float64 array), shorter if fewer exist.
 
@@ -77,15 +97,15 @@ def select(summary, t, rescan, k=1):
     choice.
     """
     parts = summary.partials
-    idx = np.concatenate([p[1].ravel() for p in parts])
+    idx = np.concatenate([p.candidates.ravel() for p in parts])
     keep = idx >= 0
-    f = np.concatenate([p[2].ravel() for p in parts])[keep]
-    im = np.concatenate([p[3].ravel() for p in parts])[keep]
+    f = np.concatenate([p.f.ravel() for p in parts])[keep]
+    im = np.concatenate([p.im.ravel() for p in parts])[keep]
     idx, first = np.unique(idx[keep], return_index=True)   # a point may be in several lists
     top_idx, top_sc = _best(idx, scores(f[first], im[first], t), k)
     kth = top_sc[-1] if len(top_sc) == k else -np.inf
-    bounds = _bounds(np.array([p[4] for p in parts]), t, summary.t_prev)
-    counts = np.array([p[0][2] for p in parts])
+    bounds = _bounds(np.array([p.kth for p in parts]), t, summary.t_prev)
+    counts = np.array([p.sums[2] for p in parts])
     unsettled = np.flatnonzero((counts > TOP_K) & (bounds >= kth))
     if unsettled.size:
         found = rescan(unsettled.tolist(), t, k)
@@ -93,12 +113,12 @@ def select(summary, t, rescan, k=1):
         all_sc = np.concatenate([top_sc, *[sc for _, sc in found]])
         all_idx, first = np.unique(all_idx, return_index=True)
         top_idx, top_sc = _best(all_idx, all_sc[first], k)
-    return top_idx, top_sc
+    return Ranked(top_idx, top_sc)
 
 
 def _best(idx, sc, k):
     order = np.lexsort((idx, -sc))[:k]
-    return idx[order].astype(np.int64), sc[order]
+    return Ranked(idx[order].astype(np.int64), sc[order])
 
 
 def _bounds(kth, t, t_prev):
@@ -115,10 +135,10 @@ def _bounds(kth, t, t_prev):
     return bound + 1e-12 * (np.abs(kf) + np.abs(kp) + np.abs(t * ki)) + 1e-300
 
 
-def select_dense(f, im, unlabeled, alpha, k=1):
+def select_dense(f: np.ndarray, im: np.ndarray, unlabeled: np.ndarray, alpha: float, k: int = 1) -> Ranked:
     """The same choice as :func:`select`, from whole arrays held in memory."""
     idx = np.flatnonzero(unlabeled)
     if idx.size == 0:
-        return idx, np.zeros(0)
+        return Ranked(idx, np.zeros(0))
     summary = PassSummary(float(f[unlabeled].sum()), float(im[unlabeled].sum()), int(unlabeled.sum()), [])
     return _best(idx, scores(f[idx], im[idx], summary.selection_weight(alpha)), k)

@@ -3,18 +3,25 @@
 Every step has the kernel contract ``step(x, state, *small_args) -> small partials``:
 ``x`` is one chunk of X (m x r), ``state`` that chunk's per-point arrays (updated in
 place), the other arguments O(r^2) global state. Steps are module-level functions of
-their arguments only, so the distributed backend can run them on workers unchanged.
+their arguments only, so the distributed backend can run them on workers unchanged;
+each is declared once as a :class:`~bigsearch.backends.ChunkStep` (the UPPER-CASE
+names), which says how it is redone for a chunk lost mid-pass. The partials are named
+tuples, read by name.
 
 The O(m r^2) initialization products (X^T diag(rho) X and x_i^T K^-1 x_i) go to BLAS
 on float64 blocks of rows; everything per iteration is a numba kernel.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
+from ..backends import ChunkStep
 from ..kernels.common import column_sums, top_unlabeled
 from ..kernels.las import degrees, point_weights, update_scores
 from ..kernels.wnas import add_similarities
 from ..storage.encoding import Encoded, decode, n_features, n_rows
+from .select import ChunkPartials, Ranked
 
 BLAS_ROWS = 4096         # rows converted to float64 at a time: bounded temporaries ...
 BLAS_BLOCK_BYTES = 1 << 22   # ... of at most 4 MiB when rows are wide
@@ -28,6 +35,11 @@ def _blocks(x):
         yield a, decode(x, a, a + rows)
 
 
+class ColumnSums(NamedTuple):
+    sums: np.ndarray          # the chunk's column sums of X (float64)
+    first_bad: int            # global index of its first row with a non-finite value, or -1
+
+
 def colsum_step(x, state):
     """Column sums and the first non-finite row (global index, or -1)."""
     if not isinstance(x, Encoded):
@@ -39,34 +51,32 @@ def colsum_step(x, state):
             s += sb
             if bad < 0 and bad_b >= 0:
                 bad = a + bad_b
-    return s, (state.start + bad if bad >= 0 else -1)
+    return ColumnSums(s, state.start + bad if bad >= 0 else -1)
+
+
+class GramPartials(NamedTuple):
+    n_bad: int                # points with a degree <= 0 (then the products are zeros)
+    first_bad: int            # global index of the first such point, or -1
+    G: np.ndarray             # X^T diag(rho) X over the chunk (r x r)
+    xq: np.ndarray            # X^T q
+    xz: np.ndarray            # X^T z
 
 
 def gram_step(x, state, s, label_idx, label_val, eta, w0, pi):
-    """Degrees, then this chunk's X^T diag(rho) X, X^T q and X^T z.
-
-    Returns (count of degrees <= 0, first such global row or -1, G, xq, xz).
-    """
+    """Degrees, then this chunk's X^T diag(rho) X, X^T q and X^T z."""
     state.apply_labels(label_idx, label_val)
     bad, first = degrees(x, s, state.deg)
     r = n_features(x)
     G, xq, xz = np.zeros((r, r)), np.zeros(r), np.zeros(r)
     if bad:
-        return bad, state.start + first, G, xq, xz
+        return GramPartials(bad, state.start + first, G, xq, xz)
     rho, q, z = point_weights(state.label, state.deg, eta, w0, pi)
     for a, xb in _blocks(x):
         b = a + len(xb)
         G += xb.T @ (xb * rho[a:b, None])
         xq += q[a:b] @ xb
         xz += z[a:b] @ xb
-    return 0, -1, G, xq, xz
-
-
-# Steps that compute a chunk's whole state from scratch: a backend that loses a chunk's
-# state mid-pass can simply run them again (any other step needs the engine's rebuild
-# recipe, see backends/distributed.py).
-colsum_step.from_scratch = True
-gram_step.from_scratch = True
+    return GramPartials(0, -1, G, xq, xz)
 
 
 def las_rescore_step(x, state, s, label_idx, label_val, Kinv, V, eta, w0, pi, t_prev):
@@ -81,13 +91,22 @@ def las_rescore_step(x, state, s, label_idx, label_val, Kinv, V, eta, w0, pi, t_
     if Kinv is not None:
         for a, xb in _blocks(x):
             state.J[a:a + len(xb)] = np.einsum("ij,ij->i", xb @ Kinv, xb)
-    return update_scores(x, V, np.zeros(0), state.start, state.label, state.deg,
-                         state.J, state.f, state.im, eta, w0, pi, t_prev)
+    return ChunkPartials(*update_scores(x, V, np.zeros(0), state.start, state.label, state.deg,
+                                        state.J, state.f, state.im, eta, w0, pi, t_prev))
 
 
-class Compared(tuple):
-    """(partials, drift) from ``las_refresh_step``; drift is (max |J_old - J|, max |J|,
-    max |f_old - f|, max |f|) over the chunk."""
+class Drift(NamedTuple):
+    """How far a chunk's incrementally updated J and f were from the recomputed ones."""
+    J_change: float           # max |J_old - J|
+    J_max: float              # max |J|
+    f_change: float           # max |f_old - f|
+    f_max: float              # max |f|
+
+
+class Compared(NamedTuple):
+    """What ``las_refresh_step`` returns: the partials and the chunk's drift."""
+    partials: ChunkPartials
+    drift: Drift
 
 
 def las_refresh_step(x, state, *args):
@@ -96,8 +115,8 @@ def las_refresh_step(x, state, *args):
     refresh needs no extra memory per point."""
     old_J, old_f = state.J.copy(), state.f.copy()
     partials = las_rescore_step(x, state, *args)
-    drift = (_max_abs(old_J - state.J), _max_abs(state.J), _max_abs(old_f - state.f), _max_abs(state.f))
-    return Compared((partials, drift))
+    drift = Drift(_max_abs(old_J - state.J), _max_abs(state.J), _max_abs(old_f - state.f), _max_abs(state.f))
+    return Compared(partials, drift)
 
 
 def _max_abs(a):
@@ -118,8 +137,8 @@ def las_update_step(x, state, V, c, label_idx, label_val, eta, w0, pi, t_prev):
             P = xb @ Gt
             state.J[a:a + len(xb)] -= (P * P) @ c
         V, c = V[:2], c[:0]
-    return update_scores(x, V, c, state.start, state.label, state.deg,
-                         state.J, state.f, state.im, eta, w0, pi, t_prev)
+    return ChunkPartials(*update_scores(x, V, c, state.start, state.label, state.deg,
+                                        state.J, state.f, state.im, eta, w0, pi, t_prev))
 
 
 def wnas_update_step(x, state, Z, signs, label_idx, label_val, reset=False):
@@ -136,7 +155,7 @@ def wnas_update_step(x, state, Z, signs, label_idx, label_val, reset=False):
             state.num[a:a + len(xb)] += S @ signs
             state.den[a:a + len(xb)] += np.abs(S).sum(axis=1)
         Z, signs = Z[:0], signs[:0]
-    return add_similarities(x, Z, signs, state.start, state.label, state.num, state.den, state.f)
+    return ChunkPartials(*add_similarities(x, Z, signs, state.start, state.label, state.num, state.den, state.f))
 
 
 def best_in_chunk(state, t, k):
@@ -147,4 +166,15 @@ def best_in_chunk(state, t, k):
     choice (engine/select.py). Ties go to the lowest index.
     """
     i, score = top_unlabeled(state.label, state.f, state.im if t else state.f, t, k)
-    return state.start + i, score
+    return Ranked(state.start + i, score)
+
+
+# The declarations. Column sums and the Gram pass compute a chunk's whole state from X
+# (rerun after a loss); the others update state they did not create (the engine's
+# rebuild recipe replaces them). best_in_chunk reads no X: it is a map_state function.
+COLSUM = ChunkStep(colsum_step, from_scratch=True)
+GRAM = ChunkStep(gram_step, from_scratch=True)
+LAS_RESCORE = ChunkStep(las_rescore_step)
+LAS_REFRESH = ChunkStep(las_refresh_step)
+LAS_UPDATE = ChunkStep(las_update_step)
+WNAS_UPDATE = ChunkStep(wnas_update_step)

@@ -17,7 +17,7 @@ import csv
 import numpy as np
 
 from .. import __version__
-from ..engine import LAS
+from ..engine.registry import method_spec, saving_class
 from ..errors import ParameterError
 from ..simulate import make_search
 from ..storage import open_store
@@ -29,8 +29,9 @@ def pair_experiment(store, methods=("las", "wnas"), *, pairs=100, top=100, seed=
 
     ``progress(draws, counted)`` is called after each pair, if given.
     """
-    if "random" in methods:
-        raise ParameterError("random search has no scores f to rank points by; leave it out of this experiment")
+    for m in methods:
+        if not method_spec(m).ranks:
+            raise ParameterError(f"{m} search has no scores f to rank points by; leave it out of this experiment")
     if pairs < 1 or top < 1:
         raise ParameterError(f"pairs and top must be >= 1, got {pairs} and {top}")
     store = open_store(store)
@@ -67,24 +68,26 @@ def _pairs(y, seed, max_draws):
 
 
 class Starter:
-    """Fresh searches of one method, each with no labels yet."""
+    """Fresh searches of one method, each with no labels yet. A method whose
+    initialization costs passes over X (``warm_start`` in the registry) is initialized
+    once and restored from that state for every pair."""
 
     def __init__(self, store, method, *, backend="local", n_threads=None, **options):
-        self.store, self.method = store, method
+        self.store, self.spec = store, method_spec(method)
         self.options = {"backend": backend, "n_threads": n_threads, **options}
         base = make_search(store, method, **self.options)
-        self.params = base.params.as_dict() if hasattr(base.params, "as_dict") else dict(base.params)
+        self.params = base.params.as_dict()
         self.state = None
-        if method == "las":
+        if self.spec.warm_start and self.spec.sessions:
             base.sync()
             self.state = base.export_state()
         base.close()
 
     def new(self):
         if self.state is not None:
-            return LAS.from_state(self.store, self.state, backend=self.options["backend"],
-                                  n_threads=self.options["n_threads"])
-        return make_search(self.store, self.method, **self.options)
+            return saving_class(self.spec.name).from_state(self.store, self.state, backend=self.options["backend"],
+                                                           n_threads=self.options["n_threads"])
+        return make_search(self.store, self.spec.name, **self.options)
 
     def positives_in_top(self, positive, negative, y, top):
         """Label the pair, then count the positives among the ``top`` unlabeled points by f

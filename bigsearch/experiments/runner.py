@@ -37,7 +37,7 @@ class Experiment:
     budget: int
     runs: int = 1
     seed: int = 0
-    init_index: tuple = None
+    init_index: tuple | None = None
     init_positives: int = 1
     init_negatives: int = 0
     batch_size: int = 1

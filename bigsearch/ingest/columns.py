@@ -25,9 +25,11 @@ def numeric_matrix(block, indices):
     if bad.any():
         row, col = np.argwhere(bad)[0]
         name = block.reader.columns[indices[col]].name
-        raise InputError(f"{block.where(int(row))}: column {indices[col]} ({name}) is "
-                         f"{'missing or NaN' if np.isnan(X[row, col]) else 'infinite'}; "
-                         "features must be finite numbers")
+        raise InputError(
+            f"{block.where(int(row))}: column {indices[col]} ({name}) is "
+            f"{'missing or NaN' if np.isnan(X[row, col]) else 'infinite'}; "
+            "features must be finite numbers"
+        )
     return X
 
 
@@ -35,6 +37,7 @@ def text_values(block, j):
     """Column j as a pyarrow string array with surrounding spaces removed."""
     import pyarrow as pa
     import pyarrow.compute as pc
+
     col = block.table.column(j) if block.table is not None else pa.array(block.column(j))
     if not pa.types.is_string(col.type) and not pa.types.is_large_string(col.type):
         return pc.cast(col, pa.string())

@@ -64,7 +64,8 @@ def _rdkit():
         import rdkit
         from rdkit import RDLogger
     except ImportError:
-        raise ParameterError("--fingerprint needs RDKit: pip install 'bigsearch[chem]' (or pip install rdkit)") from None
+        raise ParameterError("--fingerprint needs RDKit: pip install 'bigsearch[chem]' "
+                             "(or pip install rdkit)") from None
     RDLogger.DisableLog("rdApp.*")   # parse failures are reported by us, with the row
     return rdkit
 

@@ -16,8 +16,8 @@ import math
 from dataclasses import dataclass, fields
 
 from ..errors import ParameterError
-from ..storage.registry import STORE_FORMATS, store_codecs
 from ..storage.encoding import ENCODINGS
+from ..storage.registry import STORE_FORMATS, store_codecs
 
 # Text read per parser call (docs/ingest.md has the measurements behind it).
 BLOCK_BYTES = 1 << 20

@@ -8,7 +8,7 @@ bounded by the block size and the per-column statistics, never by the input size
 
 import time
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -480,7 +480,7 @@ def _featurization(plan, rule, subsample, bins):
 
 def _provenance(readers, label_readers, totals, command):
     out = {"tool": "bigsearch ingest", "bigsearch_version": __version__,
-           "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+           "created": datetime.now(UTC).isoformat(timespec="seconds"),
            "sources": [r.describe() for r in readers], "rows_read": totals["rows"]}
     if label_readers:
         out["labels_files"] = [r.describe() for r in label_readers]

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import BigsearchError, LabelError
 from .explain import explain
+from .fork import fork, forkable
 from .records import read_display
 
 
@@ -36,8 +37,9 @@ class Labeler:
     as progress; None for none). ``prefetch=False`` computes after each answer (for
     measuring what prefetching saves)."""
 
-    def __init__(self, session, *, budget=None, prefetch=True, explain_top=5):
+    def __init__(self, session, *, budget=None, prefetch=True, explain_top=5, copy_in_memory=True):
         self.session = session
+        self.copy_in_memory = copy_in_memory   # False: copy through export/from_state, as on a cluster
         self.budget = budget
         self.prefetch = prefetch
         self.explain_top = explain_top
@@ -61,7 +63,7 @@ class Labeler:
         last = history[-1] if history else None
         return {"item": self._current, "skipped": len(self._skipped),
                 "progress": {"labels": len(labels), "positives": int(sum(labels)),
-                             "hits": np.cumsum(labels, dtype=np.int64).tolist(), "budget": self.budget,
+                             "curve": hits_curve(labels), "budget": self.budget,
                              "n": self.session.search.n},
                 "last": None if last is None else {"index": last[0], "label": last[1]},
                 "session": {"directory": str(self.session.directory), "method": self.session.method}}
@@ -159,16 +161,23 @@ class Labeler:
         if not self.prefetch or self._current is None:
             return
         index = self._current["index"]
-        state = self.session.export_engine_state()
+        engine = self.session.search
+        # In memory, each branch copies the engine in the worker thread (off the answer's
+        # path); the session only reads it meanwhile, or changes it after the branch it
+        # adopts has finished (a branch dropped as stale may read a changing engine: its
+        # result is never used).
+        in_memory = self.copy_in_memory and forkable(engine)
+        source = engine if in_memory else self.session.export_engine_state()
         history, skipped = self.session.history, list(self._skipped)
         likely = 1 if self._current["why"]["f"] >= 0.5 else 0
         ahead = {"index": index, "futures": {}}
         for label in (likely, 1 - likely):
-            ahead["futures"][label] = self._worker.submit(self._branch, state, history, skipped, index, label)
+            ahead["futures"][label] = self._worker.submit(self._branch, in_memory, source, history, skipped,
+                                                          index, label)
         self._ahead = ahead
 
-    def _branch(self, state, history, skipped, index, label):
-        engine = self.session.engine_from_state(state)
+    def _branch(self, in_memory, source, history, skipped, index, label):
+        engine = fork(source) if in_memory else self.session.engine_from_state(source)
         try:
             engine.tell(index, label)
             engine.sync()
@@ -205,6 +214,19 @@ class Labeler:
         if engine.labels[index] >= 0:
             raise Conflict(f"point {index} is already labeled ({int(engine.labels[index])}), "
                            "perhaps in another tab; here is the current item")
+
+
+CURVE_POINTS = 400
+
+
+def hits_curve(labels, points=CURVE_POINTS):
+    """[[t, positives among the first t labels]] at no more than ``points`` values of t
+    (the last one always): a curve that costs the same to send at 10 or 100,000 labels."""
+    hits = np.cumsum(labels, dtype=np.int64)
+    if len(hits) == 0:
+        return []
+    t = np.unique(np.linspace(1, len(hits), min(points, len(hits))).round().astype(np.int64))
+    return [[int(k), int(hits[k - 1])] for k in t]
 
 
 def choose(engine, skipped):

@@ -10,8 +10,6 @@ the sample goes unnoticed.
 import hashlib
 import json
 
-import numpy as np
-
 from ..errors import StoreError
 from ..storage.encoding import chunk_bytes
 

@@ -17,7 +17,7 @@ with a chained digest per group, so a checkpoint can prove which prefix it holds
 
 import hashlib
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ..errors import SessionCorruptError, SessionError
 from ..storage import journal as lines
@@ -27,7 +27,7 @@ __all__ = ["History", "JournalWriter", "now", "read_journal", "truncate_journal"
 
 
 def now():
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def read_journal(path):

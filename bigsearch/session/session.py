@@ -16,29 +16,57 @@ the result bit-identical to a session that never closed; undo is exact for the s
 reason (the state is rebuilt without the undone labels).
 """
 
+from __future__ import annotations
+
 import csv
 import numbers
 import os
 import warnings
+from os import PathLike
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import __version__
-from ..engine import LAS, WNAS
-from ..errors import (LabelError, ParameterError, SessionCorruptError, SessionError,
-                      SessionExistsError, SessionFormatError, SessionNotFoundError, SessionWarning)
+from ..engine.registry import method_spec, saving_class
+from ..errors import (
+    LabelError,
+    ParameterError,
+    SessionCorruptError,
+    SessionError,
+    SessionExistsError,
+    SessionFormatError,
+    SessionNotFoundError,
+    SessionWarning,
+)
 from ..storage import open_store
-from ..storage.atomic import atomic_path, fsync_dir, remove_stale_leftovers, remove_tree, temp_sibling
-from .checkpoint import (FORMAT_VERSION, list_checkpoints, read_arrays, read_manifest, remove_leftovers,
-                         write_checkpoint)
+from ..storage.atomic import (
+    atomic_path,
+    fsync_dir,
+    remove_stale_leftovers,
+    remove_tree,
+    temp_sibling,
+)
+from .checkpoint import (
+    FORMAT_VERSION,
+    list_checkpoints,
+    read_arrays,
+    read_manifest,
+    remove_leftovers,
+    write_checkpoint,
+)
 from .files import read_sealed_json, sealed_json
 from .fingerprint import check_fingerprint, store_fingerprint
 from .journal import History, JournalWriter, now, read_journal, truncate_journal
 from .lock import SessionLock
 
+if TYPE_CHECKING:
+    from ..engine.base import ChunkedSearch, Labels
+    from ..engine.select import Ranked
+    from ..storage import FeatureStore
+
 INFO, JOURNAL, CHECKPOINTS, LOCK = "session.json", "journal.jsonl", "checkpoints", "lock"
-METHODS = {"las": LAS, "wnas": WNAS}
 
 
 class Session:
@@ -49,11 +77,15 @@ class Session:
     ``n_threads`` go to the engine.
     """
 
-    def __init__(self, directory, *, writable, store=None, backend="local", n_threads=None):
+    def __init__(self, directory: str | PathLike[str], *, writable: bool, store: str | PathLike[str] | None = None,
+                 backend: Any = "local", n_threads: int | None = None) -> None:
         self.directory = Path(directory)
         self.writable = writable
         self._store_override, self._backend, self._n_threads = store, backend, n_threads
-        self._lock = self._journal = self._engine = self._store = None
+        self._lock: SessionLock | None = None
+        self._journal: JournalWriter | None = None
+        self._engine: ChunkedSearch | None = None
+        self._store: FeatureStore | None = None
         self._saved_seq = None        # journal seq of the checkpoint matching the engine's origin
         self._since_checkpoint = 0
         self.info = read_info(self.directory)
@@ -73,11 +105,13 @@ class Session:
 
     # -- creating and opening --------------------------------------------------------
     @classmethod
-    def create(cls, store, directory, *, method="las", checkpoint_every=50, keep_checkpoints=3,
-               backend="local", n_threads=None, **params):
+    def create(cls, store: Any, directory: str | PathLike[str], *, method: str = "las", checkpoint_every: int = 50,
+               keep_checkpoints: int = 3, backend: Any = "local", n_threads: int | None = None,
+               **params: Any) -> Session:
         """Start a session on ``store`` in the new (or empty) ``directory``.
 
-        ``params``: pi, eta, w0, alpha for LAS (see :class:`bigsearch.LAS`); none for WNAS.
+        ``method``: a registered method that can save its state (las, wnas);
+        ``params``: its parameters (pi, eta, w0, alpha for LAS, see :class:`bigsearch.LAS`).
         A checkpoint is written every ``checkpoint_every`` labels and on close; the
         newest ``keep_checkpoints`` are kept (undo beyond them replays from the start).
         """
@@ -85,13 +119,13 @@ class Session:
         _check_new(method, checkpoint_every, keep_checkpoints, params, directory)
         store = open_store(getattr(store, "path", store))     # our own handle, closed with the session
         try:
-            engine = new_engine(METHODS[method], store, params, {}, backend, n_threads)
+            engine = new_engine(method, store, params, {}, backend, n_threads)
         except BaseException:
             store.close()
             raise
         try:
             info = {"format": FORMAT_VERSION, "created": now(), "bigsearch_version": __version__,
-                    "method": method, "params": _params_of(engine), "engine": _engine_options(engine),
+                    "method": method, "params": engine.params.as_dict(), "engine": engine.engine_options(),
                     "store": {"path": str(Path(store.path).resolve()), "fingerprint": store_fingerprint(store)},
                     "checkpoint_every": int(checkpoint_every), "keep_checkpoints": int(keep_checkpoints)}
             publish_directory(directory, info)
@@ -104,13 +138,15 @@ class Session:
         return session
 
     @classmethod
-    def open(cls, directory, *, readonly=False, store=None, backend="local", n_threads=None):
+    def open(cls, directory: str | PathLike[str], *, readonly: bool = False, store: str | PathLike[str] | None = None,
+             backend: Any = "local", n_threads: int | None = None) -> Session:
         """Open an existing session; ``store`` replaces the recorded store path (a
         moved store), which must still match the session's fingerprint."""
         return cls(directory, writable=not readonly, store=store, backend=backend, n_threads=n_threads)
 
     @classmethod
-    def rebuild(cls, directory, *, store=None, backend="local", n_threads=None):
+    def rebuild(cls, directory: str | PathLike[str], *, store: str | PathLike[str] | None = None,
+                backend: Any = "local", n_threads: int | None = None) -> Session:
         """Recompute the state from the journal alone, replacing every checkpoint
         (for when all of them are damaged). Returns the open writer session."""
         session = cls(directory, writable=True, store=store, backend=backend, n_threads=n_threads)
@@ -125,15 +161,15 @@ class Session:
         return session
 
     # -- the protocol ----------------------------------------------------------------
-    def ask(self):
+    def ask(self) -> int:
         """The index of the next point to label."""
         return self.search.ask()
 
-    def top(self, k=10):
+    def top(self, k: int = 10) -> Ranked:
         """The k best unlabeled points: (indices, scores), best first."""
         return self.search.top(k)
 
-    def tell(self, index, label, *, applied=None):
+    def tell(self, index: Labels, label: Labels, *, applied: ChunkedSearch | None = None) -> int:
         """Record labels: tell(i, 1) or tell([i, j], [1, 0]). Labels told in one call
         are applied in one pass over X. Returns when they are durably in the journal.
 
@@ -152,7 +188,7 @@ class Session:
             raise LabelError("no labels given")
         try:
             engine.sync()                         # apply now: the journal's groups are the engine's
-            record = self._journal.append({"op": "label", "index": [i for i, _ in told],
+            record = self._writer_journal().append({"op": "label", "index": [i for i, _ in told],
                                            "label": [y for _, y in told]})
         except BaseException:
             self._drop_engine()                   # it holds labels the journal may not: reload
@@ -168,7 +204,7 @@ class Session:
         if engine.history != current.history + told or engine._pending:
             raise ParameterError("the engine given as applied= does not hold this session's labels "
                                  "followed by exactly these ones")
-        record = self._journal.append({"op": "label", "index": [i for i, _ in told],
+        record = self._writer_journal().append({"op": "label", "index": [i for i, _ in told],
                                        "label": [y for _, y in told]})
         self._engine = engine
         current.close()
@@ -181,18 +217,18 @@ class Session:
         if self._since_checkpoint >= self.info["checkpoint_every"]:
             self.checkpoint()
 
-    def export_engine_state(self):
+    def export_engine_state(self) -> dict[str, Any]:
         """The engine's current state (``export_state()``: copies), for
         :meth:`engine_from_state`, which may then run in another thread."""
         return self.search.export_state()
 
-    def engine_from_state(self, state):
+    def engine_from_state(self, state: dict[str, Any]) -> ChunkedSearch:
         """A new engine continuing from ``state`` (one pass over X), on this session's
         store; it changes nothing in the session until given to ``tell(applied=...)``."""
-        return METHODS[self.method].from_state(self._open_store(), state, backend=self._backend,
-                                               n_threads=self._n_threads)
+        return saving_class(self.method).from_state(self._open_store(), state, backend=self._backend,
+                                                       n_threads=self._n_threads)
 
-    def undo(self, count=1):
+    def undo(self, count: int = 1) -> list[tuple[int, int]]:
         """Withdraw the last ``count`` labels; returns them as [(index, label)]. The
         state afterwards is that of a session that never received them."""
         self._require_writer("undo")
@@ -201,7 +237,7 @@ class Session:
         if count > self._history.n_labels:
             raise LabelError(f"cannot undo {count} labels: the session has {self._history.n_labels}")
         undone = self._history.last(count)
-        record = self._journal.append({"op": "undo", "count": int(count)})
+        record = self._writer_journal().append({"op": "undo", "count": int(count)})
         self._history.apply(record)
         self._drop_engine()
         self.search                               # rebuild now, so a problem shows here
@@ -209,33 +245,33 @@ class Session:
 
     # -- what the session holds ------------------------------------------------------
     @property
-    def search(self):
+    def search(self) -> ChunkedSearch:
         """The engine (LAS or WNAS) in its current state: f, J, impact, top, ..."""
         if self._engine is None:
             self._engine = self._load_engine()
         return self._engine
 
     @property
-    def history(self):
+    def history(self) -> list[tuple[int, int]]:
         """[(index, label)] in force, in the order told."""
         return self._history.pairs()
 
     @property
-    def n_labels(self):
+    def n_labels(self) -> int:
         return self._history.n_labels
 
     @property
-    def method(self):
+    def method(self) -> str:
         return self.info["method"]
 
-    def candidates(self, k=10):
+    def candidates(self, k: int = 10) -> list[dict[str, Any]]:
         """The k best unlabeled points as [{"rank", "index", "id", "score"}]."""
         indices, scores = self.top(k)
         ids = self._ids(indices)
         return [{"rank": r + 1, "index": int(i), "id": None if ids is None else _plain(ids[r]),
                  "score": float(s)} for r, (i, s) in enumerate(zip(indices, scores))]
 
-    def status(self):
+    def status(self) -> dict[str, Any]:
         """A JSON-able summary: labels, positives found, hits by step, checkpoint."""
         labels = [y for _, y in self.history]
         newest = next((body for _, body, _ in self._manifests if body and self._holds_prefix(body)), None)
@@ -251,7 +287,7 @@ class Session:
             "checkpoint_every": self.info["checkpoint_every"],
         }
 
-    def export_csv(self, out):
+    def export_csv(self, out: str | PathLike[str] | IO[str]) -> int:
         """Write one row per label in force, in order: index, id, label, time.
         ``out`` is a path or an open text file."""
         rows = list(self._history.rows())
@@ -278,7 +314,7 @@ class Session:
         return len(rows)
 
     # -- saving ----------------------------------------------------------------------
-    def checkpoint(self):
+    def checkpoint(self) -> Path | None:
         """Write a checkpoint of the current state now (if it has none yet)."""
         self._require_writer("checkpoint")
         engine, h = self.search, self._history
@@ -286,7 +322,7 @@ class Session:
             return None
         info = {"method": self.method, "params": self.info["params"], "created": now(),
                 "store_fingerprint": self.info["store"]["fingerprint"],
-                "journal": {"seq": h.last_seq, "bytes": self._journal.size},
+                "journal": {"seq": h.last_seq, "bytes": self._writer_journal().size},
                 "history": {"groups": len(h.groups), "labels": h.n_labels, "digest": h.digest(len(h.groups))}}
         path, _ = write_checkpoint(self.directory / CHECKPOINTS, h.last_seq, engine.export_state(), info)
         self._saved_seq, self._since_checkpoint = h.last_seq, 0
@@ -303,7 +339,7 @@ class Session:
                 remove_tree(path)
         self._manifests = self._read_manifests()
 
-    def close(self, checkpoint=True):
+    def close(self, checkpoint: bool = True) -> None:
         """Checkpoint (a writer whose state is newer than its last checkpoint) and
         release the lock."""
         try:
@@ -322,10 +358,10 @@ class Session:
             self._lock.release()
             self._lock = None
 
-    def __enter__(self):
+    def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self.close(checkpoint=exc_type is None)
 
     def __repr__(self):
@@ -413,7 +449,7 @@ class Session:
                 raise SessionCorruptError(
                     f"{self.directory}: no valid checkpoint ({'; '.join(damaged)}); rebuild the state "
                     f"from the journal with `bigsearch session rebuild {self.directory}`")
-            engine = new_engine(METHODS[self.method], store, self.info["params"], self.info["engine"],
+            engine = new_engine(self.method, store, self.info["params"], self.info["engine"],
                                 self._backend, self._n_threads)
         for problem in damaged:
             warnings.warn(f"skipped damaged checkpoint {problem}; using an older one", SessionWarning, stacklevel=5)
@@ -429,7 +465,7 @@ class Session:
         arrays = read_arrays(path, body)
         if body["store_fingerprint"] != self.info["store"]["fingerprint"]:
             raise ValueError("it was written for another store")
-        return METHODS[self.method].from_state(store, {"meta": body["meta"], "arrays": arrays},
+        return saving_class(self.method).from_state(store, {"meta": body["meta"], "arrays": arrays},
                                                backend=self._backend, n_threads=self._n_threads)
 
     def _drop_engine(self):
@@ -440,6 +476,10 @@ class Session:
     def _ids(self, indices):
         """The ids of these points only: a store of millions of ids is not read whole."""
         return self._open_store().ids(indices)
+
+    def _writer_journal(self) -> JournalWriter:
+        assert self._journal is not None    # _require_writer checked it
+        return self._journal
 
     def _require_writer(self, what):
         if not self.writable:
@@ -452,10 +492,10 @@ class _Vanished(Exception):
     """A checkpoint disappeared while a reader loaded it."""
 
 
-def new_engine(cls, store, params, options, backend, n_threads):
+def new_engine(method, store, params, options, backend, n_threads):
     """An engine initialized with no labels: the state every replay starts from."""
     kwargs = {k: v for k, v in {**params, **options}.items() if v is not None}
-    engine = cls(store, backend=backend, n_threads=n_threads, **kwargs)
+    engine = saving_class(method)(store, backend=backend, n_threads=n_threads, **kwargs)
     try:
         engine.sync()                          # initialize now, before any label is told
     except BaseException:
@@ -507,26 +547,12 @@ def publish_directory(directory, info):
 
 
 def _check_new(method, checkpoint_every, keep_checkpoints, params, directory):
-    if method not in METHODS:
-        raise ParameterError(f"unknown session method {method!r}; choose las or wnas")
-    if method == "wnas" and any(v is not None for v in params.values()):
-        raise ParameterError(f"wnas takes no parameters (got {', '.join(sorted(params))})")
+    method_spec(method, need="sessions").check_settings(params)
     for name, value in (("checkpoint_every", checkpoint_every), ("keep_checkpoints", keep_checkpoints)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise ParameterError(f"{name} must be a positive integer, got {value!r}")
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise SessionExistsError(f"{directory} already exists and is not empty; choose a new directory")
-
-
-def _params_of(engine):
-    return engine.params.as_dict() if hasattr(engine.params, "as_dict") else dict(engine.params)
-
-
-def _engine_options(engine):
-    if not isinstance(engine, LAS):
-        return {}
-    prune = {"prune": True, "block_rows": engine.pruning.block_rows} if engine.pruning is not None else {}
-    return {"check_every": engine.check_every, "drift_tol": engine.drift_tol, **prune}
 
 
 def _plain(value):

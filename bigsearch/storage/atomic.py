@@ -219,6 +219,6 @@ def _alive(pid):
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:      # another user's live process
+    except PermissionError:  # another user's live process
         return True
     return True

@@ -44,7 +44,7 @@ def decode_line(line):
     if not isinstance(record, dict) or "crc" not in record:
         raise ValueError("no checksum")
     crc = record.pop("crc")
-    if crc != "%08x" % zlib.crc32(canonical_json(record)):
+    if crc != f"{zlib.crc32(canonical_json(record)):08x}":
         raise ValueError("checksum mismatch")
     return record
 
@@ -52,8 +52,8 @@ def decode_line(line):
 @dataclass
 class JournalContents:
     records: list
-    valid_bytes: int        # length of the intact part
-    torn_bytes: int         # length of a cut-short last line after it (0 if none)
+    valid_bytes: int  # length of the intact part
+    torn_bytes: int  # length of a cut-short last line after it (0 if none)
 
 
 def read_journal(path):
@@ -78,7 +78,7 @@ class JournalWriter:
 
     def __init__(self, path):
         self.path = path
-        self.broken = False        # a failed write could not be cut back: no more appends
+        self.broken = False  # a failed write could not be cut back: no more appends
         self._fh = open(path, "ab")
         self.size = self._fh.seek(0, os.SEEK_END)
 
@@ -107,7 +107,7 @@ class JournalWriter:
             truncate_journal(self.path, self.size)
             self._fh = open(self.path, "ab")
         except OSError:
-            self.broken = True     # the next writer drops a torn last line when it opens the journal
+            self.broken = True  # the next writer drops a torn last line when it opens the journal
 
     def close(self):
         self._fh.close()

@@ -9,15 +9,17 @@ formats only through this registry; adding a format is one module and one
 ``register_store_format`` line (docs/contributing.md).
 """
 
+from os import PathLike
 from pathlib import Path
+from typing import Any
 
 from ..errors import StoreError, StoreNotFoundError
 from .base import FeatureStore
 from .hdf5_store import HDF5Store
 from .zarr_store import ZarrStore
 
-STORE_FORMATS = {}          # kind -> FeatureStore subclass, the default first
-HEAD_BYTES = 8              # what ``recognizes`` sees of a file
+STORE_FORMATS = {}  # kind -> FeatureStore subclass, the default first
+HEAD_BYTES = 8  # what ``recognizes`` sees of a file
 
 
 def register_store_format(cls):
@@ -51,7 +53,7 @@ def store_codecs():
     return tuple(dict.fromkeys(c for cls in STORE_FORMATS.values() for c in cls.codecs))
 
 
-def open_store(path, options=None):
+def open_store(path: str | PathLike[str] | FeatureStore, options: dict[str, Any] | None = None) -> FeatureStore:
     """Open a feature store in any registered format.
 
     ``path`` may already be an open :class:`FeatureStore` (returned as it is).

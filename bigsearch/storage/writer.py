@@ -8,7 +8,9 @@ what a killed writer left behind (and never what a live one is writing); every f
 the store is fsync'd before the rename (storage/atomic.py).
 """
 
+from os import PathLike
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -140,8 +142,9 @@ class _RowsArray:
         self.n = stop
 
 
-def create_store(path, X, y=None, ids=None, *, dtype=None, chunk_rows=None, kind=None,
-                 attrs=None, overwrite=False, compressors=None, encoding=None):
+def create_store(path: str | PathLike[str], X: Any, y: Any = None, ids: Any = None, *, dtype: Any = None,
+                 chunk_rows: int | None = None, kind: str | None = None, attrs: dict[str, Any] | None = None,
+                 overwrite: bool = False, compressors: Any = None, encoding: str | None = None) -> Path:
     """Write arrays held in memory as a feature store; returns the path.
 
     ``encoding`` (float32, float64, float16, int8, binary; docs/store-format.md)

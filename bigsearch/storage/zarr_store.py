@@ -131,7 +131,8 @@ class ZarrStore(FeatureStore):
             reasons.append("sharded")
         if x.metadata.zarr_format == 3:
             if not isinstance(x.serializer, BytesCodec) or (
-                    x.dtype.itemsize > 1 and str(getattr(x.serializer.endian, "value", x.serializer.endian)) != "little"):
+                    x.dtype.itemsize > 1
+                    and str(getattr(x.serializer.endian, "value", x.serializer.endian)) != "little"):
                 reasons.append("serializer is not little-endian bytes")
         elif getattr(x.metadata, "order", "C") != "C" or x.dtype.byteorder == ">":
             reasons.append("v2 chunks not in little-endian C order")

@@ -13,6 +13,7 @@ import numpy as np
 
 
 def dense_f(X, labels, pi, eta=0.5, w0=None):
+    """f for labels -1 (unknown) or y in [0, 1] (0/1, or graded soft labels)."""
     X = np.asarray(X, np.float64)
     n = len(X)
     w0 = 1.0 / n if w0 is None else w0
@@ -57,8 +58,9 @@ def dense_wnas(X, labels):
 
 
 def dense_las_run(X, y, init, steps, pi, eta=0.5, w0=None, alpha=0.0):
-    """The query sequence of dense Active Search with a simulated oracle y."""
-    labels = np.full(len(X), -1)
+    """The query sequence of dense Active Search with a simulated oracle y (0/1, or graded
+    labels in [0, 1]: label propagation takes them as soft labels)."""
+    labels = np.full(len(X), -1.0)
     for i in init:
         labels[i] = y[i]
     queries = []
@@ -68,3 +70,16 @@ def dense_las_run(X, y, init, steps, pi, eta=0.5, w0=None, alpha=0.0):
         queries.append(i)
         labels[i] = y[i]
     return queries
+
+
+def dense_fantasized_batch(X, labels, k, pi, eta=0.5, w0=None, fantasy=0.0):
+    """Sequential greedy by f with fantasized answers, by full dense solves: each chosen
+    point is told ``fantasy`` (a soft label) or, with "f", its own current f."""
+    labels = np.asarray(labels, np.float64).copy()
+    chosen = []
+    for _ in range(k):
+        f = dense_f(X, labels, pi, eta, w0)
+        i = int(np.argmax(np.where(labels < 0, f, -np.inf)))
+        chosen.append(i)
+        labels[i] = f[i] if fantasy == "f" else fantasy
+    return chosen

@@ -49,7 +49,8 @@ class Block:
 
     def rows(self, a, b):
         """The sub-block of rows a..b-1 (views, no copies)."""
-        cut = (lambda v: None if v is None else v[a:b])
+        def cut(v):
+            return None if v is None else v[a:b]
         return replace(self, start=self.start + a,
                        table=None if self.table is None else self.table.slice(a, b - a),
                        matrix=cut(self.matrix), labels=cut(self.labels), ids=cut(self.ids))

@@ -11,7 +11,7 @@ import csv as pycsv
 import re
 
 from ...errors import InputError
-from .base import Column, Block, Reader, is_gzip
+from .base import Block, Column, Reader, is_gzip
 from .text import check_text, count_lines, locate, read_sample
 
 SAMPLE_BYTES = 1 << 20

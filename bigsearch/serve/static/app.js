@@ -169,7 +169,8 @@ function renderWhy(why) {
   } else {
     text += ": the labeled points' votes, weighted by similarity";
   }
-  $("why-summary").textContent = why.points.length ? text : `${text}: no labels yet, the prior alone`;
+  $("why-summary").textContent = why.points.length ? text : `f = ${fmt(why.f)}: no labels yet, the prior alone`;
+  $("why-table").hidden = !why.points.length;
   for (const p of why.points) {
     const row = el("tr");
     const name = `point ${p.index}` + (p.id !== null && p.id !== undefined ? ` (${p.id})` : "");
@@ -187,15 +188,16 @@ function renderProgress(p, last) {
   const bar = $("budget-bar");
   bar.hidden = !p.budget;
   if (p.budget) $("budget-fill").style.width = `${Math.min(100, 100 * p.labels / p.budget)}%`;
-  curve(p.hits, p.budget);
+  curve(p.curve, p.labels, p.budget);
+  if (p.budget && p.labels >= p.budget) $("labels-used").textContent += " (budget reached)";
 }
 
-function curve(hits, budget) {
+function curve(hits, labels, budget) {
   // positives found against labels used, drawn as an inline SVG polyline
   const svg = $("curve");
   const W = 300, H = 200, L = 34, B = 24, T = 8, R = 8;
-  const xmax = Math.max(budget || 0, hits.length, 10);
-  const ymax = Math.max(hits.length ? hits[hits.length - 1] : 0, 5);
+  const xmax = Math.max(budget || 0, labels, 10);
+  const ymax = Math.max(hits.length ? hits[hits.length - 1][1] : 0, 5);
   const x = (t) => L + (W - L - R) * t / xmax;
   const y = (v) => H - B - (H - B - T) * v / ymax;
   const ns = "http://www.w3.org/2000/svg";
@@ -205,7 +207,7 @@ function curve(hits, budget) {
     if (text !== undefined) e.textContent = text;
     return e;
   };
-  const points = [[0, 0], ...hits.map((v, i) => [i + 1, v])].map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`);
+  const points = [[0, 0], ...hits].map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`);
   svg.replaceChildren(
     node("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, class: "axis" }),
     node("line", { x1: L, y1: T, x2: L, y2: H - B, class: "axis" }),

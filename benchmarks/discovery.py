@@ -1,0 +1,164 @@
+"""Search quality on a real discovery task (issue 18): MolPAL's Enamine 10k docking library.
+
+The protocol of ../shared/datasets/molpal_enamine10k/PROVENANCE.txt: positives are the
+top 1% of docking scores (the 104 lowest); each start labels a random 1% of the library,
+then 5 rounds of 1% (batched: 5 batches of 104; sequential: 520 single queries); the
+score is the fraction of the positives acquired, initial ones included (as MolPAL
+counts). Every method of a start gets the same initial labels.
+
+Stores are made by the real `bigsearch ingest` (subprocess) from a CSV of SMILES,
+score, hit (top 1%) and grade (the graded label, see --grade); searches by
+``bigsearch.simulate.simulate`` on those stores. Writes OUT/results.json and
+OUT/table.md.
+
+    python benchmarks/discovery.py --out benchmarks/results/discovery --starts 3
+"""
+
+import argparse
+import csv
+import gzip
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bigsearch.simulate import simulate  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "datasets" / "molpal_enamine10k" / "Enamine10k_scores.csv.gz"
+
+# name -> ingest options after the SMILES column (all: atom pairs, 2048 bits, as MolPAL)
+REPRESENTATIONS = {
+    "bits": [],                                            # for rf: the fingerprint as it is
+    "cosine": ["--normalize", "--bias"],
+    "idf": ["--idf", "--normalize", "--bias"],
+    "minmax2": ["--counts", "--minmax", "256", "--minmax-buckets", "8", "--minmax-power", "2"],
+}
+
+
+def grades(score, best_q=0.01, zero_q=0.10):
+    """The graded label of each molecule: 1 at or below the top-1% score, 0 at or above
+    the top-10% score, linear in the score between (lower scores bind better)."""
+    best, zero = np.quantile(score, best_q), np.quantile(score, zero_q)
+    return np.clip((zero - score) / (zero - best), 0.0, 1.0)
+
+
+def prepare(work):
+    """The CSV the stores are made from, and the scores."""
+    with gzip.open(DATA, "rt") as fh:
+        rows = list(csv.reader(fh))[1:]
+    smiles = [r[0] for r in rows]
+    score = np.array([float(r[1]) for r in rows])
+    k = int(round(0.01 * len(score)))
+    hit = np.zeros(len(score), np.int8)
+    hit[np.argsort(score, kind="stable")[:k]] = 1
+    path = work / "enamine10k.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["smiles", "score", "hit"])
+        w.writerows(zip(smiles, score, hit))
+    return path, score, hit
+
+
+def ingest(csv_path, work, name, options):
+    out = work / f"{name}.zarr"
+    if not out.exists():
+        cmd = [sys.executable, "-m", "bigsearch", "ingest", str(csv_path), str(out), "--quiet",
+               "--smiles-column", "smiles", "--label-column", "hit", "--drop", "score", *options]
+        subprocess.run(cmd, check=True)
+    return out
+
+
+def one_run(store, method, hit, init, rounds, batch, answers=None, **options):
+    t = time.perf_counter()
+    extra = {"answers": answers} if answers is not None else {}
+    record = simulate(store, method, rounds * batch, seed=0, init=init, batch_size=batch, **extra, **options)
+    found = sum(lab for _, lab in init) + (record["hits"][-1] if record["hits"] else 0)
+    return {"found": found / int(hit.sum()), "seconds": time.perf_counter() - t}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "discovery")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/bigsearch-discovery"))
+    ap.add_argument("--starts", type=int, default=3)
+    ap.add_argument("--configs", default="all",
+                    help="names of configurations to run, separated by semicolons (default all)")
+    args = ap.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    csv_path, score, hit = prepare(args.work)
+    n = len(hit)
+    batch = int(round(0.01 * n))
+    graded = grades(score)
+    # MolPAL's forest regresses the scores; a linear map into [0, 1] (1 = best) gives the same forest ranking.
+    linear = (score.max() - score) / (score.max() - score.min())
+    stores = {name: ingest(csv_path, args.work, name, opts) for name, opts in REPRESENTATIONS.items()}
+    configs = {
+        # name: (store, method, batch size, graded answers?, options); the most telling first
+        "random": ("bits", "random", batch, False, {}),
+        "rf": ("bits", "rf", batch, False, {}),
+        "las cosine": ("cosine", "las", batch, False, {"pi": 0.01}),
+        "las idf": ("idf", "las", batch, False, {"pi": 0.01}),
+        "las idf, graded": ("idf", "las", batch, True, {"pi": 0.01}),
+        "las idf, graded, fantasy 0": ("idf", "las", batch, True, {"pi": 0.01, "fantasy": 0.0}),
+        "rf, graded": ("bits", "rf", batch, True, {}),
+        "rf, scores": ("bits", "rf", batch, "scores", {}),
+        "wnas cosine": ("cosine", "wnas", batch, False, {}),
+        "wnas idf": ("idf", "wnas", batch, False, {}),
+        "agr idf": ("idf", "agr", batch, False, {}),
+        "las idf, graded, sequential": ("idf", "las", 1, True, {"pi": 0.01}),
+        "las cosine, sequential": ("cosine", "las", 1, False, {"pi": 0.01}),
+        "wnas idf, sequential": ("idf", "wnas", 1, False, {}),
+        "las minmax2, graded": ("minmax2", "las", batch, True, {"pi": 0.01}),
+    }
+    chosen = list(configs) if args.configs == "all" else [c.strip() for c in args.configs.split(";")]
+    results_path = args.out / "results.json"
+    results = json.loads(results_path.read_text()) if results_path.exists() else {"runs": []}
+    done = {(r["config"], r["start"]) for r in results["runs"]}
+    for start in range(args.starts):
+        rng = np.random.default_rng([start, 18])
+        init_idx = rng.choice(n, batch, replace=False)
+        init = [(int(i), int(hit[i])) for i in init_idx]
+        for name in chosen:
+            if (name, start) in done:
+                continue
+            store, method, b, use_grades, options = configs[name]
+            r = one_run(stores[store], method, hit, init, 5 * batch // b, b,
+                        answers={True: graded, "scores": linear}.get(use_grades), **options)
+            r.update(config=name, start=start, init_positives=int(hit[init_idx].sum()))
+            print(f"start {start} {name:32s} found {r['found']:.3f} ({r['seconds']:.0f} s)", flush=True)
+            results["runs"].append(r)
+            results_path.write_text(json.dumps(results, indent=1))
+    results["machine"] = {"cpu": _cpu(), "python": platform.python_version(), "note": "2 cores shared by 8 agents"}
+    results_path.write_text(json.dumps(results, indent=1))
+    (args.out / "table.md").write_text(table(results, configs))
+    print(table(results, configs))
+
+
+def table(results, configs):
+    lines = ["| configuration | store | method | batch | found (mean ± sd) | per start | s/run |",
+             "|---|---|---|---:|---:|---|---:|"]
+    for name, (store, method, b, use_grades, _) in configs.items():
+        runs = sorted((r for r in results["runs"] if r["config"] == name), key=lambda r: r["start"])
+        if not runs:
+            continue
+        f = np.array([r["found"] for r in runs])
+        lines.append(f"| {name} | {store} | {method} | {b} | {f.mean():.3f} ± {f.std(ddof=1) if len(f) > 1 else 0:.3f} "
+                     f"| {' '.join(f'{x:.3f}' for x in f)} | {np.mean([r['seconds'] for r in runs]):.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _cpu():
+    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "?")
+
+
+if __name__ == "__main__":
+    main()

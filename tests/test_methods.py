@@ -1,0 +1,211 @@
+"""The method contract: the registry, the parameters records, and a method added the
+documented way (one class, one registry line) running through simulate and sessions."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import bigsearch
+from bigsearch.backends import Backend, ChunkStep, StepCall
+from bigsearch.engine import METHODS, ChunkedSearch, MethodSpec, method_spec
+from bigsearch.engine.base import ActiveSearch, PointArray
+from bigsearch.engine.params import (
+    AGRParams,
+    DriftCheck,
+    LASParams,
+    Params,
+    RandomParams,
+    WNASParams,
+)
+from bigsearch.engine.select import ChunkPartials
+from bigsearch.errors import ParameterError
+from bigsearch.kernels.common import TOP_K
+from bigsearch.simulate import make_search, simulate
+from bigsearch.testing import clustered_points
+
+from conftest import chunkings, run_queries, write_store
+
+
+@pytest.fixture(scope="module")
+def data():
+    return clustered_points(60, 5, prevalence=0.2, seed=4, spread=0.8)
+
+
+@pytest.fixture
+def store(tmp_path, data):
+    return write_store(tmp_path, *data, chunk_rows=7)
+
+
+# -- the registry ------------------------------------------------------------------------
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_entry_matches_its_class(name, store):
+    spec = METHODS[name]
+    cls = spec.cls
+    assert cls.method == name and issubclass(cls, ActiveSearch) and issubclass(spec.params, Params)
+    assert spec.ranks == (cls._top is not ActiveSearch._top)
+    assert spec.sessions == (issubclass(cls, ChunkedSearch) and cls._restore is not ChunkedSearch._restore)
+    assert set(spec.params.names()) <= set(spec.settings()) <= set(spec.options())
+    with make_search(store, name, seed=3, pi=0.2, anchors=5, backend="local") as search:
+        assert type(search.params) is spec.params
+        assert dataclasses.is_dataclass(search.params) and search.params.__dataclass_params__.frozen
+
+
+def test_make_search_passes_only_what_a_method_takes(store):
+    options = {"pi": 0.2, "alpha": 0.5, "anchors": 6, "neighbors": 2, "n_threads": 1}
+    with make_search(store, "wnas", **options) as w, make_search(store, "las", seed=5, **options) as las, \
+            make_search(store, "random", seed=5, **options) as r:
+        assert w.params.as_dict() == {}
+        assert las.params.as_dict() == {"pi": 0.2, "w0": 1 / 60, "eta": 0.5, "alpha": 0.5}
+        assert r.params.as_dict() == {"seed": 5}
+
+
+def test_unknown_methods_and_missing_capabilities():
+    with pytest.raises(ParameterError, match="unknown method 'nope'; choose from las, wnas, agr, asg, random"):
+        method_spec("nope")
+    with pytest.raises(ParameterError, match="unknown method for sessions 'agr'; choose from las, wnas"):
+        method_spec("agr", need="sessions")
+    with pytest.raises(ParameterError, match="pi does not apply to wnas, which takes no parameters"):
+        METHODS["wnas"].check_settings({"pi": 0.1, "eta": None})
+    METHODS["las"].check_settings({"pi": 0.1, "eta": None, "check_every": 5})
+
+
+def test_sessions_refuse_other_methods_parameters(store, tmp_path):
+    with pytest.raises(ParameterError, match="alpha does not apply to wnas"):
+        bigsearch.Session.create(store, tmp_path / "s", method="wnas", alpha=0.1)
+    with pytest.raises(ParameterError, match="for sessions 'random'"):
+        bigsearch.Session.create(store, tmp_path / "s", method="random")
+    assert not (tmp_path / "s").exists()
+
+
+def test_backends_and_steps_declare_the_contract(store):
+    with bigsearch.LAS(store, pi=0.2, n_threads=2) as s:
+        assert isinstance(s.backend, Backend)
+        s.sync()
+        step, args = s.rebuild_recipe()
+        assert isinstance(step, ChunkStep) and not step.from_scratch      # it updates state it did not create
+        parts = s.backend.map(step, *args)
+        assert all(isinstance(p, ChunkPartials) for p in parts) and len(parts) == s.store.n_chunks
+
+
+# -- parameters records ------------------------------------------------------------------
+@pytest.mark.parametrize("make, message", [
+    (lambda: DriftCheck(check_every=-1), "check_every must be >= 0"),
+    (lambda: DriftCheck(check_every=2.5), "check_every must be an integer"),
+    (lambda: DriftCheck(drift_tol=-1e-3), "drift_tol = -0.001 is outside"),
+    (lambda: DriftCheck(drift_tol=float("nan")), "drift_tol = nan is outside"),
+    (lambda: AGRParams(anchors=0), "anchors must be >= 1"),
+    (lambda: AGRParams(anchors=4, neighbors=5), "neighbors <= anchors"),
+    (lambda: AGRParams(gamma=-1), "gamma = -1.0 is outside"),
+    (lambda: AGRParams(lae_iterations=True), "lae_iterations must be an integer"),
+    (lambda: RandomParams(seed=-2), "seed must be >= 0"),
+    (lambda: LASParams(pi=0.1, w0=0.0), "w0 = 0.0 is outside"),
+])
+def test_parameters_are_validated(make, message):
+    with pytest.raises(ParameterError, match=message):
+        make()
+
+
+def test_parameters_are_frozen_and_typed():
+    p = AGRParams(anchors=np.int64(8), gamma=1)
+    assert p.as_dict() == {"anchors": 8, "neighbors": 3, "gamma": 1.0, "lae_iterations": 10,
+                           "kmeans_iterations": 20, "kmeans_seed": 0}
+    assert type(p.anchors) is int and type(p.gamma) is float
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.gamma = 2.0
+    assert WNASParams().as_dict() == {} and DriftCheck(None).check_every is None
+
+
+def test_las_validates_its_drift_check(store):
+    with pytest.raises(ParameterError, match="check_every must be >= 0"):
+        bigsearch.LAS(store, pi=0.2, check_every=-5)
+    with bigsearch.LAS(store, pi=0.2, check_every=0, drift_tol=0) as s:
+        assert s.engine_options() == {"check_every": 0, "drift_tol": 0.0}
+
+
+# -- a method added the documented way -------------------------------------------------------
+class Centroid(ChunkedSearch):
+    """f_i = x_i . (mean of the positives - mean of the negatives): the example of
+    docs/architecture.md, with a NumPy chunk step standing in for a numba kernel."""
+
+    method = "centroid"
+    POINT_STATE = (PointArray("label", np.int8, -1), PointArray("f", np.float64, 0.0))
+
+    def __init__(self, store, *, backend="local", n_threads=None, store_options=None):
+        super().__init__(store, WNASParams(), backend=backend, n_threads=n_threads, store_options=store_options)
+
+    def _direction(self):
+        idx, lab = self.history_arrays()
+        X = self.store.read_rows(idx)
+        pos, neg = X[lab == 1], X[lab == 0]
+        return ((pos.mean(axis=0) if len(pos) else 0) - (neg.mean(axis=0) if len(neg) else 0)) * np.ones(self.store.r)
+
+    def _update(self, idx, lab):
+        self._pass(CENTROID, *self.rebuild_recipe().args)
+
+    def rebuild_recipe(self):
+        return StepCall(CENTROID, (self._direction(), *self.history_arrays()))
+
+    def _restore(self, meta):
+        self._update(*self.history_arrays())
+
+
+def centroid_step(x, state, c, label_idx, label_val):
+    state.apply_labels(label_idx, label_val)
+    state.f[:] = np.asarray(x, np.float64) @ c
+    unl = np.flatnonzero(state.label < 0)
+    best = unl[np.lexsort((unl, -state.f[unl]))][:TOP_K]
+    cand, f = np.full((1, TOP_K), -1, np.int64), np.zeros((1, TOP_K))
+    cand[0, :len(best)], f[0, :len(best)] = best + state.start, state.f[best]
+    kth = np.array([f[0, -1] if len(best) == TOP_K else -np.inf])
+    return ChunkPartials(np.array([state.f[unl].sum(), 0.0, len(unl)]), cand, f, np.zeros((1, TOP_K)), kth)
+
+
+CENTROID = ChunkStep(centroid_step, from_scratch=True)
+
+
+@pytest.fixture
+def centroid_registered(monkeypatch):
+    monkeypatch.setitem(METHODS, "centroid", MethodSpec("centroid", f"{__name__}:Centroid", WNASParams,
+                                                        "difference of class means", sessions=True))
+
+
+def dense_centroid_queries(X, y, start, steps):
+    labeled = dict(start)
+    out = []
+    for _ in range(steps):
+        idx = np.array(sorted(labeled))
+        lab = np.array([labeled[i] for i in idx])
+        pos, neg = X[idx[lab == 1]], X[idx[lab == 0]]
+        c = (pos.mean(axis=0) if len(pos) else 0) - (neg.mean(axis=0) if len(neg) else 0)
+        f = np.where(np.isin(np.arange(len(X)), idx), -np.inf, X.astype(np.float64) @ c)
+        i = int(np.argmax(f))
+        out.append(i)
+        labeled[i] = int(y[i])
+    return out
+
+
+@pytest.mark.parametrize("chunk_rows", chunkings(60))
+def test_a_registered_method_runs_exactly_through_simulate(centroid_registered, tmp_path, data, chunk_rows):
+    X, y = data
+    path = write_store(tmp_path, X, y, dtype="float64", chunk_rows=chunk_rows)
+    start = [(int(np.flatnonzero(y == 1)[0]), 1)]
+    record = simulate(path, "centroid", budget=12, init=start)
+    assert [i for i, _ in record["queries"]] == dense_centroid_queries(X, y, start, 12)
+    assert record["params"] == {}
+
+
+def test_a_registered_method_survives_a_session(centroid_registered, tmp_path, data):
+    X, y = data
+    path = write_store(tmp_path, X, y, dtype="float64")
+    with bigsearch.Session.create(path, tmp_path / "s", method="centroid", checkpoint_every=3) as s:
+        s.tell(int(np.flatnonzero(y == 1)[0]), 1)
+        for _ in range(7):
+            i = s.ask()
+            s.tell(i, int(y[i]))
+        expected = s.top(5)
+    with bigsearch.Session.open(tmp_path / "s", readonly=True) as s:
+        np.testing.assert_array_equal(s.top(5).indices, expected.indices)
+        with Centroid(path) as fresh:
+            fresh.tell([i for i, _ in s.history], [lab for _, lab in s.history])
+            assert run_queries(fresh, y, 3) == run_queries(s.search, y, 3)

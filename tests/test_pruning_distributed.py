@@ -1,0 +1,84 @@
+"""Pruned queries on the dask backend (a real LocalCluster with 2 worker processes):
+each worker prunes its own chunks, one round trip per query, and the queries and chosen
+scores are the local full pass's, also after a worker process is killed."""
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+import bigsearch
+from bigsearch.testing import clustered_points
+
+N = 600
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+        yield c
+
+
+@pytest.fixture
+def client(cluster):
+    with Client(cluster) as c:
+        c.wait_for_workers(2, timeout=60)
+        yield c
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = clustered_points(N, 8, prevalence=0.08, seed=5, spread=0.5)
+    order = np.lexsort((X[:, 1], X[:, 0]))
+    return X[order], y[order]
+
+
+def rounds(search, y, steps, k):
+    queries, chosen = [], []
+    while len(queries) < steps:
+        idx, sc = search.top(k)
+        queries += idx.tolist()
+        chosen += sc.tolist()
+        search.tell(idx.tolist(), [int(y[i]) for i in idx])
+    return queries, chosen
+
+
+@pytest.mark.parametrize("kind,dtype,chunk_rows,k", [("zarr", "float32", 37, 1), ("hdf5", "float64", N, 3)])
+def test_pruned_on_the_cluster_is_the_local_full_pass(client, data, store_factory, kind, dtype, chunk_rows, k):
+    X, y = data
+    path = store_factory(X, y, kind, dtype, chunk_rows)
+    runs = []
+    for backend, prune in (("local", False), (client, True)):
+        s = bigsearch.LAS(path, pi=0.08, backend=backend, prune=prune, block_rows=64)
+        s.tell(int(np.flatnonzero(y)[0]), 1)
+        runs.append((s, *rounds(s, y, 30, k)))
+    (full, q_full, f_full), (remote, q_remote, f_remote) = runs
+    assert "each worker pruning its own chunks" in remote.pruning_status
+    assert (q_remote, f_remote) == (q_full, f_full)
+    if chunk_rows > 64:      # a chunk reads at least one of its blocks per query
+        assert sum(remote.query_bytes[1:]) < sum(full.query_bytes[1:])
+    assert np.array_equal(remote.f, full.f)
+    remote.close()
+
+
+def test_pruned_search_continues_after_a_worker_is_killed(client, data, store_factory):
+    X, y = data
+    path = store_factory(X, y, "zarr", "float32", 37)
+    full = bigsearch.LAS(path, pi=0.08)
+    remote = bigsearch.LAS(path, pi=0.08, backend=client, prune=True, block_rows=64)
+    for s in (full, remote):
+        s.tell(int(np.flatnonzero(y)[0]), 1)
+    before = rounds(remote, y, 8, 1)
+    address = remote.backend.shards[0].address
+    os.kill(client.run(os.getpid, workers=[address])[address], signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while address in client.scheduler_info()["workers"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    with pytest.warns(RuntimeWarning, match="was lost"):
+        after = rounds(remote, y, 12, 1)
+    assert before[0] + after[0] == rounds(full, y, 20, 1)[0]
+    remote.close()
