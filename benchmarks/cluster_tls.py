@@ -19,10 +19,10 @@ import numpy as np
 from distributed import Client, LocalCluster
 from distributed.security import Security
 
-from common import median, save
-
 import bigsearch
 from bigsearch.synthetic import clustered_points
+
+from common import median, save
 
 
 def phase(store, y, security, iterations):

@@ -8,10 +8,10 @@ import pytest
 from distributed import Client, LocalCluster
 from distributed.security import Security
 
+import bigsearch
 from bigsearch.backends.distributed import connect
 from bigsearch.testing import clustered_points
 
-import bigsearch
 from conftest import run_cli
 
 

@@ -3,7 +3,6 @@ refusals (honest counts, correct normalization, a damaged cache recomputed), ses
 a removed lock or a forged checkpoint, escaped output, and overwrites that keep the old
 copy until the new one is whole."""
 
-import hashlib
 import io
 import json
 import os
@@ -171,12 +170,12 @@ def test_every_file_of_a_store_is_fsynced_before_it_is_published(tmp_path, monke
 
     def rename(src, dst, *args, **kwargs):
         if Path(dst).name.startswith("out"):
-            published.append({p for p in _files(src)} - synced)
+            published.append(set(_files(src)) - synced)
         return real_rename(src, dst, *args, **kwargs)
 
     def replace(src, dst, *args, **kwargs):
         if Path(dst).name.startswith("out"):
-            published.append({p for p in _files(src)} - synced)
+            published.append(set(_files(src)) - synced)
         return real_replace(src, dst, *args, **kwargs)
 
     monkeypatch.setattr(os, "fsync", fsync)

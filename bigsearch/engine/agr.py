@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..backends import ChunkStep, StepCall
+from ..errors import ParameterError
 from ..kernels.agr import anchor_gram, anchor_scores, embed_rows, nearest_anchors
 from ..storage.encoding import decode, n_rows
 from .anchors import BLOCK_ROWS, anchors_for, squared_distances

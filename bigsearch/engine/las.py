@@ -24,6 +24,7 @@ from .. import limits
 from ..backends import StepCall
 from ..errors import DataError, NumericalError, ParameterError
 from ..kernels.las import degrees
+from ..storage import FeatureStore
 from ..storage.encoding import decode
 from .base import ChunkedSearch, PointArray, StoreLike
 from .fantasy import FantasizedBatch, check_fantasy

@@ -202,7 +202,7 @@ def remove_stale_leftovers(path, tags=("partial", "old")):
     """Remove the temporary siblings of ``path`` (with one of ``tags``) left by writers on
     this host that died (killed, or the machine lost power); returns their names."""
     path = Path(path)
-    restore_interrupted_replace(path)       # an "old" copy with no path is the only copy
+    restore_interrupted_replace(path)  # an "old" copy with no path is the only copy
     alternatives = "|".join(re.escape(t) for t in tags)
     pattern = re.compile(rf"\.{re.escape(path.name)}\.(?:{alternatives})-{re.escape(_HOST)}-(\d+)-[0-9a-f]{{8}}$")
     removed = []

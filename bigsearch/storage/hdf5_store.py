@@ -14,7 +14,16 @@ import numpy as np
 from ..errors import StoreError, StoreNotFoundError
 from .base import FeatureStore, advise_willneed, map_file_array
 from .encoding import SCALE_NAME
-from .format import HDF5_SIGNATURE, IDS_NAME, LABEL_CHUNK, OPTIONAL_NAMES, X_NAME, Y_NAME, check_features, default_chunk_rows
+from .format import (
+    HDF5_SIGNATURE,
+    IDS_NAME,
+    LABEL_CHUNK,
+    OPTIONAL_NAMES,
+    X_NAME,
+    Y_NAME,
+    check_features,
+    default_chunk_rows,
+)
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
 

@@ -15,8 +15,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import StoreError, StoreExistsError
-from .atomic import (fsync_tree, publish, publish_over, remove, remove_stale_leftovers, restore_interrupted_replace,
-                     temp_sibling)
+from .atomic import (
+    fsync_tree,
+    publish,
+    publish_over,
+    remove,
+    remove_stale_leftovers,
+    restore_interrupted_replace,
+    temp_sibling,
+)
 from .encoding import SCALED, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
 from .format import FEATURE_DTYPES, FORMAT_ATTR, check_labels, default_chunk_rows, is_feature_store
 from .registry import store_format, store_kind_for
