@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import csv
 import numbers
-import os
 import warnings
 from os import PathLike
 from pathlib import Path
@@ -42,11 +41,10 @@ from ..errors import (
 )
 from ..storage import open_store
 from ..storage.atomic import (
+    atomic_create,
     atomic_path,
-    fsync_dir,
     remove_stale_leftovers,
     remove_tree,
-    temp_sibling,
 )
 from .checkpoint import (
     FORMAT_VERSION,
@@ -296,21 +294,11 @@ class Session:
         if hasattr(out, "write"):
             _write_csv(out, rows)
             return len(rows)
-        out = Path(out)
-        if out.exists():
-            raise SessionExistsError(f"{out} already exists; export to a new file (nothing was written)")
-        tmp = temp_sibling(out, "tmp")
         try:
-            with open(tmp, "x", newline="") as fh:      # written aside and fsync'd
+            with atomic_create(out, "w", newline="") as fh:    # appears whole, and never replaces a file
                 _write_csv(fh, rows)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.link(tmp, out)          # publishes the whole file, and only where none is: never replaces one
         except FileExistsError:
             raise SessionExistsError(f"{out} already exists; export to a new file (nothing was written)") from None
-        finally:
-            tmp.unlink(missing_ok=True)
-        fsync_dir(out.absolute().parent)
         return len(rows)
 
     # -- saving ----------------------------------------------------------------------

@@ -169,6 +169,26 @@ def atomic_open(path, mode="w", **kwargs):
             os.fsync(fh.fileno())
 
 
+@contextmanager
+def atomic_create(path, mode="w", **kwargs):
+    """``open`` for writing a new file at ``path`` that must not replace one: written aside,
+    fsync'd, then linked into place (a hard link never replaces a file), so ``path``
+    appears whole or not at all; FileExistsError when something is already there."""
+    path = Path(path)
+    if path.exists():
+        raise FileExistsError(errno.EEXIST, "already exists", str(path))
+    tmp = temp_sibling(path, "tmp")
+    try:
+        with open(tmp, "x" + mode.replace("w", ""), **kwargs) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.link(tmp, path)
+        fsync_dir(path.absolute().parent)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def atomic_write_bytes(path, data):
     with atomic_open(path, "wb") as fh:
         fh.write(data)
