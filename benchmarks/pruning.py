@@ -76,12 +76,12 @@ def ingested(name):
     return path
 
 
-def compare(path, queries, compare_first, block_rows):
+def compare(path, queries, compare_first, block_rows, backend="local"):
     """Lockstep full vs pruned for ``compare_first`` queries, then pruned alone."""
     y = bigsearch.open_store(path).labels()
     start = int(np.random.default_rng(0).choice(np.flatnonzero(y == 1)))
-    full = bigsearch.LAS(path) if compare_first else None
-    pruned = bigsearch.LAS(path, prune=True, block_rows=block_rows)
+    full = bigsearch.LAS(path, backend=backend) if compare_first else None
+    pruned = bigsearch.LAS(path, prune=True, block_rows=block_rows, backend=backend)
     t_full, t_pruned = [], []
     for s in (full, pruned):
         if s is not None:
@@ -103,10 +103,13 @@ def compare(path, queries, compare_first, block_rows):
             assert i == j, f"query {q}: pruned {i}, full pass {j}"
         hits += int(y[i] == 1)
     frac = np.array(pruned.query_bytes[1:]) / pruned.store.nbytes
-    out = {"store": path.name, "n": pruned.n, "r": pruned.store.r, "block_rows": block_rows, "queries": len(t_pruned),
+    name = path.name + ("" if backend == "local" else " (dask, 2 workers)")
+    out = {"store": name, "n": pruned.n, "r": pruned.store.r, "block_rows": block_rows, "queries": len(t_pruned),
            "hits": hits, "read_mean": float(frac.mean()), "read_median": float(np.median(frac)),
            "read_p90": float(np.quantile(frac, 0.9)), "read_last100": float(frac[-100:].mean()),
-           "identical_first": len(t_full), "summary_MiB": pruned.pruning.summaries.nbytes() / 2**20}
+           "identical_first": len(t_full)}
+    if pruned.pruning.summaries is not None:       # local backend (the workers keep theirs)
+        out["summary_MiB"] = pruned.pruning.summaries.nbytes() / 2**20
     if t_full:
         out.update(ms_full=median(t_full) * 1e3, ms_pruned=median(t_pruned[:len(t_full)]) * 1e3)
         out["speedup"] = out["ms_full"] / out["ms_pruned"]
@@ -127,6 +130,8 @@ def main():
     ap.add_argument("--datasets", default="adult,mnist,higgs")
     ap.add_argument("--no-random-order", action="store_true", help="skip the generated (random) order")
     ap.add_argument("--tag", default="", help="results go to results/pruning-TAG.json")
+    ap.add_argument("--cluster", action="store_true",
+                    help="only the cluster-ordered generated store, on a LocalCluster of 2 worker processes")
     args = ap.parse_args()
     blocks = [int(b) for b in args.block_rows.split(",")]
     rows, notes = [], {}
@@ -135,6 +140,12 @@ def main():
     if seconds is not None:
         gb = bigsearch.open_store(base).nbytes / 1e9
         notes["cluster_order"] = {"store": base.name, "seconds": seconds, "seconds_per_GB": seconds / gb}
+    if args.cluster:
+        from distributed import Client, LocalCluster
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl, \
+                Client(cl) as client:
+            rows.append(compare(ordered, args.queries, args.compare, blocks[0], client))
+        blocks, args.no_random_order, args.datasets = [], True, ""
     for b in blocks:
         rows.append(compare(ordered, args.queries, args.compare if b == blocks[0] else 0, b))
         print(rows[-1], file=sys.stderr)

@@ -250,6 +250,8 @@ def test_ingest_encodings_round_trip_and_info(tmp_path, datasets):
     X = datasets["binary"][0]
     bits = (X > 0).astype(np.float32)
     np.save(tmp_path / "bits.npy", bits)
+    plain = run_cli("ingest", tmp_path / "bits.npy", tmp_path / "plain.zarr", "--normalize")
+    assert plain.returncode == 0 and "--encoding binary would store 7 bytes per point instead of 84" in plain.stderr
     for encoding in ("binary", "int8", "float16"):
         out = tmp_path / f"bits-{encoding}.h5"
         done = run_cli("ingest", tmp_path / "bits.npy", out, "--normalize", "--encoding", encoding, "-q")

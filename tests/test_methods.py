@@ -65,7 +65,7 @@ def test_unknown_methods_and_missing_capabilities():
         method_spec("nope")
     with pytest.raises(ParameterError, match="unknown method for sessions 'agr'; choose from las, wnas"):
         method_spec("agr", need="sessions")
-    with pytest.raises(ParameterError, match="pi does not apply to wnas, which takes no parameters"):
+    with pytest.raises(ParameterError, match="pi does not apply to wnas, which takes prune, block_rows"):
         METHODS["wnas"].check_settings({"pi": 0.1, "eta": None})
     METHODS["las"].check_settings({"pi": 0.1, "eta": None, "check_every": 5})
 

@@ -52,13 +52,14 @@ class Journal:
         if saved is None:
             if (self.out / "results.json").exists():
                 raise ExperimentExistsError(f"{self.out / 'results.json'} already exists and does not say which "
-                                            "experiment made it; choose another --out or pass --overwrite")
+                                            "experiment made it; choose another output directory or pass "
+                                            "overwrite=True")
             self._replace = True     # written with the first finished run: a failed start leaves nothing
         elif saved != identity:
             raise ExperimentExistsError(
                 f"{self.out} already exists for a different experiment "
                 f"({difference(saved, identity)}); rerun that command to continue it, choose another "
-                "--out, or pass --overwrite to replace it")
+                "output directory, or pass overwrite=True to replace it")
         self.done = {(r["method"], r["run"]): r for r in records}
 
     def _read(self):
@@ -69,7 +70,7 @@ class Journal:
             try:
                 contents = read_journal(self.path)
             except JournalDamagedError as e:
-                raise ExperimentError(f"{self.path}: {e}; pass --overwrite to start the experiment again") from None
+                raise ExperimentError(f"{self.path}: {e}; pass overwrite=True to start the experiment again") from None
             if contents.torn_bytes:
                 truncate_journal(self.path, contents.valid_bytes)
             records = contents.records
@@ -78,14 +79,14 @@ class Journal:
         saved = _read_json(self.out / EXPERIMENT)
         if header is None and (self.out / EXPERIMENT).exists():
             if saved is None:
-                raise ExperimentError(f"{self.out / EXPERIMENT} is damaged; pass --overwrite to start the "
+                raise ExperimentError(f"{self.out / EXPERIMENT} is damaged; pass overwrite=True to start the "
                                       "experiment again")
             header = saved
         elif header is not None and saved != header:
             atomic_write_json(self.out / EXPERIMENT, header)     # killed between the journal and the copy
         if header is None and records:
-            raise ExperimentError(f"{self.path} does not say which experiment it holds; choose another --out "
-                                  "or pass --overwrite")
+            raise ExperimentError(f"{self.path} does not say which experiment it holds; choose another output "
+                                  "directory or pass overwrite=True")
         return header, records
 
     def append(self, record):
@@ -113,14 +114,14 @@ def check_ours(out):
     if not out.exists():
         return
     if not out.is_dir():
-        raise ExperimentExistsError(f"{out} is a file, not a results directory; choose another --out")
+        raise ExperimentExistsError(f"{out} is a file, not a results directory; choose another output directory")
     names = {p.name for p in out.iterdir() if not p.name.startswith(".")}
     ours = (EXPERIMENT in names or JOURNAL in names
             or "bigsearch_version" in (_read_json(out / "results.json") or {}))
     if names and not ours:
         raise ExperimentExistsError(f"{out} is not the results of a bigsearch experiment (it holds "
-                                    f"{', '.join(sorted(names)[:5])}); --overwrite replaces only those: "
-                                    "choose another --out")
+                                    f"{', '.join(sorted(names)[:5])}); overwrite=True replaces only those: "
+                                    "choose another output directory")
 
 
 def _read_json(path):

@@ -20,10 +20,10 @@ import numpy as np
 
 from .. import __version__
 from ..errors import ParameterError
-from ..session.fingerprint import store_fingerprint
 from ..simulate import initial_labels, make_search, simulate
 from ..storage import open_store
 from ..storage.atomic import atomic_write_json
+from ..storage.fingerprint import store_fingerprint
 from .reports import markdown_table, recall_curves, summarize, write_runs_csv
 from .resume import Journal
 
@@ -49,10 +49,10 @@ class Experiment:
         if self.budget < 0:
             raise ParameterError(f"budget must be >= 0, got {self.budget}")
         if self.batch_size < 1:
-            raise ParameterError(f"batch size must be >= 1, got {self.batch_size}")
+            raise ParameterError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.init_index is not None and self.runs > 1:
-            raise ParameterError("--init-index gives every run the same start, so several runs would repeat "
-                                 "each other; use --init-positives/--init-negatives for random starts")
+            raise ParameterError("init_index gives every run the same start, so several runs would repeat "
+                                 "each other; use init_positives / init_negatives for random starts")
 
     def run_seed(self, run):
         return self.seed + run
@@ -67,6 +67,22 @@ class Experiment:
                 "budget": self.budget, "seed": self.seed,
                 "init": init, "batch_size": self.batch_size,
                 "options": {k: v for k, v in sorted(self.options.items()) if v is not None}}
+
+
+def run_methods(store, methods, budget, out, *, seed=0, runs=1, init_index=None, init_positives=1,
+                init_negatives=0, batch_size=1, overwrite=False, backend="local", n_threads=None, progress=None,
+                plot=True, **options):
+    """Run each method from the same initial labels (per run) into directory ``out``
+    (see :class:`Experiment` and :func:`run_experiment`); returns (results, notes).
+
+    ``options`` are the methods' parameters and engine options (pi, alpha, anchors,
+    prune, ...): each method takes those it has (the registry, engine/registry.py).
+    """
+    exp = Experiment(str(store), tuple(methods), budget, runs, seed,
+                     tuple(init_index) if init_index is not None else None, init_positives, init_negatives,
+                     batch_size, options)
+    return run_experiment(exp, out, overwrite=overwrite, backend=backend, n_threads=n_threads, progress=progress,
+                          plot=plot)
 
 
 def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None, progress=None, plot=True):

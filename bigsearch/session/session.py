@@ -46,6 +46,7 @@ from ..storage.atomic import (
     remove_stale_leftovers,
     remove_tree,
 )
+from ..storage.fingerprint import store_fingerprint
 from .checkpoint import (
     FORMAT_VERSION,
     list_checkpoints,
@@ -55,7 +56,7 @@ from .checkpoint import (
     write_checkpoint,
 )
 from .files import read_sealed_json, sealed_json
-from .fingerprint import check_fingerprint, store_fingerprint
+from .fingerprint import check_fingerprint
 from .journal import History, JournalWriter, now, read_journal, truncate_journal
 from .lock import SessionLock
 

@@ -24,7 +24,7 @@ from .atomic import (
     restore_interrupted_replace,
     temp_sibling,
 )
-from .encoding import SCALED, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
+from .encoding import SCALED, binary_rows, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
 from .format import FEATURE_DTYPES, FORMAT_ATTR, check_labels, default_chunk_rows, is_feature_store
 from .registry import store_format, store_kind_for
 
@@ -62,6 +62,7 @@ class StoreWriter:
         self.overwrite = overwrite
         remove_stale_leftovers(self.path)
         self.tmp = temp_sibling(self.path, "partial")
+        self.binary_possible = True    # every row so far is 0/1 times one number (see encoding.py)
         self.n = 0                 # rows written to disk
         self.rows_appended = 0     # rows given to append (some may still be pending)
         self._pending = []
@@ -79,6 +80,8 @@ class StoreWriter:
             raise StoreError(f"block of shape {X.shape} does not have {self.r} columns")
         if y is not None:
             y = check_labels(y, len(X), str(self.path))
+        if self.binary_possible and self.encoding in ("float32", "float64"):
+            self.binary_possible = binary_rows(X)
         codes, scale = encode_rows(X, self.encoding, self.rows_appended)
         self._pending.append((codes, scale, y, ids))
         self.rows_appended += len(X)
