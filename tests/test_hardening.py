@@ -218,6 +218,8 @@ def _run_cases():
                                                "--init-positives", "1000"], results, "initial positives"),
         _case("overwrite-bad-agr-anchors", ["run", "s.zarr", "--budget", "3", "--out", "runs", "--overwrite",
                                             "--method", "agr", "--agr-anchors", "5000"], results, "anchors"),
+        _case("overwrite-budget-beyond-the-points", ["run", "s.zarr", "--budget", "500", "--out", "runs",
+                                                     "--overwrite"], results, "budget"),
         _case("overwrite-missing-store", ["run", "gone.zarr", "--budget", "3", "--out", "runs", "--overwrite"],
               results, "gone.zarr"),
         _case("overwrite-foreign-directory", ["run", "s.zarr", "--budget", "3", "--out", "mine", "--overwrite"],

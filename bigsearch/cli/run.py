@@ -35,7 +35,7 @@ def run_and_report(store, methods, budget, out, *, quiet=False, table=True, **kw
         if runs == 1:
             _print_summary(results["runs"])
         if table:
-            click.echo(markdown_table(results["summary"], results["budget"]))
+            click.echo(markdown_table(results["summary"], budget))
         for r in results["runs"][:len(methods)]:
             _print_reads(r)
         for note in notes:
@@ -128,6 +128,9 @@ def run(store, methods, budget, runs, seed, init_index, init_positives, init_neg
 
     Rerunning the same command on the same --out continues an interrupted experiment.
     """
+    if out == "-":
+        raise click.BadParameter("results are several files (results.json, runs.csv, table.md, ...), so they "
+                                 "cannot go to stdout; give a directory", param_hint="'--out'")
     with cluster_backend(scheduler, cluster, persist) as backend:
         run_and_report(store, methods, budget, out, quiet=quiet, seed=seed, runs=runs, init_index=init_index,
                        init_positives=init_positives, init_negatives=init_negatives, batch_size=batch_size,

@@ -110,14 +110,11 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
                                       **exp.options)
                 journal.append({"run": run, **record})
         records = [journal.done[(m, r)] for r in range(exp.runs) for m in exp.methods]
-        made = max((len(r["queries"]) for r in records), default=0)
         results = {"bigsearch_version": __version__, "store": str(store.path), "n": store.n, "r": store.r,
-                   "budget": min(exp.budget, made), "budget_asked": exp.budget, "experiment": _describe(exp),
-                   "runs": records, "summary": summarize(records, min(exp.budget, made), list(exp.methods))}
+                   "budget": exp.budget, "experiment": _describe(exp), "runs": records,
+                   "summary": summarize(records, exp.budget, list(exp.methods))}
         curves = recall_curves(records, store.n, int((y == 1).sum()))
-    notes = [] if made >= exp.budget else [
-        f"the budget {exp.budget} is more than the unlabeled points: each run stopped after {made} queries"]
-    return results, notes + write_outputs(out, results, curves, plot)
+    return results, write_outputs(out, results, curves, plot)
 
 
 def _check_experiment(exp, store, y):
@@ -125,9 +122,19 @@ def _check_experiment(exp, store, y):
     argument must fail before an --overwrite replaces anything. Returns the starts."""
     starts = [initial_labels(y, exp.run_seed(run), exp.init_index, exp.init_positives, exp.init_negatives)
               for run in range(exp.runs)]
+    _check_budget(exp, store.n, y)
     for method in exp.methods:
         make_search(store, method, seed=exp.seed, backend="local", n_threads=1, **exp.options).close()
     return starts
+
+
+def _check_budget(exp, n, y):
+    """Refuse a budget larger than the points left unlabeled after the initial labels
+    (every run starts from as many): it would label everything, slowly, to no purpose."""
+    left = n - len(initial_labels(y, exp.run_seed(0), exp.init_index, exp.init_positives, exp.init_negatives))
+    if exp.budget > left:
+        raise ParameterError(f"budget {exp.budget:,} is more than the {left:,} points left unlabeled after the "
+                             f"initial labels; give a budget of at most {left:,}")
 
 
 def _describe(exp):
