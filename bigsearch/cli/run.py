@@ -119,7 +119,7 @@ def search_options(f):
               help="LAS (alpha = 0) and WNAS: exact pruned queries: read only the blocks of rows "
                    "that could hold the answer; the queries are those of the full pass.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=str), required=True,
-              help="Directory for results.json, runs.csv, table.md and recall.png.")
+              help="Directory for results.json, runs.csv, ranking.csv, table.md and recall.png.")
 @click.option("--overwrite", is_flag=True, help="Replace the results of another experiment in --out.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary.")
 def run(store, methods, budget, runs, seed, init_index, init_positives, init_negatives, batch_size, pi, eta,
