@@ -99,3 +99,32 @@ def test_graded_labels_are_checked(small_data, store_factory):
             search.tell(1, bad)
     with pytest.raises(LabelError, match="is not 0 \\(negative\\), 1 \\(positive\\)$"):
         bigsearch.WNAS(path).tell(1, 0.5)       # WNAS takes 0 and 1 only
+
+
+def test_run_cli_graded_scores_fantasy_and_rf(small_data, store_factory, tmp_path):
+    """`bigsearch run --scores --grade` tells LAS the mapped graded answers (the same
+    queries as simulate with those answers); --fantasy and --method rf run end to end."""
+    import json
+
+    from bigsearch.experiments.graded import grade
+    from bigsearch.simulate import simulate
+    from conftest import run_cli
+    X, y = small_data
+    path = store_factory(X, y)
+    scores = np.where(y == 1, -9.0, -6.0) + np.random.default_rng(3).normal(0, 0.5, len(y))
+    np.save(tmp_path / "scores.npy", scores)
+    r = run_cli("run", path, "--method", "las,rf,wnas", "--budget", "12", "--batch-size", "4", "--pi", "0.2",
+                "--scores", tmp_path / "scores.npy", "--grade=-9,-7", "--out", tmp_path / "o", "-q")
+    assert r.returncode == 0, r.stderr
+    runs = {rec["method"]: rec for rec in json.loads((tmp_path / "o" / "results.json").read_text())["runs"]}
+    expected = simulate(path, "las", 12, seed=0, batch_size=4, pi=0.2, answers=grade(scores, -9, -7))
+    assert runs["las"]["queries"] == expected["queries"]     # answers [i, stored label]; queries chosen on grades
+    assert len(runs["rf"]["queries"]) == 12 and len(runs["wnas"]["queries"]) == 12
+    r = run_cli("run", path, "--budget", "8", "--batch-size", "4", "--pi", "0.2", "--fantasy", "0",
+                "--out", tmp_path / "f", "-q")
+    assert r.returncode == 0, r.stderr
+    for bad, message in ((["--scores", tmp_path / "scores.npy"], "--scores and --grade go together"),
+                         (["--scores", tmp_path / "scores.npy", "--grade", "x,1"], "--grade BEST 'x'"),
+                         (["--fantasy", "2"], "fantasy must be")):
+        r = run_cli("run", path, "--budget", "4", "--out", tmp_path / "bad", *bad)
+        assert r.returncode == 2 and r.stderr.startswith("Error:") and message in r.stderr, r.stderr

@@ -21,6 +21,8 @@ from ..session.fingerprint import store_fingerprint
 from ..simulate import initial_labels, simulate
 from ..storage import open_store
 from ..storage.atomic import atomic_write_json
+from ..engine.registry import method_spec
+from .graded import load_answers
 from .reports import markdown_table, recall_curves, summarize, write_runs_csv
 from .resume import Journal
 
@@ -39,6 +41,7 @@ class Experiment:
     init_negatives: int = 0
     batch_size: int = 1
     options: dict = field(default_factory=dict)
+    graded: tuple = None        # (scores file, BEST, ZERO): graded answers (experiments/graded.py)
 
     def __post_init__(self):
         if self.runs < 1:
@@ -60,6 +63,7 @@ class Experiment:
                 "positives": self.init_positives, "negatives": self.init_negatives}
         return {"format": 1, "store": store_fingerprint(store), "budget": self.budget, "seed": self.seed,
                 "init": init, "batch_size": self.batch_size,
+                **({"graded": [str(self.graded[0]), *self.graded[1:]]} if self.graded else {}),
                 "options": {k: v for k, v in sorted(self.options.items()) if v is not None}}
 
 
@@ -77,6 +81,7 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
             raise ParameterError(f"{store.path} has no labels (y), so no oracle can be simulated; "
                                  "use an interactive session instead")
         journal = Journal(out, exp.identity(store), overwrite)
+        answers = load_answers(exp.graded[0], *exp.graded[1:], store.n) if exp.graded else None
         for run in range(exp.runs):
             init = initial_labels(y, exp.run_seed(run), exp.init_index, exp.init_positives, exp.init_negatives)
             for method in exp.methods:
@@ -85,7 +90,7 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
                 with progress(method, run) as update:
                     record = simulate(store, method, exp.budget, exp.run_seed(run), init, progress=update,
                                       batch_size=exp.batch_size, backend=backend, n_threads=n_threads,
-                                      **exp.options)
+                                      answers=answers if method_spec(method).cls.GRADED else None, **exp.options)
                 journal.append({"run": run, **record})
         records = [journal.done[(m, r)] for r in range(exp.runs) for m in exp.methods]
         results = {"bigsearch_version": __version__, "store": str(store.path), "n": store.n, "r": store.r,
