@@ -53,12 +53,15 @@ def prepare(work):
     """The CSV the stores are made from, and the scores."""
     with gzip.open(DATA, "rt") as fh:
         rows = list(csv.reader(fh))[1:]
+    # The file is sorted by score: shuffle it, or every tie broken by the lowest index
+    # (a forest or WNAS with equal predictions) would pick the best molecules.
+    rows = [rows[i] for i in np.random.default_rng(2017).permutation(len(rows))]
     smiles = [r[0] for r in rows]
     score = np.array([float(r[1]) for r in rows])
     k = int(round(0.01 * len(score)))
     hit = np.zeros(len(score), np.int8)
     hit[np.argsort(score, kind="stable")[:k]] = 1
-    path = work / "enamine10k.csv"
+    path = work / "enamine10k-shuffled.csv"
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["smiles", "score", "hit"])
@@ -67,7 +70,7 @@ def prepare(work):
 
 
 def ingest(csv_path, work, name, options):
-    out = work / f"{name}.zarr"
+    out = work / f"{name}-shuffled.zarr"
     if not out.exists():
         cmd = [sys.executable, "-m", "bigsearch", "ingest", str(csv_path), str(out), "--quiet",
                "--smiles-column", "smiles", "--label-column", "hit", "--drop", "score", *options]
@@ -88,6 +91,7 @@ def main():
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "discovery")
     ap.add_argument("--work", type=Path, default=Path("/tmp/bigsearch-discovery"))
     ap.add_argument("--starts", type=int, default=3)
+    ap.add_argument("--first-start", type=int, default=0, help="skip the starts before this one")
     ap.add_argument("--configs", default="all", help="names of configurations to run, separated by semicolons (default all)")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
@@ -121,7 +125,7 @@ def main():
     results_path = args.out / "results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {"runs": []}
     done = {(r["config"], r["start"]) for r in results["runs"]}
-    for start in range(args.starts):
+    for start in range(args.first_start, args.starts):
         rng = np.random.default_rng([start, 18])
         init_idx = rng.choice(n, batch, replace=False)
         init = [(int(i), int(hit[i])) for i in init_idx]
