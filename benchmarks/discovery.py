@@ -35,7 +35,7 @@ DATA = ROOT.parent / "shared" / "datasets" / "molpal_enamine10k" / "Enamine10k_s
 
 # name -> ingest options after the SMILES column (all: atom pairs, 2048 bits, as MolPAL)
 REPRESENTATIONS = {
-    "bits": [],                                            # for rf: the fingerprint as it is
+    "bits": [],  # for rf: the fingerprint as it is
     "cosine": ["--normalize", "--bias"],
     "idf": ["--idf", "--normalize", "--bias"],
     "minmax2": ["--counts", "--minmax", "256", "--minmax-buckets", "8", "--minmax-power", "2"],
@@ -72,8 +72,22 @@ def prepare(work):
 def ingest(csv_path, work, name, options):
     out = work / f"{name}-shuffled.zarr"
     if not out.exists():
-        cmd = [sys.executable, "-m", "bigsearch", "ingest", str(csv_path), str(out), "--quiet",
-               "--smiles-column", "smiles", "--label-column", "hit", "--drop", "score", *options]
+        cmd = [
+            sys.executable,
+            "-m",
+            "bigsearch",
+            "ingest",
+            str(csv_path),
+            str(out),
+            "--quiet",
+            "--smiles-column",
+            "smiles",
+            "--label-column",
+            "hit",
+            "--drop",
+            "score",
+            *options,
+        ]
         subprocess.run(cmd, check=True)
     return out
 
@@ -92,7 +106,9 @@ def main():
     ap.add_argument("--work", type=Path, default=Path("/tmp/bigsearch-discovery"))
     ap.add_argument("--starts", type=int, default=3)
     ap.add_argument("--first-start", type=int, default=0, help="skip the starts before this one")
-    ap.add_argument("--configs", default="all", help="names of configurations to run, separated by semicolons (default all)")
+    ap.add_argument(
+        "--configs", default="all", help="names of configurations to run, separated by semicolons (default all)"
+    )
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -133,8 +149,16 @@ def main():
             if (name, start) in done:
                 continue
             store, method, b, use_grades, options = configs[name]
-            r = one_run(stores[store], method, hit, init, 5 * batch // b, b,
-                        answers={True: graded, "scores": linear}.get(use_grades), **options)
+            r = one_run(
+                stores[store],
+                method,
+                hit,
+                init,
+                5 * batch // b,
+                b,
+                answers={True: graded, "scores": linear}.get(use_grades),
+                **options,
+            )
             r.update(config=name, start=start, init_positives=int(hit[init_idx].sum()))
             print(f"start {start} {name:32s} found {r['found']:.3f} ({r['seconds']:.0f} s)", flush=True)
             results["runs"].append(r)
@@ -146,15 +170,19 @@ def main():
 
 
 def table(results, configs):
-    lines = ["| configuration | store | method | batch | found (mean ± sd) | per start | s/run |",
-             "|---|---|---|---:|---:|---|---:|"]
+    lines = [
+        "| configuration | store | method | batch | found (mean ± sd) | per start | s/run |",
+        "|---|---|---|---:|---:|---|---:|",
+    ]
     for name, (store, method, b, use_grades, _) in configs.items():
         runs = sorted((r for r in results["runs"] if r["config"] == name), key=lambda r: r["start"])
         if not runs:
             continue
         f = np.array([r["found"] for r in runs])
-        lines.append(f"| {name} | {store} | {method} | {b} | {f.mean():.3f} ± {f.std(ddof=1) if len(f) > 1 else 0:.3f} "
-                     f"| {' '.join(f'{x:.3f}' for x in f)} | {np.mean([r['seconds'] for r in runs]):.0f} |")
+        lines.append(
+            f"| {name} | {store} | {method} | {b} | {f.mean():.3f} ± {f.std(ddof=1) if len(f) > 1 else 0:.3f} "
+            f"| {' '.join(f'{x:.3f}' for x in f)} | {np.mean([r['seconds'] for r in runs]):.0f} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -22,12 +22,38 @@ sys.path.insert(0, str(ROOT))
 from bigsearch.simulate import simulate  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "datasets"
-ADULT = ([SHARED / "adult" / "adult.data", SHARED / "adult" / "adult.test"],
-         ["--label-column", "14", "--positive", ">50K", "--positive", ">50K.", "--bins", "5", "--normalize",
-          "--prevalence", "0.05", "--seed", "0"])
-MNIST = ([SHARED / "mnist" / "t10k-images-idx3-ubyte.gz"],
-         ["--labels", str(SHARED / "mnist" / "t10k-labels-idx1-ubyte.gz"), "--positive", "1", "--normalize",
-          "--prevalence", "0.01", "--seed", "0"])
+ADULT = (
+    [SHARED / "adult" / "adult.data", SHARED / "adult" / "adult.test"],
+    [
+        "--label-column",
+        "14",
+        "--positive",
+        ">50K",
+        "--positive",
+        ">50K.",
+        "--bins",
+        "5",
+        "--normalize",
+        "--prevalence",
+        "0.05",
+        "--seed",
+        "0",
+    ],
+)
+MNIST = (
+    [SHARED / "mnist" / "t10k-images-idx3-ubyte.gz"],
+    [
+        "--labels",
+        str(SHARED / "mnist" / "t10k-labels-idx1-ubyte.gz"),
+        "--positive",
+        "1",
+        "--normalize",
+        "--prevalence",
+        "0.01",
+        "--seed",
+        "0",
+    ],
+)
 SETS = {"adult": (ADULT, 200, 1e-6), "mnist": (MNIST, 56, 0.0)}
 
 
@@ -35,8 +61,20 @@ def ingest(work, name, recipe, idf):
     out = work / f"{name}{'-idf' if idf else ''}.zarr"
     if not out.exists():
         sources, options = recipe
-        subprocess.run([sys.executable, "-m", "bigsearch", "ingest", *map(str, sources), str(out), "--quiet",
-                        *options, *(["--idf"] if idf else [])], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bigsearch",
+                "ingest",
+                *map(str, sources),
+                str(out),
+                "--quiet",
+                *options,
+                *(["--idf"] if idf else []),
+            ],
+            check=True,
+        )
     return out
 
 
@@ -49,8 +87,10 @@ def main():
     args.work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
     results = {}
-    lines = ["| data | T | LAS, paper's recipe | LAS, + --idf | paired difference (idf - paper) |",
-             "|---|---:|---:|---:|---:|"]
+    lines = [
+        "| data | T | LAS, paper's recipe | LAS, + --idf | paired difference (idf - paper) |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for name, (ing, budget, alpha) in SETS.items():
         found = {}
         for idf in (False, True):
@@ -60,8 +100,10 @@ def main():
         a, b = np.array(found[False]), np.array(found[True])
         d = b - a
         results[name] = {"budget": budget, "alpha": alpha, "paper": a.tolist(), "idf": b.tolist()}
-        lines.append(f"| {name} | {budget} | {a.mean():.1f} ± {a.std(ddof=1):.1f} | {b.mean():.1f} ± {b.std(ddof=1):.1f} "
-                     f"| {d.mean():+.1f} ± {d.std(ddof=1) / np.sqrt(len(d)):.1f} (s.e.) |")
+        lines.append(
+            f"| {name} | {budget} | {a.mean():.1f} ± {a.std(ddof=1):.1f} | {b.mean():.1f} ± {b.std(ddof=1):.1f} "
+            f"| {d.mean():+.1f} ± {d.std(ddof=1) / np.sqrt(len(d)):.1f} (s.e.) |"
+        )
     (args.out / "paper_check.json").write_text(json.dumps(results, indent=1))
     (args.out / "paper_check.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

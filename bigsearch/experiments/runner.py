@@ -16,12 +16,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import __version__
+from ..engine.registry import method_spec
 from ..errors import ParameterError
 from ..session.fingerprint import store_fingerprint
 from ..simulate import initial_labels, simulate
 from ..storage import open_store
 from ..storage.atomic import atomic_write_json
-from ..engine.registry import method_spec
 from .graded import load_answers
 from .reports import markdown_table, recall_curves, summarize, write_runs_csv
 from .resume import Journal

@@ -3,4 +3,5 @@
 from ..synthetic import clustered_points
 from .dense import brute_force_impact, dense_f, dense_fantasized_batch, dense_las_run, dense_query, dense_wnas
 
-__all__ = ["clustered_points", "brute_force_impact", "dense_f", "dense_fantasized_batch", "dense_las_run", "dense_query", "dense_wnas"]
+__all__ = ["clustered_points", "brute_force_impact", "dense_f", "dense_fantasized_batch", "dense_las_run",
+           "dense_query", "dense_wnas"]
