@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT.parent))
 
 from bigsearch.backends import ChunkStep  # noqa: E402
 from bigsearch.kernels.encoded import stream_dots  # noqa: E402
+from bigsearch.storage import store_format  # noqa: E402
 from bigsearch.synthetic import make_clustered_store  # noqa: E402
 from bigsearch.testing.memory import peak_rss as peak_rss_bytes  # noqa: E402,F401
 from bigsearch.testing.memory import start_peak_measurement  # noqa: E402,F401
@@ -28,8 +29,8 @@ from bigsearch.testing.memory import start_peak_measurement  # noqa: E402,F401
 
 def bench_store(n, r, kind="zarr", dtype="float32", prevalence=0.005, seed=0, chunk_rows=None):
     """A synthetic store under DATA, made once and reused by later runs."""
-    suffix = "zarr" if kind == "zarr" else "h5"
-    path = DATA / f"clustered-{n}x{r}-{dtype}-{chunk_rows or 'default'}.{suffix}"
+    suffix = store_format(kind).suffixes[0]
+    path = DATA / f"clustered-{n}x{r}-{dtype}-{chunk_rows or 'default'}{suffix}"
     if not path.exists():
         DATA.mkdir(parents=True, exist_ok=True)
         t = time.perf_counter()

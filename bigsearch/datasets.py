@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DatasetError
-from .storage.atomic import atomic_path
+from .storage.atomic import atomic_path, remove_stale_leftovers
 
 MIRROR_ENV, DIR_ENV = "BIGSEARCH_DATA_MIRROR", "BIGSEARCH_DATA_DIR"
 TIMEOUT = 30  # seconds without data before a download is given up
@@ -271,6 +271,7 @@ def _reason(e):
 
 def _save(stream, f, dest, where):
     """Copy ``stream`` to ``dest`` atomically if its SHA-256 is right."""
+    remove_stale_leftovers(dest, tags=("partial",))  # what a killed fetch left
     with atomic_path(dest, "partial") as tmp:
         with open(tmp, "wb") as out:
             shutil.copyfileobj(stream, out, BLOCK)

@@ -24,9 +24,9 @@ def initial_labels(y, seed, init_index=None, init_positives=1, init_negatives=0)
         out = []
         for i in init_index:
             if not 0 <= i < len(y):
-                raise LabelError(f"--init-index {i} is out of range: the store has {len(y)} points")
+                raise LabelError(f"init_index {i} is out of range: the store has {len(y)} points")
             if y[i] < 0:
-                raise LabelError(f"--init-index {i}: the store has no label for point {i}")
+                raise LabelError(f"init_index {i}: the store has no label for point {i}")
             out.append((int(i), int(y[i])))
         return out
     rng = np.random.default_rng(seed)
@@ -71,7 +71,7 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     if budget < 0:
         raise ParameterError(f"budget must be >= 0, got {budget}")
     if batch_size < 1:
-        raise ParameterError(f"batch size must be >= 1, got {batch_size}")
+        raise ParameterError(f"batch_size must be >= 1, got {batch_size}")
     batch_size = int(batch_size) if method_spec(method).ranks else 1
     budget = min(budget, store.n - len(init))
     t0 = time.perf_counter()

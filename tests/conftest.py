@@ -56,8 +56,13 @@ def small_data():
     return X, y
 
 
+def store_path(folder, name, kind):
+    """``folder/name`` with the suffix of store format ``kind`` (.zarr, .h5, ...)."""
+    return folder / f"{name}{store_format(kind).suffixes[0]}"
+
+
 def write_store(tmp_path, X, y=None, kind="zarr", dtype="float32", chunk_rows=7, name="s"):
-    path = tmp_path / f"{name}{store_format(kind).suffixes[0]}"
+    path = store_path(tmp_path, name, kind)
     bigsearch.create_store(path, X, y, dtype=dtype, chunk_rows=chunk_rows, kind=kind)
     return path
 

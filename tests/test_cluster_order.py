@@ -17,7 +17,7 @@ from bigsearch.errors import ParameterError, StoreExistsError
 from bigsearch.ingest.cluster_order import cluster_order
 from bigsearch.testing import clustered_points
 
-from conftest import run_cli
+from conftest import run_cli, store_path
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,7 +40,7 @@ def check_permuted(src, out, clusters):
 def test_rows_are_permuted_with_labels_and_ids(tmp_path, store_factory, kind, dtype):
     X, y = clustered_points(500, 6, prevalence=0.1, seed=1, spread=0.3)
     src = store_factory(X, y, kind, dtype, 37)
-    out = tmp_path / ("o.zarr" if kind == "zarr" else "o.h5")
+    out = store_path(tmp_path, "o", kind)
     summary = cluster_order(src, out, clusters=5, seed=0)
     assert sum(summary["sizes"]) == 500
     check_permuted(src, out, 5)

@@ -5,8 +5,11 @@ download failure as a one-line error that says how to work without internet."""
 import gzip
 import hashlib
 import http.server
+import os
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -132,3 +135,16 @@ def test_download_over_http_checks_and_falls_back(server, tmp_path):
         datasets.download(only_bad, tmp_path / "y.txt")
     assert "missing.txt: HTTP 404" in str(e.value) and "bad.txt: SHA-256" in str(e.value)
     assert not (tmp_path / "y.txt").exists() and leftovers(tmp_path) == []
+
+
+@needs_mirror
+def test_a_killed_fetchs_leftover_is_removed(tmp_path):
+    from bigsearch.storage.atomic import temp_sibling
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = temp_sibling(tmp_path / "cache" / "higgs" / "lightgbm_binary.test", "partial")
+    stale = stale.with_name(stale.name.replace(f"-{os.getpid()}-", f"-{dead.stdout.strip()}-"))
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"half a download")
+    datasets.fetch("higgs", source=SHARED, cache=tmp_path / "cache")
+    assert leftovers(tmp_path / "cache") == []

@@ -10,6 +10,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 import bigsearch
+from bigsearch.backends import Backend
 from bigsearch.backends.distributed import Distributed, PersistedChunks
 from bigsearch.errors import ClusterError
 from bigsearch.testing import clustered_points
@@ -56,6 +57,7 @@ def test_las_matches_local_backend(client, data, store_factory, kind, chunk_rows
     X, y = data
     path = store_factory(X, y, kind, "float32", chunk_rows)
     local, remote = bigsearch.LAS(path, **LAS_OPTIONS), bigsearch.LAS(path, backend=client, **LAS_OPTIONS)
+    assert isinstance(remote.backend, Backend) and isinstance(local.backend, Backend)
     shards = remote.backend.shards
     assert [j for s in shards for j in s.chunks] == list(range(remote.store.n_chunks))
     assert len({s.address for s in shards}) == min(2, remote.store.n_chunks)  # both workers hold chunks

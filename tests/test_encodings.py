@@ -16,7 +16,7 @@ from bigsearch.kernels.las import degrees
 from bigsearch.storage.encoding import Encoded, as_chunk, decode, encode_rows
 from bigsearch.testing import brute_force_impact, dense_las_run, dense_wnas
 
-from conftest import KINDS, chunkings, run_queries
+from conftest import KINDS, chunkings, run_queries, store_path
 
 ENCODINGS = ["float16", "int8", "binary"]
 RTOL = 1e-9
@@ -42,7 +42,7 @@ def datasets(small_data):
 def make(tmp_path, data, encoding, kind="zarr", chunk_rows=7, name="s"):
     X, y = data
     stem = f"{name}-{encoding}-{chunk_rows}"
-    path = tmp_path / (f"{stem}.zarr" if kind == "zarr" else f"{stem}.h5")
+    path = store_path(tmp_path, stem, kind)
     bigsearch.create_store(path, X, y, encoding=encoding, chunk_rows=chunk_rows, kind=kind)
     return path
 
@@ -250,6 +250,8 @@ def test_ingest_encodings_round_trip_and_info(tmp_path, datasets):
     X = datasets["binary"][0]
     bits = (X > 0).astype(np.float32)
     np.save(tmp_path / "bits.npy", bits)
+    plain = run_cli("ingest", tmp_path / "bits.npy", tmp_path / "plain.zarr", "--normalize")
+    assert plain.returncode == 0 and "--encoding binary would store 7 bytes per point instead of 84" in plain.stderr
     for encoding in ("binary", "int8", "float16"):
         out = tmp_path / f"bits-{encoding}.h5"
         done = run_cli("ingest", tmp_path / "bits.npy", out, "--normalize", "--encoding", encoding, "-q")

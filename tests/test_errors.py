@@ -8,7 +8,7 @@ import pytest
 import bigsearch
 from bigsearch.errors import DataError, LabelError, NumericalError, ParameterError, ResourceError
 
-from conftest import run_cli
+from conftest import run_cli, store_path
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def test_non_finite_values_name_the_first_bad_row(tmp_path, small_data, bad, kin
     X = X.copy()
     X[33, 2] = bad
     X[50, 0] = bad
-    path = bigsearch.create_store(tmp_path / ("nan.zarr" if kind == "zarr" else "nan.h5"), X, y, chunk_rows=7)
+    path = bigsearch.create_store(store_path(tmp_path, "nan", kind), X, y, chunk_rows=7)
     with pytest.raises(DataError, match="non-finite value.*in row 33"):
         bigsearch.LAS(path, pi=0.1).ask()
 

@@ -15,9 +15,18 @@ import numpy as np
 import pytest
 
 import bigsearch
-from bigsearch.experiments import Experiment, pair_experiment, recall_curves, run_experiment, summarize
+from bigsearch.errors import ExperimentExistsError, LabelError, ParameterError
+from bigsearch.experiments import (
+    Experiment,
+    pair_experiment,
+    recall_curves,
+    run_experiment,
+    run_methods,
+    run_pairs,
+    summarize,
+)
 from bigsearch.experiments.reports import markdown_table
-from bigsearch.simulate import simulate
+from bigsearch.simulate import initial_labels, simulate
 from bigsearch.testing import clustered_points, dense_f, dense_las_run, dense_wnas
 
 from conftest import run_cli
@@ -110,6 +119,7 @@ def test_a_different_command_on_the_same_directory_is_refused(store, tmp_path):
     res = run_cli("run", store, "--method", "las", "--budget", 5, "--alpha", 0.01, "--out", out, "-q")
     assert res.returncode == 2 and res.stderr.count("\n") == 1
     assert "already exists for a different experiment (options.alpha 0.0 there, 0.01 here)" in res.stderr
+    assert "pass --overwrite to replace it" in res.stderr
     # more runs and another method of the same experiment are added to it
     res = run_cli("run", store, "--method", "las,random", "--budget", 5, "--runs", 2, "--out", out, "-q")
     assert res.returncode == 0, res.stderr
@@ -250,3 +260,30 @@ def test_pairs_through_the_cli(store, tmp_path):
     assert (tmp_path / "o" / "table2.md").read_text() in res.stdout
     res = run_cli("pairs", store, "--method", "las,random", "--out", tmp_path / "p")
     assert res.returncode == 2 and "unknown method 'random'" in res.stderr
+
+
+def test_library_errors_name_parameters(store, tmp_path):
+    """The library speaks of its parameters; the CLI (test above) of its flags."""
+    with pytest.raises(ParameterError, match="init_index gives every run the same start.*use init_positives"):
+        Experiment(str(store), ("las",), budget=5, runs=2, init_index=(1, 2))
+    with pytest.raises(LabelError, match="init_index 5000 is out of range"):
+        initial_labels(np.zeros(3000, np.int8), 0, init_index=[5000])
+    run_methods(store, ["las"], 3, tmp_path / "o", plot=False)
+    with pytest.raises(ExperimentExistsError, match="or pass overwrite=True to replace it"):
+        run_methods(store, ["las"], 3, tmp_path / "o", alpha=0.01, plot=False)
+
+
+def test_run_methods_and_run_pairs_write_their_directories(store, tmp_path):
+    results, notes = run_methods(store, ["las", "random"], 6, tmp_path / "r", seed=3, runs=2, plot=False)
+    assert notes == [] and json.loads((tmp_path / "r" / "results.json").read_text()) == results
+    with open(tmp_path / "r" / "runs.csv") as fh:
+        assert len(list(csv.DictReader(fh))) == 2 * 2 * 6
+    assert (tmp_path / "r" / "table.md").read_text() == markdown_table(results["summary"], 6)
+    record, table = run_pairs(store, tmp_path / "p", ("las", "wnas"), pairs=3, top=10, seed=1)
+    assert json.loads((tmp_path / "p" / "pairs.json").read_text()) == record
+    assert (tmp_path / "p" / "table2.md").read_text() == table
+    with open(tmp_path / "p" / "pairs.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 2 * len(record["draws"])
+    assert {(int(r["pair"]), r["method"]): int(r["found"]) for r in rows} == \
+        {(k, m): d["found"][m] for k, d in enumerate(record["draws"]) for m in ("las", "wnas")}

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import bigsearch
-from bigsearch.backends import ChunkStep, StepCall
+from bigsearch.backends import Backend, ChunkStep, StepCall
 from bigsearch.engine import METHODS, ChunkedSearch, MethodSpec, method_spec
 from bigsearch.engine.base import ActiveSearch, PointArray
 from bigsearch.engine.params import (
@@ -65,7 +65,7 @@ def test_unknown_methods_and_missing_capabilities():
         method_spec("nope")
     with pytest.raises(ParameterError, match="unknown method for sessions 'agr'; choose from las, wnas"):
         method_spec("agr", need="sessions")
-    with pytest.raises(ParameterError, match="pi does not apply to wnas, which takes no parameters"):
+    with pytest.raises(ParameterError, match="pi does not apply to wnas, which takes prune, block_rows"):
         METHODS["wnas"].check_settings({"pi": 0.1, "eta": None})
     METHODS["las"].check_settings({"pi": 0.1, "eta": None, "check_every": 5})
 
@@ -76,6 +76,16 @@ def test_sessions_refuse_other_methods_parameters(store, tmp_path):
     with pytest.raises(ParameterError, match="for sessions 'random'"):
         bigsearch.Session.create(store, tmp_path / "s", method="random")
     assert not (tmp_path / "s").exists()
+
+
+def test_backends_and_steps_declare_the_contract(store):
+    with bigsearch.LAS(store, pi=0.2, n_threads=2) as s:
+        assert isinstance(s.backend, Backend)
+        s.sync()
+        step, args = s.rebuild_recipe()
+        assert isinstance(step, ChunkStep) and not step.from_scratch      # it updates state it did not create
+        parts = s.backend.map(step, *args)
+        assert all(isinstance(p, ChunkPartials) for p in parts) and len(parts) == s.store.n_chunks
 
 
 # -- parameters records ------------------------------------------------------------------

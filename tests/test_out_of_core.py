@@ -10,6 +10,8 @@ import pytest
 
 from bigsearch.synthetic import make_clustered_store
 
+from conftest import store_path
+
 DRIVER = r"""
 import json, sys
 import numpy as np
@@ -41,7 +43,7 @@ print(json.dumps({"increase": peak_rss() - base, "x_bytes": store.nbytes, "n": s
 @pytest.mark.parametrize("kind", ["zarr", "hdf5"])
 def test_run_over_a_store_four_times_larger_than_its_memory(tmp_path, kind):
     n, r = 2_100_000, 128                                  # X: 1.0 GiB of float32
-    path = tmp_path / ("big.zarr" if kind == "zarr" else "big.h5")
+    path = store_path(tmp_path, "big", kind)
     make_clustered_store(path, n, r, prevalence=0.002, seed=1, chunk_rows=16384, kind=kind)
     # A first process compiles the kernels into numba's cache, so the measured process
     # only loads them: the RSS it reports is the run's, not the compiler's.

@@ -11,7 +11,7 @@ import bigsearch
 from bigsearch.errors import ParameterError
 from bigsearch.testing import clustered_points, dense_las_run
 
-from conftest import DTYPES, KINDS, chunkings
+from conftest import DTYPES, KINDS, chunkings, store_path
 
 N = 600
 
@@ -174,7 +174,7 @@ def test_encoded_stores_prune_to_the_full_pass(data, tmp_path, encoding, kind):
     X, y = data
     if encoding == "binary":       # 0/1 features (and a constant one): every degree is positive
         X = np.hstack([(X[:, :-1] > 0).astype(float), np.ones((len(X), 1))])
-    path = tmp_path / ("e.zarr" if kind == "zarr" else "e.h5")
+    path = store_path(tmp_path, "e", kind)
     bigsearch.create_store(path, X, y, encoding=encoding, chunk_rows=100, kind=kind)
     (full, q_full, f_full), (pruned, q_pruned, f_pruned) = both(path, y, 25, pi=0.08)
     assert (q_pruned, f_pruned) == (q_full, f_full)
@@ -193,3 +193,40 @@ def test_ingest_cluster_order_with_an_encoding(tmp_path):
     store = bigsearch.open_store(out)
     assert store.encoding == "int8" and sorted(store.ids().tolist()) == list(range(300))
     assert np.allclose(store.read_rows(np.arange(300)), X[store.ids()], atol=0.01)
+
+
+def both_wnas(path, y, steps, k=1):
+    runs = []
+    for prune in (False, True):
+        s = bigsearch.WNAS(path, prune=prune, block_rows=64)
+        s.tell([start(y), int(np.flatnonzero(y == 0)[0])], [1, 0])
+        runs.append((s, *run_top(s, y, steps, k)))
+    return runs
+
+
+@pytest.mark.parametrize("kind,dtype,chunk_rows", list(itertools.product(KINDS, DTYPES, chunkings(N))))
+def test_pruned_wnas_is_the_full_pass(data, store_factory, kind, dtype, chunk_rows):
+    X, y = data
+    path = store_factory(X, y, kind, dtype, chunk_rows)
+    (full, q_full, f_full), (pruned, q_pruned, f_pruned) = both_wnas(path, y, 30)
+    assert pruned.pruning_status.startswith("on")
+    assert (q_pruned, f_pruned) == (q_full, f_full)
+    assert sum(pruned.query_bytes[1:]) < sum(full.query_bytes[1:])
+    assert np.array_equal(pruned.f, full.f)
+
+
+@pytest.mark.parametrize("k", [3, 10])     # 10: more than 8 labels per batch, applied by a full pass
+def test_pruned_wnas_batches(data, store_factory, k):
+    X, y = data
+    path = store_factory(X, y, "zarr", "float32", 100)
+    (_, q_full, f_full), (pruned, q_pruned, f_pruned) = both_wnas(path, y, 40, k)
+    assert (q_pruned, f_pruned) == (q_full, f_full)
+
+
+def test_pruned_wnas_state_continues(data, store_factory):
+    X, y = data
+    path = store_factory(X, y, "hdf5", "float64", 100)
+    (full, _, _), (pruned, _, _) = both_wnas(path, y, 12)
+    restored = bigsearch.WNAS.from_state(path, pruned.export_state())
+    assert restored.pruning_status.startswith("on")
+    assert run_top(restored, y, 10) == run_top(full, y, 10)

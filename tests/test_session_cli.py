@@ -92,7 +92,7 @@ def test_a_session_from_the_command_line(tmp_path, store):
 def test_wnas_session_and_its_parameters(tmp_path, store):
     path, y = store
     res = run_cli("session", "new", path, tmp_path / "w", "--method", "wnas", "--alpha", 0.1)
-    assert res.returncode == 2 and res.stderr == "Error: --alpha does not apply to wnas, which takes no parameters\n"
+    assert res.returncode == 2 and res.stderr == "Error: --alpha does not apply to wnas, which takes --prune\n"
     ok("session", "new", path, tmp_path / "w", "--method", "wnas")
     ok("session", "label", tmp_path / "w", 3, 1)
     with Session.open(tmp_path / "w", readonly=True) as s:

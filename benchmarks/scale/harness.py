@@ -17,6 +17,8 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))      # benchmarks/common.py
 sys.path.insert(0, str(REPO))
 
+from bigsearch.storage import store_format  # noqa: E402
+
 from common import DATA, median, save, table  # noqa: E402,F401
 
 SCALE_DATA = DATA / "scale"
@@ -29,7 +31,7 @@ def store_path(n, r=128, dtype="float32", chunk_mib=None, codec="none", kind="za
         parts.append(f"{chunk_mib:g}MiB")
     if codec != "none":
         parts.append(codec)
-    return SCALE_DATA / ("-".join(parts) + (".zarr" if kind == "zarr" else ".h5"))
+    return SCALE_DATA / ("-".join(parts) + store_format(kind).suffixes[0])
 
 
 def scale_store(n, r=128, dtype="float32", chunk_mib=None, codec="none", kind="zarr"):

@@ -23,20 +23,28 @@ global state and returns the partials the lost call would have returned. The sea
 then continues with the same queries.
 """
 
+from __future__ import annotations
+
 import contextlib
 import logging
 import os
 import time
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 from distributed import Client, LocalCluster, get_worker
+from numpy.typing import ArrayLike, DTypeLike
 
 from ..errors import BigsearchError, ClusterError
 from ..storage import open_store
 from ..storage.encoding import copy_chunk
+from .base import ChunkStep, StepCall
 from .local import LocalBackend
+
+T = TypeVar("T")
 
 WORKER_WAIT_SECONDS = 60    # how long to wait for a worker to join (start-up, after losing all)
 LOSS_GRACE_SECONDS = 10     # after a failed call, how long the scheduler has to notice a dead worker
@@ -96,7 +104,7 @@ def connect(scheduler=None, local_workers=None, persist=False):
 
 
 class DistributedBackend:
-    """The backend interface of LocalBackend, with each chunk's state on a dask worker.
+    """The :class:`~bigsearch.backends.Backend` with each chunk's state on a dask worker.
 
     Parameters
     ----------
@@ -109,39 +117,39 @@ class DistributedBackend:
 
     name = "distributed"
 
-    def __init__(self, store, client, persist=False):
+    def __init__(self, store: Any, client: Client, persist: bool = False) -> None:
         if client.status != "running":
             raise ClusterError(f"the dask client is {client.status}; connect a running one")
         self.store, self.client, self.persist = store, client, bool(persist)
-        self.rebuild = None
-        self.recoveries = []        # one record per lost shard: {"worker", "chunks", "to"}
-        self._allocs = []           # (name, dtype, fill), replayed on every new shard
+        self.rebuild: Callable[[], StepCall] | None = None
+        self.recoveries: list[dict[str, Any]] = []   # one record per lost shard: {"worker", "chunks", "to"}
+        self._allocs: list[tuple[str, Any, Any]] = []  # (name, dtype, fill), replayed on every new shard
         self._source = {"path": os.path.abspath(store.path), "options": store._reopen_options(),
                         "shape": (store.n, store.r), "chunk_rows": store.chunk_rows}
         self.shards = self._place(range(store.n_chunks))
 
-    def set_rebuild(self, recipe):
+    def set_rebuild(self, recipe: Callable[[], StepCall]) -> None:
         """Register ``recipe() -> (step, args)``: how a lost chunk's state is rebuilt."""
         self.rebuild = recipe
 
     # -- the backend interface ------------------------------------------------------
-    def alloc(self, name, dtype, fill):
+    def alloc(self, name: str, dtype: DTypeLike, fill: Any) -> None:
         self._allocs.append((name, dtype, fill))
         self._each(lambda s: [("alloc", (name, dtype, fill))], lambda s: [])
 
-    def assign(self, name, values):
+    def assign(self, name: str, values: ArrayLike) -> None:
         values = np.asarray(values)
         ops = lambda s: [("assign", (name, values[s.rows]))]  # noqa: E731
         self._each(ops, ops)
 
-    def gather(self, name):
+    def gather(self, name: str) -> np.ndarray:
         parts = self._each(lambda s: [("gather", (name,))],
                            lambda s: [self._rebuild_op(), ("gather", (name,))])
         out = np.concatenate(parts)
         out.flags.writeable = False
         return out
 
-    def map(self, step, *args):
+    def map(self, step: ChunkStep, *args: Any) -> list[Any]:
         """``[step(x_j, state_j, *args) for every chunk j]``, in chunk order."""
         def redo(shard):
             # A step declared ``from_scratch`` computes a chunk's whole state and is simply
@@ -150,7 +158,7 @@ class DistributedBackend:
             return [("map", (step, *args)) if step.from_scratch else self._rebuild_op()]
         return [p for part in self._each(lambda s: [("map", (step, *args))], redo) for p in part]
 
-    def map_state(self, fn, chunk_ids, *args):
+    def map_state(self, fn: Callable[..., T], chunk_ids: Sequence[int], *args: Any) -> list[T]:
         """``[fn(state_j, *args) for j in chunk_ids]`` (no reads of X)."""
         ops = lambda s: [("map_state_by_id", (fn, chunk_ids, *args))]  # noqa: E731
         holders = [s for s in self.shards if any(j in s.chunks for j in chunk_ids)]
@@ -159,7 +167,7 @@ class DistributedBackend:
             found.update(part)
         return [found[j] for j in chunk_ids]
 
-    def close(self):
+    def close(self) -> None:
         for shard in self.shards:
             shard.future.release()
         self.shards = []

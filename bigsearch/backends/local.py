@@ -81,7 +81,7 @@ class LocalBackend:
         with self._one_blas_thread():
             return list(self._pool.map(lambda st: self._run(run, st, args), self.states))
 
-    def _one_blas_thread(self):
+    def _one_blas_thread(self) -> contextlib.AbstractContextManager[Any]:
         if self._blas is None:
             return contextlib.nullcontext()
         return self._blas.limit(limits=1, user_api="blas")

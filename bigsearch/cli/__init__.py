@@ -4,6 +4,9 @@ Bad input raises a BigsearchError (or a click usage error); either becomes a one
 message on stderr and exit status 2, never a traceback.
 """
 
+import errno
+import os
+import signal
 import sys
 
 import click
@@ -18,13 +21,26 @@ class Group(click.Group):
 
     def invoke(self, ctx):
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            sys.stdout.flush()          # a closed pipe is found here, not in the flush at exit
+            return result
         except click.UsageError as e:
             fail(e.format_message())
         except BigsearchError as e:
             fail(str(e))
         except OSError as e:
+            if e.errno == errno.EPIPE:
+                closed_pipe()
             fail(f"{e.filename + ': ' if getattr(e, 'filename', None) else ''}{e.strerror or e}")
+
+
+def closed_pipe():
+    """The reader of our output went away (``... | head``): stop without a word, with the
+    status a shell reports for a process killed by SIGPIPE, as ``yes | head`` does. stdout
+    is pointed at /dev/null first, so the flush at exit cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(128 + signal.SIGPIPE)
 
 
 def fail(message):

@@ -154,6 +154,12 @@ def ingest(paths, scheduler, cluster, quiet, **flags):
         click.echo(f"{summary['out']}: {summary['rows_written']:,} rows x {summary['n_features']} features "
                    f"({summary['rows_read']:,} rows read{labels_text}) in {summary['seconds']:.1f} s, "
                    f"{mb / max(summary['seconds'], 1e-9):.0f} MB/s of input", err=True)
+        if summary["binary_possible"]:
+            from ..storage.encoding import bytes_per_point
+            r = summary["n_features"]
+            click.echo(f"every row is 0/1 times one number: --encoding binary would store "
+                       f"{bytes_per_point('binary', r):,} bytes per point instead of "
+                       f"{bytes_per_point(summary['encoding'], r):,}, with the same results", err=True)
         if summary["blocks_on_cluster"] or summary["blocks_redone_here"]:
             click.echo(f"blocks featurized on the cluster: {summary['blocks_on_cluster']}"
                        f" (redone here after a worker failed: {summary['blocks_redone_here']})", err=True)

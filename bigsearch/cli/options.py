@@ -1,10 +1,11 @@
 """Option types and decorators shared by the commands."""
 
 import contextlib
+import re
 
 import click
 
-from ..errors import ParameterError
+from ..errors import BigsearchError, ParameterError
 
 
 class IndexList(click.ParamType):
@@ -47,6 +48,21 @@ class MethodList(click.ParamType):
         if not out:
             self.fail("no method given", param, ctx)
         return out
+
+
+@contextlib.contextmanager
+def flags_for(*parameters):
+    """Library errors name parameters (``init_index``, ``overwrite=True``); say them as
+    this command's flags (``--init-index``, ``--overwrite``)."""
+    try:
+        yield
+    except BigsearchError as e:
+        message = str(e)
+        for name in parameters:
+            message = re.sub(rf"\b{name}(=True)?\b", "--" + name.replace("_", "-"), message)
+        if message == str(e):
+            raise
+        raise type(e)(message) from e
 
 
 def las_options(f):

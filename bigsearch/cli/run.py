@@ -15,22 +15,23 @@ from .options import (
     MethodList,
     cluster_backend,
     cluster_options,
+    flags_for,
     las_options,
 )
 
+# Parameters the library names in its errors, and the flags users give them by here.
+RUN_FLAGS = ("init_index", "init_positives", "init_negatives", "batch_size", "overwrite")
 
-def run_methods(store, methods, budget, seed, out, init_index=None, init_positives=1, quiet=False,
-                overwrite=False, runs=1, init_negatives=0, batch_size=1, table=True, backend="local",
-                n_threads=None, graded=None, **options):
-    """Run each method from the same initial labels (per run), write OUT/results.json and
-    the reports, print a summary; returns the results."""
-    from ..experiments import Experiment, run_experiment
+
+def run_and_report(store, methods, budget, out, *, quiet=False, table=True, **kwargs):
+    """``experiments.run_methods`` with progress bars, then a summary, the table and where
+    the results are (unless ``quiet``)."""
+    from ..experiments import run_methods
     from ..experiments.reports import markdown_table
-    exp = Experiment(str(store), tuple(methods), budget, runs, seed,
-                     tuple(init_index) if init_index is not None else None, init_positives, init_negatives,
-                     batch_size, options, graded)
-    results, notes = run_experiment(exp, out, overwrite=overwrite, backend=backend, n_threads=n_threads,
-                                    progress=None if quiet else _bars(budget, runs))
+    runs = kwargs.get("runs", 1)
+    with flags_for(*RUN_FLAGS):
+        results, notes = run_methods(store, methods, budget, out, progress=None if quiet else _bars(budget, runs),
+                                     **kwargs)
     if not quiet:
         if runs == 1:
             _print_summary(results["runs"])
@@ -41,7 +42,6 @@ def run_methods(store, methods, budget, seed, out, init_index=None, init_positiv
         for note in notes:
             click.echo(note, err=True)
         click.echo(f"results: {Path(out) / 'results.json'}", err=True)
-    return results
 
 
 def _bars(budget, runs):
@@ -116,7 +116,7 @@ def search_options(f):
               help="Label the top B points of each pass before updating (1: sequential).")
 @search_options
 @click.option("--prune", is_flag=True,
-              help="LAS: exact pruned queries (alpha = 0): read only the blocks of rows "
+              help="LAS (alpha = 0) and WNAS: exact pruned queries: read only the blocks of rows "
                    "that could hold the answer; the queries are those of the full pass.")
 @click.option("--fantasy", default=None, metavar="Y|f",
               help="LAS batches: sequential greedy, each chosen point told the fantasized label Y in [0, 1] "
@@ -136,12 +136,15 @@ def run(store, methods, budget, runs, seed, init_index, init_positives, init_neg
 
     Rerunning the same command on the same --out continues an interrupted experiment.
     """
+    if out == "-":
+        raise click.BadParameter("results are several files (results.json, runs.csv, table.md, ...), so they "
+                                 "cannot go to stdout; give a directory", param_hint="'--out'")
     with cluster_backend(scheduler, cluster, persist) as backend:
-        run_methods(store, methods, budget, seed, out, init_index, init_positives, quiet, overwrite,
-                    runs=runs, init_negatives=init_negatives, batch_size=batch_size, backend=backend,
-                    n_threads=threads, pi=pi, eta=eta, w0=w0, alpha=alpha, anchors=agr_anchors,
-                    neighbors=agr_neighbors, gamma=agr_gamma, prune=prune or None,
-                    fantasy=_fantasy(fantasy), graded=_graded(scores, grade))
+        run_and_report(store, methods, budget, out, quiet=quiet, seed=seed, runs=runs, init_index=init_index,
+                       init_positives=init_positives, init_negatives=init_negatives, batch_size=batch_size,
+                       overwrite=overwrite, backend=backend, n_threads=threads, pi=pi, eta=eta, w0=w0,
+                       alpha=alpha, anchors=agr_anchors, neighbors=agr_neighbors, gamma=agr_gamma,
+                       prune=prune or None, fantasy=_fantasy(fantasy), graded=_graded(scores, grade))
 
 
 def _fantasy(value):
@@ -184,24 +187,17 @@ def pairs(store, methods, pairs, top, seed, pi, eta, w0, alpha, agr_anchors, agr
           threads, scheduler, cluster, persist, out, quiet):
     """The paper's Table 2 on STORE: positives among the top K unlabeled points by f after
     one random positive and one random negative label, over many pairs."""
-    from ..experiments.pairs import pair_experiment, pairs_table, write_pairs_csv
-    from ..storage.atomic import atomic_write_json
+    from ..experiments import run_pairs
     show = not quiet and sys.stderr.isatty()
     with cluster_backend(scheduler, cluster, persist) as backend, \
             click.progressbar(length=pairs, label="pairs", file=sys.stderr, hidden=not show) as bar:
-        record = pair_experiment(store, methods, pairs=pairs, top=top, seed=seed, backend=backend,
-                                 n_threads=threads, progress=lambda drawn, counted: bar.update(counted - bar.pos),
-                                 pi=pi, eta=eta, w0=w0, alpha=alpha, anchors=agr_anchors,
-                                 neighbors=agr_neighbors, gamma=agr_gamma)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "pairs.json", record)
-    write_pairs_csv(record, out / "pairs.csv")
-    table = pairs_table(record)
-    (out / "table2.md").write_text(table)
+        _, table = run_pairs(store, out, methods, pairs=pairs, top=top, seed=seed, backend=backend,
+                             n_threads=threads, progress=lambda drawn, counted: bar.update(counted - bar.pos),
+                             pi=pi, eta=eta, w0=w0, alpha=alpha, anchors=agr_anchors, neighbors=agr_neighbors,
+                             gamma=agr_gamma)
     if not quiet:
         click.echo(table)
-        click.echo(f"results: {out / 'pairs.json'}", err=True)
+        click.echo(f"results: {Path(out) / 'pairs.json'}", err=True)
 
 
 @main.command()
@@ -220,5 +216,5 @@ def demo(directory, n, budget, quiet):
         if not quiet:
             click.echo(f"writing {store} ({n:,} points x 32 features, 0.5% positives)", err=True)
         make_clustered_store(store, n, 32, prevalence=0.005, seed=0, spread=0.7)
-    run_methods(store, ["las", "wnas", "random"], budget, 0, directory / "results", quiet=quiet,
-                overwrite=True, table=False)
+    run_and_report(store, ["las", "wnas", "random"], budget, directory / "results", quiet=quiet, overwrite=True,
+                   table=False)

@@ -64,7 +64,7 @@ def session():
 @click.option("--checkpoint-every", type=click.IntRange(1), default=50, show_default=True,
               help="Write a checkpoint every this many labels (and on every clean exit).")
 @click.option("--prune", is_flag=True,
-              help="LAS: exact pruned queries (alpha = 0): read only the blocks of rows "
+              help="LAS (alpha = 0) and WNAS: exact pruned queries: read only the blocks of rows "
                    "that could hold the answer.")
 @cluster_options
 @click.pass_context

@@ -11,7 +11,7 @@ total squared distance improves by less than ``KMEANS_TOLERANCE`` (relative) or 
 The anchors depend only on the store and (k, seed, iterations), so they are cached in
 ``.bigsearch-cache/`` beside the store (or in $BIGSEARCH_CACHE_DIR), in a file named by a
 hash of the store's fingerprint (shape, chunking, featurization attributes and a sample of
-chunks; see session/fingerprint.py) and those parameters, written atomically. The store
+chunks; see storage/fingerprint.py) and those parameters, written atomically. The store
 itself is never written to.
 """
 
@@ -29,6 +29,7 @@ from ..errors import ParameterError
 from ..kernels.agr import cluster_sums
 from ..storage.atomic import atomic_open
 from ..storage.encoding import decode, n_rows
+from ..storage.fingerprint import store_fingerprint
 
 KMEANS_VERSION = 1            # part of the cache key: bump when the algorithm changes
 KMEANS_TOLERANCE = 1e-4
@@ -57,9 +58,6 @@ def anchors_for(store, k, *, seed=0, iterations=20, mapper, cache_dir=None):
 
 
 def cache_path(store, k, seed, iterations, cache_dir=None):
-    from ..session.fingerprint import (
-        store_fingerprint,  # not at import: session imports the engine
-    )
     key = {"fingerprint": store_fingerprint(store), "k": k, "seed": seed, "iterations": iterations,
            "version": KMEANS_VERSION}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]

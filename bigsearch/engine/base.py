@@ -47,8 +47,8 @@ class ActiveSearch:
         self.n = self.store.n
         self._label = np.full(self.n, -1, np.int8)
         self._grade: dict[int, float] = {}     # point -> its graded label, for labels other than 0 and 1
-        self.history: list[tuple[int, int]] = []      # (index, label) in the order told
-        self._pending: list[tuple[int, int]] = []     # told but not yet applied to the scores
+        self.history: list[tuple[int, int | float]] = []    # (index, label) in the order told
+        self._pending: list[tuple[int, int | float]] = []   # told but not yet applied to the scores
 
     # -- the protocol ------------------------------------------------------------
     def tell(self, index: Labels, label: Labels) -> None:
@@ -136,7 +136,7 @@ class ActiveSearch:
         """The labels told for points ``idx``, graded ones included (float64)."""
         return np.array([self._grade.get(int(i), self._label[i]) for i in idx], np.float64)
 
-    def _validate(self, index: Labels, label: Labels) -> tuple[list[int], list[int]]:
+    def _validate(self, index: Labels, label: Labels) -> tuple[list[int], list[int | float]]:
         scalar = np.ndim(index) == 0
         indices = [index] if scalar else list(index)  # type: ignore[arg-type]
         labels = [label] if np.ndim(label) == 0 else list(label)  # type: ignore[arg-type]
@@ -164,7 +164,7 @@ class ActiveSearch:
         if isinstance(y, numbers.Integral) and int(y) in (0, 1):
             return int(y)
         if self.GRADED and isinstance(y, numbers.Real) and 0.0 <= float(y) <= 1.0:
-            return int(y) if float(y) in (0.0, 1.0) else float(y)
+            return int(float(y)) if float(y) in (0.0, 1.0) else float(y)
         graded = " or a graded label in [0, 1]" if self.GRADED else ""
         raise LabelError(f"label {y!r} for point {i} is not 0 (negative), 1 (positive){graded}")
 
@@ -308,7 +308,7 @@ class ChunkedSearch(ActiveSearch):
                    n_threads: int | None = None, store_options: dict[str, Any] | None = None) -> SearchT:
         """A search continuing from ``export_state()`` output, with the same next query."""
         meta, arrays = state["meta"], state["arrays"]
-        self = cls(store, backend=backend, n_threads=n_threads, store_options=store_options,  # type: ignore[call-arg]
+        self = cls(store, backend=backend, n_threads=n_threads, store_options=store_options,
                    **cls._options_from_meta(meta))
         try:
             self._check_shape(meta)

@@ -202,42 +202,58 @@ class Pruner:
         with np.errstate(invalid="ignore"):          # -inf (no unlabeled row) stays -inf
             return self.best + self.b * (a[inv] + drift) + SAFETY * scale
 
-    def top(self, k, u, read, f, label):
-        """The k best unlabeled points at u: (indices, scores, rows read).
+    def top(self, k, u, read, f, label, floor=-np.inf):
+        """The k best unlabeled points at u: (indices, scores, rows read); with ``floor``,
+        only those scoring at least ``floor``.
 
         ``read(blocks)`` recomputes f for those blocks' rows (into ``f``)."""
-        bound = self.bounds(u)
-        order = np.argsort(-bound, kind="stable")
-        order = order[bound[order] > -np.inf]         # not the blocks with no unlabeled row
         self.clock += 1
         self.us[self.clock] = u.copy()
-        top_idx, top_f = np.zeros(0, np.int64), np.zeros(0)
-        kth, p, batch, rows = -np.inf, 0, 1, 0
-        while p < len(order) and bound[order[p]] >= kth:
-            take = order[p:p + batch]
-            take = take[bound[take] >= kth]
-            read(take)
-            idx, fu, first = self._rows_of(take, f, label)
-            self.best[take] = np.maximum.reduceat(fu, first)
-            self.version[take] = self.clock
-            rows += len(idx)
-            keep = (fu >= kth) & (fu > -np.inf)       # unlabeled rows that can still make the top k
-            top_idx, top_f = _best(np.concatenate([top_idx, idx[keep]]), np.concatenate([top_f, fu[keep]]), k)
-            if len(top_f) == k:
-                kth = top_f[-1]
-            p += len(take)
-            batch = min(2 * batch, MAX_BATCH)
+
+        def visit(blocks):
+            read(blocks)
+            idx, fu, first = rows_of(self.sm.start[blocks], self.sm.stop[blocks], f, label)
+            self.best[blocks] = np.maximum.reduceat(fu, first)
+            self.version[blocks] = self.clock
+            return idx, fu
+        out = best_first(self.bounds(u), k, visit, floor)
         live = set(np.unique(self.version).tolist())
         self.us = {v: w for v, w in self.us.items() if v in live}
-        return top_idx, top_f, rows
+        return out
 
-    def _rows_of(self, blocks, f, label):
-        """The rows of these blocks, their f (-inf when labeled), and where each block starts."""
-        start, stop = self.sm.start[blocks], self.sm.stop[blocks]
-        lens = stop - start
-        first = np.concatenate([[0], np.cumsum(lens)[:-1]])
-        idx = np.arange(lens.sum()) + np.repeat(start - first, lens)
-        return idx, np.where(label[idx] < 0, f[idx], -np.inf), first
+
+def best_first(bound, k, visit, floor=-np.inf):
+    """Visit blocks in decreasing order of their bound, in batches of 1, 2, 4, ... 64,
+    until the k-th best score seen exceeds every remaining bound: (indices, scores of
+    the k best, ties to the lowest index; rows visited). ``visit(blocks)`` brings those
+    blocks up to date and returns their rows and scores (-inf for labeled rows).
+    ``floor``: a score known to be at most the k-th best overall (blocks below it are
+    not visited, and fewer than k points may come back)."""
+    order = np.argsort(-bound, kind="stable")
+    order = order[bound[order] > -np.inf]         # not the blocks with no unlabeled row
+    top_idx, top_f = np.zeros(0, np.int64), np.zeros(0)
+    kth, p, batch, rows = floor, 0, 1, 0
+    while p < len(order) and bound[order[p]] >= kth:
+        take = order[p:p + batch]
+        take = take[bound[take] >= kth]
+        idx, fu = visit(take)
+        rows += len(idx)
+        keep = (fu >= kth) & (fu > -np.inf)       # unlabeled rows that can still make the top k
+        top_idx, top_f = _best(np.concatenate([top_idx, idx[keep]]), np.concatenate([top_f, fu[keep]]), k)
+        if len(top_f) == k:
+            kth = top_f[-1]
+        p += len(take)
+        batch = min(2 * batch, MAX_BATCH)
+    return top_idx, top_f, rows
+
+
+def rows_of(start, stop, f, label):
+    """The rows of blocks [start, stop), their f (-inf when labeled), and where each
+    block's rows begin."""
+    lens = stop - start
+    first = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    idx = np.arange(lens.sum()) + np.repeat(start - first, lens)
+    return idx, np.where(label[idx] < 0, f[idx], -np.inf), first
 
 
 class LASPruning:
@@ -292,7 +308,7 @@ class LASPruning:
 
     def u(self):
         e = self.engine
-        return e.Kinv @ e.xq          # exactly the first row of the full pass's V
+        return e.score_vectors()[0]   # exactly the first row of the full pass's V
 
     def labels_told(self, idx, lab):
         """Apply new labels to the per-point state without a pass over X."""
@@ -318,19 +334,40 @@ class LASPruning:
     def _top_on_workers(self, k, u):
         """Each chunk's exact top k, pruned where the chunk lives: one round trip."""
         e, p = self.engine, self.engine.params
-        args = (u, np.stack([u, e.Kinv @ e.xz]), k, self.generation, self.u_reset, self.basis, self.block_rows,
+        args = (u, np.stack([u, e.score_vectors()[1]]), k, self.generation, self.u_reset, self.basis, self.block_rows,
                 e.s, p.eta, p.w0, p.pi)
-        parts = e.backend.map(CHUNK_TOP, *args)
+        floor, rows = self._floor(k, u)
+        parts = e.backend.map(CHUNK_TOP, *args, floor)
         if not all(isinstance(part, ChunkTop) for part in parts):
-            parts = e.backend.map(CHUNK_TOP, *args)     # a lost worker's chunks were rebuilt: ask again
-        idx, sc = _best(np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts]), k)
-        return idx, sc, sum(q[2] for q in parts)
+            parts = e.backend.map(CHUNK_TOP, *args, floor)     # a lost worker's chunks were rebuilt: again
+        found = np.concatenate([q[0] for q in parts])
+        idx, sc = _best(found, np.concatenate([q[1] for q in parts]), k)
+        self.candidates = found
+        return idx, sc, rows + sum(q[2] for q in parts)
+
+    def _floor(self, k, u):
+        """A score at most the k-th best at u, from the points the chunks returned last
+        time that are still unlabeled (their rows read here: a few), with a rounding
+        margin; -inf when there are fewer than k. Chunks skip blocks whose bound is below
+        it, so a chunk far from the best reads nothing. (rows read, too.)"""
+        e = self.engine
+        cand = getattr(self, "candidates", np.zeros(0, np.int64))
+        cand = cand[e._label[cand] < 0]
+        if len(cand) < k:
+            return -np.inf, 0
+        x = decode(e.store.read_stored_rows(cand))
+        deg = x @ e.s                 # the degrees as NumPy rounds them: the margin covers it
+        b = 1.0 / (1.0 + e.params.w0)
+        f = e.params.pi * e.params.w0 / (1.0 + e.params.w0) + b * (x @ u) / deg
+        kth = np.sort(f)[-k]
+        margin = SAFETY * (abs(kth) + b * (np.linalg.norm(x, axis=1) * np.linalg.norm(u) / np.abs(deg)).max())
+        return kth - margin, len(cand)
 
     def _read(self, blocks, u):
         """Recompute f at u for these blocks from X: each chunk opened once, each run of
         adjacent blocks one kernel call."""
         e, sm, p = self.engine, self.summaries, self.engine.params
-        V = np.stack([u, e.Kinv @ e.xz])
+        V = np.stack([u, e.score_vectors()[1]])
         blocks = np.sort(blocks)
         breaks = np.flatnonzero((sm.chunk[blocks[1:]] != sm.chunk[blocks[:-1]]) | (blocks[1:] != blocks[:-1] + 1)) + 1
         runs = np.split(blocks, breaks)
@@ -354,11 +391,12 @@ class ChunkTop(tuple):
     """(global indices, scores, rows read): a chunk's part of a pruned query."""
 
 
-def chunk_top_step(x, state, u, V, k, generation, u_reset, basis, block_rows, s, eta, w0, pi):
+def chunk_top_step(x, state, u, V, k, generation, u_reset, basis, block_rows, s, eta, w0, pi, floor=-np.inf):
     """A chunk's exact top k at u, reading only the blocks that could hold it; the
     chunk's summaries and cache live in its state (built here at the first call, when
     every block is read once). ``generation`` changes after each full pass, at
-    ``u_reset``: the cache is then rebuilt from the chunk's f."""
+    ``u_reset``: the cache is then rebuilt from the chunk's f. Blocks whose bound is
+    below ``floor`` (at most the k-th best score over all chunks) are not read."""
     pr = getattr(state, "pruner", None)
     if pr is None:
         cols = summary_step(x, state, basis, block_rows)
@@ -376,7 +414,7 @@ def chunk_top_step(x, state, u, V, k, generation, u_reset, basis, block_rows, s,
         runs = np.split(blocks, np.flatnonzero(blocks[1:] != blocks[:-1] + 1) + 1)
         for run in runs:
             _score_rows(x, state, pr.sm.start[run[0]], pr.sm.stop[run[-1]], V, eta, w0, pi)
-    idx, sc, rows = pr.top(k, u, read, state.f, state.label)
+    idx, sc, rows = pr.top(k, u, read, state.f, state.label, floor)
     return ChunkTop((idx + state.start, sc, rows))
 
 

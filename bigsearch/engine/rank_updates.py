@@ -10,27 +10,43 @@ H = X_B G0 (B x B)
 
     w_b = e_b - sum_{a<b} c_a w_a (w_a . H[:, b]),      x_b . g_b = w_b . H[:, b],
 
-so the sequential g_b and c_b come from O(B^3) work on B x B matrices plus three BLAS
-products: G0, G = G0 W, and K^-1 -= G diag(c) G^T. The J update of every point needs
-exactly these g_b and c_b (the kernels subtract sum_b c_b (x_i . g_b)^2).
+so the sequential g_b and c_b come from O(B^3) work on B x B matrices plus products
+with K^-1: G0 (one pass over K^-1), G = G0 W, and K^-1 -= G diag(c) G^T (one pass, in
+place). The J update of every point needs exactly these g_b and c_b (the kernels
+subtract sum_b c_b (x_i . g_b)^2). K itself is only read by the drift check and saved
+state, so its updates wait until then (DeferredK).
 """
 
 import numpy as np
 
 from ..errors import NumericalError
+from ..kernels.dense import subtract_outer, times_columns
+
+FEW_LABELS = 8       # up to this many: the numba kernels (one thread); more: BLAS
 
 
-def batch_update(Kinv, K, rows, gamma, indices):
-    """Apply the labels of ``rows`` (B x r, decoded) with coefficients ``gamma`` (B,) to
-    K^-1 and K in place; returns (G (B x r): the g_b as rows, c (B,))."""
-    G0 = Kinv @ rows.T                                   # r x B
-    H = rows @ G0
+def batch_update(Kinv, rows, gamma, indices):
+    """Apply labels to K^-1 in place: ``rows`` (B x r, decoded), ``gamma`` (B,) their
+    coefficients. Returns (G, c): the g_b as rows (B x r) and c (B,)."""
     B = len(rows)
+    G0 = times_columns(Kinv, rows) if B <= FEW_LABELS else Kinv @ rows.T      # r x B, one pass
+    W, c = _coefficients(rows @ G0, gamma, indices)
+    G = G0 if B == 1 else G0 @ W
+    if B <= FEW_LABELS:
+        subtract_outer(Kinv, np.ascontiguousarray(G.T), c)
+    else:
+        Kinv -= (G * c) @ G.T
+    return np.ascontiguousarray(G.T), c
+
+
+def _coefficients(H, gamma, indices):
+    """W (B x B, upper triangular) and c (B,) of the recurrence in the module docstring."""
+    B = len(gamma)
     W = np.eye(B)
     c = np.empty(B)
     for b in range(B):
         if b:
-            dots = W[:b, :b].T @ H[:b, b]                 # w_a . H[:, b] for a < b (W upper triangular)
+            dots = W[:b, :b].T @ H[:b, b]                 # w_a . H[:, b] for a < b
             W[:b, b] -= W[:b, :b] @ (c[:b] * dots)
         den = 1.0 + gamma[b] * (W[:b + 1, b] @ H[:b + 1, b])
         if not (np.isfinite(den) and den > 0):
@@ -38,7 +54,25 @@ def batch_update(Kinv, K, rows, gamma, indices):
                 f"labeling point {indices[b]}: the Sherman-Morrison denominator is {den!r} (it must be finite "
                 "and positive); K has lost positive definiteness; check eta, w0 and X")
         c[b] = gamma[b] / den
-    G = G0 if B == 1 else G0 @ W                          # r x B
-    Kinv -= (G * c) @ G.T
-    K += (rows.T * gamma) @ rows
-    return np.ascontiguousarray(G.T), c
+    return W, c
+
+
+class DeferredK:
+    """K = I - X^T R X, updated by the labels' gamma_b x_b x_b^T only when read (the
+    drift check, saving state): one BLAS product for all labels since the last read,
+    instead of one pass over the r x r matrix per label."""
+
+    def __init__(self, K):
+        self.K = K
+        self.pending = []
+
+    def add(self, rows, gamma):
+        self.pending.append((rows, gamma))
+
+    def value(self):
+        if self.pending:
+            rows = np.vstack([p[0] for p in self.pending])
+            gamma = np.concatenate([p[1] for p in self.pending])
+            self.K += (rows.T * gamma) @ rows
+            self.pending = []
+        return self.K

@@ -18,7 +18,7 @@ from ..errors import ParameterError
 from .params import AGRParams, LASParams, Params, RandomParams, RFParams, WNASParams
 
 if TYPE_CHECKING:
-    from .base import ActiveSearch
+    from .base import ActiveSearch, ChunkedSearch
 
 
 RUN_OPTIONS = ("backend", "n_threads")     # how a search runs, not what it computes
@@ -102,3 +102,13 @@ def method_spec(name: str, *, need: str | None = None) -> MethodSpec:
 def method_names(need: str | None = None) -> list[str]:
     """The registered methods' names (those with capability ``need``, if given)."""
     return [m for m, s in METHODS.items() if need is None or getattr(s, need)]
+
+
+def saving_class(name: str) -> type[ChunkedSearch]:
+    """The class of method ``name``, which must save and restore its state (sessions,
+    warm starts)."""
+    from .base import ChunkedSearch  # the engine: imported when a search is made
+    cls = method_spec(name, need="sessions").cls
+    if not issubclass(cls, ChunkedSearch):
+        raise TypeError(f"{cls.__name__} is registered with sessions=True but is not a ChunkedSearch")
+    return cls

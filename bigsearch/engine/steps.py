@@ -18,6 +18,7 @@ import numpy as np
 
 from ..backends import ChunkStep
 from ..kernels.common import column_sums, top_unlabeled
+from ..kernels.encoded import binary_products
 from ..kernels.las import degrees, point_weights, update_scores
 from ..kernels.wnas import add_similarities
 from ..storage.encoding import Encoded, decode, n_features, n_rows
@@ -33,6 +34,17 @@ def _blocks(x):
     rows = max(16, min(BLAS_ROWS, BLAS_BLOCK_BYTES // (8 * n_features(x))))
     for a in range(0, n_rows(x), rows):
         yield a, decode(x, a, a + rows)
+
+
+def _products(x, Gt):
+    """(first row, block of x_i . Gt[:, b] for its rows) over a chunk: BLAS on decoded
+    rows, or for packed bits the sparse sums of kernels/encoded.py."""
+    B = Gt.shape[1]
+    rows = max(16, min(BLAS_ROWS, BLAS_BLOCK_BYTES // (8 * max(B, n_features(x)))))
+    sparse = isinstance(x, Encoded) and x.codes.dtype == np.uint8
+    for a in range(0, n_rows(x), rows):
+        b = min(a + rows, n_rows(x))
+        yield a, (binary_products(x.codes, x.scale, a, b, Gt) if sparse else decode(x, a, b) @ Gt)
 
 
 class ColumnSums(NamedTuple):
@@ -132,10 +144,8 @@ def las_update_step(x, state, V, c, label_idx, label_val, eta, w0, pi, t_prev):
     two remaining vectors."""
     state.apply_labels(label_idx, label_val)
     if len(c) > FUSED_LABELS:
-        Gt = np.ascontiguousarray(V[2:].T)
-        for a, xb in _blocks(x):
-            P = xb @ Gt
-            state.J[a:a + len(xb)] -= (P * P) @ c
+        for a, P in _products(x, np.ascontiguousarray(V[2:].T)):
+            state.J[a:a + len(P)] -= (P * P) @ c
         V, c = V[:2], c[:0]
     return ChunkPartials(*update_scores(x, V, c, state.start, state.label, state.deg,
                                         state.J, state.f, state.im, eta, w0, pi, t_prev))
@@ -149,11 +159,9 @@ def wnas_update_step(x, state, Z, signs, label_idx, label_val, reset=False):
         state.num[:] = 0.0
         state.den[:] = 0.0
     if len(Z) > FUSED_LABELS:        # many labels: their similarities by BLAS, block by block
-        Zt = np.ascontiguousarray(Z.T)
-        for a, xb in _blocks(x):
-            S = xb @ Zt
-            state.num[a:a + len(xb)] += S @ signs
-            state.den[a:a + len(xb)] += np.abs(S).sum(axis=1)
+        for a, S in _products(x, np.ascontiguousarray(Z.T)):
+            state.num[a:a + len(S)] += S @ signs
+            state.den[a:a + len(S)] += np.abs(S).sum(axis=1)
         Z, signs = Z[:0], signs[:0]
     return ChunkPartials(*add_similarities(x, Z, signs, state.start, state.label, state.num, state.den, state.f))
 

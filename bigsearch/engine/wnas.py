@@ -15,6 +15,8 @@ import numpy as np
 from ..backends import StepCall
 from .base import ChunkedSearch, PointArray, StoreLike
 from .params import WNASParams
+from .pruning_wnas import WNASPruning
+from .select import Ranked
 from .steps import WNAS_UPDATE
 
 
@@ -26,6 +28,12 @@ class WNAS(ChunkedSearch):
     store : path or FeatureStore
     backend : "local" or a dask ``distributed.Client``
     n_threads : int, optional
+    prune : bool
+        Exact pruned selection (engine/pruning_wnas.py, local backend): labels told one
+        batch of at most 8 at a time cost no pass, and a query reads only the blocks of
+        rows that could hold it; the queries are the full pass's.
+    block_rows : int, optional
+        Rows per pruning block (a multiple of 64; default 128).
     """
 
     method = "wnas"
@@ -35,8 +43,53 @@ class WNAS(ChunkedSearch):
     SAVED_POINT_ARRAYS = ("num", "den")
 
     def __init__(self, store: StoreLike, *, backend: Any = "local", n_threads: int | None = None,
-                 store_options: dict[str, Any] | None = None) -> None:
+                 store_options: dict[str, Any] | None = None, prune: bool = False,
+                 block_rows: int | None = None) -> None:
         super().__init__(store, WNASParams(), backend=backend, n_threads=n_threads, store_options=store_options)
+        self.pruning = WNASPruning(self, block_rows) if prune else None
+        self.bytes_since_query = 0   # bytes of X read since the last query was chosen
+        self.query_bytes: list[int] = []   # per query (ask or top): bytes of X read to choose it
+
+    # -- pruned queries (engine/pruning_wnas.py) --------------------------------------
+    def engine_options(self) -> dict[str, Any]:
+        return {"prune": True, "block_rows": self.pruning.block_rows} if self.pruning is not None else {}
+
+    def run_details(self) -> dict[str, Any]:
+        """Bytes of X read to choose each round's queries, and whether queries were pruned."""
+        return {"bytes_read": self.query_bytes, "x_bytes": self.store.nbytes, "pruning": self.pruning_status}
+
+    @property
+    def pruning_status(self) -> str:
+        return "off: a full pass per batch of labels" if self.pruning is None else self.pruning.status
+
+    def _pruned(self) -> WNASPruning | None:
+        """The pruning when queries are pruned, else None."""
+        return self.pruning if self.pruning is not None and self.pruning.active else None
+
+    def _sync_scores(self) -> None:
+        self._sync()
+        pruning = self._pruned()
+        if pruning is not None:
+            pruning.catch_up()
+
+    def _top(self, k: int) -> Ranked:
+        pruning = self._pruned()
+        out = Ranked(*pruning.top(k)) if pruning is not None else super()._top(k)
+        self.query_bytes.append(self.bytes_since_query)
+        self.bytes_since_query = 0
+        return out
+
+    def export_state(self) -> dict[str, Any]:
+        self._sync_scores()            # numerators and denominators of every block current
+        return super().export_state()
+
+    def _export_meta(self) -> dict[str, Any]:
+        return {"prune": {"block_rows": self.pruning.block_rows}} if self.pruning is not None else {}
+
+    @classmethod
+    def _options_from_meta(cls, meta: dict[str, Any]) -> dict[str, Any]:
+        prune = meta.get("prune")
+        return {**meta["params"], **({"prune": True, "block_rows": prune["block_rows"]} if prune else {})}
 
     @property
     def f(self) -> np.ndarray:
@@ -44,7 +97,15 @@ class WNAS(ChunkedSearch):
         return self._point_values("f")
 
     def _update(self, idx: np.ndarray, lab: np.ndarray) -> None:
+        pruning = self._pruned()
+        if pruning is not None and self._summary is not None and pruning.labels_told(idx, lab):
+            return                     # no pass: the next query reads what it needs
+        if pruning is not None:
+            pruning.catch_up()         # the blocks behind get the batches they missed first
         self._pass(WNAS_UPDATE, *self._similarity_args(idx, lab))
+        self.bytes_since_query += self.store.nbytes
+        if self.pruning is not None:
+            self.pruning.after_full_pass()
 
     def _similarity_args(self, idx: np.ndarray, lab: np.ndarray, reset: bool = False) -> tuple[Any, ...]:
         return self.store.read_rows(idx), 2.0 * lab.astype(np.float64) - 1.0, idx, lab, reset
@@ -58,3 +119,5 @@ class WNAS(ChunkedSearch):
         """Numerators and denominators are set: apply the labels and compute f (no rows)."""
         idx, lab = self.history_arrays()
         self._pass(WNAS_UPDATE, np.zeros((0, self.store.r)), np.zeros(0), idx, lab, False)
+        if self.pruning is not None:
+            self.pruning.after_full_pass()

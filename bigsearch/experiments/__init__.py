@@ -6,9 +6,9 @@ into summaries, curves, tables and CSV, ``plots`` draws the recall figure (matpl
 optional), ``pairs`` is the Table 2 experiment.
 """
 
-from .pairs import pair_experiment, pairs_table
+from .pairs import pair_experiment, pairs_table, run_pairs, write_pairs
 from .reports import checkpoints, markdown_table, recall_curves, summarize
-from .runner import Experiment, run_experiment
+from .runner import Experiment, run_experiment, run_methods
 
-__all__ = ["Experiment", "run_experiment", "pair_experiment", "pairs_table", "checkpoints", "markdown_table",
-           "recall_curves", "summarize"]
+__all__ = ["Experiment", "run_experiment", "run_methods", "pair_experiment", "pairs_table", "run_pairs",
+           "write_pairs", "checkpoints", "markdown_table", "recall_curves", "summarize"]

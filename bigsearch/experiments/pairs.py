@@ -13,14 +13,38 @@ an r x r inverse.
 """
 
 import csv
+from pathlib import Path
 
 import numpy as np
 
 from .. import __version__
-from ..engine.registry import method_spec
+from ..engine.registry import method_spec, saving_class
 from ..errors import ParameterError
 from ..simulate import make_search
 from ..storage import open_store
+from ..storage.atomic import atomic_open, atomic_write_json
+
+
+def run_pairs(store, out, methods=("las", "wnas"), **kwargs):
+    """Run the experiment (:func:`pair_experiment`'s keywords) and write directory ``out``:
+    pairs.json (the record), pairs.csv (one row per pair and method) and table2.md.
+    Returns (record, the table)."""
+    record = pair_experiment(store, methods, **kwargs)
+    return record, write_pairs(record, out)
+
+
+def write_pairs(record, out):
+    """pairs.json, pairs.csv and table2.md in directory ``out``, each written atomically;
+    returns the table."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "pairs.json", record)
+    with atomic_open(out / "pairs.csv", "w", newline="") as fh:
+        write_pairs_csv(record, fh)
+    table = pairs_table(record)
+    with atomic_open(out / "table2.md", "w") as fh:
+        fh.write(table)
+    return table
 
 
 def pair_experiment(store, methods=("las", "wnas"), *, pairs=100, top=100, seed=0, max_draws=None,
@@ -85,8 +109,8 @@ class Starter:
 
     def new(self):
         if self.state is not None:
-            return self.spec.cls.from_state(self.store, self.state, backend=self.options["backend"],
-                                            n_threads=self.options["n_threads"])
+            return saving_class(self.spec.name).from_state(self.store, self.state, backend=self.options["backend"],
+                                                           n_threads=self.options["n_threads"])
         return make_search(self.store, self.spec.name, **self.options)
 
     def positives_in_top(self, positive, negative, y, top):
@@ -122,10 +146,10 @@ def pairs_table(record):
     return "\n".join([header, "|---|" + "---:|" * len(record["methods"]), row, "", note]) + "\n"
 
 
-def write_pairs_csv(record, path):
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["pair", "positive", "negative", "method", "found", "counted"])
-        for k, d in enumerate(record["draws"]):
-            for m in record["methods"]:
-                w.writerow([k, d["positive"], d["negative"], m, d["found"][m], int(d["counted"])])
+def write_pairs_csv(record, fh):
+    """One row per pair and method, to the open text file ``fh``."""
+    w = csv.writer(fh)
+    w.writerow(["pair", "positive", "negative", "method", "found", "counted"])
+    for k, d in enumerate(record["draws"]):
+        for m in record["methods"]:
+            w.writerow([k, d["positive"], d["negative"], m, d["found"][m], int(d["counted"])])

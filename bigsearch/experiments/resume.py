@@ -43,17 +43,17 @@ class Journal:
             try:
                 saved = json.loads(saved_path.read_text())
             except ValueError:
-                raise ExperimentError(f"{saved_path} is damaged; pass --overwrite to start the experiment "
+                raise ExperimentError(f"{saved_path} is damaged; pass overwrite=True to start the experiment "
                                       "again") from None
             if saved != identity:
                 raise ExperimentExistsError(
                     f"{self.out} already exists for a different experiment "
                     f"({difference(saved, identity)}); rerun that command to continue it, choose another "
-                    "--out, or pass --overwrite to replace it")
+                    "output directory, or pass overwrite=True to replace it")
             return
         if (self.out / "results.json").exists() or self.path.exists():
             raise ExperimentExistsError(f"{self.out / 'results.json'} already exists and does not say which "
-                                        "experiment made it; choose another --out or pass --overwrite")
+                                        "experiment made it; choose another output directory or pass overwrite=True")
         self._new_identity = identity     # written with the first finished run: a failed start leaves nothing
 
     def _read(self):
@@ -63,7 +63,7 @@ class Journal:
         try:
             contents = read_journal(self.path)
         except JournalDamagedError as e:
-            raise ExperimentError(f"{self.path}: {e}; pass --overwrite to start the experiment again") from None
+            raise ExperimentError(f"{self.path}: {e}; pass overwrite=True to start the experiment again") from None
         if contents.torn_bytes:
             truncate_journal(self.path, contents.valid_bytes)
         return {(record["method"], record["run"]): record for record in contents.records}

@@ -18,10 +18,10 @@ from pathlib import Path
 from .. import __version__
 from ..engine.registry import method_spec
 from ..errors import ParameterError
-from ..session.fingerprint import store_fingerprint
 from ..simulate import initial_labels, simulate
 from ..storage import open_store
 from ..storage.atomic import atomic_write_json
+from ..storage.fingerprint import store_fingerprint
 from .graded import load_answers
 from .reports import markdown_table, recall_curves, summarize, write_runs_csv
 from .resume import Journal
@@ -36,7 +36,7 @@ class Experiment:
     budget: int
     runs: int = 1
     seed: int = 0
-    init_index: tuple = None
+    init_index: tuple | None = None
     init_positives: int = 1
     init_negatives: int = 0
     batch_size: int = 1
@@ -49,10 +49,10 @@ class Experiment:
         if self.budget < 0:
             raise ParameterError(f"budget must be >= 0, got {self.budget}")
         if self.batch_size < 1:
-            raise ParameterError(f"batch size must be >= 1, got {self.batch_size}")
+            raise ParameterError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.init_index is not None and self.runs > 1:
-            raise ParameterError("--init-index gives every run the same start, so several runs would repeat "
-                                 "each other; use --init-positives/--init-negatives for random starts")
+            raise ParameterError("init_index gives every run the same start, so several runs would repeat "
+                                 "each other; use init_positives / init_negatives for random starts")
 
     def run_seed(self, run):
         return self.seed + run
@@ -65,6 +65,22 @@ class Experiment:
                 "init": init, "batch_size": self.batch_size,
                 **({"graded": [str(self.graded[0]), *self.graded[1:]]} if self.graded else {}),
                 "options": {k: v for k, v in sorted(self.options.items()) if v is not None}}
+
+
+def run_methods(store, methods, budget, out, *, seed=0, runs=1, init_index=None, init_positives=1,
+                init_negatives=0, batch_size=1, overwrite=False, backend="local", n_threads=None, progress=None,
+                plot=True, graded=None, **options):
+    """Run each method from the same initial labels (per run) into directory ``out``
+    (see :class:`Experiment` and :func:`run_experiment`); returns (results, notes).
+
+    ``options`` are the methods' parameters and engine options (pi, alpha, anchors,
+    prune, ...): each method takes those it has (the registry, engine/registry.py).
+    """
+    exp = Experiment(str(store), tuple(methods), budget, runs, seed,
+                     tuple(init_index) if init_index is not None else None, init_positives, init_negatives,
+                     batch_size, options, graded)
+    return run_experiment(exp, out, overwrite=overwrite, backend=backend, n_threads=n_threads, progress=progress,
+                          plot=plot)
 
 
 def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None, progress=None, plot=True):
@@ -80,6 +96,7 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
         if y is None:
             raise ParameterError(f"{store.path} has no labels (y), so no oracle can be simulated; "
                                  "use an interactive session instead")
+        _check_budget(exp, store.n, y)
         journal = Journal(out, exp.identity(store), overwrite)
         answers = load_answers(exp.graded[0], *exp.graded[1:], store.n) if exp.graded else None
         for run in range(exp.runs):
@@ -98,6 +115,15 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
                    "summary": summarize(records, exp.budget, list(exp.methods))}
         curves = recall_curves(records, store.n, int((y == 1).sum()))
     return results, write_outputs(out, results, curves, plot)
+
+
+def _check_budget(exp, n, y):
+    """Refuse a budget larger than the points left unlabeled after the initial labels
+    (every run starts from as many): it would label everything, slowly, to no purpose."""
+    left = n - len(initial_labels(y, exp.run_seed(0), exp.init_index, exp.init_positives, exp.init_negatives))
+    if exp.budget > left:
+        raise ParameterError(f"budget {exp.budget:,} is more than the {left:,} points left unlabeled after the "
+                             f"initial labels; give a budget of at most {left:,}")
 
 
 def _describe(exp):

@@ -106,7 +106,9 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     return {"out": str(out), "kind": kind, "rows_read": totals["rows"], "rows_written": writer.n,
             "n_features": plan.width, "labels": {str(k): v for k, v in sorted(totals["labels"].items())},
             "seconds": time.perf_counter() - t0, "input_bytes": sum(r.size for r in readers),
-            "blocks_on_cluster": mapper.remote, "blocks_redone_here": mapper.redone}
+            "blocks_on_cluster": mapper.remote, "blocks_redone_here": mapper.redone,
+            "binary_possible": writer.binary_possible and encoding in ("float32", "float64"),
+            "encoding": encoding}
 
 
 def _needs_statistics(plan, labels):

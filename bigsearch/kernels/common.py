@@ -26,17 +26,113 @@ def pad3(V):
     return out
 
 
+def _cpu_vendor():
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+# Kernel shapes (benchmarks/kernel_shapes.py measures all three on the machine at hand):
+# one row and three columns per loop streams r <= 1,024 about 2x faster than two rows on
+# AMD EPYC hosts, two rows were faster on the Intel hosts of docs/performance.md; wide
+# rows (V of 3 x r no longer fits the L1 cache) go four rows at a time, so each load of V
+# feeds four rows. The choice is fixed per CPU kind (numba's cache is keyed by the CPU),
+# and a row's value never depends on its position in a block: rows past the end of a
+# block repeat the last row, so every row goes through the same arithmetic.
+ONE_ROW_SHAPE = _cpu_vendor() == "AuthenticAMD"
+WIDE_ROWS = 1024
+
+
 @numba.njit(nogil=True, cache=True, fastmath=FAST)
 def row_dots(x, i0, i1, V, P):
     """P[t, c] = x[i0 + t] . V[c] for rows i0 <= i < i1, in float64.
 
-    V must have a multiple of 3 rows (see ``pad3``). Two rows and three columns at a
-    time: each load of x and of V feeds six accumulators, which keeps the loop near the
-    memory-bandwidth limit rather than the load-port limit (about 1.3x faster than one
-    dot product at a time). Every column goes through this same loop, so a value does
-    not depend on how many columns were computed with it: restored or rebuilt state is
-    bit-identical to state that was updated incrementally.
+    V must have a multiple of 3 rows (see ``pad3``). Every column goes through the same
+    loop, so a value does not depend on how many columns were computed with it: restored
+    or rebuilt state is bit-identical to state that was updated incrementally.
     """
+    if V.shape[1] > WIDE_ROWS:
+        rows4_dots(x, i0, i1, V, P)
+    elif ONE_ROW_SHAPE:
+        row1_dots(x, i0, i1, V, P)
+    else:
+        rows2_dots(x, i0, i1, V, P)
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FAST)
+def row1_dots(x, i0, i1, V, P):
+    """``row_dots`` one row and three columns at a time (one loop, three accumulators)."""
+    k, r = V.shape
+    for i in range(i0, i1):
+        for c in range(0, k, 3):
+            s0 = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            for j in range(r):
+                v = np.float64(x[i, j])
+                s0 += v * V[c, j]
+                s1 += v * V[c + 1, j]
+                s2 += v * V[c + 2, j]
+            P[i - i0, c] = s0
+            P[i - i0, c + 1] = s1
+            P[i - i0, c + 2] = s2
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FAST)
+def rows4_dots(x, i0, i1, V, P):
+    """``row_dots`` four rows and three columns at a time (for wide rows)."""
+    k, r = V.shape
+    for i in range(i0, i1, 4):
+        ia, ib, ic = min(i + 1, i1 - 1), min(i + 2, i1 - 1), min(i + 3, i1 - 1)
+        for c in range(0, k, 3):
+            a0 = 0.0
+            b0 = 0.0
+            c0 = 0.0
+            a1 = 0.0
+            b1 = 0.0
+            c1 = 0.0
+            a2 = 0.0
+            b2 = 0.0
+            c2 = 0.0
+            a3 = 0.0
+            b3 = 0.0
+            c3 = 0.0
+            for j in range(r):
+                v0 = V[c, j]
+                v1 = V[c + 1, j]
+                v2 = V[c + 2, j]
+                x0 = np.float64(x[i, j])
+                x1 = np.float64(x[ia, j])
+                x2 = np.float64(x[ib, j])
+                x3 = np.float64(x[ic, j])
+                a0 += x0 * v0
+                b0 += x0 * v1
+                c0 += x0 * v2
+                a1 += x1 * v0
+                b1 += x1 * v1
+                c1 += x1 * v2
+                a2 += x2 * v0
+                b2 += x2 * v1
+                c2 += x2 * v2
+                a3 += x3 * v0
+                b3 += x3 * v1
+                c3 += x3 * v2
+            for q, (sa, sb, sc) in enumerate(((a0, b0, c0), (a1, b1, c1), (a2, b2, c2), (a3, b3, c3))):
+                if i + q < i1:
+                    P[i + q - i0, c] = sa
+                    P[i + q - i0, c + 1] = sb
+                    P[i + q - i0, c + 2] = sc
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FAST)
+def rows2_dots(x, i0, i1, V, P):
+    """``row_dots`` two rows and three columns at a time: each load of x and of V feeds
+    six accumulators (on Intel hosts about 1.3x faster than one dot product at a time)."""
     k, r = V.shape
     i = i0
     while i < i1:

@@ -190,3 +190,31 @@ def stream_dots(x, V):
         for t in range(i1 - i0):
             total += P[t, 0]
     return total
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FAST)
+def binary_products(codes, scale, i0, i1, Gt):
+    """P[t] = decoded row i0 + t . Gt[:, b] for every b, for packed bits: the rows of Gt
+    (r x B) at the row's set bits added up, times its scale. With a few percent of bits
+    set this is 20-30x fewer operations than the dense product (a batch of labels on
+    fingerprints)."""
+    r, B = Gt.shape
+    P = np.zeros((i1 - i0, B))
+    for i in range(i0, i1):
+        t = i - i0
+        for p in range(codes.shape[1]):
+            byte = np.int64(codes[i, p])
+            while byte:
+                low = byte & -byte
+                b = 0
+                while (1 << b) != low:
+                    b += 1
+                j = 8 * p + b
+                if j < r:
+                    for c in range(B):
+                        P[t, c] += Gt[j, c]
+                byte ^= low
+        s = np.float64(scale[i])
+        for c in range(B):
+            P[t, c] *= s
+    return P

@@ -16,15 +16,19 @@ the result bit-identical to a session that never closed; undo is exact for the s
 reason (the state is rebuilt without the undone labels).
 """
 
+from __future__ import annotations
+
 import csv
 import numbers
 import warnings
+from os import PathLike
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import __version__
-from ..engine.registry import method_spec
+from ..engine.registry import method_spec, saving_class
 from ..errors import (
     LabelError,
     ParameterError,
@@ -42,6 +46,7 @@ from ..storage.atomic import (
     remove_stale_leftovers,
     remove_tree,
 )
+from ..storage.fingerprint import store_fingerprint
 from .checkpoint import (
     FORMAT_VERSION,
     list_checkpoints,
@@ -51,9 +56,14 @@ from .checkpoint import (
     write_checkpoint,
 )
 from .files import read_sealed_json, sealed_json
-from .fingerprint import check_fingerprint, store_fingerprint
+from .fingerprint import check_fingerprint
 from .journal import History, JournalWriter, now, read_journal, truncate_journal
 from .lock import SessionLock
+
+if TYPE_CHECKING:
+    from ..engine.base import ChunkedSearch, Labels
+    from ..engine.select import Ranked
+    from ..storage import FeatureStore
 
 INFO, JOURNAL, CHECKPOINTS, LOCK = "session.json", "journal.jsonl", "checkpoints", "lock"
 
@@ -66,11 +76,15 @@ class Session:
     ``n_threads`` go to the engine.
     """
 
-    def __init__(self, directory, *, writable, store=None, backend="local", n_threads=None):
+    def __init__(self, directory: str | PathLike[str], *, writable: bool, store: str | PathLike[str] | None = None,
+                 backend: Any = "local", n_threads: int | None = None) -> None:
         self.directory = Path(directory)
         self.writable = writable
         self._store_override, self._backend, self._n_threads = store, backend, n_threads
-        self._lock = self._journal = self._engine = self._store = None
+        self._lock: SessionLock | None = None
+        self._journal: JournalWriter | None = None
+        self._engine: ChunkedSearch | None = None
+        self._store: FeatureStore | None = None
         self._saved_seq = None        # journal seq of the checkpoint matching the engine's origin
         self._since_checkpoint = 0
         self.info = read_info(self.directory)
@@ -90,8 +104,9 @@ class Session:
 
     # -- creating and opening --------------------------------------------------------
     @classmethod
-    def create(cls, store, directory, *, method="las", checkpoint_every=50, keep_checkpoints=3,
-               backend="local", n_threads=None, **params):
+    def create(cls, store: Any, directory: str | PathLike[str], *, method: str = "las", checkpoint_every: int = 50,
+               keep_checkpoints: int = 3, backend: Any = "local", n_threads: int | None = None,
+               **params: Any) -> Session:
         """Start a session on ``store`` in the new (or empty) ``directory``.
 
         ``method``: a registered method that can save its state (las, wnas);
@@ -122,13 +137,15 @@ class Session:
         return session
 
     @classmethod
-    def open(cls, directory, *, readonly=False, store=None, backend="local", n_threads=None):
+    def open(cls, directory: str | PathLike[str], *, readonly: bool = False, store: str | PathLike[str] | None = None,
+             backend: Any = "local", n_threads: int | None = None) -> Session:
         """Open an existing session; ``store`` replaces the recorded store path (a
         moved store), which must still match the session's fingerprint."""
         return cls(directory, writable=not readonly, store=store, backend=backend, n_threads=n_threads)
 
     @classmethod
-    def rebuild(cls, directory, *, store=None, backend="local", n_threads=None):
+    def rebuild(cls, directory: str | PathLike[str], *, store: str | PathLike[str] | None = None,
+                backend: Any = "local", n_threads: int | None = None) -> Session:
         """Recompute the state from the journal alone, replacing every checkpoint
         (for when all of them are damaged). Returns the open writer session."""
         session = cls(directory, writable=True, store=store, backend=backend, n_threads=n_threads)
@@ -143,15 +160,15 @@ class Session:
         return session
 
     # -- the protocol ----------------------------------------------------------------
-    def ask(self):
+    def ask(self) -> int:
         """The index of the next point to label."""
         return self.search.ask()
 
-    def top(self, k=10):
+    def top(self, k: int = 10) -> Ranked:
         """The k best unlabeled points: (indices, scores), best first."""
         return self.search.top(k)
 
-    def tell(self, index, label, *, applied=None):
+    def tell(self, index: Labels, label: Labels, *, applied: ChunkedSearch | None = None) -> int:
         """Record labels: tell(i, 1) or tell([i, j], [1, 0]). Labels told in one call
         are applied in one pass over X. Returns when they are durably in the journal.
 
@@ -170,7 +187,7 @@ class Session:
             raise LabelError("no labels given")
         try:
             engine.sync()                         # apply now: the journal's groups are the engine's
-            record = self._journal.append({"op": "label", "index": [i for i, _ in told],
+            record = self._writer_journal().append({"op": "label", "index": [i for i, _ in told],
                                            "label": [y for _, y in told]})
         except BaseException:
             self._drop_engine()                   # it holds labels the journal may not: reload
@@ -186,7 +203,7 @@ class Session:
         if engine.history != current.history + told or engine._pending:
             raise ParameterError("the engine given as applied= does not hold this session's labels "
                                  "followed by exactly these ones")
-        record = self._journal.append({"op": "label", "index": [i for i, _ in told],
+        record = self._writer_journal().append({"op": "label", "index": [i for i, _ in told],
                                        "label": [y for _, y in told]})
         self._engine = engine
         current.close()
@@ -199,18 +216,18 @@ class Session:
         if self._since_checkpoint >= self.info["checkpoint_every"]:
             self.checkpoint()
 
-    def export_engine_state(self):
+    def export_engine_state(self) -> dict[str, Any]:
         """The engine's current state (``export_state()``: copies), for
         :meth:`engine_from_state`, which may then run in another thread."""
         return self.search.export_state()
 
-    def engine_from_state(self, state):
+    def engine_from_state(self, state: dict[str, Any]) -> ChunkedSearch:
         """A new engine continuing from ``state`` (one pass over X), on this session's
         store; it changes nothing in the session until given to ``tell(applied=...)``."""
-        return method_spec(self.method).cls.from_state(self._open_store(), state, backend=self._backend,
+        return saving_class(self.method).from_state(self._open_store(), state, backend=self._backend,
                                                        n_threads=self._n_threads)
 
-    def undo(self, count=1):
+    def undo(self, count: int = 1) -> list[tuple[int, int]]:
         """Withdraw the last ``count`` labels; returns them as [(index, label)]. The
         state afterwards is that of a session that never received them."""
         self._require_writer("undo")
@@ -219,7 +236,7 @@ class Session:
         if count > self._history.n_labels:
             raise LabelError(f"cannot undo {count} labels: the session has {self._history.n_labels}")
         undone = self._history.last(count)
-        record = self._journal.append({"op": "undo", "count": int(count)})
+        record = self._writer_journal().append({"op": "undo", "count": int(count)})
         self._history.apply(record)
         self._drop_engine()
         self.search                               # rebuild now, so a problem shows here
@@ -227,33 +244,33 @@ class Session:
 
     # -- what the session holds ------------------------------------------------------
     @property
-    def search(self):
+    def search(self) -> ChunkedSearch:
         """The engine (LAS or WNAS) in its current state: f, J, impact, top, ..."""
         if self._engine is None:
             self._engine = self._load_engine()
         return self._engine
 
     @property
-    def history(self):
+    def history(self) -> list[tuple[int, int]]:
         """[(index, label)] in force, in the order told."""
         return self._history.pairs()
 
     @property
-    def n_labels(self):
+    def n_labels(self) -> int:
         return self._history.n_labels
 
     @property
-    def method(self):
+    def method(self) -> str:
         return self.info["method"]
 
-    def candidates(self, k=10):
+    def candidates(self, k: int = 10) -> list[dict[str, Any]]:
         """The k best unlabeled points as [{"rank", "index", "id", "score"}]."""
         indices, scores = self.top(k)
         ids = self._ids(indices)
         return [{"rank": r + 1, "index": int(i), "id": None if ids is None else _plain(ids[r]),
                  "score": float(s)} for r, (i, s) in enumerate(zip(indices, scores))]
 
-    def status(self):
+    def status(self) -> dict[str, Any]:
         """A JSON-able summary: labels, positives found, hits by step, checkpoint."""
         labels = [y for _, y in self.history]
         newest = next((body for _, body, _ in self._manifests if body and self._holds_prefix(body)), None)
@@ -269,7 +286,7 @@ class Session:
             "checkpoint_every": self.info["checkpoint_every"],
         }
 
-    def export_csv(self, out):
+    def export_csv(self, out: str | PathLike[str] | IO[str]) -> int:
         """Write one row per label in force, in order: index, id, label, time.
         ``out`` is a path or an open text file."""
         rows = list(self._history.rows())
@@ -283,7 +300,7 @@ class Session:
         return len(rows)
 
     # -- saving ----------------------------------------------------------------------
-    def checkpoint(self):
+    def checkpoint(self) -> Path | None:
         """Write a checkpoint of the current state now (if it has none yet)."""
         self._require_writer("checkpoint")
         engine, h = self.search, self._history
@@ -291,7 +308,7 @@ class Session:
             return None
         info = {"method": self.method, "params": self.info["params"], "created": now(),
                 "store_fingerprint": self.info["store"]["fingerprint"],
-                "journal": {"seq": h.last_seq, "bytes": self._journal.size},
+                "journal": {"seq": h.last_seq, "bytes": self._writer_journal().size},
                 "history": {"groups": len(h.groups), "labels": h.n_labels, "digest": h.digest(len(h.groups))}}
         path, _ = write_checkpoint(self.directory / CHECKPOINTS, h.last_seq, engine.export_state(), info)
         self._saved_seq, self._since_checkpoint = h.last_seq, 0
@@ -308,7 +325,7 @@ class Session:
                 remove_tree(path)
         self._manifests = self._read_manifests()
 
-    def close(self, checkpoint=True):
+    def close(self, checkpoint: bool = True) -> None:
         """Checkpoint (a writer whose state is newer than its last checkpoint) and
         release the lock."""
         try:
@@ -327,10 +344,10 @@ class Session:
             self._lock.release()
             self._lock = None
 
-    def __enter__(self):
+    def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self.close(checkpoint=exc_type is None)
 
     def __repr__(self):
@@ -434,7 +451,7 @@ class Session:
         arrays = read_arrays(path, body)
         if body["store_fingerprint"] != self.info["store"]["fingerprint"]:
             raise ValueError("it was written for another store")
-        return method_spec(self.method).cls.from_state(store, {"meta": body["meta"], "arrays": arrays},
+        return saving_class(self.method).from_state(store, {"meta": body["meta"], "arrays": arrays},
                                                backend=self._backend, n_threads=self._n_threads)
 
     def _drop_engine(self):
@@ -445,6 +462,10 @@ class Session:
     def _ids(self, indices):
         """The ids of these points only: a store of millions of ids is not read whole."""
         return self._open_store().ids(indices)
+
+    def _writer_journal(self) -> JournalWriter:
+        assert self._journal is not None    # _require_writer checked it
+        return self._journal
 
     def _require_writer(self, what):
         if not self.writable:
@@ -460,7 +481,7 @@ class _Vanished(Exception):
 def new_engine(method, store, params, options, backend, n_threads):
     """An engine initialized with no labels: the state every replay starts from."""
     kwargs = {k: v for k, v in {**params, **options}.items() if v is not None}
-    engine = method_spec(method, need="sessions").cls(store, backend=backend, n_threads=n_threads, **kwargs)
+    engine = saving_class(method)(store, backend=backend, n_threads=n_threads, **kwargs)
     try:
         engine.sync()                          # initialize now, before any label is told
     except BaseException:

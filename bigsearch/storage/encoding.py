@@ -143,6 +143,14 @@ def _encode_int8(X, first_row):
     return codes.astype(np.int8), scale
 
 
+def binary_rows(X):
+    """Whether every row of X is 0/1 times one number (float32): --encoding binary fits."""
+    X = np.asarray(X, dtype=np.float32)
+    nonzero = X != 0
+    first = np.where(nonzero.any(axis=1), X[np.arange(len(X)), nonzero.argmax(axis=1)], 0)
+    return bool(np.all(~nonzero | (X == first[:, None])))
+
+
 def _encode_binary(X, first_row):
     """Packed bits of X != 0 and the row's common nonzero value as its scale (values
     are compared as float32, the precision of the scale, as a float32 store keeps them)."""

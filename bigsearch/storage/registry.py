@@ -9,7 +9,9 @@ formats only through this registry; adding a format is one module and one
 ``register_store_format`` line (docs/contributing.md).
 """
 
+from os import PathLike
 from pathlib import Path
+from typing import Any
 
 from ..errors import StoreError, StoreNotFoundError
 from .base import FeatureStore
@@ -51,7 +53,7 @@ def store_codecs():
     return tuple(dict.fromkeys(c for cls in STORE_FORMATS.values() for c in cls.codecs))
 
 
-def open_store(path, options=None):
+def open_store(path: str | PathLike[str] | FeatureStore, options: dict[str, Any] | None = None) -> FeatureStore:
     """Open a feature store in any registered format.
 
     ``path`` may already be an open :class:`FeatureStore` (returned as it is).

@@ -8,13 +8,15 @@ what a killed writer left behind (and never what a live one is writing); every f
 the store is fsync'd before the rename (storage/atomic.py).
 """
 
+from os import PathLike
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..errors import StoreError, StoreExistsError
 from .atomic import fsync_tree, publish, publish_over, remove, remove_stale_leftovers, temp_sibling
-from .encoding import SCALED, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
+from .encoding import SCALED, binary_rows, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
 from .format import FEATURE_DTYPES, FORMAT_ATTR, check_labels, default_chunk_rows
 from .registry import store_format, store_kind_for
 
@@ -48,6 +50,7 @@ class StoreWriter:
         self.overwrite = overwrite
         remove_stale_leftovers(self.path)
         self.tmp = temp_sibling(self.path, "partial")
+        self.binary_possible = True    # every row so far is 0/1 times one number (see encoding.py)
         self.n = 0                 # rows written to disk
         self.rows_appended = 0     # rows given to append (some may still be pending)
         self._pending = []
@@ -65,6 +68,8 @@ class StoreWriter:
             raise StoreError(f"block of shape {X.shape} does not have {self.r} columns")
         if y is not None:
             y = check_labels(y, len(X), str(self.path))
+        if self.binary_possible and self.encoding in ("float32", "float64"):
+            self.binary_possible = binary_rows(X)
         codes, scale = encode_rows(X, self.encoding, self.rows_appended)
         self._pending.append((codes, scale, y, ids))
         self.rows_appended += len(X)
@@ -135,8 +140,9 @@ class _RowsArray:
         self.n = stop
 
 
-def create_store(path, X, y=None, ids=None, *, dtype=None, chunk_rows=None, kind=None,
-                 attrs=None, overwrite=False, compressors=None, encoding=None):
+def create_store(path: str | PathLike[str], X: Any, y: Any = None, ids: Any = None, *, dtype: Any = None,
+                 chunk_rows: int | None = None, kind: str | None = None, attrs: dict[str, Any] | None = None,
+                 overwrite: bool = False, compressors: Any = None, encoding: str | None = None) -> Path:
     """Write arrays held in memory as a feature store; returns the path.
 
     ``encoding`` (float32, float64, float16, int8, binary; docs/store-format.md)

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from ...errors import InputError
-from .arrays import ArrayReader, ParquetReader
+from .arrays import HDF5Reader, ParquetReader, ZarrReader
 from .base import Block, Column, Reader, open_binary
 from .binary import IdxReader, NpyReader
 from .csv import CsvReader
@@ -31,7 +31,7 @@ def register_reader(cls):
     return cls
 
 
-for _reader in (CsvReader, LibsvmReader, NpyReader, ArrayReader, IdxReader, ParquetReader):
+for _reader in (CsvReader, LibsvmReader, NpyReader, HDF5Reader, ZarrReader, IdxReader, ParquetReader):
     register_reader(_reader)
 FORMATS = tuple(READERS)
 

@@ -17,24 +17,21 @@ MAX_SPAN_BYTES = 128 * 2**20     # source chunks larger than this are read by bl
 
 
 class ArrayReader(Reader):
-    """A 2-D array in an HDF5 file or a Zarr store, read by slices of rows."""
+    """A 2-D array in a container of named arrays, read by slices of rows; subclasses
+    open the container (HDF5Reader, ZarrReader)."""
 
-    formats = ("hdf5", "zarr")
-    suffixes = {".h5": "hdf5", ".hdf5": "hdf5", ".hdf": "hdf5", ".zarr": "zarr"}
     labels_are_stored = True
 
     @classmethod
     def open(cls, path, fmt, options):
-        return cls(path, fmt, options.dataset)
+        return cls(path, options.dataset)
 
-    @classmethod
-    def format_of_head(cls, head):
-        return "hdf5" if head.startswith(HDF5_SIGNATURE) else None
-
-    def __init__(self, path, fmt, dataset=None):
+    def __init__(self, path, dataset=None):
         super().__init__(path)
-        self.format = fmt
-        self._root = self._open_root()
+        try:
+            self._root = self._open_root()
+        except Exception as e:  # the libraries raise several kinds for "not this format"
+            raise InputError(f"{self.path}: cannot be read as {self.format} ({e})") from None
         self.attrs = {k: attribute_value(v) for k, v in self._root.attrs.items()}
         if not hasattr(self._root, "keys"):  # a bare Zarr array
             self.x, self.dataset = self._root, None
@@ -58,14 +55,8 @@ class ArrayReader(Reader):
         self.has_labels = self.y is not None
 
     def _open_root(self):
-        try:
-            if self.format == "hdf5":
-                import h5py
-                return h5py.File(self.path, "r")
-            import zarr
-            return zarr.open(self.path, mode="r")
-        except Exception as e:  # both libraries raise several kinds for "not this format"
-            raise InputError(f"{self.path}: cannot be read as {self.format} ({e})") from None
+        """The container: a group of named arrays, or one array."""
+        raise NotImplementedError
 
     def _datasets(self):
         return [k for k in self._root.keys() if hasattr(self._root[k], "shape")]
@@ -132,6 +123,30 @@ class ArrayReader(Reader):
     def close(self):
         if hasattr(self._root, "close"):
             self._root.close()
+
+
+class HDF5Reader(ArrayReader):
+    formats = ("hdf5",)
+    suffixes = {".h5": "hdf5", ".hdf5": "hdf5", ".hdf": "hdf5"}
+    format = "hdf5"
+
+    @classmethod
+    def format_of_head(cls, head):
+        return "hdf5" if head.startswith(HDF5_SIGNATURE) else None
+
+    def _open_root(self):
+        import h5py
+        return h5py.File(self.path, "r")
+
+
+class ZarrReader(ArrayReader):
+    formats = ("zarr",)
+    suffixes = {".zarr": "zarr"}
+    format = "zarr"
+
+    def _open_root(self):
+        import zarr
+        return zarr.open(self.path, mode="r")
 
 
 def _decode(values):

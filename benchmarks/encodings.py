@@ -1,0 +1,292 @@
+"""Encodings, kernel shapes, wide rows and batches (issue 12), as ratios measured in one run.
+
+Sections (``--only dense,binary,widths,batch``):
+
+- dense: the same 1M x 128 data (tools' clustered store) as float32, float16 and int8;
+  LAS initialization and iterations (tell + ask, alpha = 1e-3), warm and cold (the
+  store's pages dropped from the page cache before every measured pass with
+  posix_fadvise(DONTNEED), which needs no root and leaves other processes' caches alone).
+- binary: the same 2,048-bit rows (about 4% of bits set, rows scaled to unit norm) as
+  float32, float16, int8 and binary; the same measurements.
+- widths: float32 stores of the same size at r = 128, 512, 2,048: a bare pass with each
+  kernel shape (kernels/common.py: one row, two rows, four rows by three columns), the
+  plain kernel of issue 12 (numba, parallel=True, fastmath=True, one float64 dot product
+  per output column, over the memory-mapped chunk files) and a LAS iteration: ms per GB.
+- batch: r = 2,048, n = 50k: a pass after one label against a pass after 500 labels told
+  together (tell([...]) then sync), float32 and binary.
+
+Results: benchmarks/results/encodings.json; docs/performance.md has the tables.
+"""
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numba
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE / "scale"))
+
+from common import DATA, bare_pass_step, bench_store, median, rng_vectors, save, table  # noqa: E402
+from harness import evict  # noqa: E402
+
+import bigsearch  # noqa: E402
+from bigsearch.backends.local import LocalBackend  # noqa: E402
+from bigsearch.kernels import common as kc  # noqa: E402
+from bigsearch.storage import StoreWriter, open_store  # noqa: E402
+from bigsearch.storage.encoding import decode  # noqa: E402
+
+ENC_DATA = DATA / "encodings"
+
+
+# -- stores -------------------------------------------------------------------------------
+def encoded_copy(src, encoding, chunks=None):
+    """The data of store ``src`` written in ``encoding`` (made once, reused)."""
+    src = Path(src)
+    out = ENC_DATA / f"{src.stem}-{encoding}.zarr"
+    if out.exists():
+        return out
+    ENC_DATA.mkdir(parents=True, exist_ok=True)
+    s = open_store(src)
+    y = s.labels()
+    chunk_rows = -(-s.n // chunks) if chunks else None
+    with StoreWriter(out, s.r, encoding=encoding, labels=y is not None, chunk_rows=chunk_rows) as w:
+        for j, (a, b) in enumerate(s.chunks):
+            with s.chunk(j) as x:
+                w.append(decode(x), None if y is None else y[a:b])
+    return out
+
+
+def binary_rows_store(n, r, density=0.04, prevalence=0.005, seed=0, chunks=8):
+    """0/1 rows (positives share a block of likely bits) scaled to unit norm, as float32."""
+    path = ENC_DATA / f"bits-{n}x{r}-float32.zarr"
+    if path.exists():
+        return path
+    ENC_DATA.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    block = 4096
+    with StoreWriter(path, r, encoding="float32", labels=True, chunk_rows=-(-n // chunks)) as w:
+        for a in range(0, n, block):
+            m = min(block, n - a)
+            y = (rng.random(m) < prevalence).astype(np.int8)
+            bits = rng.random((m, r)) < density
+            bits[y == 1, :64] |= rng.random(((y == 1).sum(), 64)) < 0.5
+            bits[:, 0] = True
+            w.append(bits / np.sqrt(bits.sum(axis=1, keepdims=True)), y)
+    return path
+
+
+# -- measurements -------------------------------------------------------------------------
+def new_las(path, threads=None):
+    return bigsearch.LAS(path, alpha=1e-3, n_threads=threads)
+
+
+def init_time(path):
+    las = new_las(path)
+    t = time.perf_counter()
+    las.sync()
+    return time.perf_counter() - t, las
+
+
+def start(las):
+    """Two initial labels, so that the iterations measured are ordinary ones."""
+    y = las.store.labels()
+    las.tell([int(np.flatnonzero(y == 1)[0]), int(np.flatnonzero(y == 0)[0])], [1, 0])
+    return las.ask()
+
+
+def iteration(las, i, y):
+    """tell the label of the last query, ask the next one: one pass over X."""
+    t = time.perf_counter()
+    las.tell(int(i), int(y[i]))
+    nxt = las.ask()
+    return time.perf_counter() - t, nxt
+
+
+def compare_encodings(paths, rounds_warm, rounds_cold, init_rounds=1):
+    """Per encoding: init and iteration medians (warm and cold), interleaved round by round."""
+    inits = {e: [] for e in paths}
+    for _ in range(init_rounds):
+        for e, p in paths.items():
+            inits[e].append(init_time(p)[0])
+    searches = {e: new_las(p) for e, p in paths.items()}
+    labels = {e: s.store.labels() for e, s in searches.items()}
+    nxt = {e: start(s) for e, s in searches.items()}
+    for e, s in searches.items():                          # compile and settle: not kept
+        _, nxt[e] = iteration(s, nxt[e], labels[e])
+    times = {(e, c): [] for e in paths for c in ("warm", "cold")}
+    for cache, rounds in (("warm", rounds_warm), ("cold", rounds_cold)):
+        for _ in range(rounds):
+            for e, s in searches.items():
+                if cache == "cold":
+                    evict(paths[e])
+                dt, nxt[e] = iteration(s, nxt[e], labels[e])
+                times[(e, cache)].append(dt)
+    rows = []
+    base = {c: median(times[("float32", c)]) for c in ("warm", "cold")}
+    for e, s in searches.items():
+        st = s.store
+        row = {"encoding": e, "bytes_per_point": st.bytes_per_point, "X_MB": st.nbytes / 1e6,
+               "init_s": median(inits[e]), "init_vs_float32": median(inits[e]) / median(inits["float32"])}
+        for c in ("warm", "cold"):
+            ms = median(times[(e, c)]) * 1e3
+            row[f"{c}_ms"] = ms
+            row[f"{c}_vs_float32"] = ms / (base[c] * 1e3)
+            row[f"{c}_GBps"] = st.nbytes / 1e9 / (ms / 1e3)
+        rows.append(row)
+        s.close()
+    return rows
+
+
+# -- kernel shapes and widths ---------------------------------------------------------------
+@numba.njit(parallel=True, fastmath=True, nogil=True)
+def plain_xv(x, V, out):
+    """Issue 12's reference: X @ V (V of 3 x r), one float64 dot product per output
+    column, rows split over threads by numba."""
+    k, r = V.shape
+    for i in numba.prange(x.shape[0]):
+        for c in range(k):
+            s = 0.0
+            for j in range(r):
+                s += np.float64(x[i, j]) * V[c, j]
+            out[i, c] = s
+
+
+def plain_pass(store, V, out):
+    for j, (a, b) in enumerate(store.chunks):
+        with store.chunk(j) as x:
+            plain_xv(x, V, out[a:b])
+
+
+def shape_step(shape):
+    dots = {"row1": kc.row1_dots, "rows2": kc.rows2_dots, "rows4": kc.rows4_dots}[shape]
+
+    def step(x, state, V):
+        P = np.empty((kc.ROW_BLOCK, 3))
+        total = 0.0
+        for i0 in range(0, x.shape[0], kc.ROW_BLOCK):
+            i1 = min(i0 + kc.ROW_BLOCK, x.shape[0])
+            dots(x, i0, i1, V, P)
+            total += P[0, 0]
+        return total
+    return step
+
+
+def widths(mb, rounds):
+    rows = []
+    variants = ["package", "row1", "rows2", "rows4", "plain", "las"]
+    setups = {}
+    for r in (128, 512, 2048):
+        n = int(mb * 1e6 // (4 * r))
+        path = bench_store(n, r, chunk_rows=max(1, n // 8))
+        store = open_store(path)
+        V = rng_vectors(r)
+        backend = LocalBackend(store)
+        las = new_las(path)
+        nxt = start(las)
+        setups[r] = (store, V, backend, las, [nxt], np.empty((store.n, 3)))
+    times = {(r, v): [] for r in setups for v in variants}
+    for k in range(rounds + 1):          # round 0 compiles for the mapped (read-only) chunks: not kept
+        for r, (store, V, backend, las, nxt, out) in setups.items():
+            for v in variants:
+                t = time.perf_counter()
+                if v == "package":
+                    backend.map(bare_pass_step, V)
+                elif v == "plain":
+                    plain_pass(store, V, out)
+                elif v == "las":
+                    nxt[0] = iteration(las, nxt[0], las.store.labels())[1]
+                else:
+                    backend.map(shape_step(v), V)
+                if k:
+                    times[(r, v)].append(time.perf_counter() - t)
+    for r, (store, *_rest) in setups.items():
+        gb = store.nbytes / 1e9
+        row = {"r": r, "n": store.n, "X_GB": gb}
+        for v in variants:
+            row[f"{v}_ms_per_GB"] = median(times[(r, v)]) * 1e3 / gb
+        row["las_vs_plain"] = row["las_ms_per_GB"] / row["plain_ms_per_GB"]
+        rows.append(row)
+    base = rows[0]["las_ms_per_GB"]
+    for row in rows:
+        row["las_per_GB_vs_r128"] = row["las_ms_per_GB"] / base
+    return rows
+
+
+# -- batches ---------------------------------------------------------------------------------
+def batches(n, r, batch, rounds):
+    f32 = binary_rows_store(n, r)
+    out = []
+    for encoding, path in (("float32", f32), ("binary", encoded_copy(f32, "binary", chunks=8))):
+        # The drift check (O(r^3) every 100 labels) would fall after every batch but only
+        # every 100th single label; it is measured on its own instead.
+        las = bigsearch.LAS(path, alpha=1e-3, check_every=None)
+        t0 = time.perf_counter()
+        las.sync()
+        init = time.perf_counter() - t0
+        y = las.store.labels()
+        order = np.random.default_rng(1).permutation(las.n)
+        used = 0
+        single, multi = [], []
+        for _ in range(rounds):
+            for size, bucket in ((1, single), (batch, multi)):
+                pick = order[used:used + size]
+                used += size
+                t = time.perf_counter()
+                las.tell(pick.tolist(), y[pick].tolist())
+                las.sync()
+                bucket.append(time.perf_counter() - t)
+        t0 = time.perf_counter()
+        las.inverse_residual()
+        check = time.perf_counter() - t0
+        out.append({"encoding": encoding, "n": n, "r": r, "B": batch, "init_s": init, "drift_check_ms": check * 1e3,
+                    "single_ms": median(single) * 1e3, "batch_ms": median(multi) * 1e3,
+                    "batch_vs_single": median(multi) / median(single),
+                    "per_label_in_batch_ms": median(multi) * 1e3 / batch})
+        las.close()
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", default="dense,binary,widths,batch")
+    ap.add_argument("--n", type=int, default=1_000_000, help="rows of the dense r = 128 data")
+    ap.add_argument("--n-bits", type=int, default=20_000, help="rows of the 2,048-bit data")
+    ap.add_argument("--widths-mb", type=float, default=256, help="MB of X per width")
+    ap.add_argument("--batch-n", type=int, default=50_000, help="rows of the batch data (r = 2,048)")
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--cold-rounds", type=int, default=3)
+    args = ap.parse_args()
+    only = set(args.only.split(","))
+    record = {"args": vars(args), "loaded": os.getloadavg()}
+    if "dense" in only:
+        f32 = bench_store(args.n, 128)
+        paths = {"float32": f32, **{e: encoded_copy(f32, e) for e in ("float16", "int8")}}
+        record["dense"] = compare_encodings(paths, args.rounds, args.cold_rounds)
+        print("dense data, r = 128:")
+        table(record["dense"], list(record["dense"][0]))
+    if "binary" in only:
+        f32 = binary_rows_store(args.n_bits, 2048)
+        paths = {"float32": f32, **{e: encoded_copy(f32, e, chunks=8) for e in ("float16", "int8", "binary")}}
+        record["binary"] = compare_encodings(paths, args.rounds, args.cold_rounds)
+        print("0/1 data, r = 2,048, 4% of bits set:")
+        table(record["binary"], list(record["binary"][0]))
+    if "widths" in only:
+        record["widths"] = widths(args.widths_mb, args.rounds)
+        print("float32, ms per GB of X (warm):")
+        table(record["widths"], list(record["widths"][0]))
+    if "batch" in only:
+        record["batch"] = batches(args.batch_n, 2048, 500, 2)
+        print("a pass after 1 label and after 500 labels told together:")
+        table(record["batch"], list(record["batch"][0]))
+    record["loaded_after"] = os.getloadavg()
+    save("encodings" if only == {"dense", "binary", "widths", "batch"} else "encodings_" + "_".join(sorted(only)),
+         record)
+
+
+if __name__ == "__main__":
+    main()

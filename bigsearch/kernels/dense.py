@@ -1,0 +1,43 @@
+"""Kernels over the r x r state (K^-1): one pass over the matrix per label batch.
+
+At r = 2,048, K^-1 is 32 MiB; NumPy's ``Kinv -= c * np.outer(g, g)`` makes three
+passes with temporaries, and a threaded BLAS on a busy machine spent 8x longer on a
+matrix-vector product than one thread (docs/performance.md). These kernels read K^-1
+once (products) and read and write it once (the rank-B update), in one thread.
+"""
+
+import numba
+import numpy as np
+
+from .common import FAST
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FAST)
+def times_columns(A, M):
+    """A @ M for A (r x r) and M (r x m) with few columns, given as M^T (m x r): one pass
+    over A, one dot product per row of A and column of M. Returns (r x m)."""
+    m = M.shape[0]
+    out = np.empty((A.shape[0], m))
+    for i in range(A.shape[0]):
+        for c in range(m):
+            s = 0.0
+            for j in range(A.shape[1]):
+                s += A[i, j] * M[c, j]
+            out[i, c] = s
+    return out
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FAST)
+def subtract_outer(A, G, c):
+    """A -= sum_b c_b g_b g_b^T in place (G: the g_b as rows, B x r), in one pass."""
+    B, r = G.shape
+    Gc = np.empty((r, B))
+    for b in range(B):
+        for j in range(r):
+            Gc[j, b] = c[b] * G[b, j]
+    for i in range(r):
+        for j in range(r):
+            s = 0.0
+            for b in range(B):
+                s += Gc[i, b] * G[b, j]
+            A[i, j] -= s
