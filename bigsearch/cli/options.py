@@ -1,6 +1,7 @@
 """Option types and decorators shared by the commands."""
 
 import contextlib
+import functools
 import re
 
 import click
@@ -119,6 +120,38 @@ def cluster_options(f=None, *, persist=True):
     for decorator in reversed(options):
         f = decorator(f)
     return f
+
+
+def object_store_options(f=None, *, cache=True):
+    """--storage-option KEY=VALUE (repeatable), and with ``cache`` --cache-dir and
+    --cache-size: how stores at object-store URLs (s3://, gs://, az://, https://) are
+    reached and cached (docs/cluster.md). The command itself does not see them: it runs
+    with them as the defaults of the URLs it opens."""
+    if f is None:
+        return lambda g: object_store_options(g, cache=cache)
+
+    @functools.wraps(f)
+    def command(*args, storage_option=(), cache_dir=None, cache_size=None, **kwargs):
+        from ..storage.remote import parse_storage_options, remote_defaults
+        with remote_defaults(parse_storage_options(storage_option), cache_dir, cache_size):
+            return f(*args, **kwargs)
+
+    options = [click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
+                            help="For s3://, gs://, az:// or https:// stores: an obstore option such as "
+                                 "endpoint=http://host:9000, region=eu-west-1 or retries=3 (repeatable); "
+                                 "credentials come from the usual environment variables.")]
+    if cache:
+        options += [
+            click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None,
+                         help="Local directory caching remote chunks, the same path on every dask worker "
+                              "(default: each process's BIGSEARCH_CHUNK_CACHE, else ~/.cache/bigsearch/chunks)."),
+            click.option("--cache-size", default=None, metavar="SIZE",
+                         help="Most the chunk cache may hold, e.g. 50G (default: BIGSEARCH_CHUNK_CACHE_SIZE, "
+                              "else 20G; 0: no cache)."),
+        ]
+    for decorator in reversed(options):
+        command = decorator(command)
+    return command
 
 
 def cluster_backend(scheduler, cluster, persist=False):

@@ -17,6 +17,7 @@ from .options import (
     cluster_options,
     flags_for,
     las_options,
+    object_store_options,
 )
 
 # Parameters the library names in its errors, and the flags users give them by here.
@@ -93,7 +94,7 @@ def agr_options(f):
 
 def search_options(f):
     """What run and pairs share: the LAS and AGR parameters, --threads, and the cluster."""
-    f = cluster_options(f)
+    f = object_store_options(cluster_options(f))
     f = click.option("--threads", type=click.IntRange(1), default=None,
                      help="Threads of the local backend (default: one per core).")(f)
     return las_options(agr_options(f))

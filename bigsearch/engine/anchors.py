@@ -27,6 +27,7 @@ import numpy as np
 from ..backends import ChunkStep
 from ..errors import ParameterError
 from ..kernels.agr import cluster_sums
+from ..storage import local_dir_beside
 from ..storage.atomic import atomic_open
 from ..storage.encoding import decode, n_rows
 from ..storage.fingerprint import store_fingerprint
@@ -61,7 +62,7 @@ def cache_path(store, k, seed, iterations, cache_dir=None):
     key = {"fingerprint": store_fingerprint(store), "k": k, "seed": seed, "iterations": iterations,
            "version": KMEANS_VERSION}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
-    root = Path(cache_dir or os.environ.get("BIGSEARCH_CACHE_DIR") or Path(store.path).parent / ".bigsearch-cache")
+    root = Path(cache_dir or os.environ.get("BIGSEARCH_CACHE_DIR") or local_dir_beside(store.path, ".bigsearch-cache"))
     return root / f"{Path(store.path).name}.anchors-k{k}-{digest}.npz"
 
 

@@ -15,9 +15,10 @@ import numpy as np
 
 from .. import __version__
 from ..errors import InputError, ParameterError, StoreExistsError
-from ..storage import StoreWriter, default_chunk_rows, store_format, store_kind_for
+from ..storage import StoreWriter, default_chunk_rows, is_url, store_format, store_kind_for
 from ..storage.atomic import remove, temp_sibling
 from ..storage.encoding import stored_columns, stored_dtype
+from ..storage.remote import check_url, store_exists
 from .featurize import ColumnPlan, Plan, featurize, finish_plan, prepare
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
@@ -60,7 +61,7 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     mapper = block_mapper(backend)
     t0 = time.perf_counter()
     progress = progress or Progress()
-    out = Path(out)
+    out = out if is_url(out) else Path(out)       # a URL is never a local path
     kind = store_kind_for(out, output.format)
     compressors = compressors_for(kind, output.codec)
     _check_output(out, sources, output.overwrite)
@@ -86,7 +87,7 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     encoding = output.encoding or output.dtype
     chunk_rows = output.chunk_rows or _default_chunk_rows(_rows_to_write(readers, stats, subsample),
                                                           stored_columns(encoding, plan.width), stored_dtype(encoding))
-    final, out = out, (out if output.cluster_order is None else temp_sibling(out, "unordered"))
+    final, out = out, (out if output.cluster_order is None else _unordered_path(out))
     with StoreWriter(out, plan.width, encoding=encoding if output.cluster_order is None else output.dtype,
                      chunk_rows=chunk_rows, kind=kind,
                      labels=rule is not None, ids_dtype=ids_dtype, overwrite=output.overwrite,
@@ -115,6 +116,15 @@ def _needs_statistics(plan, labels):
     """A first pass is needed for --prevalence, categories, bins and --idf."""
     return (labels.prevalence is not None or plan.idf is not None
             or any(c.kind in ("bins", "onehot") for c in plan.columns))
+
+
+def _unordered_path(out):
+    """Where the store is written before --cluster-order: beside a local OUT; for a URL, in
+    a local temporary directory (the ordered store is what goes to the object store)."""
+    if is_url(out):
+        import tempfile
+        return Path(tempfile.mkdtemp(prefix="bigsearch-unordered-")) / "unordered.zarr"
+    return temp_sibling(out, "unordered")
 
 
 def _reorder(unordered, out, output, kind, compressors, encoding):
@@ -173,6 +183,11 @@ def _default_chunk_rows(n_rows, width, dtype):
 
 
 def _check_output(out, sources, overwrite):
+    if is_url(out):
+        check_url(out, write=True)
+        if not overwrite and store_exists(out):
+            raise StoreExistsError(f"{out} already exists; choose another OUT or pass --overwrite")
+        return
     if out.exists() and not overwrite:
         raise StoreExistsError(f"{out} already exists; choose another OUT or pass --overwrite")
     for s in sources:

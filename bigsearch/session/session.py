@@ -39,7 +39,7 @@ from ..errors import (
     SessionNotFoundError,
     SessionWarning,
 )
-from ..storage import open_store
+from ..storage import open_store, store_location
 from ..storage.atomic import (
     atomic_open,
     atomic_path,
@@ -125,7 +125,8 @@ class Session:
         try:
             info = {"format": FORMAT_VERSION, "created": now(), "bigsearch_version": __version__,
                     "method": method, "params": engine.params.as_dict(), "engine": engine.engine_options(),
-                    "store": {"path": str(Path(store.path).resolve()), "fingerprint": store_fingerprint(store)},
+                    "store": {"path": store_location(store.path, resolve=True),
+                              "fingerprint": store_fingerprint(store)},
                     "checkpoint_every": int(checkpoint_every), "keep_checkpoints": int(keep_checkpoints)}
             publish_directory(directory, info)
             session = cls(directory, writable=True, backend=backend, n_threads=n_threads)

@@ -19,6 +19,7 @@ from .atomic import fsync_tree, publish, publish_over, remove, remove_stale_left
 from .encoding import SCALED, binary_rows, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
 from .format import FEATURE_DTYPES, FORMAT_ATTR, check_labels, default_chunk_rows
 from .registry import store_format, store_kind_for
+from .remote import is_url, local_path
 
 
 class StoreWriter:
@@ -31,10 +32,16 @@ class StoreWriter:
     temporary store and leaves ``path`` untouched.
     """
 
+    def __new__(cls, path, *args, **kwargs):
+        if cls is StoreWriter and is_url(path):   # s3://, gs://, az://: written in place, published last
+            from .remote_writer import ObjectStoreWriter
+            cls = ObjectStoreWriter
+        return super().__new__(cls)
+
     def __init__(self, path, n_features, *, dtype="float32", chunk_rows=None, kind=None,
                  labels=False, ids_dtype=None, attrs=None, overwrite=False, compressors=None,
                  encoding=None):
-        self.path = Path(path)
+        self.path = self._location(path)
         self.kind = store_kind_for(self.path, kind)
         self.r = int(n_features)
         if encoding is None:
@@ -45,11 +52,8 @@ class StoreWriter:
         self.dtype = stored_dtype(self.encoding)
         columns = stored_columns(self.encoding, self.r)
         self.chunk_rows = int(chunk_rows or default_chunk_rows(columns, self.dtype.itemsize))
-        if self.path.exists() and not overwrite:
-            raise StoreExistsError(f"{self.path} already exists; pass overwrite=True (--overwrite) to replace it")
         self.overwrite = overwrite
-        remove_stale_leftovers(self.path)
-        self.tmp = temp_sibling(self.path, "partial")
+        target = self._prepare()
         self.binary_possible = True    # every row so far is 0/1 times one number (see encoding.py)
         self.n = 0                 # rows written to disk
         self.rows_appended = 0     # rows given to append (some may still be pending)
@@ -57,8 +61,20 @@ class StoreWriter:
         encoded = self.encoding not in ("float32", "float64")
         attrs = {FORMAT_ATTR: 2 if encoded else 1, **encoding_attrs(self.encoding, self.r), **(attrs or {})}
         self._backend = store_format(self.kind).writer(
-            self.tmp, columns, self.dtype, self.chunk_rows, labels, ids_dtype, attrs, compressors,
+            target, columns, self.dtype, self.chunk_rows, labels, ids_dtype, attrs, compressors,
             scaled=self.encoding in SCALED)
+
+    @staticmethod
+    def _location(path):
+        return Path(local_path(path))
+
+    def _prepare(self):
+        """Check the output and make the temporary sibling the backend writes to."""
+        if self.path.exists() and not self.overwrite:
+            raise StoreExistsError(f"{self.path} already exists; pass overwrite=True (--overwrite) to replace it")
+        remove_stale_leftovers(self.path)
+        self.tmp = temp_sibling(self.path, "partial")
+        return self.tmp
 
     def append(self, X, y=None, ids=None):
         """Append rows; X is (k, r). Rows are encoded (a DataError names the first value

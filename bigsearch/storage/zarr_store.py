@@ -22,7 +22,8 @@ class ZarrWriter:
     def __init__(self, path, r, dtype, chunk_rows, labels, ids_dtype, attrs, compressors, scaled=False):
         import zarr
         self.zarr = zarr
-        self.group = zarr.open_group(str(path), mode="w", zarr_format=3)
+        # a URL's writer passes the group it made (storage/remote.py)
+        self.group = path if isinstance(path, zarr.Group) else zarr.open_group(str(path), mode="w", zarr_format=3)
         self.group.attrs.update(attrs)
         self.x = self.group.create_array(X_NAME, shape=(0, r), chunks=(chunk_rows, r), dtype=dtype,
                                          compressors=compressors, fill_value=0)
@@ -77,9 +78,11 @@ class ZarrStore(FeatureStore):
 
     def __init__(self, path):
         import zarr
-        path = Path(path)
+        path = self._location(path)
         try:
-            group = zarr.open_group(str(path), mode="r")
+            group = self._open_group(path)
+        except StoreError:
+            raise
         except FileNotFoundError as e:
             raise StoreNotFoundError(f"no Zarr store at {path}") from e
         except Exception as e:  # zarr raises several kinds for "this is not a group"
@@ -97,6 +100,14 @@ class ZarrStore(FeatureStore):
         self.fast_path = self._chunk_dir is not None
 
     @staticmethod
+    def _location(path):
+        return Path(path)
+
+    def _open_group(self, path):
+        import zarr
+        return zarr.open_group(str(path), mode="r")
+
+    @staticmethod
     def _row_block(x, path):
         """Rows per read: the shard when sharded, else the chunk; whole rows only."""
         block = getattr(x, "shards", None) or x.chunks
@@ -110,11 +121,21 @@ class ZarrStore(FeatureStore):
 
     def _raw_chunk_dir(self, x):
         """The array's directory when its chunks are raw little-endian files, else None."""
-        from zarr.codecs import BytesCodec
         from zarr.storage import LocalStore
         reasons = []
         if not isinstance(x.store, LocalStore):
             reasons.append(f"store type {type(x.store).__name__} is not a local directory")
+        reasons += self._codec_reasons(x)
+        if reasons:
+            self.slow_reason = "; ".join(reasons)
+            return None
+        return Path(x.store.root) / x.path
+
+    @staticmethod
+    def _codec_reasons(x):
+        """Why x's chunk objects are not raw little-endian values (an empty list when they are)."""
+        from zarr.codecs import BytesCodec
+        reasons = []
         if x.compressors or x.filters:
             reasons.append(f"codecs {[type(c).__name__ for c in (*x.filters, *x.compressors)]} need decoding")
         if getattr(x, "shards", None):
@@ -126,10 +147,7 @@ class ZarrStore(FeatureStore):
                 reasons.append("serializer is not little-endian bytes")
         elif getattr(x.metadata, "order", "C") != "C" or x.dtype.byteorder == ">":
             reasons.append("v2 chunks not in little-endian C order")
-        if reasons:
-            self.slow_reason = "; ".join(reasons)
-            return None
-        return Path(x.store.root) / x.path
+        return reasons
 
     def _chunk_file(self, j):
         return self._chunk_dir / self._x.metadata.encode_chunk_key((j, 0))
