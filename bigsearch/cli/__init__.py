@@ -32,6 +32,8 @@ class Group(click.Group):
             if e.errno == errno.EPIPE:
                 closed_pipe()
             fail(f"{e.filename + ': ' if getattr(e, 'filename', None) else ''}{e.strerror or e}")
+        except MemoryError as e:     # what bigsearch/limits.py did not foresee: still one line
+            fail(f"out of memory ({e or 'an allocation failed'}); see docs/reliability.md for the input limits")
 
 
 def closed_pipe():
@@ -44,8 +46,17 @@ def closed_pipe():
 
 
 def fail(message):
-    click.echo(f"Error: {message}", err=True)
+    click.echo(f"Error: {printable(message)}", err=True)
     sys.exit(2)
+
+
+def printable(text):
+    """``text`` on one line with control and other unprintable characters escaped (a
+    file's bytes or a store's ids must not drive the terminal: ESC [ 2 J clears it)."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -117,9 +117,23 @@ def cluster_options(f=None, *, persist=True):
     if persist:
         options.append(click.option("--persist", is_flag=True,
                                     help="Keep X in the workers' memory instead of re-reading the store every pass."))
+    tls = (("--tls-ca-file", "BIGSEARCH_TLS_CA_FILE", "the CA that signed the scheduler's certificate"),
+           ("--tls-cert", "BIGSEARCH_TLS_CERT", "this client's certificate"),
+           ("--tls-key", "BIGSEARCH_TLS_KEY", "this client's private key (if not in --tls-cert)"))
+    for name, env, what in tls:
+        options.append(click.option(name, envvar=env, metavar="FILE", expose_value=False, callback=_remember_tls,
+                                    help=f"TLS to the --scheduler: {what} (PEM); env {env}."))
     for decorator in reversed(options):
         f = decorator(f)
     return f
+
+
+def _remember_tls(ctx, param, value):
+    """The TLS options reach cluster_backend through the click context, so commands need
+    not pass them along."""
+    if value:
+        ctx.meta.setdefault("bigsearch_tls", {})[param.name] = value
+    return value
 
 
 def object_store_options(f=None, *, cache=True):
@@ -164,5 +178,11 @@ def cluster_backend(scheduler, cluster, persist=False):
         raise ParameterError("--persist needs --scheduler or --cluster (it keeps X in the workers' memory)")
     if not (scheduler or cluster):
         return contextlib.nullcontext("local")
-    from ..backends.distributed import connect  # imports dask: only for cluster runs
-    return connect(scheduler, cluster, persist)
+    from ..backends.distributed import connect, tls_security  # imports dask: only for cluster runs
+    ctx = click.get_current_context(silent=True)
+    tls = dict(ctx.meta.get("bigsearch_tls", {})) if ctx is not None else {}
+    if tls and not scheduler:
+        raise ParameterError("--tls-ca-file, --tls-cert and --tls-key are for --scheduler; a --cluster local:N "
+                             "gets TLS credentials of its own")
+    return connect(scheduler, cluster, persist,
+                   security=tls_security(tls.get("tls_ca_file"), tls.get("tls_cert"), tls.get("tls_key")))

@@ -15,7 +15,7 @@ from click.core import ParameterSource
 
 from ..engine.registry import method_names, method_spec
 from ..errors import LabelError, ParameterError, SessionWarning
-from . import Group, main
+from . import Group, main, printable
 from .options import cluster_backend, cluster_options, las_options, object_store_options
 
 
@@ -105,7 +105,7 @@ def next_(directory, k, as_json, store, scheduler, cluster, persist):
     else:
         click.echo(f"{'rank':>4}  {'index':>10}  {'id':<20}  score")
         for r in rows:
-            ident = "-" if r["id"] is None else str(r["id"])
+            ident = "-" if r["id"] is None else printable(r["id"])
             click.echo(f"{r['rank']:>4}  {r['index']:>10}  {ident:<20}  {r['score']:.6g}")
 
 
@@ -225,8 +225,14 @@ def _parse_pair(index, label, where=""):
 
 
 def read_label_csv(path):
-    with open(path, newline="") as fh:
-        rows = [row for row in csv.reader(fh) if any(cell.strip() for cell in row)]
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = [row for row in csv.reader(fh) if any(cell.strip() for cell in row)]
+    except UnicodeDecodeError as e:
+        raise LabelError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
+                         "give a CSV of index,label lines") from None
+    except csv.Error as e:
+        raise LabelError(f"{path}: not a CSV of index,label lines ({e})") from None
     if rows and rows[0] and not rows[0][0].strip().lstrip("-").isdigit():
         header = [c.strip().lower() for c in rows[0]]
         if "index" not in header or "label" not in header:

@@ -41,7 +41,7 @@ from ..errors import (
 )
 from ..storage import open_store, store_location
 from ..storage.atomic import (
-    atomic_open,
+    atomic_create,
     atomic_path,
     remove_stale_leftovers,
     remove_tree,
@@ -296,8 +296,11 @@ class Session:
         if hasattr(out, "write"):
             _write_csv(out, rows)
             return len(rows)
-        with atomic_open(out, "w", newline="") as fh:
-            _write_csv(fh, rows)
+        try:
+            with atomic_create(out, "w", newline="") as fh:    # appears whole, and never replaces a file
+                _write_csv(fh, rows)
+        except FileExistsError:
+            raise SessionExistsError(f"{out} already exists; export to a new file (nothing was written)") from None
         return len(rows)
 
     # -- saving ----------------------------------------------------------------------

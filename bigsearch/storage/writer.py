@@ -15,9 +15,17 @@ from typing import Any
 import numpy as np
 
 from ..errors import StoreError, StoreExistsError
-from .atomic import fsync_tree, publish, publish_over, remove, remove_stale_leftovers, temp_sibling
+from .atomic import (
+    fsync_tree,
+    publish,
+    publish_over,
+    remove,
+    remove_stale_leftovers,
+    restore_interrupted_replace,
+    temp_sibling,
+)
 from .encoding import SCALED, binary_rows, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
-from .format import FEATURE_DTYPES, FORMAT_ATTR, check_labels, default_chunk_rows
+from .format import FEATURE_DTYPES, FORMAT_ATTR, check_labels, default_chunk_rows, is_feature_store
 from .registry import store_format, store_kind_for
 from .remote import is_url, local_path
 
@@ -70,8 +78,12 @@ class StoreWriter:
 
     def _prepare(self):
         """Check the output and make the temporary sibling the backend writes to."""
+        restore_interrupted_replace(self.path)   # an old copy a killed replace left is put back first
         if self.path.exists() and not self.overwrite:
             raise StoreExistsError(f"{self.path} already exists; pass overwrite=True (--overwrite) to replace it")
+        if self.overwrite and self.path.exists() and not is_feature_store(self.path):
+            raise StoreExistsError(f"{self.path} is not a bigsearch store, so overwrite will not replace it "
+                                   "(it replaces only a store); choose another output path")
         remove_stale_leftovers(self.path)
         self.tmp = temp_sibling(self.path, "partial")
         return self.tmp
