@@ -76,12 +76,13 @@ def ingested(name):
     return path
 
 
-def compare(path, queries, compare_first, block_rows, backend="local"):
+def compare(path, queries, compare_first, block_rows, backend="local", method="las"):
     """Lockstep full vs pruned for ``compare_first`` queries, then pruned alone."""
     y = bigsearch.open_store(path).labels()
     start = int(np.random.default_rng(0).choice(np.flatnonzero(y == 1)))
-    full = bigsearch.LAS(path, backend=backend) if compare_first else None
-    pruned = bigsearch.LAS(path, prune=True, block_rows=block_rows, backend=backend)
+    cls = bigsearch.LAS if method == "las" else bigsearch.WNAS
+    full = cls(path, backend=backend) if compare_first else None
+    pruned = cls(path, prune=True, block_rows=block_rows, backend=backend)
     t_full, t_pruned = [], []
     for s in (full, pruned):
         if s is not None:
@@ -103,12 +104,12 @@ def compare(path, queries, compare_first, block_rows, backend="local"):
             assert i == j, f"query {q}: pruned {i}, full pass {j}"
         hits += int(y[i] == 1)
     frac = np.array(pruned.query_bytes[1:]) / pruned.store.nbytes
-    name = path.name + ("" if backend == "local" else " (dask, 2 workers)")
+    name = path.name + ("" if backend == "local" else " (dask, 2 workers)") + ("" if method == "las" else " WNAS")
     out = {"store": name, "n": pruned.n, "r": pruned.store.r, "block_rows": block_rows, "queries": len(t_pruned),
            "hits": hits, "read_mean": float(frac.mean()), "read_median": float(np.median(frac)),
            "read_p90": float(np.quantile(frac, 0.9)), "read_last100": float(frac[-100:].mean()),
            "identical_first": len(t_full)}
-    if pruned.pruning.summaries is not None:       # local backend (the workers keep theirs)
+    if getattr(pruned.pruning, "summaries", None) is not None:    # LAS, local (the workers keep theirs)
         out["summary_MiB"] = pruned.pruning.summaries.nbytes() / 2**20
     if t_full:
         out.update(ms_full=median(t_full) * 1e3, ms_pruned=median(t_pruned[:len(t_full)]) * 1e3)
@@ -130,6 +131,7 @@ def main():
     ap.add_argument("--datasets", default="adult,mnist,higgs")
     ap.add_argument("--no-random-order", action="store_true", help="skip the generated (random) order")
     ap.add_argument("--tag", default="", help="results go to results/pruning-TAG.json")
+    ap.add_argument("--wnas", action="store_true", help="only WNAS on the cluster-ordered generated store")
     ap.add_argument("--cluster", action="store_true",
                     help="only the cluster-ordered generated store, on a LocalCluster of 2 worker processes")
     args = ap.parse_args()
@@ -140,6 +142,9 @@ def main():
     if seconds is not None:
         gb = bigsearch.open_store(base).nbytes / 1e9
         notes["cluster_order"] = {"store": base.name, "seconds": seconds, "seconds_per_GB": seconds / gb}
+    if args.wnas:
+        rows.append(compare(ordered, args.queries, args.compare, blocks[0], method="wnas"))
+        blocks, args.no_random_order, args.datasets = [], True, ""
     if args.cluster:
         from distributed import Client, LocalCluster
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl, \

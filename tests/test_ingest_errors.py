@@ -7,6 +7,8 @@ import os
 import numpy as np
 import pytest
 
+import bigsearch
+
 from conftest import FIXTURES, run_cli
 
 GOOD_ROWS = "".join(f"{i},{i % 7}.5,{i % 2}\n" for i in range(3000))
@@ -120,7 +122,13 @@ def test_existing_out_is_kept(tmp_path):
     assert "out.zarr already exists; choose another OUT or pass --overwrite" in msg
     assert (out / "keep.txt").read_text() == "mine"
     r = run_cli("ingest", FIXTURES / "higgs_head100.test", out, "--label-column", "0", "--overwrite")
-    assert r.returncode == 0 and not (out / "keep.txt").exists()
+    assert r.returncode == 2 and "not a bigsearch store" in r.stderr     # --overwrite replaces only a store
+    assert (out / "keep.txt").read_text() == "mine"
+    (out / "keep.txt").unlink()
+    out.rmdir()
+    assert run_cli("ingest", FIXTURES / "higgs_head100.test", out, "--label-column", "0").returncode == 0
+    r = run_cli("ingest", FIXTURES / "higgs_head100.test", out, "--label-column", "0", "--overwrite")
+    assert r.returncode == 0 and bigsearch.open_store(out).n > 0
 
 
 def test_unreadable_inputs(tmp_path):

@@ -140,7 +140,9 @@ def test_not_a_store(tmp_path):
 # -- atomic writes (and every format's round trip: test_store_formats.py) -------------
 
 def test_a_new_write_removes_what_dead_writers_left(tmp_path):
-    """Leftovers of a dead writer on this host go; a live writer's and another host's stay."""
+    """Leftovers of a dead writer on this host go (an old copy only while the store is in
+    place: test_hardening_kills restores one when it is not); a live writer's and another
+    host's stay."""
     import subprocess
     import sys
 
@@ -154,9 +156,10 @@ def test_a_new_write_removes_what_dead_writers_left(tmp_path):
                  "live": f".s.zarr.partial-{_HOST}-{live.pid}-0123abcd",
                  "other_host": f".s.zarr.partial-{_HOST}x-{dead}-0123abcd",
                  "other_store": f".t.zarr.partial-{_HOST}-{dead}-0123abcd"}
+        bigsearch.create_store(tmp_path / "s.zarr", np.zeros((3, 2), np.float32))
         for n in names.values():
             (tmp_path / n).mkdir()
-        bigsearch.create_store(tmp_path / "s.zarr", np.ones((3, 2), np.float32))
+        bigsearch.create_store(tmp_path / "s.zarr", np.ones((3, 2), np.float32), overwrite=True)
         left = {p.name for p in tmp_path.iterdir()}
         assert left == {"s.zarr", names["live"], names["other_host"], names["other_store"]}
     finally:

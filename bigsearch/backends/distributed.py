@@ -21,6 +21,14 @@ compute a chunk's state from scratch are run again; any other step is replaced b
 engine's rebuild recipe, which recomputes the chunks' state from the engine's current
 global state and returns the partials the lost call would have returned. The search
 then continues with the same queries.
+
+Security. A dask client runs what its scheduler sends it (results are pickles), and a
+worker runs what the scheduler tells it to, so every link is authenticated: a
+LocalCluster started here (``local_workers``) listens on the loopback interface over
+TLS with a certificate authority made for it alone (``Security.temporary()``: in
+memory, never on disk), so no other process can join it or talk to it; a running
+cluster is reached with the ``security`` given (its CA, and this client's certificate
+and key) or with dask's own TLS configuration. docs/cluster.md has the trust model.
 """
 
 from __future__ import annotations
@@ -36,10 +44,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 from distributed import Client, LocalCluster, get_worker
+from distributed.security import Security
 from numpy.typing import ArrayLike, DTypeLike
 
 from ..errors import BigsearchError, ClusterError
-from ..storage import open_store
+from ..storage import open_store, store_location
 from ..storage.encoding import copy_chunk
 from .base import ChunkStep, StepCall
 from .local import LocalBackend
@@ -72,13 +81,16 @@ def as_distributed(backend):
 
 
 @contextlib.contextmanager
-def connect(scheduler=None, local_workers=None, persist=False):
+def connect(scheduler=None, local_workers=None, persist=False, security=None):
     """The backend for given cluster options, as a context manager.
 
     ``scheduler``: the address of a running dask scheduler, or its scheduler file;
     ``local_workers``: the number of worker processes of a new LocalCluster. Yields
     "local" when neither is given, else a :class:`Distributed` spec; the client (and the
-    LocalCluster) are closed on exit.
+    LocalCluster) are closed on exit. ``security``: a ``distributed.security.Security``
+    (see :func:`tls_security`); by default a new LocalCluster gets temporary TLS
+    credentials of its own, and a running scheduler is reached with dask's configuration
+    (``distributed.comm.tls.*``).
     """
     if scheduler and local_workers:
         raise ClusterError("give a scheduler address or a number of local workers, not both")
@@ -91,16 +103,41 @@ def connect(scheduler=None, local_workers=None, persist=False):
         if local_workers:
             threads = max(1, (os.cpu_count() or 1) // local_workers)
             cluster = stack.enter_context(LocalCluster(
-                n_workers=local_workers, threads_per_worker=threads, processes=True,
-                dashboard_address=None, silence_logs=logging.ERROR))
+                n_workers=local_workers, threads_per_worker=threads, processes=True, host="127.0.0.1",
+                dashboard_address=None, silence_logs=logging.ERROR,
+                security=security or Security.temporary()))
             client = stack.enter_context(Client(cluster, direct_to_workers=True))
         else:
-            try:   # an address, or a scheduler file (dask scheduler --scheduler-file) as on HPC systems
-                client = stack.enter_context(Client(scheduler_file=scheduler) if os.path.isfile(scheduler)
-                                             else Client(scheduler))
-            except OSError as e:
-                raise ClusterError(f"cannot connect to the dask scheduler at {scheduler}: {e}") from None
+            client = stack.enter_context(_client(scheduler, security or Security()))
         yield Distributed(client, persist)
+
+
+def _client(scheduler, security):
+    """A client of a running scheduler (an address or a scheduler file, as on HPC systems)."""
+    try:
+        if os.path.isfile(scheduler):
+            return Client(scheduler_file=scheduler, security=security)
+        return Client(scheduler, security=security)
+    except (OSError, TypeError, ValueError) as e:     # TypeError: a tls:// address without credentials
+        hint = ("; it speaks TLS: give its CA and this client's certificate and key (--tls-ca-file, --tls-cert, "
+                "--tls-key)" if str(scheduler).startswith("tls://") and not security.tls_ca_file else "")
+        raise ClusterError(f"cannot connect to the dask scheduler at {scheduler}: {str(e).splitlines()[0]}"
+                           f"{hint}") from None
+
+
+def tls_security(ca_file=None, cert=None, key=None):
+    """The ``Security`` of a client that trusts the scheduler only when its certificate is
+    signed by ``ca_file``, and shows it ``cert`` (with ``key``); None when none is given."""
+    given = {"--tls-ca-file": ca_file, "--tls-cert": cert, "--tls-key": key}
+    if not any(given.values()):
+        return None
+    missing = [name for name, value in given.items() if not value and name != "--tls-key"]
+    if missing:
+        raise ClusterError(f"TLS to a scheduler needs {' and '.join(missing)} as well (docs/cluster.md)")
+    for name, value in given.items():
+        if value and not os.path.isfile(value):
+            raise ClusterError(f"{name} {value}: no such file")
+    return Security(tls_ca_file=ca_file, tls_client_cert=cert, tls_client_key=key, require_encryption=True)
 
 
 class DistributedBackend:
@@ -124,7 +161,7 @@ class DistributedBackend:
         self.rebuild: Callable[[], StepCall] | None = None
         self.recoveries: list[dict[str, Any]] = []   # one record per lost shard: {"worker", "chunks", "to"}
         self._allocs: list[tuple[str, Any, Any]] = []  # (name, dtype, fill), replayed on every new shard
-        self._source = {"path": os.path.abspath(store.path), "options": store._reopen_options(),
+        self._source = {"path": store_location(store.path), "options": store._reopen_options(),
                         "shape": (store.n, store.r), "chunk_rows": store.chunk_rows}
         self.shards = self._place(range(store.n_chunks))
 

@@ -4,6 +4,9 @@ Bad input raises a BigsearchError (or a click usage error); either becomes a one
 message on stderr and exit status 2, never a traceback.
 """
 
+import errno
+import os
+import signal
 import sys
 
 import click
@@ -18,18 +21,42 @@ class Group(click.Group):
 
     def invoke(self, ctx):
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            sys.stdout.flush()          # a closed pipe is found here, not in the flush at exit
+            return result
         except click.UsageError as e:
             fail(e.format_message())
         except BigsearchError as e:
             fail(str(e))
         except OSError as e:
+            if e.errno == errno.EPIPE:
+                closed_pipe()
             fail(f"{e.filename + ': ' if getattr(e, 'filename', None) else ''}{e.strerror or e}")
+        except MemoryError as e:     # what bigsearch/limits.py did not foresee: still one line
+            fail(f"out of memory ({e or 'an allocation failed'}); see docs/reliability.md for the input limits")
+
+
+def closed_pipe():
+    """The reader of our output went away (``... | head``): stop without a word, with the
+    status a shell reports for a process killed by SIGPIPE, as ``yes | head`` does. stdout
+    is pointed at /dev/null first, so the flush at exit cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(128 + signal.SIGPIPE)
 
 
 def fail(message):
-    click.echo(f"Error: {message}", err=True)
+    click.echo(f"Error: {printable(message)}", err=True)
     sys.exit(2)
+
+
+def printable(text):
+    """``text`` on one line with control and other unprintable characters escaped (a
+    file's bytes or a store's ids must not drive the terminal: ESC [ 2 J clears it)."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -6,11 +6,13 @@ import shlex
 import click
 
 from . import main
+from .options import object_store_options
 
 
 @main.command()
 @click.argument("store", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@object_store_options
 def info(store, as_json):
     """Shape, dtype, chunking, codec, size on disk, labels, provenance and featurization of STORE."""
     from ..storage import open_store
@@ -22,9 +24,9 @@ def info(store, as_json):
     click.echo(f"{d['path']} ({d['kind']}): {d['n']:,} points x {d['r']} features, {d['dtype']}, "
                f"{d['x_bytes'] / 2**20:,.1f} MiB")
     click.echo(f"encoding: {d['encoding']}, {d['bytes_per_point']:,} bytes per point")
-    click.echo(f"chunks: {d['n_chunks']} of {d['chunk_rows']:,} rows; "
-               + ("memory-mapped reads" if d["fast_path"] else f"decoded reads ({d['slow_reason']})"))
-    click.echo(f"codec: {d['codec']}; {d['bytes_on_disk'] / 2**20:,.1f} MiB on disk")
+    click.echo(f"chunks: {d['n_chunks']} of {d['chunk_rows']:,} rows; " + _read_path(d))
+    click.echo(f"codec: {d['codec']}; {d['bytes_on_disk'] / 2**20:,.1f} MiB "
+               + ("in the object store" if "cache" in d else "on disk"))
     if "labels" in d:
         c = d["labels"]
         prev = "n/a" if d["prevalence"] is None else f"{d['prevalence']:.4f}"
@@ -41,6 +43,16 @@ def info(store, as_json):
     elif "featurization" in attrs:
         click.echo(f"featurization: {json.dumps(attrs['featurization'], default=str)}")
     click.echo("(--json shows everything)")
+
+
+def _read_path(d):
+    if "cache" in d:        # a store at an object-store URL
+        c = d["cache"]
+        if not c:
+            return "read from the object store on every pass (no chunk cache)"
+        limit = c["limit_bytes"] / 2**30
+        return f"read from the object store once, then cached in {c['dir']} (at most {limit:,.1f} GiB)"
+    return "memory-mapped reads" if d["fast_path"] else f"decoded reads ({d['slow_reason']})"
 
 
 def _provenance_text(p):

@@ -6,7 +6,7 @@ import click
 
 from ..errors import ParameterError
 from . import main
-from .options import cluster_backend, cluster_options
+from .options import cluster_backend, cluster_options, object_store_options
 
 
 class BarProgress:
@@ -123,6 +123,7 @@ def _option_groups(o):
                    "queries (run --prune) read less; ids keep the original row numbers.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing OUT.")
 @cluster_options(persist=False)
+@object_store_options(cache=False)
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary.")
 def ingest(paths, scheduler, cluster, quiet, **flags):
     """Turn SRC files (concatenated in order) into the feature store OUT."""

@@ -1,6 +1,7 @@
 """Option types and decorators shared by the commands."""
 
 import contextlib
+import functools
 import re
 
 import click
@@ -116,9 +117,55 @@ def cluster_options(f=None, *, persist=True):
     if persist:
         options.append(click.option("--persist", is_flag=True,
                                     help="Keep X in the workers' memory instead of re-reading the store every pass."))
+    tls = (("--tls-ca-file", "BIGSEARCH_TLS_CA_FILE", "the CA that signed the scheduler's certificate"),
+           ("--tls-cert", "BIGSEARCH_TLS_CERT", "this client's certificate"),
+           ("--tls-key", "BIGSEARCH_TLS_KEY", "this client's private key (if not in --tls-cert)"))
+    for name, env, what in tls:
+        options.append(click.option(name, envvar=env, metavar="FILE", expose_value=False, callback=_remember_tls,
+                                    help=f"TLS to the --scheduler: {what} (PEM); env {env}."))
     for decorator in reversed(options):
         f = decorator(f)
     return f
+
+
+def _remember_tls(ctx, param, value):
+    """The TLS options reach cluster_backend through the click context, so commands need
+    not pass them along."""
+    if value:
+        ctx.meta.setdefault("bigsearch_tls", {})[param.name] = value
+    return value
+
+
+def object_store_options(f=None, *, cache=True):
+    """--storage-option KEY=VALUE (repeatable), and with ``cache`` --cache-dir and
+    --cache-size: how stores at object-store URLs (s3://, gs://, az://, https://) are
+    reached and cached (docs/cluster.md). The command itself does not see them: it runs
+    with them as the defaults of the URLs it opens."""
+    if f is None:
+        return lambda g: object_store_options(g, cache=cache)
+
+    @functools.wraps(f)
+    def command(*args, storage_option=(), cache_dir=None, cache_size=None, **kwargs):
+        from ..storage.remote import parse_storage_options, remote_defaults
+        with remote_defaults(parse_storage_options(storage_option), cache_dir, cache_size):
+            return f(*args, **kwargs)
+
+    options = [click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
+                            help="For s3://, gs://, az:// or https:// stores: an obstore option such as "
+                                 "endpoint=http://host:9000, region=eu-west-1 or retries=3 (repeatable); "
+                                 "credentials come from the usual environment variables.")]
+    if cache:
+        options += [
+            click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None,
+                         help="Local directory caching remote chunks, the same path on every dask worker "
+                              "(default: each process's BIGSEARCH_CHUNK_CACHE, else ~/.cache/bigsearch/chunks)."),
+            click.option("--cache-size", default=None, metavar="SIZE",
+                         help="Most the chunk cache may hold, e.g. 50G (default: BIGSEARCH_CHUNK_CACHE_SIZE, "
+                              "else 20G; 0: no cache)."),
+        ]
+    for decorator in reversed(options):
+        command = decorator(command)
+    return command
 
 
 def cluster_backend(scheduler, cluster, persist=False):
@@ -131,5 +178,11 @@ def cluster_backend(scheduler, cluster, persist=False):
         raise ParameterError("--persist needs --scheduler or --cluster (it keeps X in the workers' memory)")
     if not (scheduler or cluster):
         return contextlib.nullcontext("local")
-    from ..backends.distributed import connect  # imports dask: only for cluster runs
-    return connect(scheduler, cluster, persist)
+    from ..backends.distributed import connect, tls_security  # imports dask: only for cluster runs
+    ctx = click.get_current_context(silent=True)
+    tls = dict(ctx.meta.get("bigsearch_tls", {})) if ctx is not None else {}
+    if tls and not scheduler:
+        raise ParameterError("--tls-ca-file, --tls-cert and --tls-key are for --scheduler; a --cluster local:N "
+                             "gets TLS credentials of its own")
+    return connect(scheduler, cluster, persist,
+                   security=tls_security(tls.get("tls_ca_file"), tls.get("tls_cert"), tls.get("tls_key")))

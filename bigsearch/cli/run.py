@@ -16,6 +16,7 @@ from .options import (
     cluster_options,
     flags_for,
     las_options,
+    object_store_options,
 )
 
 # Parameters the library names in its errors, and the flags users give them by here.
@@ -92,7 +93,7 @@ def agr_options(f):
 
 def search_options(f):
     """What run and pairs share: the LAS and AGR parameters, --threads, and the cluster."""
-    f = cluster_options(f)
+    f = object_store_options(cluster_options(f))
     f = click.option("--threads", type=click.IntRange(1), default=None,
                      help="Threads of the local backend (default: one per core).")(f)
     return las_options(agr_options(f))
@@ -128,6 +129,9 @@ def run(store, methods, budget, runs, seed, init_index, init_positives, init_neg
 
     Rerunning the same command on the same --out continues an interrupted experiment.
     """
+    if out == "-":
+        raise click.BadParameter("results are several files (results.json, runs.csv, table.md, ...), so they "
+                                 "cannot go to stdout; give a directory", param_hint="'--out'")
     with cluster_backend(scheduler, cluster, persist) as backend:
         run_and_report(store, methods, budget, out, quiet=quiet, seed=seed, runs=runs, init_index=init_index,
                        init_positives=init_positives, init_negatives=init_negatives, batch_size=batch_size,

@@ -15,8 +15,8 @@ from click.core import ParameterSource
 
 from ..engine.registry import method_names, method_spec
 from ..errors import LabelError, ParameterError, SessionWarning
-from . import Group, main
-from .options import cluster_backend, cluster_options, las_options
+from . import Group, main, printable
+from .options import cluster_backend, cluster_options, las_options, object_store_options
 
 
 def _session():
@@ -67,6 +67,7 @@ def session():
               help="LAS (alpha = 0) and WNAS: exact pruned queries: read only the blocks of rows "
                    "that could hold the answer.")
 @cluster_options
+@object_store_options
 @click.pass_context
 def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, prune, scheduler, cluster, persist):
     """Start a session on STORE, kept in the new directory DIRECTORY."""
@@ -91,6 +92,7 @@ def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, pru
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (a list of {rank, index, id, score}).")
 @store_option
 @cluster_options
+@object_store_options
 def next_(directory, k, as_json, store, scheduler, cluster, persist):
     """Show the next K points to label, best first (changes nothing)."""
     with cluster_backend(scheduler, cluster, persist) as backend, \
@@ -103,7 +105,7 @@ def next_(directory, k, as_json, store, scheduler, cluster, persist):
     else:
         click.echo(f"{'rank':>4}  {'index':>10}  {'id':<20}  score")
         for r in rows:
-            ident = "-" if r["id"] is None else str(r["id"])
+            ident = "-" if r["id"] is None else printable(r["id"])
             click.echo(f"{r['rank']:>4}  {r['index']:>10}  {ident:<20}  {r['score']:.6g}")
 
 
@@ -114,6 +116,7 @@ def next_(directory, k, as_json, store, scheduler, cluster, persist):
               help="A CSV with columns index and label (a header row names them; extra columns are ignored).")
 @store_option
 @cluster_options
+@object_store_options
 def label(directory, pairs, from_csv, store, scheduler, cluster, persist):
     """Record labels: INDEX 0|1 pairs (1 = positive), applied together in one pass."""
     if pairs and from_csv:
@@ -132,6 +135,7 @@ def label(directory, pairs, from_csv, store, scheduler, cluster, persist):
 @click.argument("count", default="1", required=False)
 @store_option
 @cluster_options
+@object_store_options
 def undo(directory, count, store, scheduler, cluster, persist):
     """Withdraw the last COUNT labels (default 1), exactly."""
     try:
@@ -177,6 +181,7 @@ def status(directory, as_json):
               help="Output CSV (index, id, label, time), or - for stdout.")
 @store_option
 @cluster_options
+@object_store_options
 def export(directory, out, store, scheduler, cluster, persist):
     """Write every label in force, in the order given, as CSV."""
     with cluster_backend(scheduler, cluster, persist) as backend, \
@@ -190,6 +195,7 @@ def export(directory, out, store, scheduler, cluster, persist):
 @click.argument("directory", type=click.Path(path_type=str))
 @store_option
 @cluster_options
+@object_store_options
 def rebuild(directory, store, scheduler, cluster, persist):
     """Recompute the state from the journal alone, replacing every checkpoint."""
     with cluster_backend(scheduler, cluster, persist) as backend, \
@@ -219,8 +225,14 @@ def _parse_pair(index, label, where=""):
 
 
 def read_label_csv(path):
-    with open(path, newline="") as fh:
-        rows = [row for row in csv.reader(fh) if any(cell.strip() for cell in row)]
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = [row for row in csv.reader(fh) if any(cell.strip() for cell in row)]
+    except UnicodeDecodeError as e:
+        raise LabelError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
+                         "give a CSV of index,label lines") from None
+    except csv.Error as e:
+        raise LabelError(f"{path}: not a CSV of index,label lines ({e})") from None
     if rows and rows[0] and not rows[0][0].strip().lstrip("-").isdigit():
         header = [c.strip().lower() for c in rows[0]]
         if "index" not in header or "label" not in header:

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..backends import ChunkStep, StepCall
+from ..errors import ParameterError
 from ..kernels.agr import anchor_gram, anchor_scores, embed_rows, nearest_anchors
 from ..storage.encoding import decode, n_rows
 from .anchors import BLOCK_ROWS, anchors_for, squared_distances
@@ -72,6 +73,9 @@ class AGR(ChunkedSearch):
                  n_threads: int | None = None, store_options: dict[str, Any] | None = None) -> None:
         params = AGRParams(anchors, neighbors, gamma, lae_iterations, kmeans_iterations, kmeans_seed)
         super().__init__(store, params, backend=backend, n_threads=n_threads, store_options=store_options)
+        if params.anchors > self.n:
+            self.close()
+            raise ParameterError(f"AGR needs 1 <= anchors <= n = {self.n}, got {params.anchors}")
         self.cache_dir = cache_dir
         self.coef = np.zeros(params.anchors)      # a / (1^T Z a): f = Z coef
 

@@ -27,6 +27,7 @@ import numpy as np
 from ..backends import ChunkStep
 from ..errors import ParameterError
 from ..kernels.agr import cluster_sums
+from ..storage import local_dir_beside
 from ..storage.atomic import atomic_open
 from ..storage.encoding import decode, n_rows
 from ..storage.fingerprint import store_fingerprint
@@ -47,11 +48,9 @@ def anchors_for(store, k, *, seed=0, iterations=20, mapper, cache_dir=None):
     if not 1 <= k <= store.n:
         raise ParameterError(f"AGR needs 1 <= anchors <= n = {store.n}, got {k}")
     path = cache_path(store, k, seed, iterations, cache_dir)
-    try:
-        with np.load(path) as cached:
-            return cached["anchors"]
-    except (OSError, ValueError, KeyError):
-        pass
+    cached = _load(path, (k, store.r))
+    if cached is not None:
+        return cached
     anchors = kmeans(store, k, seed=seed, iterations=iterations, mapper=mapper)
     _save(path, anchors)
     return anchors
@@ -61,8 +60,25 @@ def cache_path(store, k, seed, iterations, cache_dir=None):
     key = {"fingerprint": store_fingerprint(store), "k": k, "seed": seed, "iterations": iterations,
            "version": KMEANS_VERSION}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
-    root = Path(cache_dir or os.environ.get("BIGSEARCH_CACHE_DIR") or Path(store.path).parent / ".bigsearch-cache")
+    root = Path(cache_dir or os.environ.get("BIGSEARCH_CACHE_DIR") or local_dir_beside(store.path, ".bigsearch-cache"))
     return root / f"{Path(store.path).name}.anchors-k{k}-{digest}.npz"
+
+
+def _load(path, shape):
+    """The cached anchors, or None when there are none or the file is damaged (then they
+    are recomputed: a cache may only cost time, never change a result or stop a run)."""
+    if not path.exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as cached:
+            anchors = np.asarray(cached["anchors"])
+        if anchors.shape != shape or anchors.dtype != np.float64 or not np.isfinite(anchors).all():
+            raise ValueError(f"it holds {anchors.dtype} {anchors.shape}, not float64 {shape} finite values")
+        return anchors
+    except Exception as e:      # zipfile, zlib and numpy raise many kinds on damaged bytes
+        warnings.warn(f"ignored the damaged AGR anchor cache {path} ({type(e).__name__}: {e}); "
+                      "recomputing the anchors", RuntimeWarning, stacklevel=3)
+        return None
 
 
 def _save(path, anchors):

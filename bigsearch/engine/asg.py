@@ -14,24 +14,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError, ResourceError
+from ..limits import available_memory
 from .base import ActiveSearch, StoreLike
 from .params import LASParams
 from .select import Ranked, select_dense
 
 BYTES_PER_ENTRY = 8 * 3  # W^-1, the matrix it is inverted from, and a temporary
-
-
-def available_memory() -> int:
-    """Bytes of memory available to a new allocation (MemAvailable on Linux)."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    import os
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 class ASG(ActiveSearch):

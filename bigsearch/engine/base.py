@@ -80,7 +80,11 @@ class ActiveSearch:
     def top(self, k: int = 10) -> Ranked:
         """The k unlabeled points with the highest selection scores, best first (the
         first is what ``ask()`` returns): (indices, scores) as NumPy arrays."""
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:
+            raise ParameterError(f"top(k) needs a whole number k >= 0, got {k!r}")
         self._sync()
+        if k == 0:
+            return np.empty(0, np.int64), np.empty(0, np.float64)
         return self._top(int(k))
 
     def next_batch(self, k: int) -> list[int]:

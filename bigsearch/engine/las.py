@@ -14,15 +14,18 @@ against a direct solve and a brute-force impact factor). Formulas: docs/algorith
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any, ClassVar
 
 import numpy as np
 
+from .. import limits
 from ..backends import StepCall
 from ..errors import DataError, NumericalError, ParameterError
 from ..kernels.dense import times_columns
 from ..kernels.las import degrees
+from ..storage import FeatureStore
 from ..storage.encoding import decode
 from .base import ChunkedSearch, PointArray, StoreLike
 from .fantasy import FantasizedBatch, check_fantasy
@@ -80,8 +83,13 @@ class LAS(ChunkedSearch):
         self.drift_check = DriftCheck(check_every, drift_tol)
         self.fantasy = check_fantasy(fantasy)
         self.fantasy_passes: list[int] = []   # per fantasized batch: the passes it took to choose
-        super().__init__(store, lambda st: LASParams.for_store(st, pi, eta, w0, alpha), backend=backend,
-                         n_threads=n_threads, store_options=store_options)
+        def params(st: FeatureStore) -> LASParams:
+            # K, K^-1, work arrays and an X^T R X partial per thread: r x r float64 each
+            limits.check_memory(((n_threads or os.cpu_count() or 1) + 6) * st.r * st.r * 8,
+                                f"LAS on {st.r:,} features (its r x r matrices)",
+                                "use fewer features (e.g. --rff D at ingest), or WNAS, which keeps no r x r state")
+            return LASParams.for_store(st, pi, eta, w0, alpha)
+        super().__init__(store, params, backend=backend, n_threads=n_threads, store_options=store_options)
         self.refreshes: list[dict[str, Any]] = []   # drift measured at each automatic or requested refresh
         self._t_prev = 0.0           # weight of IM in the last query: the kernels rank by it
         self._labels_since_check = 0

@@ -1,12 +1,20 @@
-"""Resuming an experiment: what it is (DIR/experiment.json) and what is done (DIR/runs.jsonl).
+"""Resuming an experiment: what it is and what is done (DIR/runs.jsonl).
 
-experiment.json holds the experiment's identity: the store's fingerprint and every
-setting a run's result depends on (budget, seed, initial labels, batch size, method
-parameters), but not the methods or the number of runs, since each (method, run) record
-depends only on the identity. runs.jsonl gets one line per finished (method, run),
-fsync'd before the next run starts. Running the same command again skips the finished
-runs; asking for more runs or other methods adds to them; a command with a different
-identity on the same DIR is refused, so results never mix.
+The journal runs.jsonl starts with a header record, ``{"experiment": identity}``: the
+store's fingerprint, a SHA-256 of its labels y (the oracle), and every setting a run's
+result depends on (budget, seed, initial labels, batch size, method parameters), but not
+the methods or the number of runs, since each (method, run) record depends only on the
+identity. Then one record per finished (method, run), fsync'd before the next run starts.
+experiment.json is a readable copy of the identity (the header wins when they differ).
+Running the same command again skips the finished runs; asking for more runs or other
+methods adds to them; a command with a different identity on the same DIR is refused,
+so results never mix.
+
+``--overwrite`` replaces only an experiment's own files, and only once the new
+experiment's first run is finished: the old outputs (which the old journal can remake)
+are removed, then the new journal (header and that run) is written under a temporary
+name, fsync'd, and renamed over the old one in one step, so a kill at any moment leaves
+either the old experiment or the new one, never neither.
 
 runs.jsonl is a checksummed journal (storage/journal.py): a process killed while
 writing leaves at most a torn last line, which is dropped; a damaged line is an error.
@@ -16,8 +24,8 @@ import json
 from pathlib import Path
 
 from ..errors import ExperimentError, ExperimentExistsError
-from ..storage.atomic import atomic_write_json
-from ..storage.journal import JournalDamagedError, JournalWriter, read_journal, truncate_journal
+from ..storage.atomic import atomic_write_bytes, atomic_write_json
+from ..storage.journal import JournalDamagedError, JournalWriter, encode_record, read_journal, truncate_journal
 
 EXPERIMENT = "experiment.json"
 JOURNAL = "runs.jsonl"
@@ -25,57 +33,103 @@ OUTPUTS = ("results.json", "runs.csv", "table.md", "recall.png")   # what --over
 
 
 class Journal:
-    """The finished runs of one experiment in ``out``; refuses a different experiment."""
+    """The finished runs of one experiment in ``out``; refuses a different experiment.
+
+    With ``overwrite``, the experiment in ``out`` (if any) is ignored and replaced when
+    the first run of the new one is appended; nothing is deleted before.
+    """
 
     def __init__(self, out, identity, overwrite=False):
         self.out = Path(out)
         self.path = self.out / JOURNAL
-        self._new_identity = None
+        self.identity = identity
+        self._replace = False        # the journal on disk is not ours yet: the first append replaces it
         if overwrite:
-            for name in (EXPERIMENT, JOURNAL, *OUTPUTS):
-                (self.out / name).unlink(missing_ok=True)
-        self._check_identity(identity)
-        self.done = self._read()
-
-    def _check_identity(self, identity):
-        saved_path = self.out / EXPERIMENT
-        if saved_path.exists():
-            try:
-                saved = json.loads(saved_path.read_text())
-            except ValueError:
-                raise ExperimentError(f"{saved_path} is damaged; pass overwrite=True to start the experiment "
-                                      "again") from None
-            if saved != identity:
-                raise ExperimentExistsError(
-                    f"{self.out} already exists for a different experiment "
-                    f"({difference(saved, identity)}); rerun that command to continue it, choose another "
-                    "output directory, or pass overwrite=True to replace it")
+            check_ours(self.out)
+            self._replace, self.done = True, {}
             return
-        if (self.out / "results.json").exists() or self.path.exists():
-            raise ExperimentExistsError(f"{self.out / 'results.json'} already exists and does not say which "
-                                        "experiment made it; choose another output directory or pass overwrite=True")
-        self._new_identity = identity     # written with the first finished run: a failed start leaves nothing
+        saved, records = self._read()
+        if saved is None:
+            if (self.out / "results.json").exists():
+                raise ExperimentExistsError(f"{self.out / 'results.json'} already exists and does not say which "
+                                            "experiment made it; choose another output directory or pass "
+                                            "overwrite=True")
+            self._replace = True     # written with the first finished run: a failed start leaves nothing
+        elif saved != identity:
+            raise ExperimentExistsError(
+                f"{self.out} already exists for a different experiment "
+                f"({difference(saved, identity)}); rerun that command to continue it, choose another "
+                "output directory, or pass overwrite=True to replace it")
+        self.done = {(r["method"], r["run"]): r for r in records}
 
     def _read(self):
-        """{(method, run): record} from the journal, dropping a torn last line."""
-        if not self.path.exists():
-            return {}
-        try:
-            contents = read_journal(self.path)
-        except JournalDamagedError as e:
-            raise ExperimentError(f"{self.path}: {e}; pass overwrite=True to start the experiment again") from None
-        if contents.torn_bytes:
-            truncate_journal(self.path, contents.valid_bytes)
-        return {(record["method"], record["run"]): record for record in contents.records}
+        """(identity or None, run records), dropping a torn last line; the identity comes
+        from the journal's header, else from experiment.json."""
+        header, records = None, []
+        if self.path.exists():
+            try:
+                contents = read_journal(self.path)
+            except JournalDamagedError as e:
+                raise ExperimentError(f"{self.path}: {e}; pass overwrite=True to start the experiment again") from None
+            if contents.torn_bytes:
+                truncate_journal(self.path, contents.valid_bytes)
+            records = contents.records
+            if records and "experiment" in records[0]:
+                header = records.pop(0)["experiment"]
+        saved = _read_json(self.out / EXPERIMENT)
+        if header is None and (self.out / EXPERIMENT).exists():
+            if saved is None:
+                raise ExperimentError(f"{self.out / EXPERIMENT} is damaged; pass overwrite=True to start the "
+                                      "experiment again")
+            header = saved
+        elif header is not None and saved != header:
+            atomic_write_json(self.out / EXPERIMENT, header)     # killed between the journal and the copy
+        if header is None and records:
+            raise ExperimentError(f"{self.path} does not say which experiment it holds; choose another output "
+                                  "directory or pass overwrite=True")
+        return header, records
 
     def append(self, record):
-        if self._new_identity is not None:
-            self.out.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(self.out / EXPERIMENT, self._new_identity)
-            self._new_identity = None
-        with JournalWriter(self.path) as journal:
-            journal.append(record)
+        if self._replace:
+            self._start(record)
+        else:
+            with JournalWriter(self.path) as journal:
+                journal.append(record)
         self.done[(record["method"], record["run"])] = record
+
+    def _start(self, record):
+        """Drop the outputs of an experiment being replaced, then publish the new journal
+        (header and first run) in one rename, then its readable identity."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        for name in OUTPUTS:
+            (self.out / name).unlink(missing_ok=True)
+        atomic_write_bytes(self.path, encode_record({"experiment": self.identity}) + encode_record(record))
+        atomic_write_json(self.out / EXPERIMENT, self.identity)
+        self._replace = False
+
+
+def check_ours(out):
+    """Refuse to overwrite a directory that does not hold a bigsearch experiment."""
+    out = Path(out)
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ExperimentExistsError(f"{out} is a file, not a results directory; choose another output directory")
+    names = {p.name for p in out.iterdir() if not p.name.startswith(".")}
+    ours = (EXPERIMENT in names or JOURNAL in names
+            or "bigsearch_version" in (_read_json(out / "results.json") or {}))
+    if names and not ours:
+        raise ExperimentExistsError(f"{out} is not the results of a bigsearch experiment (it holds "
+                                    f"{', '.join(sorted(names)[:5])}); overwrite=True replaces only those: "
+                                    "choose another output directory")
+
+
+def _read_json(path):
+    try:
+        value = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def difference(saved, new, where=""):

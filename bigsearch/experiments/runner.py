@@ -12,12 +12,15 @@ journal (resume.py) before the next starts. At the end the directory holds:
 """
 
 import contextlib
+import hashlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from .. import __version__
 from ..errors import ParameterError
-from ..simulate import initial_labels, simulate
+from ..simulate import initial_labels, make_search, simulate
 from ..storage import open_store
 from ..storage.atomic import atomic_write_json
 from ..storage.fingerprint import store_fingerprint
@@ -54,11 +57,14 @@ class Experiment:
     def run_seed(self, run):
         return self.seed + run
 
-    def identity(self, store):
-        """Everything a run's record depends on (resume.py compares it)."""
+    def identity(self, store, y):
+        """Everything a run's record depends on (resume.py compares it): the store's X
+        (fingerprint) and its labels y, which answer the queries."""
         init = {"index": list(self.init_index) if self.init_index is not None else None,
                 "positives": self.init_positives, "negatives": self.init_negatives}
-        return {"format": 1, "store": store_fingerprint(store), "budget": self.budget, "seed": self.seed,
+        return {"format": 2, "store": store_fingerprint(store),
+                "labels_sha256": hashlib.sha256(np.ascontiguousarray(y, np.int8).tobytes()).hexdigest(),
+                "budget": self.budget, "seed": self.seed,
                 "init": init, "batch_size": self.batch_size,
                 "options": {k: v for k, v in sorted(self.options.items()) if v is not None}}
 
@@ -92,9 +98,9 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
         if y is None:
             raise ParameterError(f"{store.path} has no labels (y), so no oracle can be simulated; "
                                  "use an interactive session instead")
-        journal = Journal(out, exp.identity(store), overwrite)
-        for run in range(exp.runs):
-            init = initial_labels(y, exp.run_seed(run), exp.init_index, exp.init_positives, exp.init_negatives)
+        starts = _check_experiment(exp, store, y)      # before anything in ``out`` is touched
+        journal = Journal(out, exp.identity(store, y), overwrite)
+        for run, init in enumerate(starts):
             for method in exp.methods:
                 if (method, run) in journal.done:
                     continue
@@ -109,6 +115,26 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
                    "summary": summarize(records, exp.budget, list(exp.methods))}
         curves = recall_curves(records, store.n, int((y == 1).sum()))
     return results, write_outputs(out, results, curves, plot)
+
+
+def _check_experiment(exp, store, y):
+    """Every run's initial labels, and each method's parameters, checked up front: a bad
+    argument must fail before an --overwrite replaces anything. Returns the starts."""
+    starts = [initial_labels(y, exp.run_seed(run), exp.init_index, exp.init_positives, exp.init_negatives)
+              for run in range(exp.runs)]
+    _check_budget(exp, store.n, y)
+    for method in exp.methods:
+        make_search(store, method, seed=exp.seed, backend="local", n_threads=1, **exp.options).close()
+    return starts
+
+
+def _check_budget(exp, n, y):
+    """Refuse a budget larger than the points left unlabeled after the initial labels
+    (every run starts from as many): it would label everything, slowly, to no purpose."""
+    left = n - len(initial_labels(y, exp.run_seed(0), exp.init_index, exp.init_positives, exp.init_negatives))
+    if exp.budget > left:
+        raise ParameterError(f"budget {exp.budget:,} is more than the {left:,} points left unlabeled after the "
+                             f"initial labels; give a budget of at most {left:,}")
 
 
 def _describe(exp):

@@ -216,7 +216,7 @@ def finish(Z, plan, weights=None):
     if plan.minmax:
         Z = minmax_features(Z, plan.minmax, weights["minmax"])
     if plan.normalize:
-        norms = np.sqrt(np.einsum("ij,ij->i", Z, Z))
+        norms = row_norms(Z)
         zero = norms == 0
         zero_rows = int(zero.sum())
         Z = Z / np.where(zero, 1.0, norms)[:, None]
@@ -226,6 +226,18 @@ def finish(Z, plan, weights=None):
         W, b = weights["rff"]
         Z = np.sqrt(2.0 / plan.rff["dim"]) * np.cos(Z @ W + b)
     return Z, zero_rows
+
+
+def row_norms(Z):
+    """Euclidean norms of the rows; rows whose sum of squares overflows or underflows
+    (values near 1e200 or 1e-200) are scaled by their largest value first."""
+    norms = np.sqrt(np.einsum("ij,ij->i", Z, Z))
+    redo = ~np.isfinite(norms) | ((norms == 0) & np.any(Z != 0, axis=1))
+    if redo.any():
+        W = Z[redo]
+        scale = np.max(np.abs(W), axis=1)
+        norms[redo] = scale * np.sqrt(np.einsum("ij,ij->i", W / scale[:, None], W / scale[:, None]))
+    return norms
 
 
 def featurize(block, plan, weights=None):

@@ -12,6 +12,7 @@ value fails before any file is opened.
 - :class:`OutputOptions`: the store written (format, chunks, dtype, codec, overwrite).
 """
 
+import math
 from dataclasses import dataclass, fields
 
 from ..errors import ParameterError
@@ -103,9 +104,9 @@ class FeatureOptions(_Group):
         if self.bins is not None and self.bins < 2:
             raise ParameterError(f"--bins {self.bins}: quantile bins need K >= 2")
         if self.rff is not None and self.rff < 1:
-            raise ParameterError("--rff D needs D >= 1")
-        if self.rff and not self.gamma > 0:
-            raise ParameterError(f"--gamma {self.gamma}: the RBF kernel needs gamma > 0")
+            raise ParameterError(f"--rff {self.rff}: the number of random Fourier features needs D >= 1")
+        if self.rff and not 0 < self.gamma < math.inf:
+            raise ParameterError(f"--gamma {self.gamma}: the RBF kernel needs a finite gamma > 0")
         if self.smiles_column is not None:
             from .fingerprints import parse_spec
             parse_spec(self.fingerprint, self.counts)

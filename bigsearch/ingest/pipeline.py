@@ -13,12 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, limits
 from ..errors import InputError, ParameterError, StoreExistsError
-from ..storage import StoreWriter, default_chunk_rows, store_format, store_kind_for
+from ..storage import StoreWriter, default_chunk_rows, is_url, store_format, store_kind_for
 from ..storage.atomic import remove, temp_sibling
-from ..storage.encoding import stored_columns, stored_dtype
-from .featurize import ColumnPlan, Plan, featurize, finish_plan, prepare
+from ..storage.encoding import SCALED, stored_columns, stored_dtype
+from ..storage.format import is_feature_store
+from ..storage.remote import check_url, store_exists
+from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, featurize, finish_plan, prepare
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
 from .options import BLOCK_BYTES, CODECS, FeatureOptions, LabelOptions, OutputOptions, SourceOptions
@@ -60,7 +62,7 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     mapper = block_mapper(backend)
     t0 = time.perf_counter()
     progress = progress or Progress()
-    out = Path(out)
+    out = out if is_url(out) else Path(out)       # a URL is never a local path
     kind = store_kind_for(out, output.format)
     compressors = compressors_for(kind, output.codec)
     _check_output(out, sources, output.overwrite)
@@ -71,10 +73,12 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     if labels.prevalence is not None and rule is None:
         raise ParameterError("--prevalence needs labels: give --label-column (or --labels)")
     plan = _plan(readers, rule, features)
+    _check_plan_size(plan)
     stats = None
     if _needs_statistics(plan, labels):
         stats = _first_pass(readers, label_readers, plan, rule, block_bytes, progress, mapper)
         finish_plan(plan, stats, features.bins)
+        _check_plan_size(plan)
         _check_positives(readers, rule, stats, progress)
     subsample = None
     if labels.prevalence is not None:
@@ -84,9 +88,12 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     carry_ids = all(r.ids is not None for r in readers)
     ids_dtype = readers[0].ids.dtype if carry_ids else (np.int64 if subsample else None)
     encoding = output.encoding or output.dtype
-    chunk_rows = output.chunk_rows or _default_chunk_rows(_rows_to_write(readers, stats, subsample),
-                                                          stored_columns(encoding, plan.width), stored_dtype(encoding))
-    final, out = out, (out if output.cluster_order is None else temp_sibling(out, "unordered"))
+    rows = _rows_to_write(readers, stats, subsample)
+    if output.codec == "none" and not is_url(out):
+        limits.check_disk(out, rows, stored_columns(encoding, plan.width), stored_dtype(encoding).itemsize)
+    chunk_rows = output.chunk_rows or _default_chunk_rows(rows, stored_columns(encoding, plan.width),
+                                                          stored_dtype(encoding))
+    final, out = out, (out if output.cluster_order is None else _unordered_path(out))
     with StoreWriter(out, plan.width, encoding=encoding if output.cluster_order is None else output.dtype,
                      chunk_rows=chunk_rows, kind=kind,
                      labels=rule is not None, ids_dtype=ids_dtype, overwrite=output.overwrite,
@@ -115,6 +122,15 @@ def _needs_statistics(plan, labels):
     """A first pass is needed for --prevalence, categories, bins and --idf."""
     return (labels.prevalence is not None or plan.idf is not None
             or any(c.kind in ("bins", "onehot") for c in plan.columns))
+
+
+def _unordered_path(out):
+    """Where the store is written before --cluster-order: beside a local OUT; for a URL, in
+    a local temporary directory (the ordered store is what goes to the object store)."""
+    if is_url(out):
+        import tempfile
+        return Path(tempfile.mkdtemp(prefix="bigsearch-unordered-")) / "unordered.zarr"
+    return temp_sibling(out, "unordered")
 
 
 def _reorder(unordered, out, output, kind, compressors, encoding):
@@ -172,12 +188,32 @@ def _default_chunk_rows(n_rows, width, dtype):
     return max(1, rows)
 
 
+def _check_plan_size(plan):
+    """The plan's widths must fit a one-row transform step, and the RFF weights memory."""
+    known = sum(1 if c.kind in ("onehot", "bins") and c.categories is None and c.edges is None else c.width
+                for c in plan.columns) + int(plan.bias)     # one-hot and bin widths come with pass 1
+    limits.check_features(known, "the encoded input", "--drop wide columns or one-hot encode fewer")
+    if plan.rff:
+        limits.check_rff(known, plan.rff["dim"])
+
+
 def _check_output(out, sources, overwrite):
+    """OUT may be replaced only when it is a store, and never when it holds an input."""
+    if is_url(out):
+        check_url(out, write=True)
+        if not overwrite and store_exists(out):
+            raise StoreExistsError(f"{out} already exists; choose another OUT or pass --overwrite")
+        return
     if out.exists() and not overwrite:
         raise StoreExistsError(f"{out} already exists; choose another OUT or pass --overwrite")
     for s in sources:
         if Path(s).resolve() == out.resolve():
             raise ParameterError(f"{out} is both an input and the output")
+        if out.resolve() in Path(s).resolve().parents:
+            raise ParameterError(f"{out} holds the input {s}; write the store elsewhere")
+    if out.exists() and not is_feature_store(out):
+        raise StoreExistsError(f"{out} is not a bigsearch store, so --overwrite will not replace it (it replaces "
+                               "only a store); choose another OUT")
 
 
 def _open_inputs(sources, options, progress):
@@ -375,7 +411,19 @@ def _first_pass(readers, label_readers, plan, rule, block_bytes, progress, mappe
                    max(len(readers[0].columns), sum(c.width for c in plan.columns if c.kind == "fingerprint"), 1))
     for _, _, s in mapper.imap(block_stats, steps, kinds, rule, nonzero):
         stats = s if stats is None else merge_stats(stats, s)
+        _check_categories(plan, stats)
     return stats
+
+
+def _check_categories(plan, stats):
+    """Stop as soon as a one-hot column has more than MAX_CATEGORIES values: it is an
+    identifier or free text, and its vocabulary would grow with the input."""
+    for c in plan.columns:
+        count = len(stats["vocab"].get(c.index, ()))
+        if c.kind == "onehot" and count > MAX_CATEGORIES:
+            raise InputError(f"column {c.name} has more than {MAX_CATEGORIES:,} distinct values ({count:,} "
+                             "so far): one-hot encoding it would make a feature per value; it looks like an "
+                             f"identifier or free text: --drop {c.name}")
 
 
 def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids, write_ids,
@@ -404,8 +452,20 @@ def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_id
             totals["labels"].update({int(k): int(v) for k, v in zip(*np.unique(y, return_counts=True))})
         totals["rows"] += len(step)
         if len(X):
+            limits.check_values(X, _value_dtype(writer.encoding),
+                                step.where if subsample is None else _kept_where(step, keep))
             writer.append(X, y, ids)
     return totals
+
+
+def _value_dtype(encoding):
+    """The float type the features must fit: the stored one, or the per-row scale's."""
+    return np.dtype(np.float32) if encoding in SCALED else stored_dtype(encoding)
+
+
+def _kept_where(step, keep):
+    rows = np.flatnonzero(keep)
+    return lambda i: step.where(int(rows[i]))
 
 
 def _check_positives(readers, rule, stats, progress):

@@ -23,6 +23,7 @@ from .files import read_sealed_json, sealed_json
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 NAME = re.compile(r"^\d{10}$")
+ARRAY_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 
 def checkpoint_name(seq):
@@ -76,6 +77,9 @@ def read_arrays(path, body):
     """The checkpoint's arrays, each checked against its SHA-256; ValueError when damaged."""
     arrays = {}
     for name, entry in body["arrays"].items():
+        if not ARRAY_NAME.match(name) or entry["file"] != f"{name}.npy":
+            raise ValueError(f"the manifest names the file {entry['file']!r} for array {name!r}; a checkpoint "
+                             "holds only NAME.npy files of its own directory")
         data = (path / entry["file"]).read_bytes()
         if hashlib.sha256(data).hexdigest() != entry["sha256"]:
             raise ValueError(f"{entry['file']}: checksum mismatch")

@@ -1,10 +1,13 @@
 """The writer's lock: one process at a time may change a session.
 
-The lock is an ``flock`` on DIR/lock, which the kernel releases when its holder exits
-in any way, SIGKILL included, so a dead writer never blocks the next one. The file
-also names its holder ("pid host"), for the "in use by process N" message; a name
-left in a file whose lock is free is a stale lock, from a writer that died: it is
-taken over and reported.
+The lock is an ``flock`` on the session directory itself, which the kernel releases
+when its holder exits in any way, SIGKILL included, so a dead writer never blocks the
+next one; and a directory cannot be deleted and recreated under a live writer the way
+a lock file can (``rm DIR/lock`` would otherwise let a second writer in, and two
+writers make a journal nothing can open). DIR/lock is also locked (writers of older
+versions lock only it) and names its holder ("pid host"), for the "in use by process
+N" message; a name left in a file whose lock is free is a stale lock, from a writer
+that died: it is taken over and reported.
 """
 
 import fcntl
@@ -20,23 +23,25 @@ class SessionLock:
     def __init__(self, path, session_dir):
         self.path = path
         self.session_dir = session_dir
-        self.fd = None
+        self.fd = self.dir_fd = None
         self.stale_holder = None     # "pid host" of a dead writer whose lock was taken over
 
     def acquire(self):
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        dir_fd = os.open(self.session_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_holder(fd)
-            os.close(fd)
-            raise SessionLockedError(f"session {self.session_dir} is in use by {_describe(holder)}; "
-                                     "close it there first (readers: session next/status/export work "
-                                     "meanwhile)") from None
+            _lock(dir_fd, self.path, self.session_dir)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            _lock(fd, self.path, self.session_dir)
+        except BaseException:
+            for f in (fd, dir_fd):
+                if f is not None:
+                    os.close(f)
+            raise
         self.stale_holder = _read_holder(fd) or None
         me = f"{os.getpid()} {socket.gethostname()}"
         os.pwrite(fd, me.ljust(WIDTH)[:WIDTH].encode() + b"\n", 0)
-        self.fd = fd
+        self.fd, self.dir_fd = fd, dir_fd
         return self
 
     def release(self):
@@ -45,9 +50,25 @@ class SessionLock:
         try:
             os.ftruncate(self.fd, 0)     # a clean exit leaves no name: a name means a crash
         finally:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
+            for fd in (self.fd, self.dir_fd):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+            self.fd = self.dir_fd = None
+
+
+def _lock(fd, path, session_dir):
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            holder_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            holder = ""
+        else:
+            holder = _read_holder(holder_fd)
+            os.close(holder_fd)
+        raise SessionLockedError(f"session {session_dir} is in use by {_describe(holder)}; "
+                                 "close it there first (readers: session next/status/export work meanwhile)") from None
 
 
 def _read_holder(fd):

@@ -39,9 +39,9 @@ from ..errors import (
     SessionNotFoundError,
     SessionWarning,
 )
-from ..storage import open_store
+from ..storage import open_store, store_location
 from ..storage.atomic import (
-    atomic_open,
+    atomic_create,
     atomic_path,
     remove_stale_leftovers,
     remove_tree,
@@ -125,7 +125,8 @@ class Session:
         try:
             info = {"format": FORMAT_VERSION, "created": now(), "bigsearch_version": __version__,
                     "method": method, "params": engine.params.as_dict(), "engine": engine.engine_options(),
-                    "store": {"path": str(Path(store.path).resolve()), "fingerprint": store_fingerprint(store)},
+                    "store": {"path": store_location(store.path, resolve=True),
+                              "fingerprint": store_fingerprint(store)},
                     "checkpoint_every": int(checkpoint_every), "keep_checkpoints": int(keep_checkpoints)}
             publish_directory(directory, info)
             session = cls(directory, writable=True, backend=backend, n_threads=n_threads)
@@ -295,8 +296,11 @@ class Session:
         if hasattr(out, "write"):
             _write_csv(out, rows)
             return len(rows)
-        with atomic_open(out, "w", newline="") as fh:
-            _write_csv(fh, rows)
+        try:
+            with atomic_create(out, "w", newline="") as fh:    # appears whole, and never replaces a file
+                _write_csv(fh, rows)
+        except FileExistsError:
+            raise SessionExistsError(f"{out} already exists; export to a new file (nothing was written)") from None
         return len(rows)
 
     # -- saving ----------------------------------------------------------------------

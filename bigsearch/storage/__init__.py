@@ -9,9 +9,10 @@ from .base import FeatureStore
 from .format import FORMAT_VERSION, default_chunk_rows
 from .hdf5_store import HDF5Store
 from .registry import STORE_FORMATS, open_store, register_store_format, store_codecs, store_format, store_kind_for
+from .remote import is_url, local_dir_beside, store_location
 from .writer import StoreWriter, create_store
 from .zarr_store import ZarrStore
 
 __all__ = ["FeatureStore", "HDF5Store", "ZarrStore", "StoreWriter", "create_store", "open_store",
            "store_kind_for", "store_format", "store_codecs", "register_store_format", "STORE_FORMATS",
-           "default_chunk_rows", "FORMAT_VERSION"]
+           "default_chunk_rows", "FORMAT_VERSION", "is_url", "store_location", "local_dir_beside"]

@@ -13,6 +13,8 @@ Every place in bigsearch that publishes a file goes through here: feature stores
 identities (experiments/resume.py), the AGR anchors cache (engine/anchors.py).
 """
 
+import ctypes
+import errno
 import json
 import os
 import re
@@ -83,13 +85,62 @@ def publish(tmp, path):
 
 
 def publish_over(tmp, path):
-    """Publish ``tmp`` at ``path`` where a file or a directory tree already is: the old one
-    is renamed away (tag "old", so a killed writer's copy is found by
-    ``remove_stale_leftovers``), the new one renamed in, then the old one removed."""
+    """Publish ``tmp`` at ``path`` where a file or a directory tree already is, so that a
+    kill at any moment leaves the old one or the new one at ``path``: the two names are
+    exchanged in one atomic step (Linux renameat2), then the old one (now at ``tmp``) is
+    removed. Where the exchange is not available, the old one is renamed away (tag "old"),
+    the new one renamed in, then the old one removed; a writer killed between the two
+    renames leaves ``path`` missing, which ``restore_interrupted_replace`` repairs."""
+    path = Path(path)
+    if _exchange(tmp, path):
+        fsync_dir(path.parent)
+        remove(tmp)
+        return
     old = temp_sibling(path, "old")
     os.rename(path, old)
     publish(tmp, path)
     remove(old)
+
+
+def restore_interrupted_replace(path):
+    """Put back the old copy a writer killed between the two renames of ``publish_over``
+    left under its "old" name while ``path`` is missing (never delete the only copy);
+    returns its name, or None."""
+    path = Path(path)
+    if path.exists() or not path.parent.is_dir():
+        return None
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.old-{re.escape(_HOST)}-(\d+)-[0-9a-f]{{8}}$")
+    found = [e for e in path.parent.iterdir() if (m := pattern.match(e.name)) and not _alive(int(m.group(1)))]
+    if not found:
+        return None
+    newest = max(found, key=lambda e: e.stat().st_mtime)
+    os.rename(newest, path)
+    fsync_dir(path.parent)
+    return newest.name
+
+
+def _exchange(a, b):
+    """Swap two paths atomically (renameat2 RENAME_EXCHANGE); False where unsupported."""
+    libc = _libc()
+    renameat2 = getattr(libc, "renameat2", None) if libc is not None else None
+    if renameat2 is None:
+        return False
+    if renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _libc():
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
 
 
 @contextmanager
@@ -116,6 +167,26 @@ def atomic_open(path, mode="w", **kwargs):
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
+
+
+@contextmanager
+def atomic_create(path, mode="w", **kwargs):
+    """``open`` for writing a new file at ``path`` that must not replace one: written aside,
+    fsync'd, then linked into place (a hard link never replaces a file), so ``path``
+    appears whole or not at all; FileExistsError when something is already there."""
+    path = Path(path)
+    if path.exists():
+        raise FileExistsError(errno.EEXIST, "already exists", str(path))
+    tmp = temp_sibling(path, "tmp")
+    try:
+        with open(tmp, "x" + mode.replace("w", ""), **kwargs) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.link(tmp, path)
+        fsync_dir(path.absolute().parent)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def atomic_write_bytes(path, data):
@@ -151,6 +222,7 @@ def remove_stale_leftovers(path, tags=("partial", "old")):
     """Remove the temporary siblings of ``path`` (with one of ``tags``) left by writers on
     this host that died (killed, or the machine lost power); returns their names."""
     path = Path(path)
+    restore_interrupted_replace(path)  # an "old" copy with no path is the only copy
     alternatives = "|".join(re.escape(t) for t in tags)
     pattern = re.compile(rf"\.{re.escape(path.name)}\.(?:{alternatives})-{re.escape(_HOST)}-(\d+)-[0-9a-f]{{8}}$")
     removed = []

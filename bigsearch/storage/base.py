@@ -205,7 +205,7 @@ class FeatureStore:
             "dtype": str(self.dtype), "encoding": self.encoding, "bytes_per_point": self.bytes_per_point,
             "chunk_rows": self.chunk_rows, "n_chunks": self.n_chunks,
             "x_bytes": self.nbytes, "fast_path": self.fast_path,
-            "codec": self.codec(), "bytes_on_disk": disk_bytes(self.path),
+            "codec": self.codec(), "bytes_on_disk": self._disk_bytes(),
             "format_version": self.format_version, "attrs": self.attrs,
         }
         if not self.fast_path:
@@ -216,6 +216,9 @@ class FeatureStore:
             out["labels"] = counts
             out["prevalence"] = counts["1"] / known if known else None
         return out
+
+    def _disk_bytes(self):
+        return disk_bytes(self.path)
 
     def codec(self):
         """X's compression in words ("none", "blosc-lz4-5", "zstd-1", "gzip-4", ...)."""

@@ -18,6 +18,7 @@ from ..errors import StoreError
 
 FORMAT_VERSION = 2          # 2: encoded X (float16, int8, binary); plain float stores are still written as 1
 FORMAT_ATTR = "bigsearch_format"
+COMPLETE_ATTR = "every_chunk_written"   # True: a missing chunk file is damage, not the fill value
 X_NAME, Y_NAME, IDS_NAME = "X", "y", "ids"
 # What a person is shown for a point (written by ingest/records.py; docs/store-format.md)
 RECORDS_NAME, PIXELS_NAME, DISPLAY_ATTR = "records", "pixels", "display"
@@ -84,3 +85,29 @@ def check_labels(y, n, where):
             f"{where}: y[{i}] = {y[i]}; labels must be 1 (positive), 0 (negative) or -1 (unknown)"
         )
     return y.astype(np.int8, copy=False)
+
+
+ZARR_METADATA = {"zarr.json", ".zgroup", ".zattrs", ".zarray", ".zmetadata"}
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def is_feature_store(path):
+    """Whether ``path`` holds a feature store (an overwrite may replace nothing else): a
+    Zarr group directory with an X array and nothing but Zarr metadata and arrays at its
+    top, or an HDF5 file with a dataset X."""
+    from pathlib import Path
+    path = Path(path)
+    if path.is_dir():
+        entries = list(path.iterdir())
+        names = {e.name for e in entries}
+        return (bool(names & {"zarr.json", ".zgroup"}) and (path / X_NAME).is_dir()
+                and all(e.is_dir() or e.name in ZARR_METADATA for e in entries))
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(8) != HDF5_SIGNATURE:
+                return False
+        import h5py
+        with h5py.File(path, "r") as f:
+            return X_NAME in f
+    except OSError:
+        return False

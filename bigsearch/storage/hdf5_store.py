@@ -14,10 +14,18 @@ import numpy as np
 from ..errors import StoreError, StoreNotFoundError
 from .base import FeatureStore, advise_willneed, map_file_array
 from .encoding import SCALE_NAME
-from .format import IDS_NAME, LABEL_CHUNK, OPTIONAL_NAMES, X_NAME, Y_NAME, check_features, default_chunk_rows
+from .format import (
+    HDF5_SIGNATURE,
+    IDS_NAME,
+    LABEL_CHUNK,
+    OPTIONAL_NAMES,
+    X_NAME,
+    Y_NAME,
+    check_features,
+    default_chunk_rows,
+)
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
-HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 
 class HDF5Writer:
@@ -110,6 +118,7 @@ class HDF5Store(FeatureStore):
         self._requested_rows = chunk_rows
         self._offsets = self._raw_offsets(x)
         self.fast_path = self._offsets is not None
+        self._file_bytes = path.stat().st_size
 
     @staticmethod
     def _row_block(x, path, chunk_rows):
@@ -158,11 +167,19 @@ class HDF5Store(FeatureStore):
             out = np.empty((b - a, self.columns), self.dtype)
             self._decode_chunk(j, out)
             return out, lambda: None
+        end = offset + (b - a) * self.columns * self.dtype.itemsize
+        if end > self._file_bytes:     # mapping past the end would kill the process (SIGBUS)
+            raise StoreError(f"{self.path}: rows {a}..{b - 1} of X lie at bytes up to {end:,}, past the end of "
+                             f"the file ({self._file_bytes:,} bytes): the file is truncated; write it again")
         return map_file_array(self.path, offset, self.dtype, (b - a, self.columns))
 
     def _decode_chunk(self, j, out):
         a, b = self.chunks[j]
-        self._x.read_direct(out, np.s_[a:b], np.s_[0:b - a])
+        try:
+            self._x.read_direct(out, np.s_[a:b], np.s_[0:b - a])
+        except (OSError, ValueError, RuntimeError) as e:
+            raise StoreError(f"{self.path}: rows {a}..{b - 1} of X cannot be read ({e}); the file is "
+                             "damaged, write it again") from e
 
     def _advise_willneed(self, j):
         if self._offsets is not None and self._offsets[j] is not None:

@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import StoreError, StoreNotFoundError
 from .base import FeatureStore
 from .hdf5_store import HDF5Store
+from .remote import is_url, local_path, open_object_store
 from .zarr_store import ZarrStore
 
 STORE_FORMATS = {}  # kind -> FeatureStore subclass, the default first
@@ -57,11 +58,15 @@ def open_store(path: str | PathLike[str] | FeatureStore, options: dict[str, Any]
     """Open a feature store in any registered format.
 
     ``path`` may already be an open :class:`FeatureStore` (returned as it is).
-    ``options`` go to the format's ``open`` (``chunk_rows`` for contiguous HDF5 data).
+    ``options`` go to the format's ``open`` (``chunk_rows`` for contiguous HDF5 data), or
+    for a URL to :class:`~bigsearch.storage.remote.ObjectZarrStore` (``storage_options``,
+    ``cache_dir``, ``cache_size``).
     """
     if isinstance(path, FeatureStore):
         return path
-    path = Path(path)
+    if is_url(path):  # s3://, gs://, az://, http(s)://: Zarr in object storage, never a local path
+        return open_object_store(path, options)
+    path = Path(local_path(path))
     options = {k: v for k, v in (options or {}).items() if v is not None}
     described = [cls.description for cls in STORE_FORMATS.values()]
     if not path.exists():

@@ -15,10 +15,19 @@ from typing import Any
 import numpy as np
 
 from ..errors import StoreError, StoreExistsError
-from .atomic import fsync_tree, publish, publish_over, remove, remove_stale_leftovers, temp_sibling
+from .atomic import (
+    fsync_tree,
+    publish,
+    publish_over,
+    remove,
+    remove_stale_leftovers,
+    restore_interrupted_replace,
+    temp_sibling,
+)
 from .encoding import SCALED, binary_rows, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
-from .format import FEATURE_DTYPES, FORMAT_ATTR, check_labels, default_chunk_rows
+from .format import FEATURE_DTYPES, FORMAT_ATTR, check_labels, default_chunk_rows, is_feature_store
 from .registry import store_format, store_kind_for
+from .remote import is_url, local_path
 
 
 class StoreWriter:
@@ -31,10 +40,16 @@ class StoreWriter:
     temporary store and leaves ``path`` untouched.
     """
 
+    def __new__(cls, path, *args, **kwargs):
+        if cls is StoreWriter and is_url(path):   # s3://, gs://, az://: written in place, published last
+            from .remote_writer import ObjectStoreWriter
+            cls = ObjectStoreWriter
+        return super().__new__(cls)
+
     def __init__(self, path, n_features, *, dtype="float32", chunk_rows=None, kind=None,
                  labels=False, ids_dtype=None, attrs=None, overwrite=False, compressors=None,
                  encoding=None):
-        self.path = Path(path)
+        self.path = self._location(path)
         self.kind = store_kind_for(self.path, kind)
         self.r = int(n_features)
         if encoding is None:
@@ -45,11 +60,8 @@ class StoreWriter:
         self.dtype = stored_dtype(self.encoding)
         columns = stored_columns(self.encoding, self.r)
         self.chunk_rows = int(chunk_rows or default_chunk_rows(columns, self.dtype.itemsize))
-        if self.path.exists() and not overwrite:
-            raise StoreExistsError(f"{self.path} already exists; pass overwrite=True (--overwrite) to replace it")
         self.overwrite = overwrite
-        remove_stale_leftovers(self.path)
-        self.tmp = temp_sibling(self.path, "partial")
+        target = self._prepare()
         self.binary_possible = True    # every row so far is 0/1 times one number (see encoding.py)
         self.n = 0                 # rows written to disk
         self.rows_appended = 0     # rows given to append (some may still be pending)
@@ -57,8 +69,24 @@ class StoreWriter:
         encoded = self.encoding not in ("float32", "float64")
         attrs = {FORMAT_ATTR: 2 if encoded else 1, **encoding_attrs(self.encoding, self.r), **(attrs or {})}
         self._backend = store_format(self.kind).writer(
-            self.tmp, columns, self.dtype, self.chunk_rows, labels, ids_dtype, attrs, compressors,
+            target, columns, self.dtype, self.chunk_rows, labels, ids_dtype, attrs, compressors,
             scaled=self.encoding in SCALED)
+
+    @staticmethod
+    def _location(path):
+        return Path(local_path(path))
+
+    def _prepare(self):
+        """Check the output and make the temporary sibling the backend writes to."""
+        restore_interrupted_replace(self.path)   # an old copy a killed replace left is put back first
+        if self.path.exists() and not self.overwrite:
+            raise StoreExistsError(f"{self.path} already exists; pass overwrite=True (--overwrite) to replace it")
+        if self.overwrite and self.path.exists() and not is_feature_store(self.path):
+            raise StoreExistsError(f"{self.path} is not a bigsearch store, so overwrite will not replace it "
+                                   "(it replaces only a store); choose another output path")
+        remove_stale_leftovers(self.path)
+        self.tmp = temp_sibling(self.path, "partial")
+        return self.tmp
 
     def append(self, X, y=None, ids=None):
         """Append rows; X is (k, r). Rows are encoded (a DataError names the first value

@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import StoreError, StoreNotFoundError
 from .base import FeatureStore, advise_willneed, map_file_array
 from .encoding import SCALE_NAME
-from .format import IDS_NAME, LABEL_CHUNK, OPTIONAL_NAMES, X_NAME, Y_NAME, check_features
+from .format import COMPLETE_ATTR, IDS_NAME, LABEL_CHUNK, OPTIONAL_NAMES, X_NAME, Y_NAME, check_features
 
 
 class ZarrWriter:
@@ -22,10 +22,13 @@ class ZarrWriter:
     def __init__(self, path, r, dtype, chunk_rows, labels, ids_dtype, attrs, compressors, scaled=False):
         import zarr
         self.zarr = zarr
-        self.group = zarr.open_group(str(path), mode="w", zarr_format=3)
+        # a URL's writer passes the group it made (storage/remote.py)
+        self.group = path if isinstance(path, zarr.Group) else zarr.open_group(str(path), mode="w", zarr_format=3)
         self.group.attrs.update(attrs)
         self.x = self.group.create_array(X_NAME, shape=(0, r), chunks=(chunk_rows, r), dtype=dtype,
-                                         compressors=compressors, fill_value=0)
+                                         compressors=compressors, fill_value=0,
+                                         config={"write_empty_chunks": True})
+        self.group.attrs[COMPLETE_ATTR] = True     # so a missing chunk file reads as damage
         self.scale = self.group.create_array(SCALE_NAME, shape=(0,), chunks=(chunk_rows,), dtype="float32",
                                              compressors=compressors, fill_value=0) if scaled else None
         self.y = self.group.create_array(Y_NAME, shape=(0,), chunks=(LABEL_CHUNK,), dtype="int8",
@@ -77,16 +80,22 @@ class ZarrStore(FeatureStore):
 
     def __init__(self, path):
         import zarr
-        path = Path(path)
+        from zarr.storage import LocalStore
+        path = self._location(path)
         try:
-            group = zarr.open_group(str(path), mode="r")
+            group = self._open_group(path)
+        except StoreError:
+            raise
         except FileNotFoundError as e:
             raise StoreNotFoundError(f"no Zarr store at {path}") from e
         except Exception as e:  # zarr raises several kinds for "this is not a group"
-            raise StoreError(f"{path} is not a readable Zarr group: {e}") from e
-        if X_NAME not in group:
+            raise StoreError(f"{path} is not a readable Zarr group: {_one_line(e)}") from e
+        try:
+            x = group[X_NAME] if X_NAME in group else None
+        except Exception as e:  # a damaged X/zarr.json
+            raise StoreError(f"{path}: the metadata of X (X/zarr.json) is damaged: {_one_line(e)}") from e
+        if x is None:
             raise StoreError(f"{path}: the Zarr group has no array 'X' (the n x r feature matrix)")
-        x = group[X_NAME]
         if not isinstance(x, zarr.Array):
             raise StoreError(f"{path}: 'X' is a group, not an array")
         chunk_rows = self._row_block(x, path)
@@ -95,6 +104,18 @@ class ZarrStore(FeatureStore):
         self._group, self._x = group, x
         self._chunk_dir = self._raw_chunk_dir(x)
         self.fast_path = self._chunk_dir is not None
+        # every chunk was written (bigsearch's writer): a missing chunk file is damage, not
+        # the fill value; known only for local stores
+        self._local_dir = Path(x.store.root) / x.path if isinstance(x.store, LocalStore) else None
+        self._complete = bool(self.attrs.get(COMPLETE_ATTR)) and self._local_dir is not None
+
+    @staticmethod
+    def _location(path):
+        return Path(path)
+
+    def _open_group(self, path):
+        import zarr
+        return zarr.open_group(str(path), mode="r")
 
     @staticmethod
     def _row_block(x, path):
@@ -110,11 +131,21 @@ class ZarrStore(FeatureStore):
 
     def _raw_chunk_dir(self, x):
         """The array's directory when its chunks are raw little-endian files, else None."""
-        from zarr.codecs import BytesCodec
         from zarr.storage import LocalStore
         reasons = []
         if not isinstance(x.store, LocalStore):
             reasons.append(f"store type {type(x.store).__name__} is not a local directory")
+        reasons += self._codec_reasons(x)
+        if reasons:
+            self.slow_reason = "; ".join(reasons)
+            return None
+        return Path(x.store.root) / x.path
+
+    @staticmethod
+    def _codec_reasons(x):
+        """Why x's chunk objects are not raw little-endian values (an empty list when they are)."""
+        from zarr.codecs import BytesCodec
+        reasons = []
         if x.compressors or x.filters:
             reasons.append(f"codecs {[type(c).__name__ for c in (*x.filters, *x.compressors)]} need decoding")
         if getattr(x, "shards", None):
@@ -126,25 +157,41 @@ class ZarrStore(FeatureStore):
                 reasons.append("serializer is not little-endian bytes")
         elif getattr(x.metadata, "order", "C") != "C" or x.dtype.byteorder == ">":
             reasons.append("v2 chunks not in little-endian C order")
-        if reasons:
-            self.slow_reason = "; ".join(reasons)
-            return None
-        return Path(x.store.root) / x.path
+        return reasons
 
     def _chunk_file(self, j):
-        return self._chunk_dir / self._x.metadata.encode_chunk_key((j, 0))
+        return (self._chunk_dir or self._local_dir) / self._x.metadata.encode_chunk_key((j, 0))
 
     def _map_chunk(self, j):
         a, b = self.chunks[j]
         path = self._chunk_file(j)
-        if not path.exists():  # zarr leaves chunks equal to the fill value unwritten
+        expected = self.chunk_rows * self.columns * self.dtype.itemsize
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            self._check_missing(j, path)  # zarr leaves chunks equal to the fill value unwritten
             return np.full((b - a, self.columns), self._x.fill_value, self.dtype), lambda: None
+        if size != expected:          # mapping past a file's end would kill the process (SIGBUS)
+            raise StoreError(f"{self.path}: chunk file {path} is {size:,} bytes, expected {expected:,} "
+                             f"(rows {a}..{b - 1} of X): the store is damaged (truncated?); write it again")
         x, release = map_file_array(path, 0, self.dtype, (self.chunk_rows, self.columns))
         return x[: b - a], release
 
     def _decode_chunk(self, j, out):
         a, b = self.chunks[j]
-        out[...] = self._x[a:b]
+        if self._complete and not self._chunk_file(j).exists():
+            self._check_missing(j, self._chunk_file(j))
+        try:
+            out[...] = self._x[a:b]
+        except Exception as e:         # codecs raise many kinds on damaged bytes
+            raise StoreError(f"{self.path}: chunk {j} of X (rows {a}..{b - 1}) cannot be decoded: "
+                             f"{_one_line(e)}; the store is damaged, write it again") from e
+
+    def _check_missing(self, j, path):
+        if self._complete:
+            a, b = self.chunks[j]
+            raise StoreError(f"{self.path}: chunk file {path} (rows {a}..{b - 1} of X) is missing, but this "
+                             "store was written with every chunk: it is damaged; write it again")
 
     def _advise_willneed(self, j):
         if self._chunk_dir is not None:
@@ -154,13 +201,24 @@ class ZarrStore(FeatureStore):
         return np.asarray(self._group[SCALE_NAME][:]) if SCALE_NAME in self._group else None
 
     def _read_optional(self, name, rows=None):
-        if name not in OPTIONAL_NAMES or name not in self._group:
+        if name not in OPTIONAL_NAMES:
             return None
-        array = self._group[name]
-        return np.asarray(array[:] if rows is None else array.get_orthogonal_selection(rows))
+        try:
+            if name not in self._group:
+                return None
+            array = self._group[name]
+            return np.asarray(array[:] if rows is None else array.get_orthogonal_selection(rows))
+        except Exception as e:
+            raise StoreError(f"{self.path}: the array {name} cannot be read: {_one_line(e)}; the store is "
+                             "damaged, write it again") from e
 
     def codec(self):
         return " + ".join(_codec_name(c) for c in (*self._x.filters, *self._x.compressors)) or "none"
+
+
+def _one_line(error):
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"
 
 
 def _codec_name(codec):

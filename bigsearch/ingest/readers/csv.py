@@ -12,7 +12,7 @@ import re
 
 from ...errors import InputError
 from .base import Block, Column, Reader, is_gzip
-from .text import count_lines, locate, read_sample
+from .text import check_text, count_lines, locate, read_sample
 
 SAMPLE_BYTES = 1 << 20
 COMMENT_PREFIXES = (b"#", b"|")
@@ -45,6 +45,7 @@ class CsvReader(Reader):
         self.format = fmt
         self._invalid = []
         sample, whole = read_sample(path, SAMPLE_BYTES)
+        check_text(path, sample, fmt.upper())
         lines = sample.splitlines()
         self.skip_lines = _leading_comments(lines)
         data_lines = [ln for ln in lines[self.skip_lines:] if ln]
@@ -131,6 +132,9 @@ class CsvReader(Reader):
             line = locate(self.path, skip, start, lambda ln: self._field(ln, j) == value.strip())
             return InputError(f"{self._at(line, start)}: {value.strip()!r} in numeric column {j} "
                               f"({self.columns[j].name}) is not a number")
+        if "UTF8" in text or "UTF-8" in text:
+            return InputError(f"{self.path}, after data row {start}: not UTF-8 text; convert the file "
+                              "(e.g. iconv -f latin1 -t utf-8) or give its columns as numbers")
         if isinstance(e, OSError) or "ompress" in text:
             return InputError(f"{self.path}: the gzip data ends early or is corrupt after line "
                               f"{count_lines(self.path)} ({text})")
@@ -193,11 +197,14 @@ def _has_header(reader, body):
     try:
         with_first = pa.csv.read_csv(pa.BufferReader(body), parse_options=po,
                                      read_options=pa.csv.ReadOptions(autogenerate_column_names=True))
+    except (pa.ArrowInvalid, OSError):
+        return False  # _infer reports the problem with its line
+    if with_first.num_rows == 1:     # one line: a header when no field is a number
+        return not any(_is_number(t) for t in with_first.schema.types)
+    try:
         without = pa.csv.read_csv(pa.BufferReader(body), parse_options=po,
                                   read_options=pa.csv.ReadOptions(autogenerate_column_names=True, skip_rows=1))
     except (pa.ArrowInvalid, OSError):
-        return False  # _infer reports the problem with its line
-    if without.num_rows == 0:
         return False
     return any(_is_number(b) and not _is_number(a)
                for a, b in zip(with_first.schema.types, without.schema.types))

@@ -9,9 +9,10 @@ whether indices start at 0; the format's own convention is 1).
 
 import io
 
+from ... import limits
 from ...errors import InputError
 from .base import Block, Column, Reader, is_gzip, open_binary
-from .text import count_lines, locate
+from .text import check_text, count_lines, locate, read_sample
 
 
 def _sklearn_loader():
@@ -66,6 +67,9 @@ class LibsvmReader(Reader):
         self.n_features = n_features
         if self.size == 0:
             raise InputError(f"{path}: empty file (no data rows)")
+        check_text(path, read_sample(path, 1 << 20)[0], "LIBSVM")
+        if n_features is not None:
+            limits.check_features(n_features, f"{path}: --n-features", "pass the number of features the data has")
         self.columns = None if n_features is None else self._named(n_features)
 
     def _named(self, n):
@@ -92,6 +96,8 @@ class LibsvmReader(Reader):
             raise InputError(f"{self.path}: no feature values in any row")
         self.zero_based = lo == 0
         self.n_features = hi + 1 if self.zero_based else hi
+        limits.check_features(self.n_features, f"{self.path} (its largest feature index)",
+                              "check the file (a typo in an index?), or drop the rows with huge indices")
         self.columns = self._named(self.n_features)
 
     def _lines(self, block_bytes):

@@ -61,3 +61,19 @@ def read_sample(path, size):
     if more and b"\n" in data:
         data = data[: data.rindex(b"\n") + 1]
     return data, not more
+
+
+NUL = b"\0"
+
+
+def check_text(path, sample, what):
+    """Refuse a binary or non-UTF-8 file before a parser meets it, naming the first bad byte."""
+    if NUL in sample:
+        raise InputError(f"{path}: a binary file (byte {sample.index(NUL)} is NUL), not {what} text; "
+                         "give the right --format or convert it")
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = sample.count(b"\n", 0, e.start) + 1
+        raise InputError(f"{path}, line {line}: not UTF-8 text (byte {sample[e.start]:#04x} at offset {e.start}); "
+                         "convert it, e.g. iconv -f latin1 -t utf-8 IN > OUT") from None

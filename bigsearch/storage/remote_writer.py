@@ -1,0 +1,45 @@
+"""StoreWriter for object-store URLs: the same blocks, written in place, published last.
+
+Object stores cannot rename a prefix, so the store is written where it will live, with
+its root ``zarr.json`` held back until ``close()``: before that nothing at the URL opens
+as a store, and a failed or interrupted write leaves no store (``abort()`` deletes what
+was written; a killed writer's objects are deleted by the next write to the URL).
+Replacing an existing store (``overwrite=True``) deletes it first.
+"""
+
+from ..errors import StoreError
+from .remote import check_url, zarr_group_for_writing
+from .writer import StoreWriter
+
+
+class ObjectStoreWriter(StoreWriter):
+    """``StoreWriter(url, ...)`` for ``s3://``, ``gs://`` and ``az://`` URLs (Zarr only);
+    storage options from :func:`bigsearch.storage.remote.remote_defaults` and the
+    environment."""
+
+    @staticmethod
+    def _location(path):
+        check_url(path, write=True)
+        return path.rstrip("/")
+
+    def _prepare(self):
+        if self.kind != "zarr":
+            raise StoreError(
+                f"{self.path}: HDF5 files cannot be written to object storage; write a Zarr store "
+                "(a URL not ending in .h5, or --output-format zarr)"
+            )
+        group, self._publish, self._abort = zarr_group_for_writing(self.path, None, self.overwrite)
+        return group
+
+    def close(self):
+        """Write what is pending, then the root zarr.json: the store appears."""
+        self._flush(final=True)
+        if self.n == 0:
+            self.abort()
+            raise StoreError(f"{self.path}: no rows were written")
+        self._backend.close()
+        self._publish()
+        return self.path
+
+    def abort(self):
+        self._abort()

@@ -1,0 +1,123 @@
+"""The backend contract (backends/base.py), one suite that every backend runs: per-point
+arrays, chunk steps in chunk order, state-only calls, and what the engine sees of them.
+A new backend adds a subclass of BackendTests with its ``make``."""
+
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+import bigsearch
+from bigsearch.backends import Backend, ChunkStep, LocalBackend
+from bigsearch.backends.distributed import DistributedBackend
+from bigsearch.storage import open_store
+from bigsearch.testing import clustered_points
+
+from conftest import write_store
+
+
+def rows_step(x, state, scale):
+    """Writes a per-point value from X and returns the chunk's place and row sums."""
+    state.value[:] = np.asarray(x, np.float64).sum(axis=1) * scale
+    return state.chunk_id, state.start, state.stop, float(state.value.sum())
+
+
+def label_count(state, threshold):
+    return state.chunk_id, int((state.value > threshold).sum())
+
+
+ROWS = ChunkStep(rows_step, from_scratch=True)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return clustered_points(230, 5, prevalence=0.1, seed=3)
+
+
+class BackendTests:
+    """What every backend must do; subclasses give ``make(store)``."""
+
+    def make(self, store):
+        raise NotImplementedError
+
+    @pytest.fixture(params=[1, 7, 230], ids=lambda c: f"chunk{c}")
+    def backend(self, request, tmp_path, data):
+        store = open_store(write_store(tmp_path, *data, dtype="float64", chunk_rows=request.param))
+        backend = self.make(store)
+        yield backend
+        backend.close()
+
+    def test_satisfies_the_protocol(self, backend):
+        assert isinstance(backend, Backend) and isinstance(backend.name, str)
+
+    def test_alloc_assign_gather(self, backend, data):
+        n = len(data[0])
+        backend.alloc("label", np.int8, -1)
+        backend.alloc("value", np.float64, 0.5)
+        np.testing.assert_array_equal(backend.gather("label"), np.full(n, -1, np.int8))
+        values = np.arange(n, dtype=np.float64)
+        backend.assign("value", values)
+        out = backend.gather("value")
+        np.testing.assert_array_equal(out, values)
+        assert out.dtype == np.float64 and not out.flags.writeable
+
+    def test_map_runs_every_chunk_in_order(self, backend, data):
+        X = data[0]
+        backend.alloc("value", np.float64, 0.0)
+        parts = backend.map(ROWS, 2.0)
+        store = backend.store
+        assert [p[:3] for p in parts] == [(j, a, b) for j, (a, b) in enumerate(store.chunks)]
+        expected = 2.0 * store.read_rows(np.arange(len(X))).astype(np.float64).sum(axis=1)
+        np.testing.assert_allclose(backend.gather("value"), expected, rtol=1e-15)
+        np.testing.assert_allclose([p[3] for p in parts], [expected[a:b].sum() for a, b in store.chunks])
+
+    def test_map_state_reads_only_the_given_chunks(self, backend):
+        backend.alloc("value", np.float64, 0.0)
+        backend.map(ROWS, 1.0)
+        ids = list(range(backend.store.n_chunks))[::-2]
+        out = backend.map_state(label_count, ids, 0.0)
+        values = backend.gather("value")
+        assert out == [(j, int((values[a:b] > 0).sum())) for j, (a, b) in ((j, backend.store.chunks[j]) for j in ids)]
+
+    def test_an_engine_on_it_asks_what_the_local_engine_asks(self, backend, data):
+        X, y = data
+        path = backend.store.path
+        with bigsearch.LAS(path, pi=0.1, alpha=0.01, backend=self.engine_backend(backend)) as a, \
+                bigsearch.LAS(path, pi=0.1, alpha=0.01) as b:
+            for s in (a, b):
+                s.tell(int(np.flatnonzero(y)[0]), 1)
+            for _ in range(5):
+                i = a.ask()
+                assert i == b.ask()
+                a.tell(i, int(y[i]))
+                b.tell(i, int(y[i]))
+            np.testing.assert_allclose(a.f, b.f, rtol=1e-12, atol=1e-300)
+
+    def engine_backend(self, backend):
+        raise NotImplementedError
+
+
+class TestLocalBackend(BackendTests):
+    def make(self, store):
+        return LocalBackend(store, n_threads=2)
+
+    def engine_backend(self, backend):
+        return "local"
+
+
+@pytest.fixture(scope="module")
+def client():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as c:
+        yield c
+
+
+class TestDistributedBackend(BackendTests):
+    @pytest.fixture(autouse=True)
+    def _client(self, client):
+        self.client = client
+
+    def make(self, store):
+        return DistributedBackend(store, self.client)
+
+    def engine_backend(self, backend):
+        return self.client

@@ -1,0 +1,285 @@
+"""Feature stores in object storage, against a real S3-compatible server (moto's, started
+here on 127.0.0.1): ingest to s3://, info, run, sessions, locally and on a LocalCluster
+of worker processes, with the same queries as the same data on local disk; the local
+chunk cache. (Errors and a server stopped mid-run: test_object_store_errors.py.)"""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+import bigsearch
+from bigsearch.backends.distributed import Distributed
+from bigsearch.storage import open_store
+from bigsearch.testing import clustered_points, dense_las_run
+from bigsearch.testing.s3_server import ACCESS, NO_METADATA, S3Server
+
+from conftest import run_cli, run_queries
+
+BUCKET = "features"
+LAS_OPTIONS = {"pi": 0.05, "eta": 0.6, "alpha": 0.05}
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """The server, with its endpoint and credentials in this process's environment (and
+    so in the CLI's subprocesses and the LocalCluster's workers)."""
+    server = S3Server().start()
+    env = {
+        **ACCESS,
+        **NO_METADATA,
+        "AWS_ENDPOINT_URL": server.endpoint,
+        "BIGSEARCH_CHUNK_CACHE": str(tmp_path_factory.mktemp("chunk-cache")),
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        server.create_bucket(BUCKET)
+        yield server
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def data():
+    return clustered_points(600, 10, prevalence=0.05, seed=4, spread=0.8)
+
+
+@pytest.fixture
+def url(request):
+    """A fresh store URL per test."""
+    return f"s3://{BUCKET}/{request.node.name.replace('[', '-').replace(']', '')}.zarr"
+
+
+@pytest.fixture(scope="module")
+def client(s3):
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as c,
+    ):
+        yield c
+
+
+def first_positive(y):
+    return int(np.flatnonzero(y)[0])
+
+
+@pytest.mark.parametrize(
+    "encoding,chunk_rows",
+    [("float32", 1), ("float64", 37), ("float32", 120), ("float64", 120), ("int8", 37), ("binary", 37)],
+)
+def test_las_on_s3_matches_the_dense_reference_and_the_local_store(s3, data, tmp_path, url, encoding, chunk_rows):
+    X, y = data
+    X, y = X[:120], y[:120]
+    if encoding == "binary":
+        X = np.c_[(X[:, :-1] > 0).astype(np.float64), np.ones(len(X))]
+    bigsearch.create_store(url, X, y, encoding=encoding, chunk_rows=chunk_rows)
+    local = bigsearch.create_store(tmp_path / "s.zarr", X, y, encoding=encoding, chunk_rows=chunk_rows)
+    start = first_positive(y)
+    results = {}
+    for where in (url, local):
+        search = bigsearch.LAS(where, **LAS_OPTIONS)
+        search.tell(start, 1)
+        results[str(where)] = (run_queries(search, y, 8), search.f.copy(), search.impact.copy())
+        search.close()
+    (q_s3, f_s3, im_s3), (q_local, f_local, im_local) = results[url], results[str(local)]
+    assert q_s3 == q_local
+    np.testing.assert_array_equal(f_s3, f_local)
+    np.testing.assert_array_equal(im_s3, im_local)
+    with open_store(local) as s:
+        stored = s.read_rows(np.arange(len(X)))  # the values as stored (rounded by the encoding)
+    assert q_s3 == dense_las_run(stored, y, [start], 8, **LAS_OPTIONS)
+
+
+@pytest.mark.parametrize("codec", ["zstd", "gzip"])
+def test_compressed_stores_read_the_same_values(s3, data, url, codec):
+    from bigsearch.ingest.pipeline import compressors_for
+
+    X, y = data
+    bigsearch.create_store(url, X, y, chunk_rows=64, compressors=compressors_for("zarr", codec))
+    with open_store(url) as s:
+        assert s.codec() == codec + "-1"
+        np.testing.assert_array_equal(s.read_rows(np.arange(len(X))), X)
+        np.testing.assert_array_equal(s.labels(), y)
+
+
+def test_cli_ingest_to_s3_then_info_and_run_as_on_local_disk(s3, data, tmp_path, url):
+    X, y = data
+    csv = tmp_path / "d.csv"
+    np.savetxt(csv, np.c_[X, y], delimiter=",", fmt="%.6f")
+    local = tmp_path / "d.zarr"
+    common = ["--label-column", X.shape[1], "--positive", 1, "--chunk-rows", 100, "-q"]
+    for out in (url, local):
+        done = run_cli("ingest", csv, out, *common, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "s3:").exists()  # the old bug: a local directory named s3:
+    infos = [json.loads(run_cli("info", s, "--json").stdout) for s in (url, local)]
+    for key in ("n", "r", "dtype", "chunk_rows", "labels"):
+        assert infos[0][key] == infos[1][key]
+    assert infos[0]["attrs"]["featurization"] == infos[1]["attrs"]["featurization"]
+    text = run_cli("info", url).stdout
+    assert "object store" in text and "cached" in text
+    queries = {}
+    for name, store in (("s3", url), ("local", local)):
+        out = tmp_path / f"runs-{name}"
+        done = run_cli("run", store, "--method", "las,wnas", "--budget", 12, "--alpha", 0.01, "--out", out, "-q")
+        assert done.returncode == 0, done.stderr
+        queries[name] = [r["queries"] for r in json.loads((out / "results.json").read_text())["runs"]]
+        done = run_cli("pairs", store, "--pairs", 3, "--top", 10, "--out", out, "-q")
+        assert done.returncode == 0, done.stderr
+        queries[name].append(json.loads((out / "pairs.json").read_text())["draws"])
+    assert queries["s3"] == queries["local"]
+
+
+def test_the_cache_serves_later_passes_and_refetches_changed_chunks(s3, data, tmp_path, url):
+    X, y = data
+    bigsearch.create_store(url, X, y, chunk_rows=100)
+    options = {"cache_dir": str(tmp_path / "cache")}
+    with open_store(url, options) as s:
+        s.read_rows(np.arange(len(X)))  # the first pass fetches every chunk
+        assert (s._cache.misses, s._cache.hits) == (6, 0)
+    with open_store(url, options) as s:  # a new search on the same machine
+        rows = s.read_rows(np.arange(len(X)))
+        assert (s._cache.misses, s._cache.hits) == (0, 6)
+        np.testing.assert_array_equal(rows, X)
+    X2 = X.copy()
+    X2[250] += 1.0  # one chunk changes: its ETag changes
+    bigsearch.create_store(url, X2, y, chunk_rows=100, overwrite=True)
+    with open_store(url, options) as s:
+        rows = s.read_rows(np.arange(len(X)))
+        assert s._cache.misses >= 1 and s._cache.hits <= 5
+        np.testing.assert_array_equal(rows, X2)
+    assert len(list((tmp_path / "cache").rglob("2-*.raw"))) == 1  # the stale copy of chunk 2 is gone
+
+
+def test_a_cache_smaller_than_the_store_keeps_the_first_chunks(s3, data, tmp_path, url):
+    X, y = data
+    bigsearch.create_store(url, X, y, chunk_rows=100)
+    chunk_bytes = 100 * X.shape[1] * X.itemsize
+    options = {"cache_dir": str(tmp_path / "cache"), "cache_size": int(2.5 * chunk_bytes)}
+    with open_store(url, options) as s:
+        for _ in range(3):
+            np.testing.assert_array_equal(s.read_rows(np.arange(len(X))), X)
+            s._cache.flush()  # the cache writes in the background
+        c = s._cache.describe()
+    # pass 1: 2 chunks admitted, 4 declined; passes 2 and 3: those 2 hit, the other 4 are refetched
+    assert (c["hits"], c["misses"], c["declined"]) == (4, 14, 12)
+    assert c["used_bytes"] <= options["cache_size"]
+
+
+def test_no_cache_reads_the_object_store_every_pass(s3, data, url):
+    X, y = data
+    bigsearch.create_store(url, X, y, chunk_rows=100)
+    with open_store(url, {"cache_size": "0"}) as s:
+        assert s._cache is None and "no local chunk cache" in s.slow_reason
+        np.testing.assert_array_equal(s.read_rows([5, 599, 0]), X[[5, 599, 0]])
+
+
+@pytest.mark.parametrize("persist", [False, True])
+def test_local_cluster_workers_read_their_shards_from_s3(s3, client, data, tmp_path, url, persist):
+    X, y = data
+    bigsearch.create_store(url, X, y, chunk_rows=37)
+    local = bigsearch.create_store(tmp_path / "s.zarr", X, y, chunk_rows=37)
+    start = first_positive(y)
+    on_disk = bigsearch.LAS(local, **LAS_OPTIONS)
+    on_cluster = bigsearch.LAS(url, backend=Distributed(client, persist=persist), **LAS_OPTIONS)
+    for s in (on_disk, on_cluster):
+        s.tell(start, 1)
+    assert run_queries(on_cluster, y, 10) == run_queries(on_disk, y, 10)
+    np.testing.assert_array_equal(on_cluster.f, on_disk.f)
+    np.testing.assert_array_equal(on_cluster.impact, on_disk.impact)
+    wnas = [bigsearch.WNAS(s, backend=b) for s, b in ((local, "local"), (url, client))]
+    for s in wnas:
+        s.tell(start, 1)
+    assert run_queries(wnas[1], y, 6) == run_queries(wnas[0], y, 6)
+
+
+def test_storage_options_travel_to_the_workers(s3, client, data, url):
+    """A store sent to a worker is opened there with the driver's storage options and
+    cache settings (not the worker's defaults)."""
+    X, y = data
+    bigsearch.create_store(url, X, y, chunk_rows=100)
+    options = {"endpoint": s3.endpoint, "access_key_id": "testing", "secret_access_key": "testing", "retries": "3"}
+    store = open_store(url, {"storage_options": options, "cache_size": "1G"})
+    seen = client.submit(lambda s: (s.storage_options, s._cache.limit, s.n), store).result()
+    assert seen == (options, 2**30, len(X))
+    search = bigsearch.LAS(store, backend=client, **LAS_OPTIONS)
+    search.tell(first_positive(y), 1)
+    assert 0 <= search.ask() < len(X)
+
+
+def test_agr_anchors_of_an_s3_store_are_cached_locally(s3, data, tmp_path, url, monkeypatch):
+    X, y = data
+    bigsearch.create_store(url, X, y, chunk_rows=100)
+    local = bigsearch.create_store(tmp_path / "s.zarr", X, y, chunk_rows=100)
+    monkeypatch.chdir(tmp_path)
+    queries = []
+    for store in (url, local):
+        search = bigsearch.AGR(store, anchors=8)
+        search.tell(first_positive(y), 1)
+        queries.append(run_queries(search, y, 4))
+    assert queries[0] == queries[1]
+    assert not (tmp_path / "s3:").exists()
+    beside_the_chunk_cache = Path(os.environ["BIGSEARCH_CHUNK_CACHE"]).parent / "bigsearch-cache"
+    assert len(list(beside_the_chunk_cache.glob("*.anchors-k8-*.npz"))) == 1
+
+
+def test_a_session_on_s3_keeps_its_files_local_and_asks_what_a_local_one_asks(s3, data, tmp_path, url):
+    X, y = data
+    bigsearch.create_store(url, X, y, chunk_rows=64)
+    local = bigsearch.create_store(tmp_path / "s.zarr", X, y, chunk_rows=64)
+    first = first_positive(y)
+    nexts = {}
+    for name, store in (("s3", url), ("local", local)):
+        d = tmp_path / f"session-{name}"
+        assert run_cli("session", "new", store, d, "--alpha", 0.01).returncode == 0
+        assert run_cli("session", "label", d, first, 1).returncode == 0
+        for _ in range(3):
+            i = json.loads(run_cli("session", "next", d, "--json").stdout)[0]["index"]
+            assert run_cli("session", "label", d, i, int(y[i])).returncode == 0
+        nexts[name] = json.loads(run_cli("session", "next", d, "-k", 5, "--json").stdout)
+    assert nexts["s3"] == nexts["local"]
+    assert json.loads((tmp_path / "session-s3" / "session.json").read_text())["body"]["store"]["path"] == url
+
+
+def test_an_http_store_reads_like_the_local_one_through_the_cache(data, tmp_path):
+    """https:// (here http:// on 127.0.0.1): read-only, no listing: each chunk's version comes
+    from a HEAD the first time it is read."""
+    import re
+    import subprocess
+    import sys
+
+    X, y = data
+    bigsearch.create_store(tmp_path / "www" / "s.zarr", X, y, chunk_rows=64)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1"],
+        cwd=tmp_path / "www",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        port = re.search(r"port (\d+)", server.stdout.readline()).group(1)
+        url = f"http://127.0.0.1:{port}/s.zarr"
+        options = {"cache_dir": str(tmp_path / "cache")}
+        for hits in (0, 10):
+            with open_store(url, options) as s:
+                np.testing.assert_array_equal(s.read_rows(np.arange(len(X))), X)
+                assert s._cache.hits == hits
+        on_http, on_disk = bigsearch.LAS(url, **LAS_OPTIONS), bigsearch.LAS(tmp_path / "www" / "s.zarr", **LAS_OPTIONS)
+        for s in (on_http, on_disk):
+            s.tell(first_positive(y), 1)
+        assert run_queries(on_http, y, 5) == run_queries(on_disk, y, 5)
+        with pytest.raises(bigsearch.errors.StoreError, match="read-only"):
+            bigsearch.create_store(f"http://127.0.0.1:{port}/new.zarr", X, y)
+    finally:
+        server.terminate()
+        server.wait()
