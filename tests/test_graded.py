@@ -161,3 +161,25 @@ def test_run_cli_graded_scores_fantasy_and_rf(small_data, store_factory, tmp_pat
     ):
         r = run_cli("run", path, "--budget", "4", "--out", tmp_path / "bad", *bad)
         assert r.returncode == 2 and r.stderr.startswith("Error:") and message in r.stderr, r.stderr
+
+
+def test_sessions_keep_graded_labels(small_data, store_factory, tmp_path):
+    """A session journals and checkpoints graded labels: reopened (replay + checkpoint) and
+    after an undo, f is the dense reference's with the same soft labels."""
+    from bigsearch import Session
+
+    X, y = small_data
+    path = store_factory(X, y, "zarr", "float64", 7)
+    s = Session.create(path, tmp_path / "sess", pi=0.2, checkpoint_every=2)
+    s.tell([1, 2], [0.7, 0])
+    s.tell(3, 0.25)
+    s.tell(5, 1)
+    before = np.array(s.search.f)
+    s.close()
+    s = Session.open(tmp_path / "sess")
+    assert np.array_equal(np.array(s.search.f), before)
+    s.undo(1)
+    labels = np.full(len(y), -1.0)
+    labels[[1, 2, 3]] = [0.7, 0, 0.25]
+    assert rel_err(s.search.f, dense_f(stored_X(path), labels, 0.2)) < RTOL
+    s.close()
