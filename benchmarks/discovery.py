@@ -35,7 +35,7 @@ DATA = ROOT.parent / "shared" / "datasets" / "molpal_enamine10k" / "Enamine10k_s
 
 # name -> ingest options after the SMILES column (all: atom pairs, 2048 bits, as MolPAL)
 REPRESENTATIONS = {
-    "bits": [],                                            # for rf: the fingerprint as it is
+    "bits": [],  # for rf: the fingerprint as it is
     "cosine": ["--normalize", "--bias"],
     "idf": ["--idf", "--normalize", "--bias"],
     "minmax2": ["--counts", "--minmax", "256", "--minmax-buckets", "8", "--minmax-power", "2"],
@@ -53,12 +53,15 @@ def prepare(work):
     """The CSV the stores are made from, and the scores."""
     with gzip.open(DATA, "rt") as fh:
         rows = list(csv.reader(fh))[1:]
+    # The file is sorted by score: shuffle it, or every tie broken by the lowest index
+    # (a forest or WNAS with equal predictions) would pick the best molecules.
+    rows = [rows[i] for i in np.random.default_rng(2017).permutation(len(rows))]
     smiles = [r[0] for r in rows]
     score = np.array([float(r[1]) for r in rows])
     k = int(round(0.01 * len(score)))
     hit = np.zeros(len(score), np.int8)
     hit[np.argsort(score, kind="stable")[:k]] = 1
-    path = work / "enamine10k.csv"
+    path = work / "enamine10k-shuffled.csv"
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["smiles", "score", "hit"])
@@ -67,10 +70,24 @@ def prepare(work):
 
 
 def ingest(csv_path, work, name, options):
-    out = work / f"{name}.zarr"
+    out = work / f"{name}-shuffled.zarr"
     if not out.exists():
-        cmd = [sys.executable, "-m", "bigsearch", "ingest", str(csv_path), str(out), "--quiet",
-               "--smiles-column", "smiles", "--label-column", "hit", "--drop", "score", *options]
+        cmd = [
+            sys.executable,
+            "-m",
+            "bigsearch",
+            "ingest",
+            str(csv_path),
+            str(out),
+            "--quiet",
+            "--smiles-column",
+            "smiles",
+            "--label-column",
+            "hit",
+            "--drop",
+            "score",
+            *options,
+        ]
         subprocess.run(cmd, check=True)
     return out
 
@@ -88,8 +105,10 @@ def main():
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "discovery")
     ap.add_argument("--work", type=Path, default=Path("/tmp/bigsearch-discovery"))
     ap.add_argument("--starts", type=int, default=3)
-    ap.add_argument("--configs", default="all",
-                    help="names of configurations to run, separated by semicolons (default all)")
+    ap.add_argument("--first-start", type=int, default=0, help="skip the starts before this one")
+    ap.add_argument(
+        "--configs", default="all", help="names of configurations to run, separated by semicolons (default all)"
+    )
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -122,7 +141,7 @@ def main():
     results_path = args.out / "results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {"runs": []}
     done = {(r["config"], r["start"]) for r in results["runs"]}
-    for start in range(args.starts):
+    for start in range(args.first_start, args.starts):
         rng = np.random.default_rng([start, 18])
         init_idx = rng.choice(n, batch, replace=False)
         init = [(int(i), int(hit[i])) for i in init_idx]
@@ -130,8 +149,16 @@ def main():
             if (name, start) in done:
                 continue
             store, method, b, use_grades, options = configs[name]
-            r = one_run(stores[store], method, hit, init, 5 * batch // b, b,
-                        answers={True: graded, "scores": linear}.get(use_grades), **options)
+            r = one_run(
+                stores[store],
+                method,
+                hit,
+                init,
+                5 * batch // b,
+                b,
+                answers={True: graded, "scores": linear}.get(use_grades),
+                **options,
+            )
             r.update(config=name, start=start, init_positives=int(hit[init_idx].sum()))
             print(f"start {start} {name:32s} found {r['found']:.3f} ({r['seconds']:.0f} s)", flush=True)
             results["runs"].append(r)
@@ -143,15 +170,19 @@ def main():
 
 
 def table(results, configs):
-    lines = ["| configuration | store | method | batch | found (mean ± sd) | per start | s/run |",
-             "|---|---|---|---:|---:|---|---:|"]
+    lines = [
+        "| configuration | store | method | batch | found (mean ± sd) | per start | s/run |",
+        "|---|---|---|---:|---:|---|---:|",
+    ]
     for name, (store, method, b, use_grades, _) in configs.items():
         runs = sorted((r for r in results["runs"] if r["config"] == name), key=lambda r: r["start"])
         if not runs:
             continue
         f = np.array([r["found"] for r in runs])
-        lines.append(f"| {name} | {store} | {method} | {b} | {f.mean():.3f} ± {f.std(ddof=1) if len(f) > 1 else 0:.3f} "
-                     f"| {' '.join(f'{x:.3f}' for x in f)} | {np.mean([r['seconds'] for r in runs]):.0f} |")
+        lines.append(
+            f"| {name} | {store} | {method} | {b} | {f.mean():.3f} ± {f.std(ddof=1) if len(f) > 1 else 0:.3f} "
+            f"| {' '.join(f'{x:.3f}' for x in f)} | {np.mean([r['seconds'] for r in runs]):.0f} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -31,14 +31,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE / "scale"))
 
-from common import DATA, bare_pass_step, bench_store, median, rng_vectors, save, table  # noqa: E402
-from harness import evict  # noqa: E402
-
 import bigsearch  # noqa: E402
+from bigsearch.backends import ChunkStep  # noqa: E402
 from bigsearch.backends.local import LocalBackend  # noqa: E402
 from bigsearch.kernels import common as kc  # noqa: E402
 from bigsearch.storage import StoreWriter, open_store  # noqa: E402
 from bigsearch.storage.encoding import decode  # noqa: E402
+
+from common import DATA, bare_pass_step, bench_store, median, rng_vectors, save, table  # noqa: E402
+from harness import evict  # noqa: E402
 
 ENC_DATA = DATA / "encodings"
 
@@ -173,7 +174,7 @@ def shape_step(shape):
             dots(x, i0, i1, V, P)
             total += P[0, 0]
         return total
-    return step
+    return ChunkStep(step, from_scratch=True)
 
 
 def widths(mb, rounds):

@@ -24,8 +24,7 @@ def stored_X(path):
 
 @pytest.mark.parametrize("fantasy", [0.0, "f", 0.3])
 @pytest.mark.parametrize("kind,dtype,chunk_rows", GRID)
-def test_fantasized_batches_match_the_naive_dense_greedy(small_data, store_factory, kind, dtype, chunk_rows,
-                                                         fantasy):
+def test_fantasized_batches_match_the_naive_dense_greedy(small_data, store_factory, kind, dtype, chunk_rows, fantasy):
     X, y = small_data
     path = store_factory(X, y, kind, dtype, chunk_rows)
     Xs = stored_X(path)
@@ -37,7 +36,7 @@ def test_fantasized_batches_match_the_naive_dense_greedy(small_data, store_facto
     for _ in range(3):
         batch = search.next_batch(6)
         assert batch == dense_fantasized_batch(Xs, labels, 6, pi=0.2, eta=0.5, fantasy=fantasy)
-        search.tell(batch, [int(y[i]) for i in batch])           # the real answers replace the fantasies
+        search.tell(batch, [int(y[i]) for i in batch])  # the real answers replace the fantasies
         labels[batch] = y[batch]
     assert all(p >= 1 for p in search.fantasy_passes)
 
@@ -56,7 +55,7 @@ def test_small_candidate_sets_rescan_and_stay_exact(small_data, store_factory, c
     chooser = FantasizedBatch(search, 0.0, candidates=candidates)
     assert chooser.choose(12) == dense_fantasized_batch(stored_X(path), labels, 12, pi=0.2)
     assert 1 <= chooser.passes <= 12
-    assert search.next_batch(3) == search.top(3)[0].tolist()     # the search itself is unchanged
+    assert search.next_batch(3) == search.top(3)[0].tolist()  # the search itself is unchanged
 
 
 def test_fantasy_in_simulate_and_its_checks(small_data, store_factory):

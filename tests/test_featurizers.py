@@ -15,9 +15,9 @@ def sparse_counts(seed, n=30, r=60):
     """Sparse non-negative count vectors with similarities from 0 to 1."""
     rng = np.random.default_rng(seed)
     A = ((rng.random((n, r)) < 0.3) * rng.integers(1, 5, (n, r))).astype(np.float64)
-    A[1] = A[0]                                   # K = 1
-    A[2] = A[0] * (rng.random(r) < 0.7)           # a subset: K high
-    A[3] = 0.5 * A[4] + A[4]                      # a multiple: K = 1 / 1.5
+    A[1] = A[0]  # K = 1
+    A[2] = A[0] * (rng.random(r) < 0.7)  # a subset: K high
+    A[3] = 0.5 * A[4] + A[4]  # a multiple: K = 1 / 1.5
     return A
 
 
@@ -34,7 +34,7 @@ def test_minmax_features_approximate_the_kernel(power):
     err = np.abs(Z @ Z.T - expected)
     assert err.max() < 0.04
     assert err.mean() < 0.01
-    assert np.allclose(np.diag(Z @ Z.T), 1.0)                 # unit rows
+    assert np.allclose(np.diag(Z @ Z.T), 1.0)  # unit rows
     assert Z.shape == (len(A), 4000 * 16)
 
 
@@ -55,9 +55,10 @@ def test_minmax_binary_is_tanimoto_and_the_map_is_reproducible():
     assert np.allclose(minmax_kernel(A, A), inter / union)
     spec = {"samples": 64, "buckets": 8, "power": 2, "seed": 7}
     one = minmax_features(A, spec, minmax_params(40, spec))
-    halves = np.vstack([minmax_features(A[:3], spec, minmax_params(40, spec)),
-                        minmax_features(A[3:], spec, minmax_params(40, spec))])
-    assert np.array_equal(one, halves)                         # blocking does not matter
+    halves = np.vstack(
+        [minmax_features(A[:3], spec, minmax_params(40, spec)), minmax_features(A[3:], spec, minmax_params(40, spec))]
+    )
+    assert np.array_equal(one, halves)  # blocking does not matter
     other = minmax_features(A, {**spec, "seed": 8}, minmax_params(40, {**spec, "seed": 8}))
     assert not np.array_equal(one, other)
 
@@ -79,11 +80,11 @@ def test_minmax_zero_rows_negative_values_and_bad_options():
 def test_idf_weights_match_the_definition_and_merge_over_blocks():
     rng = np.random.default_rng(4)
     A = (rng.random((50, 12)) < 0.3) * rng.integers(1, 4, (50, 12)).astype(np.float64)
-    A[:, 0] = 1.0                                              # in every row
+    A[:, 0] = 1.0  # in every row
     df = document_frequency(A[:20]) + document_frequency(A[20:])
     assert np.array_equal(df, (A != 0).sum(axis=0))
     w = idf_weights(df, 50)
-    assert np.isclose(w[0], 1.0)                               # present everywhere: weight 1, not 0
+    assert np.isclose(w[0], 1.0)  # present everywhere: weight 1, not 0
     assert np.allclose(w, np.log(51.0 / (1.0 + (A != 0).sum(axis=0))) + 1.0)
     W = apply_idf(A, w)
     # The inner products are the IDF-weighted ones: sum_k w_k^2 a_ik a_jk.
@@ -97,6 +98,7 @@ def test_fingerprints_are_rdkits():
     from rdkit.Chem import rdFingerprintGenerator, rdMolDescriptors
 
     from bigsearch.ingest.fingerprints import fingerprints, parse_spec
+
     mols = [Chem.MolFromSmiles(s) for s in SMILES]
     bits = fingerprints(SMILES, parse_spec("atompair"))
     assert bits.shape == (5, 2048) and set(np.unique(bits)) <= {0.0, 1.0}
@@ -116,6 +118,7 @@ def test_fingerprints_are_rdkits():
 def test_fingerprint_errors():
     pytest.importorskip("rdkit", reason="RDKit is the optional extra bigsearch[chem]")
     from bigsearch.ingest.fingerprints import fingerprints, parse_spec
+
     for bad in ("maccs", "morgan:x", "morgan:4"):
         with pytest.raises(ParameterError, match="--fingerprint"):
             parse_spec(bad)
@@ -142,11 +145,16 @@ def test_ingest_fingerprints_with_idf_normalize_bias(tmp_path, chunk_rows):
     from bigsearch.ingest import FeatureOptions, OutputOptions, ingest
     from bigsearch.ingest.fingerprints import fingerprints, parse_spec
     from bigsearch.storage import open_store
+
     smiles = _molecules_csv(tmp_path / "mols.csv")
-    ingest([str(tmp_path / "mols.csv")], tmp_path / "m.zarr",
-           features=FeatureOptions(smiles_column="smiles", drop=("score",), fingerprint="morgan:256", idf=True,
-                                   normalize=True, bias=True),
-           output=OutputOptions(dtype="float64", chunk_rows=chunk_rows))
+    ingest(
+        [str(tmp_path / "mols.csv")],
+        tmp_path / "m.zarr",
+        features=FeatureOptions(
+            smiles_column="smiles", drop=("score",), fingerprint="morgan:256", idf=True, normalize=True, bias=True
+        ),
+        output=OutputOptions(dtype="float64", chunk_rows=chunk_rows),
+    )
     F = fingerprints(smiles, parse_spec("morgan:256"))
     W = F * (np.log(41.0 / (1.0 + (F != 0).sum(axis=0))) + 1.0)
     W = np.hstack([W / np.linalg.norm(W, axis=1, keepdims=True), np.ones((len(W), 1))])
@@ -169,11 +177,34 @@ def test_ingest_minmax_cli(tmp_path):
 
     from bigsearch.ingest.fingerprints import fingerprints, parse_spec
     from bigsearch.storage import open_store
+
     smiles = _molecules_csv(tmp_path / "mols.csv", n=12)
     out = tmp_path / "m.zarr"
-    subprocess.run([sys.executable, "-m", "bigsearch", "ingest", str(tmp_path / "mols.csv"), str(out), "--quiet",
-                    "--smiles-column", "smiles", "--drop", "score", "--fingerprint", "atompair:512", "--counts",
-                    "--minmax", "2000", "--minmax-buckets", "16", "--seed", "4"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bigsearch",
+            "ingest",
+            str(tmp_path / "mols.csv"),
+            str(out),
+            "--quiet",
+            "--smiles-column",
+            "smiles",
+            "--drop",
+            "score",
+            "--fingerprint",
+            "atompair:512",
+            "--counts",
+            "--minmax",
+            "2000",
+            "--minmax-buckets",
+            "16",
+            "--seed",
+            "4",
+        ],
+        check=True,
+    )
     with open_store(out) as store:
         X = store.read_rows(np.arange(store.n)).astype(np.float64)
         assert X.shape == (12, 2000 * 16)
@@ -181,8 +212,21 @@ def test_ingest_minmax_cli(tmp_path):
     K = minmax_kernel(*[fingerprints(smiles, parse_spec("atompair:512", counts=True))] * 2)
     # s.d. <= 1 / (2 sqrt(2000)) = 0.011 per inner product; 0.06 is 5 of them.
     assert np.abs(X @ X.T - (K + (1 - K) / 16)).max() < 0.06
-    bad = subprocess.run([sys.executable, "-m", "bigsearch", "ingest", str(tmp_path / "mols.csv"),
-                          str(tmp_path / "x.zarr"), "--smiles-column", "smiles", "--fingerprint", "maccs"],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bigsearch",
+            "ingest",
+            str(tmp_path / "mols.csv"),
+            str(tmp_path / "x.zarr"),
+            "--smiles-column",
+            "smiles",
+            "--fingerprint",
+            "maccs",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and bad.stderr.startswith("Error: --fingerprint 'maccs'")
     assert not (tmp_path / "x.zarr").exists()

@@ -43,13 +43,13 @@ def test_graded_f_and_impact_match_brute_force(small_data, store_factory, kind, 
     labels = np.full(len(y), -1.0)
     search = bigsearch.LAS(path, pi=0.2, eta=0.5, alpha=0.01)
     start = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0]), 5]
-    search.tell(start, [float(g[i]) for i in start])           # graded labels at initialization
+    search.tell(start, [float(g[i]) for i in start])  # graded labels at initialization
     labels[start] = g[start]
     for step in range(5):
         f, im = brute_force_impact(Xs, labels, pi=0.2, eta=0.5)
-        assert rel_err(search.f, f) < RTOL                      # labeled points' f included
+        assert rel_err(search.f, f) < RTOL  # labeled points' f included
         assert rel_err(search.impact, im) < RTOL
-        batch = [int(i) for i in search.top(1 + step % 3)[0]]   # one and several per update
+        batch = [int(i) for i in search.top(1 + step % 3)[0]]  # one and several per update
         search.tell(batch, [float(g[i]) for i in batch])
         labels[batch] = g[batch]
     assert search.labels[start[0]] == int(g[start[0]] >= 0.5)
@@ -98,4 +98,88 @@ def test_graded_labels_are_checked(small_data, store_factory):
         with pytest.raises(LabelError, match="graded label in \\[0, 1\\]"):
             search.tell(1, bad)
     with pytest.raises(LabelError, match="is not 0 \\(negative\\), 1 \\(positive\\)$"):
-        bigsearch.WNAS(path).tell(1, 0.5)       # WNAS takes 0 and 1 only
+        bigsearch.WNAS(path).tell(1, 0.5)  # WNAS takes 0 and 1 only
+
+
+def test_run_cli_graded_scores_fantasy_and_rf(small_data, store_factory, tmp_path):
+    """`bigsearch run --scores --grade` tells LAS the mapped graded answers (the same
+    queries as simulate with those answers); --fantasy and --method rf run end to end."""
+    import json
+
+    from bigsearch.experiments.graded import grade
+    from bigsearch.simulate import simulate
+
+    from conftest import run_cli
+
+    X, y = small_data
+    path = store_factory(X, y)
+    scores = np.where(y == 1, -9.0, -6.0) + np.random.default_rng(3).normal(0, 0.5, len(y))
+    np.save(tmp_path / "scores.npy", scores)
+    r = run_cli(
+        "run",
+        path,
+        "--method",
+        "las,rf,wnas",
+        "--budget",
+        "12",
+        "--batch-size",
+        "4",
+        "--pi",
+        "0.2",
+        "--scores",
+        tmp_path / "scores.npy",
+        "--grade=-9,-7",
+        "--out",
+        tmp_path / "o",
+        "-q",
+    )
+    assert r.returncode == 0, r.stderr
+    runs = {rec["method"]: rec for rec in json.loads((tmp_path / "o" / "results.json").read_text())["runs"]}
+    expected = simulate(path, "las", 12, seed=0, batch_size=4, pi=0.2, answers=grade(scores, -9, -7))
+    assert runs["las"]["queries"] == expected["queries"]  # answers [i, stored label]; queries chosen on grades
+    assert len(runs["rf"]["queries"]) == 12 and len(runs["wnas"]["queries"]) == 12
+    r = run_cli(
+        "run",
+        path,
+        "--budget",
+        "8",
+        "--batch-size",
+        "4",
+        "--pi",
+        "0.2",
+        "--fantasy",
+        "0",
+        "--out",
+        tmp_path / "f",
+        "-q",
+    )
+    assert r.returncode == 0, r.stderr
+    for bad, message in (
+        (["--scores", tmp_path / "scores.npy"], "--scores and --grade go together"),
+        (["--scores", tmp_path / "scores.npy", "--grade", "x,1"], "--grade BEST 'x'"),
+        (["--fantasy", "2"], "fantasy must be"),
+    ):
+        r = run_cli("run", path, "--budget", "4", "--out", tmp_path / "bad", *bad)
+        assert r.returncode == 2 and r.stderr.startswith("Error:") and message in r.stderr, r.stderr
+
+
+def test_sessions_keep_graded_labels(small_data, store_factory, tmp_path):
+    """A session journals and checkpoints graded labels: reopened (replay + checkpoint) and
+    after an undo, f is the dense reference's with the same soft labels."""
+    from bigsearch import Session
+
+    X, y = small_data
+    path = store_factory(X, y, "zarr", "float64", 7)
+    s = Session.create(path, tmp_path / "sess", pi=0.2, checkpoint_every=2)
+    s.tell([1, 2], [0.7, 0])
+    s.tell(3, 0.25)
+    s.tell(5, 1)
+    before = np.array(s.search.f)
+    s.close()
+    s = Session.open(tmp_path / "sess")
+    assert np.array_equal(np.array(s.search.f), before)
+    s.undo(1)
+    labels = np.full(len(y), -1.0)
+    labels[[1, 2, 3]] = [0.7, 0, 0.25]
+    assert rel_err(s.search.f, dense_f(stored_X(path), labels, 0.2)) < RTOL
+    s.close()

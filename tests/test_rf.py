@@ -12,6 +12,7 @@ pytest.importorskip("sklearn", reason="rf needs scikit-learn (bigsearch[ingest] 
 
 def _reference_queries(X, y, init, rounds, batch, seed):
     from sklearn.ensemble import RandomForestRegressor
+
     labeled = list(init)
     queries = []
     for _ in range(rounds):
@@ -39,7 +40,7 @@ def test_rf_queries_are_scikit_learns(small_data, store_factory, kind, chunk_row
         search.tell(batch, [int(y[i]) for i in batch])
         queries += batch
     assert queries == _reference_queries(X, y, init, 4, 5, seed=3)
-    assert search.fits == 4          # retrained once per batch, not per label
+    assert search.fits == 4  # retrained once per batch, not per label
 
 
 def test_rf_options_are_checked(small_data, store_factory):

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..engine.registry import method_names  # the registry only: no numerical code
+from ..errors import ParameterError
 from . import main
 from .options import (
     IndexList,
@@ -118,13 +119,20 @@ def search_options(f):
 @click.option("--prune", is_flag=True,
               help="LAS (alpha = 0) and WNAS: exact pruned queries: read only the blocks of rows "
                    "that could hold the answer; the queries are those of the full pass.")
+@click.option("--fantasy", default=None, metavar="Y|f",
+              help="LAS batches: sequential greedy, each chosen point told the fantasized label Y in [0, 1] "
+                   "(or its own f) until answered (docs/discovery.md).")
+@click.option("--scores", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Graded answers: one score per point (.npy or one number per line), mapped by --grade.")
+@click.option("--grade", default=None, metavar="BEST,ZERO",
+              help="--scores mapping: BEST or beyond answers 1, ZERO or beyond 0, linear between.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=str), required=True,
               help="Directory for results.json, runs.csv, table.md and recall.png.")
 @click.option("--overwrite", is_flag=True, help="Replace the results of another experiment in --out.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary.")
 def run(store, methods, budget, runs, seed, init_index, init_positives, init_negatives, batch_size, pi, eta,
-        w0, alpha, agr_anchors, agr_neighbors, agr_gamma, threads, scheduler, cluster, persist, prune, out,
-        overwrite, quiet):
+        w0, alpha, agr_anchors, agr_neighbors, agr_gamma, threads, scheduler, cluster, persist, prune, fantasy,
+        scores, grade, out, overwrite, quiet):
     """Simulated Active Search on STORE, answering queries from its stored labels y.
 
     Rerunning the same command on the same --out continues an interrupted experiment.
@@ -137,7 +145,30 @@ def run(store, methods, budget, runs, seed, init_index, init_positives, init_neg
                        init_positives=init_positives, init_negatives=init_negatives, batch_size=batch_size,
                        overwrite=overwrite, backend=backend, n_threads=threads, pi=pi, eta=eta, w0=w0,
                        alpha=alpha, anchors=agr_anchors, neighbors=agr_neighbors, gamma=agr_gamma,
-                       prune=prune or None)
+                       prune=prune or None, fantasy=_fantasy(fantasy), graded=_graded(scores, grade))
+
+
+def _fantasy(value):
+    return value if value in (None, "f") else _number(value, "--fantasy")
+
+
+def _graded(scores, grade):
+    """(scores file, BEST, ZERO) from --scores and --grade, which go together."""
+    if (scores is None) != (grade is None):
+        raise ParameterError("--scores and --grade go together: the scores, and how they map to labels in [0, 1]")
+    if scores is None:
+        return None
+    best, sep, zero = grade.partition(",")
+    if not sep:
+        raise ParameterError(f"--grade {grade!r}: give BEST,ZERO, e.g. --grade -9.5,-8.7")
+    return (scores, _number(best, "--grade BEST"), _number(zero, "--grade ZERO"))
+
+
+def _number(text, option):
+    try:
+        return float(text)
+    except ValueError:
+        raise ParameterError(f"{option} {text!r} is not a number") from None
 
 
 @main.command()

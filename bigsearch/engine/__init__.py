@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from .wnas import WNAS
 
 _LAZY = {"ActiveSearch": "base", "ChunkedSearch": "base", "AGR": "agr", "ASG": "asg", "LAS": "las",
-         "LASParams": "params", "RandomSearch": "random", "RandomForestSearch": "rf", "WNAS": "wnas"}
+         "LASParams": "params", "RandomSearch": "random", "RandomForestSearch": "rf",
+         "WNAS": "wnas"}
 
 __all__ = ["ActiveSearch", "ChunkedSearch", "AGR", "ASG", "LAS", "LASParams", "RandomSearch", "RandomForestSearch",
            "WNAS", "METHODS", "MethodSpec", "method_names", "method_spec"]

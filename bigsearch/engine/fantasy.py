@@ -70,10 +70,10 @@ class FantasizedBatch:
         self.Kinv, self.K, self.xq = las.Kinv.copy(), las.K.copy(), las.xq.copy()
         self.J = np.asarray(las.backend.gather("J"))
         self.deg = np.asarray(las.backend.gather("deg"))
-        self.taken = np.zeros(las.n, bool)       # labeled, or chosen for this batch
+        self.taken = np.zeros(las.n, bool)  # labeled, or chosen for this batch
         self.taken[las._label >= 0] = True
         self.passes = 0
-        self.candidates = candidates     # M; default candidate_size(B)
+        self.candidates = candidates  # M; default candidate_size(B)
 
     def choose(self, k):
         chosen = []
@@ -84,7 +84,7 @@ class FantasizedBatch:
             if not have_candidates:
                 self._scan(v, k - len(chosen))
             i, fi = self._best(v, scanned=not have_candidates)
-            have_candidates = i >= 0                # else the bound failed: scan again
+            have_candidates = i >= 0  # else the bound failed: scan again
             if have_candidates:
                 chosen.append(i)
                 self._tell(i, fi)
@@ -107,7 +107,7 @@ class FantasizedBatch:
             best_f, best_i = _keep_best(np.concatenate([best_f, f[free]]), np.concatenate([best_i, idx]), m)
         self.passes += 1
         self.C, self.v0, self.R, self.K0 = best_i, v.copy(), R, self.K.copy()
-        self.tau = best_f.min() if len(best_i) == m else -np.inf    # C holds every free point otherwise
+        self.tau = best_f.min() if len(best_i) == m else -np.inf  # C holds every free point otherwise
         self.XC = self.las.store.read_rows(self.C)
 
     def _best(self, v, scanned):

@@ -20,7 +20,7 @@ from ..storage.encoding import decode
 from .base import ActiveSearch
 from .params import RFParams
 
-PREDICT_ROWS = 8192      # rows converted to float64 and predicted at a time: bounded memory
+PREDICT_ROWS = 8192  # rows converted to float64 and predicted at a time: bounded memory
 
 
 class RandomForestSearch(ActiveSearch):
@@ -37,8 +37,7 @@ class RandomForestSearch(ActiveSearch):
     method = "rf"
     GRADED = True
 
-    def __init__(self, store, *, n_trees=100, max_depth=8, min_samples_leaf=1, seed=0, n_jobs=1,
-                 store_options=None):
+    def __init__(self, store, *, n_trees=100, max_depth=8, min_samples_leaf=1, seed=0, n_jobs=1, store_options=None):
         self.params = RFParams(n_trees, max_depth, min_samples_leaf, seed)
         if int(n_jobs) != n_jobs or n_jobs < 1:
             raise ParameterError(f"rf: n_jobs must be a positive integer, got {n_jobs!r}")
@@ -66,13 +65,19 @@ class RandomForestSearch(ActiveSearch):
             with self.store.chunk(j) as x:
                 for s in range(0, b - a, PREDICT_ROWS):
                     rows = decode(x, s, s + PREDICT_ROWS)
-                    self._prediction[a + s:a + s + len(rows)] = forest.predict(rows)
+                    self._prediction[a + s : a + s + len(rows)] = forest.predict(rows)
 
     def _forest(self):
         from sklearn.ensemble import RandomForestRegressor
+
         p = self.params
-        return RandomForestRegressor(n_estimators=p.n_trees, max_depth=p.max_depth,
-                                     min_samples_leaf=p.min_samples_leaf, random_state=p.seed, n_jobs=self.n_jobs)
+        return RandomForestRegressor(
+            n_estimators=p.n_trees,
+            max_depth=p.max_depth,
+            min_samples_leaf=p.min_samples_leaf,
+            random_state=p.seed,
+            n_jobs=self.n_jobs,
+        )
 
     def _top(self, k):
         unl = np.flatnonzero(self._label < 0)

@@ -19,11 +19,13 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
+from ..engine.registry import method_spec
 from ..errors import ParameterError
 from ..simulate import initial_labels, make_search, simulate
 from ..storage import open_store
 from ..storage.atomic import atomic_write_json
 from ..storage.fingerprint import store_fingerprint
+from .graded import load_answers
 from .reports import markdown_table, recall_curves, summarize, write_runs_csv
 from .resume import Journal
 
@@ -42,6 +44,7 @@ class Experiment:
     init_negatives: int = 0
     batch_size: int = 1
     options: dict = field(default_factory=dict)
+    graded: tuple = None        # (scores file, BEST, ZERO): graded answers (experiments/graded.py)
 
     def __post_init__(self):
         if self.runs < 1:
@@ -66,12 +69,13 @@ class Experiment:
                 "labels_sha256": hashlib.sha256(np.ascontiguousarray(y, np.int8).tobytes()).hexdigest(),
                 "budget": self.budget, "seed": self.seed,
                 "init": init, "batch_size": self.batch_size,
+                **({"graded": [str(self.graded[0]), *self.graded[1:]]} if self.graded else {}),
                 "options": {k: v for k, v in sorted(self.options.items()) if v is not None}}
 
 
 def run_methods(store, methods, budget, out, *, seed=0, runs=1, init_index=None, init_positives=1,
                 init_negatives=0, batch_size=1, overwrite=False, backend="local", n_threads=None, progress=None,
-                plot=True, **options):
+                plot=True, graded=None, **options):
     """Run each method from the same initial labels (per run) into directory ``out``
     (see :class:`Experiment` and :func:`run_experiment`); returns (results, notes).
 
@@ -80,7 +84,7 @@ def run_methods(store, methods, budget, out, *, seed=0, runs=1, init_index=None,
     """
     exp = Experiment(str(store), tuple(methods), budget, runs, seed,
                      tuple(init_index) if init_index is not None else None, init_positives, init_negatives,
-                     batch_size, options)
+                     batch_size, options, graded)
     return run_experiment(exp, out, overwrite=overwrite, backend=backend, n_threads=n_threads, progress=progress,
                           plot=plot)
 
@@ -99,6 +103,7 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
             raise ParameterError(f"{store.path} has no labels (y), so no oracle can be simulated; "
                                  "use an interactive session instead")
         starts = _check_experiment(exp, store, y)      # before anything in ``out`` is touched
+        answers = load_answers(exp.graded[0], *exp.graded[1:], store.n) if exp.graded else None
         journal = Journal(out, exp.identity(store, y), overwrite)
         for run, init in enumerate(starts):
             for method in exp.methods:
@@ -107,7 +112,7 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
                 with progress(method, run) as update:
                     record = simulate(store, method, exp.budget, exp.run_seed(run), init, progress=update,
                                       batch_size=exp.batch_size, backend=backend, n_threads=n_threads,
-                                      **exp.options)
+                                      answers=answers if method_spec(method).cls.GRADED else None, **exp.options)
                 journal.append({"run": run, **record})
         records = [journal.done[(m, r)] for r in range(exp.runs) for m in exp.methods]
         results = {"bigsearch_version": __version__, "store": str(store.path), "n": store.n, "r": store.r,

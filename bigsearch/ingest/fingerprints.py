@@ -34,11 +34,17 @@ class FingerprintSpec:
     def describe(self):
         out = asdict(self)
         if self.kind == "atompair":
-            out.update(min_length=ATOMPAIR_LENGTHS[0], max_length=ATOMPAIR_LENGTHS[1],
-                       rdkit="rdMolDescriptors.GetHashedAtomPairFingerprint" + ("" if self.counts else "AsBitVect"))
+            out.update(
+                min_length=ATOMPAIR_LENGTHS[0],
+                max_length=ATOMPAIR_LENGTHS[1],
+                rdkit="rdMolDescriptors.GetHashedAtomPairFingerprint" + ("" if self.counts else "AsBitVect"),
+            )
         else:
-            out.update(radius=MORGAN_RADIUS, rdkit="rdFingerprintGenerator.GetMorganGenerator(radius=2).Get"
-                       + ("CountFingerprintAsNumPy" if self.counts else "FingerprintAsNumPy"))
+            out.update(
+                radius=MORGAN_RADIUS,
+                rdkit="rdFingerprintGenerator.GetMorganGenerator(radius=2).Get"
+                + ("CountFingerprintAsNumPy" if self.counts else "FingerprintAsNumPy"),
+            )
         out["rdkit_version"] = _rdkit().__version__
         return out
 
@@ -47,8 +53,9 @@ def parse_spec(text, counts=False):
     """'atompair', 'morgan:1024' -> FingerprintSpec; a clear error for anything else."""
     kind, _, bits = str(text).strip().lower().partition(":")
     if kind not in KINDS:
-        raise ParameterError(f"--fingerprint {text!r}: the kind must be one of {', '.join(KINDS)} "
-                             "(optionally :BITS, e.g. morgan:2048)")
+        raise ParameterError(
+            f"--fingerprint {text!r}: the kind must be one of {', '.join(KINDS)} (optionally :BITS, e.g. morgan:2048)"
+        )
     try:
         n_bits = int(bits) if bits else DEFAULT_BITS
     except ValueError:
@@ -64,9 +71,10 @@ def _rdkit():
         import rdkit
         from rdkit import RDLogger
     except ImportError:
-        raise ParameterError("--fingerprint needs RDKit: pip install 'bigsearch[chem]' "
-                             "(or pip install rdkit)") from None
-    RDLogger.DisableLog("rdApp.*")   # parse failures are reported by us, with the row
+        raise ParameterError(
+            "--fingerprint needs RDKit: pip install 'bigsearch[chem]' (or pip install rdkit)"
+        ) from None
+    RDLogger.DisableLog("rdApp.*")  # parse failures are reported by us, with the row
     return rdkit
 
 
@@ -75,6 +83,7 @@ def fingerprints(smiles, spec, where=lambda i: f"row {i}"):
 
     ``where(i)`` names row i of the block in error messages (file and line)."""
     from rdkit import Chem
+
     out = np.zeros((len(smiles), spec.bits))
     encode = _encoder(spec)
     for i, s in enumerate(smiles):
@@ -88,20 +97,32 @@ def fingerprints(smiles, spec, where=lambda i: f"row {i}"):
 def _encoder(spec):
     """A function (mol, row) filling one row of features in place."""
     from rdkit.Chem import rdFingerprintGenerator, rdMolDescriptors
+
     lo, hi = ATOMPAIR_LENGTHS
     if spec.kind == "atompair" and spec.counts:
+
         def encode(mol, row):
-            for k, v in rdMolDescriptors.GetHashedAtomPairFingerprint(
-                    mol, nBits=spec.bits, minLength=lo, maxLength=hi).GetNonzeroElements().items():
+            for k, v in (
+                rdMolDescriptors.GetHashedAtomPairFingerprint(mol, nBits=spec.bits, minLength=lo, maxLength=hi)
+                .GetNonzeroElements()
+                .items()
+            ):
                 row[k] = v
     elif spec.kind == "atompair":
+
         def encode(mol, row):
-            row[list(rdMolDescriptors.GetHashedAtomPairFingerprintAsBitVect(
-                mol, nBits=spec.bits, minLength=lo, maxLength=hi).GetOnBits())] = 1.0
+            row[
+                list(
+                    rdMolDescriptors.GetHashedAtomPairFingerprintAsBitVect(
+                        mol, nBits=spec.bits, minLength=lo, maxLength=hi
+                    ).GetOnBits()
+                )
+            ] = 1.0
     else:
         generator = rdFingerprintGenerator.GetMorganGenerator(radius=MORGAN_RADIUS, fpSize=spec.bits)
         get = generator.GetCountFingerprintAsNumPy if spec.counts else generator.GetFingerprintAsNumPy
 
         def encode(mol, row):
             row[:] = get(mol)
+
     return encode

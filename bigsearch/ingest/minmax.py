@@ -71,7 +71,7 @@ def minmax_features(Z, spec, params):
     out = np.zeros((len(Z), D * B))
     rows = np.repeat(np.arange(len(Z)), D)
     cols = (np.arange(D) * B)[None, :] + buckets
-    nonzero = np.repeat(Z.any(axis=1), D)       # an all-zero row stays all zero
+    nonzero = np.repeat(Z.any(axis=1), D)  # an all-zero row stays all zero
     out[rows[nonzero], cols.ravel()[nonzero]] = 1.0 / np.sqrt(D)
     return out
 

@@ -1,0 +1,41 @@
+"""Graded answers for simulated runs: a score per point mapped to a label in [0, 1].
+
+``run --scores FILE --grade BEST,ZERO``: FILE holds one score per point of the store, in
+store order (a .npy array, or text with one number per line). A score at or beyond BEST
+answers 1, at or beyond ZERO answers 0, linearly in between:
+
+    y = clip((score - ZERO) / (BEST - ZERO), 0, 1)
+
+so BEST < ZERO means lower scores are better (docking energies). Methods that take
+graded labels (LAS, ASG, rf) are told y; the others, and the hit counts, use the stored
+0/1 labels. E.g. for MolPAL's docking task: BEST = the top-1% score, ZERO = the top-10%
+score (benchmarks/discovery.py).
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ParameterError
+
+
+def grade(scores, best, zero):
+    """The graded label of each score (float64 in [0, 1])."""
+    if best == zero:
+        raise ParameterError(f"--grade {best},{zero}: BEST and ZERO must differ")
+    return np.clip((np.asarray(scores, np.float64) - zero) / (best - zero), 0.0, 1.0)
+
+
+def load_answers(path, best, zero, n):
+    """Graded answers for a store of n points from the scores in ``path``."""
+    path = Path(path)
+    try:
+        scores = np.load(path) if path.suffix == ".npy" else np.loadtxt(path, ndmin=1)
+    except (OSError, ValueError) as e:
+        raise ParameterError(f"--scores {path}: cannot read one number per point ({e})") from None
+    scores = np.asarray(scores, np.float64).reshape(-1)
+    if scores.shape != (n,):
+        raise ParameterError(f"--scores {path}: {scores.size} scores for a store of {n} points")
+    if not np.all(np.isfinite(scores)):
+        raise ParameterError(f"--scores {path}: score {int(np.flatnonzero(~np.isfinite(scores))[0])} is not finite")
+    return grade(scores, best, zero)
