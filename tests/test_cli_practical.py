@@ -101,3 +101,34 @@ def test_run_saves_ids_and_the_final_ranking(tmp_path):
     assert [int(row["index"]) for row in ranking] == index.tolist()
     np.testing.assert_allclose([float(row["score"]) for row in ranking], score, rtol=1e-12)
     assert not {int(row["index"]) for row in ranking} & {i for i, _ in labels}
+
+
+def test_the_recall_figure_reads_in_print_and_for_everyone(labeled, tmp_path):
+    pytest.importorskip("matplotlib")
+    from matplotlib.colors import to_hex
+
+    from bigsearch.experiments.plots import BAND_LABEL, OKABE_ITO, recall_figure
+
+    store, _ = labeled
+    out = tmp_path / "o"
+    res = run_cli("run", store, "--method", "las,wnas,random", "--budget", 20, "--runs", 2, "--out", out, "-q")
+    assert res.returncode == 0, res.stderr
+    assert (out / "recall.png").read_bytes().startswith(b"\x89PNG")
+    assert (out / "recall.pdf").read_bytes().startswith(b"%PDF")
+    assert b"<svg" in (out / "recall.svg").read_bytes()[:1000]
+    results = json.loads((out / "results.json").read_text())
+    from bigsearch.experiments.reports import recall_curves
+    from bigsearch.experiments.runner import recall_title
+
+    title = recall_title(results)
+    assert title == "Positives found vs queries on s (300 points, 2 runs)"
+    curves = recall_curves(results["runs"], 300, 30)
+    fig = recall_figure(curves, title)
+    ax = fig.axes[0]
+    assert ax.get_title() == title
+    methods = [line for line in ax.get_lines() if line.get_label().endswith("(2 runs)")]
+    assert len(methods) == 3
+    assert [to_hex(line.get_color()).upper() for line in methods] == list(OKABE_ITO[:3])
+    assert len({line.get_linestyle() for line in methods}) == 3 and len({line.get_marker() for line in methods}) == 3
+    assert BAND_LABEL in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "±1 SD" in BAND_LABEL

@@ -72,8 +72,8 @@ def markdown_table(summary, budget, caption=None):
 def recall_curves(records, n, n_positive):
     """The data behind the recall plot (the paper's Figure 2).
 
-    Per method: the mean and standard deviation over runs of the positives found after
-    each query. ``ideal``: every query a positive while any is left (min(t, P_u));
+    Per method: the mean and sample standard deviation (zeros for one run) over runs of
+    the positives found after each query. ``ideal``: every query a positive while any is left (min(t, P_u));
     ``random``: the expected positives of t uniform draws among the unlabeled points
     (t P_u / N_u). P_u and N_u, the positives and points left after the initial labels,
     are averaged over runs.
@@ -83,7 +83,8 @@ def recall_curves(records, n, n_positive):
     methods = {}
     for m in dict.fromkeys(r["method"] for r in records):
         hits = np.array([_padded(r["hits"], steps) for r in records if r["method"] == m], float)
-        methods[m] = {"mean": hits.mean(axis=0).tolist(), "std": hits.std(axis=0).tolist(), "runs": len(hits)}
+        std = hits.std(axis=0, ddof=1) if len(hits) > 1 else np.zeros(steps)    # sample SD, as the table's
+        methods[m] = {"mean": hits.mean(axis=0).tolist(), "std": std.tolist(), "runs": len(hits)}
     by_run = {r.get("run", 0): r["init"] for r in records}
     left = np.array([n_positive - sum(label for _, label in init) for init in by_run.values()], float)
     points = np.array([n - len(init) for init in by_run.values()], float)

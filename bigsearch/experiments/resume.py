@@ -29,7 +29,8 @@ from ..storage.journal import JournalDamagedError, JournalWriter, encode_record,
 
 EXPERIMENT = "experiment.json"
 JOURNAL = "runs.jsonl"
-OUTPUTS = ("results.json", "runs.csv", "ranking.csv", "table.md", "recall.png")   # what --overwrite replaces
+# what --overwrite replaces
+OUTPUTS = ("results.json", "runs.csv", "ranking.csv", "table.md", "recall.png", "recall.pdf", "recall.svg")
 
 
 class Journal:

@@ -9,7 +9,7 @@ journal (resume.py) before the next starts. At the end the directory holds:
   a summary (mean and standard deviation of the positives found at T/2 and T);
 - runs.csv: one row per query (with the store's id); ranking.csv: each run's final top
   100 unlabeled points and their scores; table.md: the paper's Table 1 layout;
-- recall.png: the recall curves (when matplotlib is installed).
+- recall.png, recall.pdf, recall.svg: the recall curves (when matplotlib is installed).
 """
 
 import contextlib
@@ -150,8 +150,15 @@ def _describe(exp):
     return d
 
 
+def recall_title(results):
+    """The figure's title: what was searched, how big, how many runs."""
+    name = Path(results["store"].rstrip("/")).stem
+    runs = results["experiment"]["runs"]
+    return f"Positives found vs queries on {name} ({results['n']:,} points, {runs} run{'s' * (runs != 1)})"
+
+
 def write_outputs(out, results, curves, plot=True, ids=None):
-    """results.json, runs.csv, ranking.csv, table.md and recall.png; returns notes on
+    """results.json, runs.csv, ranking.csv, table.md and recall.png/.pdf/.svg; returns notes on
     skipped files. ``ids(indices)``: the store's ids of points (None if it has none)."""
     out = Path(out)
     atomic_write_json(out / "results.json", results)
@@ -162,7 +169,7 @@ def write_outputs(out, results, curves, plot=True, ids=None):
     if plot and curves["queries"]:
         from .plots import plot_recall
         try:
-            plot_recall(curves, out / "recall.png", title=Path(results["store"]).name)
+            plot_recall(curves, out / "recall.png", title=recall_title(results))
         except ImportError as e:
-            notes.append(f"recall.png not written: {e}")
+            notes.append(f"recall.png, .pdf and .svg not written: {e}")
     return notes
