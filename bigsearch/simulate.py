@@ -100,16 +100,34 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
                 elapsed.append(time.perf_counter() - t0)
                 if progress:
                     progress(len(queries), hits[-1])
+        total_seconds = time.perf_counter() - t0        # the final ranking's pass is not the run's
+        # e.g. LAS: bytes of X read to choose each round's queries (copied: the ranking's pass adds to them)
+        details = {k: list(v) if isinstance(v, list) else v for k, v in search.run_details().items()}
+        ranking = _final_ranking(search, method_spec(method).ranks, store.n - len(init) - len(queries))
     finally:
         search.close()
     record = {
         "method": method, "seed": seed, "params": search.params.as_dict(), "init": [list(p) for p in init],
         "batch_size": batch_size, "queries": queries, "hits": hits,
-        "timings": {"total_seconds": time.perf_counter() - t0, "init_seconds": init_seconds,
+        "timings": {"total_seconds": total_seconds, "init_seconds": init_seconds,
                     "iteration_seconds": iteration_seconds, "elapsed_seconds": elapsed},
     }
-    record.update(search.run_details())   # e.g. LAS: bytes of X read to choose each round's queries
+    if ranking is not None:
+        record["ranking"] = ranking
+    record.update(details)
     return record
+
+
+RANKING_SIZE = 100
+
+
+def _final_ranking(search, ranks, unlabeled):
+    """The top RANKING_SIZE unlabeled points once the budget is spent, with their
+    selection scores (None for a method with no scores); one more pass over X."""
+    if not ranks or unlabeled <= 0:
+        return None
+    index, score = search.top(min(RANKING_SIZE, unlabeled))
+    return {"index": [int(i) for i in index], "score": [float(v) for v in score]}
 
 
 def _next_batch(search, k):

@@ -1,6 +1,8 @@
 """What a practitioner meets around the edges of the CLI (issue 17): closed pipes, outputs
 that cannot be, budgets larger than the data; through the real command in a subprocess."""
 
+import csv
+import json
 import os
 import signal
 import subprocess
@@ -28,8 +30,14 @@ def run_into_closed_pipe(*args):
     os.close(read_end)
     try:
         env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-        return subprocess.run([sys.executable, "-m", "bigsearch", *map(str, args)], stdout=write_end,
-                              stderr=subprocess.PIPE, text=True, timeout=300, env=env)
+        return subprocess.run(
+            [sys.executable, "-m", "bigsearch", *map(str, args)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+            env=env,
+        )
     finally:
         os.close(write_end)
 
@@ -40,8 +48,11 @@ def test_a_closed_pipe_ends_quietly(labeled, tmp_path):
     assert run_cli("session", "new", store, directory).returncode == 0
     pos = int(np.flatnonzero(y)[0])
     assert run_cli("session", "label", directory, pos, 1).returncode == 0
-    for args in (["session", "status", directory], ["session", "next", directory, "-k", 200],
-                 ["session", "export", directory, "--csv", "-"]):
+    for args in (
+        ["session", "status", directory],
+        ["session", "next", directory, "-k", 200],
+        ["session", "export", directory, "--csv", "-"],
+    ):
         res = run_into_closed_pipe(*args)
         assert res.returncode in (0, 128 + signal.SIGPIPE), (args, res.returncode, res.stderr)
         assert res.stderr == "", (args, res.stderr)
@@ -64,3 +75,29 @@ def test_run_refuses_a_budget_larger_than_the_unlabeled_points(labeled, tmp_path
     assert not out.exists()
     res = run_cli("run", store, "--method", "random", "--budget", 297, "--init-negatives", 2, "--out", out, "-q")
     assert res.returncode == 0, res.stderr
+
+
+def test_run_saves_ids_and_the_final_ranking(tmp_path):
+    X, y = clustered_points(300, 8, prevalence=0.1, seed=4, spread=0.8)
+    ids = np.array([f"rec-{i:04d}" for i in range(300)])
+    store = bigsearch.create_store(tmp_path / "s.zarr", X, y, ids, chunk_rows=40)
+    out = tmp_path / "o"
+    res = run_cli("run", store, "--method", "las,random", "--budget", 12, "--out", out, "-q")
+    assert res.returncode == 0, res.stderr
+    with open(out / "runs.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 24 and all(row["id"] == ids[int(row["index"])] for row in rows)
+    with open(out / "ranking.csv") as fh:
+        ranking = list(csv.DictReader(fh))
+    assert {row["method"] for row in ranking} == {"las"}  # random has no scores to rank by
+    assert [int(row["rank"]) for row in ranking] == list(range(1, 101))
+    assert all(row["id"] == ids[int(row["index"])] for row in ranking)
+    # the ranking is LAS's top 100 after the run's labels, as the library gives it
+    las = next(r for r in json.loads((out / "results.json").read_text())["runs"] if r["method"] == "las")
+    search = bigsearch.LAS(store)
+    labels = las["init"] + las["queries"]
+    search.tell([i for i, _ in labels], [lab for _, lab in labels])
+    index, score = search.top(100)
+    assert [int(row["index"]) for row in ranking] == index.tolist()
+    np.testing.assert_allclose([float(row["score"]) for row in ranking], score, rtol=1e-12)
+    assert not {int(row["index"]) for row in ranking} & {i for i, _ in labels}

@@ -143,11 +143,14 @@ def test_reports_hold_the_expected_numbers(store, tmp_path):
         for t in ("15", "30"):
             found = [r["hits"][int(t) - 1] for r in runs]
             assert record["summary"][m][t] == {"mean": pytest.approx(np.mean(found)),
-                                               "std": pytest.approx(np.std(found)), "runs": 3}
+                                               "std": pytest.approx(np.std(found, ddof=1)),
+                                               "se": pytest.approx(np.std(found, ddof=1) / np.sqrt(3)), "runs": 3}
     table = (out / "table.md").read_text()
     assert table in res.stdout
     las = record["summary"]["las"]
-    assert f"| las | {las['15']['mean']:.1f} ± {las['15']['std']:.1f} | {las['30']['mean']:.1f} ± " in table
+    assert (f"| las | {las['15']['mean']:.1f} ± {las['15']['std']:.1f} (SE {las['15']['se']:.1f}) | "
+            f"{las['30']['mean']:.1f} ± ") in table
+    assert "sample standard deviation (ddof=1)" in table and "standard error" in table
     with open(out / "runs.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 9 * 30
@@ -174,8 +177,12 @@ def test_the_recall_curves_have_the_expected_data():
     assert curves["ideal"] == [1, 2, 2, 2]
     assert curves["random"] == pytest.approx([0.02, 0.04, 0.06, 0.08])
     summary = summarize(records, 4)
-    assert summary["a"]["2"] == {"mean": 1.5, "std": 0.5, "runs": 2} and summary["b"]["4"]["mean"] == 1.0
-    assert "| b | 0.0 ± 0.0 | 1.0 ± 0.0 |" in markdown_table(summary, 4)
+    assert summary["a"]["2"] == {"mean": 1.5, "std": pytest.approx(0.5 ** 0.5), "se": pytest.approx(0.5),
+                                 "runs": 2} and summary["b"]["4"]["mean"] == 1.0
+    assert "| b | 0.0 ± 0.0 (SE 0.0) | 1.0 ± 0.0 (SE 0.0) |" in markdown_table(summary, 4)
+    one = summarize(records[:1], 4)
+    assert one["a"]["4"] == {"mean": 3.0, "std": None, "se": None, "runs": 1}
+    assert "| a | 2.0 | 3.0 |" in markdown_table(one, 4)
 
 
 def test_real_recall_curves_lie_between_random_and_ideal(store):

@@ -25,7 +25,7 @@ def shell_commands(text, program):
 
 def test_the_first_two_commands_set_up_and_test():
     first = re.search(r"```bash\n(.*?)```", README, re.S).group(1).splitlines()
-    assert first[0].startswith('python -m pip install -e . && python -m bigsearch demo ')
+    assert first[0].startswith("python -m pip install -e . && python -m bigsearch demo ")
     assert first[1].startswith('python -m pip install -e ".[test]" && python -m pytest -q ')
 
 
@@ -40,10 +40,9 @@ def test_every_extra_an_error_asks_for_is_in_the_readme():
 
 def test_the_adult_recipe_is_the_papers():
     ingest = [c for c in shell_commands(README, "bigsearch ingest") if "adult" in c]
-    paper = [c for c in shell_commands((ROOT / "docs" / "ingest.md").read_text(), "bigsearch ingest")
-             if "adult" in c]
+    paper = [c for c in shell_commands((ROOT / "docs" / "ingest.md").read_text(), "bigsearch ingest") if "adult" in c]
     assert ingest and paper
-    assert shlex.split(ingest[0]) == shlex.split(paper[0])      # --normalize included
+    assert shlex.split(ingest[0]) == shlex.split(paper[0])  # --normalize included
 
 
 def test_the_adult_recipe_runs_as_written(tmp_path):
@@ -53,4 +52,4 @@ def test_the_adult_recipe_runs_as_written(tmp_path):
     res = run_cli(*shlex.split(command)[1:], cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     info = run_cli("info", "adult.zarr", cwd=tmp_path)
-    assert info.returncode == 0 and "39,111 points" in info.stdout, info.stdout     # docs/ingest.md's count
+    assert info.returncode == 0 and "39,111 points" in info.stdout, info.stdout  # docs/ingest.md's count

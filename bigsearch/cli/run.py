@@ -127,7 +127,7 @@ def search_options(f):
 @click.option("--grade", default=None, metavar="BEST,ZERO",
               help="--scores mapping: BEST or beyond answers 1, ZERO or beyond 0, linear between.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=str), required=True,
-              help="Directory for results.json, runs.csv, table.md and recall.png.")
+              help="Directory for results.json, runs.csv, ranking.csv, table.md and recall.png.")
 @click.option("--overwrite", is_flag=True, help="Replace the results of another experiment in --out.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary.")
 def run(store, methods, budget, runs, seed, init_index, init_positives, init_negatives, batch_size, pi, eta,

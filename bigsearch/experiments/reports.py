@@ -2,8 +2,10 @@
 
 Recall here is the paper's: the number of positives found, counted among the queries
 (the initial labels are not counted; docs/replication.md discusses the paper's count).
-Spreads are population standard deviations over runs (numpy.std), as the paper's
-"mean +- standard deviation" most likely was.
+Spreads over runs are sample standard deviations (ddof=1; None for a single run) with
+the standard error of the mean, SD / sqrt(runs). (The paper's "mean +- standard
+deviation" does not say which; the tables under benchmarks/paper/results were recorded
+with population SDs, before this change.)
 """
 
 import csv
@@ -23,7 +25,9 @@ def hits_after(record, t):
 
 
 def summarize(records, budget, methods=None):
-    """{method: {str(t): {"mean", "std", "runs"}}} at each checkpoint t."""
+    """{method: {str(t): {"mean", "std", "se", "runs"}}} at each checkpoint t: ``std`` the
+    sample standard deviation over runs, ``se`` the standard error of the mean (both None
+    for fewer than two runs)."""
     methods = methods or list(dict.fromkeys(r["method"] for r in records))
     out = {}
     for m in methods:
@@ -32,22 +36,36 @@ def summarize(records, budget, methods=None):
         for t in checkpoints(budget):
             found = np.array([hits_after(r, t) for r in mine], float)
             out[m][str(t)] = {"mean": float(found.mean()) if found.size else float("nan"),
-                              "std": float(found.std()) if found.size else float("nan"), "runs": len(mine)}
+                              **_spread(found), "runs": len(mine)}
     return out
 
 
+def _spread(found):
+    if found.size < 2:
+        return {"std": None, "se": None}
+    std = float(found.std(ddof=1))
+    return {"std": std, "se": std / float(np.sqrt(found.size))}
+
+
+def _cell(c):
+    """'mean ± SD (SE x)', or the mean alone for a single run."""
+    if c.get("std") is None:
+        return f"{c['mean']:.1f}"
+    return f"{c['mean']:.1f} ± {c['std']:.1f} (SE {c['se']:.1f})"
+
+
 def markdown_table(summary, budget, caption=None):
-    """The paper's Table 1 layout: a row per method, 'mean ± std' at T/2 and T."""
+    """The paper's Table 1 layout: a row per method, 'mean ± SD (SE x)' at T/2 and T."""
     ts = checkpoints(budget)
     lines = ["| method | " + " | ".join(f"{t} queries" for t in ts) + " |",
              "|---|" + "---:|" * len(ts)]
     for m, cells in summary.items():
-        lines.append(f"| {m} | " + " | ".join(f"{cells[str(t)]['mean']:.1f} ± {cells[str(t)]['std']:.1f}"
-                                             for t in ts) + " |")
+        lines.append(f"| {m} | " + " | ".join(_cell(cells[str(t)]) for t in ts) + " |")
     runs = max((c[str(ts[-1])]["runs"] for c in summary.values()), default=0) if ts else 0
     lines.append("")
-    lines.append(caption or f"Positives found by the queries (initial labels not counted), mean ± standard "
-                            f"deviation over {runs} run{'s' * (runs != 1)}.")
+    spread = (f" ± sample standard deviation (ddof=1) over {runs} runs, with the standard error of the mean "
+              f"(SD/√{runs}) in brackets" if runs > 1 else f" of {runs} run")
+    lines.append(caption or f"Positives found by the queries (initial labels not counted), mean{spread}.")
     return "\n".join(lines) + "\n"
 
 
@@ -79,13 +97,36 @@ def _padded(hits, steps):
     return list(hits) + [hits[-1] if hits else 0] * (steps - len(hits))
 
 
-def write_runs_csv(records, path):
-    """One row per query: method, run, step, index, label, hits, seconds (elapsed since
-    the run began, initialization included, when the label was told)."""
+def write_runs_csv(records, path, ids=None):
+    """One row per query: method, run, step, index, id (the store's, empty if it has
+    none), label, hits, seconds (elapsed since the run began, initialization included,
+    when the label was told). ``ids(indices)``: the store's ids of those points, or None."""
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["method", "run", "step", "index", "label", "hits", "seconds"])
+        w.writerow(["method", "run", "step", "index", "id", "label", "hits", "seconds"])
         for r in records:
             elapsed = r["timings"].get("elapsed_seconds") or [float("nan")] * len(r["queries"])
-            for step, ((i, label), h, s) in enumerate(zip(r["queries"], r["hits"], elapsed), start=1):
-                w.writerow([r["method"], r.get("run", 0), step, i, label, h, f"{s:.6f}"])
+            names = _names(ids, [i for i, _ in r["queries"]])
+            for step, ((i, label), name, h, s) in enumerate(zip(r["queries"], names, r["hits"], elapsed), start=1):
+                w.writerow([r["method"], r.get("run", 0), step, i, name, label, h, f"{s:.6f}"])
+
+
+def write_ranking_csv(records, path, ids=None):
+    """The final ranking of each run: the unlabeled points with the highest selection
+    scores once the budget is spent, best first (method, run, rank, index, id, score).
+    Methods with no scores (random) have none."""
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["method", "run", "rank", "index", "id", "score"])
+        for r in records:
+            ranking = r.get("ranking") or {"index": [], "score": []}
+            names = _names(ids, ranking["index"])
+            for rank, (i, name, score) in enumerate(zip(ranking["index"], names, ranking["score"]), start=1):
+                w.writerow([r["method"], r.get("run", 0), rank, i, name, repr(float(score))])
+
+
+def _names(ids, indices):
+    values = ids(indices) if ids is not None and len(indices) else None
+    if values is None:
+        return [""] * len(indices)
+    return [v.decode() if isinstance(v, bytes) else str(v) for v in values]

@@ -29,7 +29,7 @@ from ..storage.journal import JournalDamagedError, JournalWriter, encode_record,
 
 EXPERIMENT = "experiment.json"
 JOURNAL = "runs.jsonl"
-OUTPUTS = ("results.json", "runs.csv", "table.md", "recall.png")   # what --overwrite replaces
+OUTPUTS = ("results.json", "runs.csv", "ranking.csv", "table.md", "recall.png")   # what --overwrite replaces
 
 
 class Journal:

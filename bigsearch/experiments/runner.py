@@ -7,7 +7,8 @@ journal (resume.py) before the next starts. At the end the directory holds:
 
 - results.json: the experiment, every run's record (simulate.py) with its ``run``, and
   a summary (mean and standard deviation of the positives found at T/2 and T);
-- runs.csv: one row per query; table.md: the paper's Table 1 layout;
+- runs.csv: one row per query (with the store's id); ranking.csv: each run's final top
+  100 unlabeled points and their scores; table.md: the paper's Table 1 layout;
 - recall.png: the recall curves (when matplotlib is installed).
 """
 
@@ -26,7 +27,7 @@ from ..storage import open_store
 from ..storage.atomic import atomic_write_json
 from ..storage.fingerprint import store_fingerprint
 from .graded import load_answers
-from .reports import markdown_table, recall_curves, summarize, write_runs_csv
+from .reports import markdown_table, recall_curves, summarize, write_ranking_csv, write_runs_csv
 from .resume import Journal
 
 
@@ -119,7 +120,7 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
                    "budget": exp.budget, "experiment": _describe(exp), "runs": records,
                    "summary": summarize(records, exp.budget, list(exp.methods))}
         curves = recall_curves(records, store.n, int((y == 1).sum()))
-    return results, write_outputs(out, results, curves, plot)
+        return results, write_outputs(out, results, curves, plot, ids=store.ids)
 
 
 def _check_experiment(exp, store, y):
@@ -149,11 +150,13 @@ def _describe(exp):
     return d
 
 
-def write_outputs(out, results, curves, plot=True):
-    """results.json, runs.csv, table.md and recall.png; returns notes on skipped files."""
+def write_outputs(out, results, curves, plot=True, ids=None):
+    """results.json, runs.csv, ranking.csv, table.md and recall.png; returns notes on
+    skipped files. ``ids(indices)``: the store's ids of points (None if it has none)."""
     out = Path(out)
     atomic_write_json(out / "results.json", results)
-    write_runs_csv(results["runs"], out / "runs.csv")
+    write_runs_csv(results["runs"], out / "runs.csv", ids)
+    write_ranking_csv(results["runs"], out / "ranking.csv", ids)
     (out / "table.md").write_text(markdown_table(results["summary"], results["budget"]))
     notes = []
     if plot and curves["queries"]:
