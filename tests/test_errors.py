@@ -39,10 +39,10 @@ def test_non_finite_values_name_the_first_bad_row(tmp_path, small_data, bad, kin
         bigsearch.LAS(path, pi=0.1).ask()
 
 
-@pytest.mark.parametrize("label", [2, -1, 0.5, "1", None])
-def test_labels_must_be_0_or_1(good_store, label):
-    s = bigsearch.LAS(good_store)
-    with pytest.raises(LabelError, match="is not 0 .negative. or 1 .positive."):
+@pytest.mark.parametrize("label", [2, -1, 1.5, -0.5, float("nan"), "1", None])
+def test_labels_must_be_0_or_1_or_graded(good_store, label):
+    s = bigsearch.LAS(good_store)      # LAS takes graded labels in [0, 1], nothing else
+    with pytest.raises(LabelError, match=r"is not 0 .negative., 1 .positive. or a graded label in \[0, 1\]"):
         s.tell(3, label)
     assert s.n_labeled == 0
 

@@ -45,7 +45,7 @@ class Experiment:
     init_negatives: int = 0
     batch_size: int = 1
     options: dict = field(default_factory=dict)
-    graded: tuple = None        # (scores file, BEST, ZERO): graded answers (experiments/graded.py)
+    graded: tuple | None = None  # (scores file, BEST, ZERO): graded answers (experiments/graded.py)
 
     def __post_init__(self):
         if self.runs < 1:
