@@ -342,3 +342,30 @@ def _as_arrays(pairs: list[tuple[int, Any]]) -> tuple[np.ndarray, np.ndarray]:
     """(indices int64, labels): int8 labels, or float64 when some are graded."""
     graded = any(not isinstance(y, int) for _, y in pairs)
     return np.array([i for i, _ in pairs], np.int64), np.array([y for _, y in pairs], np.float64 if graded else np.int8)
+
+
+class PrunableSearch(ChunkedSearch):
+    """A chunked search whose queries may be pruned: read only the blocks of X that could
+    hold the answer (engine/pruning.py, engine/pruning_wnas.py). Keeps the bytes of X read
+    to choose each query, for ``run_details``."""
+
+    FULL_PASS: ClassVar[str] = "a full pass per query"   # what a query costs without pruning
+    pruning: Any   # the method's pruning (LASPruning, WNASPruning), or None when off
+
+    def _start_pruning(self, pruning: Any) -> None:
+        self.pruning = pruning
+        self.bytes_since_query = 0   # bytes of X read since the last query was chosen
+        self.query_bytes: list[int] = []   # per query (ask or top): bytes of X read to choose it
+
+    def run_details(self) -> dict[str, Any]:
+        """Bytes of X read to choose each round's queries, and whether queries were pruned."""
+        return {"bytes_read": self.query_bytes, "x_bytes": self.store.nbytes, "pruning": self.pruning_status}
+
+    @property
+    def pruning_status(self) -> str:
+        """How queries are chosen: a full pass each, or pruned (and why not)."""
+        return f"off: {self.FULL_PASS}" if self.pruning is None else str(self.pruning.status)
+
+    def _pruned(self) -> Any:
+        """The pruning when queries are pruned, else None."""
+        return self.pruning if self.pruning is not None and self.pruning.active else None

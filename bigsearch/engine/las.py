@@ -27,7 +27,7 @@ from ..kernels.dense import times_columns
 from ..kernels.las import degrees
 from ..storage import FeatureStore
 from ..storage.encoding import decode
-from .base import ChunkedSearch, PointArray, StoreLike
+from .base import PointArray, PrunableSearch, StoreLike
 from .fantasy import FantasizedBatch, check_fantasy
 from .params import DriftCheck, LASParams
 from .pruning import LASPruning
@@ -36,7 +36,7 @@ from .select import PassSummary, Ranked
 from .steps import COLSUM, GRAM, LAS_REFRESH, LAS_RESCORE, LAS_UPDATE, Compared
 
 
-class LAS(ChunkedSearch):
+class LAS(PrunableSearch):
     """Linearized Active Search over a feature store.
 
     Parameters
@@ -93,30 +93,15 @@ class LAS(ChunkedSearch):
         self.refreshes: list[dict[str, Any]] = []   # drift measured at each automatic or requested refresh
         self._t_prev = 0.0           # weight of IM in the last query: the kernels rank by it
         self._labels_since_check = 0
-        self.pruning = LASPruning(self, block_rows) if prune else None
+        self._start_pruning(LASPruning(self, block_rows) if prune else None)
         if prune and self.fantasy is not None:
             self.close()
             raise ParameterError("fantasized batches need every f after each pass: use prune or fantasy, not both")
-        self.bytes_since_query = 0   # bytes of X read since the last query was chosen
-        self.query_bytes: list[int] = []   # per query (ask or top): bytes of X read to choose it
 
     def engine_options(self) -> dict[str, Any]:
         prune = {"prune": True, "block_rows": self.pruning.block_rows} if self.pruning is not None else {}
         fantasy = {"fantasy": self.fantasy} if self.fantasy is not None else {}
         return {**self.drift_check.as_dict(), **prune, **fantasy}
-
-    def run_details(self) -> dict[str, Any]:
-        """Bytes of X read to choose each round's queries, and whether queries were pruned."""
-        return {"bytes_read": self.query_bytes, "x_bytes": self.store.nbytes, "pruning": self.pruning_status}
-
-    @property
-    def pruning_status(self) -> str:
-        """How queries are chosen: a full pass each, or pruned (and why not)."""
-        return "off: a full pass per query" if self.pruning is None else self.pruning.status
-
-    def _pruned(self) -> LASPruning | None:
-        """The pruning when queries are pruned, else None."""
-        return self.pruning if self.pruning is not None and self.pruning.active else None
 
     @property
     def check_every(self) -> int | None:

@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 
 from ..backends import StepCall
-from .base import ChunkedSearch, PointArray, StoreLike
+from .base import PointArray, PrunableSearch, StoreLike
 from .params import WNASParams
 from .pruning_wnas import WNASPruning
 from .select import Ranked
 from .steps import WNAS_UPDATE
 
 
-class WNAS(ChunkedSearch):
+class WNAS(PrunableSearch):
     """Weighted-neighbour Active Search over a feature store.
 
     Parameters
@@ -37,6 +37,7 @@ class WNAS(ChunkedSearch):
     """
 
     method = "wnas"
+    FULL_PASS = "a full pass per batch of labels"
     params: WNASParams
     POINT_STATE = (PointArray("label", np.int8, -1), PointArray("num", np.float64, 0.0),
                    PointArray("den", np.float64, 0.0), PointArray("f", np.float64, 0.0))
@@ -46,25 +47,11 @@ class WNAS(ChunkedSearch):
                  store_options: dict[str, Any] | None = None, prune: bool = False,
                  block_rows: int | None = None) -> None:
         super().__init__(store, WNASParams(), backend=backend, n_threads=n_threads, store_options=store_options)
-        self.pruning = WNASPruning(self, block_rows) if prune else None
-        self.bytes_since_query = 0   # bytes of X read since the last query was chosen
-        self.query_bytes: list[int] = []   # per query (ask or top): bytes of X read to choose it
+        self._start_pruning(WNASPruning(self, block_rows) if prune else None)
 
     # -- pruned queries (engine/pruning_wnas.py) --------------------------------------
     def engine_options(self) -> dict[str, Any]:
         return {"prune": True, "block_rows": self.pruning.block_rows} if self.pruning is not None else {}
-
-    def run_details(self) -> dict[str, Any]:
-        """Bytes of X read to choose each round's queries, and whether queries were pruned."""
-        return {"bytes_read": self.query_bytes, "x_bytes": self.store.nbytes, "pruning": self.pruning_status}
-
-    @property
-    def pruning_status(self) -> str:
-        return "off: a full pass per batch of labels" if self.pruning is None else self.pruning.status
-
-    def _pruned(self) -> WNASPruning | None:
-        """The pruning when queries are pruned, else None."""
-        return self.pruning if self.pruning is not None and self.pruning.active else None
 
     def _sync_scores(self) -> None:
         self._sync()
