@@ -175,6 +175,51 @@ def test_a_cache_smaller_than_the_store_keeps_the_first_chunks(s3, data, tmp_pat
     assert c["used_bytes"] <= options["cache_size"]
 
 
+def test_a_chunk_admitted_twice_stays_cached(tmp_path, monkeypatch):
+    """Two passes may both miss a chunk whose first write is still pending: the second
+    write must not remove the first one's file (a reader may be about to map it); the
+    rename replaces it in one step."""
+    from bigsearch.storage import chunk_cache
+    from bigsearch.storage.chunk_cache import ChunkCache
+
+    removed = []
+    unlink = chunk_cache._unlink
+    monkeypatch.setattr(chunk_cache, "_unlink", lambda path: removed.append(path.name) or unlink(path))
+    cache = ChunkCache(tmp_path, "store", limit=1 << 20)
+    values = np.arange(40.0).reshape(4, 10)
+    for _ in range(2):
+        cache.admit(3, ("etag", 320), values)
+        cache.flush()
+        path = cache.lookup(3, ("etag", 320), values.nbytes)
+        assert path is not None and np.array_equal(np.fromfile(path).reshape(4, 10), values)
+    assert removed == []
+    cache.admit(3, ("etag2", 320), values + 1)  # a new version replaces the old one
+    cache.flush()
+    assert [p.name for p in cache.dir.glob("3-*.raw")] == [cache._path(3, ("etag2", 320)).name]
+
+
+def test_a_chunk_evicted_between_lookup_and_read_is_fetched_again(s3, data, tmp_path, url):
+    """Another process's eviction can remove a cached chunk just after this one found it."""
+    X, y = data
+    bigsearch.create_store(url, X, y, chunk_rows=100)
+    options = {"cache_dir": str(tmp_path / "cache")}
+    with open_store(url, options) as s:
+        s.read_rows(np.arange(len(X)))
+        s._cache.flush()
+    with open_store(url, options) as s:
+        found = s._cache.lookup
+
+        def found_then_evicted(j, tag, nbytes):
+            path = found(j, tag, nbytes)
+            if path is not None:
+                path.unlink()
+            return path
+
+        s._cache.lookup = found_then_evicted
+        np.testing.assert_array_equal(s.read_rows(np.arange(len(X))), X)
+        assert s._cache.hits == 6
+
+
 def test_no_cache_reads_the_object_store_every_pass(s3, data, url):
     X, y = data
     bigsearch.create_store(url, X, y, chunk_rows=100)

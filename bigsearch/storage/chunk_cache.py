@@ -143,13 +143,16 @@ class ChunkCache:
             future.result()
 
     def _write(self, j, tag, values):
+        target = self._path(j, tag)
         for stale in self.dir.glob(f"{j}-*.raw"):  # an older version of this chunk
+            if stale == target:  # the same version, admitted twice: the rename replaces it
+                continue
             size = stale.stat().st_size if stale.exists() else 0
             if _unlink(stale):
                 with self._lock:
                     self.used -= size
         try:
-            with atomic_path(self._path(j, tag), tag="partial") as tmp, open(tmp, "wb") as fh:
+            with atomic_path(target, tag="partial") as tmp, open(tmp, "wb") as fh:
                 fh.write(memoryview(values).cast("B"))
         except OSError:  # a full or failing disk costs the next pass a fetch, nothing else
             with self._lock:

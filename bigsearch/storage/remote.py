@@ -368,7 +368,10 @@ class ObjectZarrStore(ZarrStore):
             if self._cache:
                 self._cache.admit(j, tag, values)  # written in the background; this pass uses values
             return values[: b - a], _nothing
-        x, release = map_file_array(path, 0, self.dtype, (self.chunk_rows, self.columns))
+        try:
+            x, release = map_file_array(path, 0, self.dtype, (self.chunk_rows, self.columns))
+        except FileNotFoundError:  # evicted between lookup and map (another store's eviction)
+            return self._fetch(j, key, tag)[: b - a], _nothing
         return x[: b - a], release
 
     def _fetch(self, j, key, tag):
