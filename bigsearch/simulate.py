@@ -40,6 +40,14 @@ def initial_labels(y, seed, init_index=None, init_positives=1, init_negatives=0)
     return out
 
 
+def check_budget(budget, left):
+    """Refuse a budget larger than the ``left`` points unlabeled after the initial labels:
+    it would label everything, slowly, to no purpose (``bigsearch run`` refuses the same)."""
+    if budget > left:
+        raise ParameterError(f"budget {budget:,} is more than the {left:,} points left unlabeled after the "
+                             f"initial labels; give a budget of at most {left:,}")
+
+
 def make_search(store, method, seed=None, **options):
     """An ask/tell search object for ``method`` with only the options it takes (a
     method with a ``seed`` parameter, random search, gets ``seed``)."""
@@ -50,6 +58,8 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     """Run one simulated search; returns its record (a JSON-able dict).
 
     ``init``: the starting labels [(index, label)], default one random positive.
+    ``budget``: the number of queries, at most the points left unlabeled after ``init``
+    (a larger one is refused, as ``bigsearch run`` does).
     ``progress(step, hits)`` is called after every query, if given.
     ``answers``: graded labels in [0, 1], one per point, that the oracle tells instead of
     the stored 0/1 labels (for methods that take graded labels); hits still count the
@@ -73,7 +83,7 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     if batch_size < 1:
         raise ParameterError(f"batch_size must be >= 1, got {batch_size}")
     batch_size = int(batch_size) if method_spec(method).ranks else 1
-    budget = min(budget, store.n - len(init))
+    check_budget(budget, store.n - len(init))
     t0 = time.perf_counter()
     search = make_search(store, method, seed=seed, **options)
     queries, hits, iteration_seconds, elapsed = [], [], [], []

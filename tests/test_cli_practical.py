@@ -77,6 +77,18 @@ def test_run_refuses_a_budget_larger_than_the_unlabeled_points(labeled, tmp_path
     assert res.returncode == 0, res.stderr
 
 
+def test_simulate_refuses_a_budget_larger_than_the_unlabeled_points_as_run_does(labeled):
+    from bigsearch.errors import ParameterError
+    from bigsearch.simulate import simulate
+
+    store, y = labeled
+    init = [(int(np.flatnonzero(y == 1)[0]), 1), *[(int(i), 0) for i in np.flatnonzero(y == 0)[:2]]]
+    with pytest.raises(ParameterError, match="budget 298 is more than the 297 points .* at most 297"):
+        simulate(store, "random", 298, init=init)
+    record = simulate(store, "random", 297, init=init)
+    assert len(record["queries"]) == 297 and record["hits"][-1] == int(y.sum()) - 1
+
+
 def test_run_saves_ids_and_the_final_ranking(tmp_path):
     X, y = clustered_points(300, 8, prevalence=0.1, seed=4, spread=0.8)
     ids = np.array([f"rec-{i:04d}" for i in range(300)])

@@ -22,7 +22,7 @@ import numpy as np
 from .. import __version__
 from ..engine.registry import method_spec
 from ..errors import ParameterError
-from ..simulate import initial_labels, make_search, simulate
+from ..simulate import check_budget, initial_labels, make_search, simulate
 from ..storage import open_store
 from ..storage.atomic import atomic_write_json
 from ..storage.fingerprint import store_fingerprint
@@ -137,10 +137,8 @@ def _check_experiment(exp, store, y):
 def _check_budget(exp, n, y):
     """Refuse a budget larger than the points left unlabeled after the initial labels
     (every run starts from as many): it would label everything, slowly, to no purpose."""
-    left = n - len(initial_labels(y, exp.run_seed(0), exp.init_index, exp.init_positives, exp.init_negatives))
-    if exp.budget > left:
-        raise ParameterError(f"budget {exp.budget:,} is more than the {left:,} points left unlabeled after the "
-                             f"initial labels; give a budget of at most {left:,}")
+    check_budget(exp.budget, n - len(initial_labels(y, exp.run_seed(0), exp.init_index, exp.init_positives,
+                                                    exp.init_negatives)))
 
 
 def _describe(exp):
