@@ -65,6 +65,22 @@ def test_las_matches_local_backend(client, data, store_factory, kind, chunk_rows
     remote.close()
 
 
+@pytest.mark.parametrize("kind", ["numpy", "h5py"])
+def test_an_array_travels_to_the_workers(client, data, tmp_path, kind):
+    X, y = data
+    if kind == "numpy":
+        x, options = X.astype(np.float32), {"store_options": {"chunk_rows": 37}}
+    else:
+        import h5py
+        with h5py.File(tmp_path / "x.h5", "w") as f:
+            f.create_dataset("emb", data=X, chunks=(37, X.shape[1]))
+        x, options = h5py.File(tmp_path / "x.h5", "r")["emb"], {}
+    remote = bigsearch.LAS(x, backend=client, **LAS_OPTIONS, **options)
+    assert len({s.address for s in remote.backend.shards}) == 2
+    assert_same_search(bigsearch.LAS(x, **LAS_OPTIONS, **options), remote, y, 20)
+    remote.close()
+
+
 @pytest.mark.parametrize("kind", ["zarr", "hdf5"])
 def test_wnas_matches_local_backend(client, data, store_factory, kind):
     X, y = data

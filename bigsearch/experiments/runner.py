@@ -46,6 +46,7 @@ class Experiment:
     batch_size: int = 1
     options: dict = field(default_factory=dict)
     graded: tuple | None = None  # (scores file, BEST, ZERO): graded answers (experiments/graded.py)
+    dataset: str | None = None   # the array of the store holding X (None: X)
 
     def __post_init__(self):
         if self.runs < 1:
@@ -71,12 +72,13 @@ class Experiment:
                 "budget": self.budget, "seed": self.seed,
                 "init": init, "batch_size": self.batch_size,
                 **({"graded": [str(self.graded[0]), *self.graded[1:]]} if self.graded else {}),
+                **({"dataset": self.dataset} if self.dataset else {}),
                 "options": {k: v for k, v in sorted(self.options.items()) if v is not None}}
 
 
 def run_methods(store, methods, budget, out, *, seed=0, runs=1, init_index=None, init_positives=1,
                 init_negatives=0, batch_size=1, overwrite=False, backend="local", n_threads=None, progress=None,
-                plot=True, graded=None, **options):
+                plot=True, graded=None, dataset=None, **options):
     """Run each method from the same initial labels (per run) into directory ``out``
     (see :class:`Experiment` and :func:`run_experiment`); returns (results, notes).
 
@@ -85,7 +87,7 @@ def run_methods(store, methods, budget, out, *, seed=0, runs=1, init_index=None,
     """
     exp = Experiment(str(store), tuple(methods), budget, runs, seed,
                      tuple(init_index) if init_index is not None else None, init_positives, init_negatives,
-                     batch_size, options, graded)
+                     batch_size, options, graded, dataset)
     return run_experiment(exp, out, overwrite=overwrite, backend=backend, n_threads=n_threads, progress=progress,
                           plot=plot)
 
@@ -94,11 +96,12 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
     """Run (or continue) ``exp`` into directory ``out``; returns (results, notes).
 
     ``progress(method, run)`` may return a context manager yielding ``update(step, hits)``
-    (e.g. a progress bar). ``notes`` lists outputs that were skipped, with why.
+    (e.g. a progress bar); an ``update.initializing(what, done, total)``, if it has one,
+    hears of the steps before the first query (AGR's k-means). ``notes`` lists outputs that were skipped, with why.
     """
     out = Path(out)
     progress = progress or (lambda method, run: contextlib.nullcontext(None))
-    with open_store(exp.store) as store:
+    with open_store(exp.store, {"dataset": exp.dataset}) as store:
         y = store.labels()
         if y is None:
             raise ParameterError(f"{store.path} has no labels (y), so no oracle can be simulated; "
@@ -112,6 +115,7 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
                     continue
                 with progress(method, run) as update:
                     record = simulate(store, method, exp.budget, exp.run_seed(run), init, progress=update,
+                                      init_progress=getattr(update, "initializing", None),
                                       batch_size=exp.batch_size, backend=backend, n_threads=n_threads,
                                       answers=answers if method_spec(method).cls.GRADED else None, **exp.options)
                 journal.append({"run": run, **record})
