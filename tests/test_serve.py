@@ -408,7 +408,6 @@ def write_idx(path, images):
 
 @pytest.mark.parametrize("out", ["img.zarr", "img.h5"])
 def test_ingest_keeps_images_by_shape(tmp_path, out):
-    from bigsearch.ingest.cluster_order import cluster_order
     from bigsearch.serve.records import read_display
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (70, 6, 5), dtype=np.uint8)
@@ -427,13 +426,6 @@ def test_ingest_keeps_images_by_shape(tmp_path, out):
         assert read_display(store, 3)["range"] == ([0, 255] if dtype == np.uint8 else
                                                    [float(images.min()) / 255, float(images.max()) / 255])
         store.close()
-    # in cluster order the pixels move with their rows; ids name the original rows
-    cluster_order(tmp_path / f"img.idx-{out}", tmp_path / f"ordered-{out}", clusters=5)
-    with bigsearch.open_store(tmp_path / f"ordered-{out}") as store:
-        ids = store.ids()
-        assert sorted(ids.tolist()) == list(range(70)) and ids.tolist() != list(range(70))
-        for i in range(70):
-            np.testing.assert_array_equal(read_display(store, i)["pixels"], images[ids[i]].ravel())
 
 
 def test_ingest_keeps_source_records_aligned_with_x(tmp_path):
