@@ -11,7 +11,10 @@ writes a copy of a store whose rows are grouped by k-means cluster:
    what a person sees of it (the ``records`` or ``pixels`` array of ``display``,
    ingest/records.py);
 3. the clusters are written one after another through the store writer (atomic: the
-   output appears only when complete).
+   output appears only when complete);
+4. before it appears, the pruning block summaries of the new order are computed and
+   stored with it (engine/summaries.py: three more passes), so pruned searches on it
+   skip that pass (not for object-store URLs, which publish as they write).
 
 X is never held whole: memory is one chunk plus the largest cluster. The output keeps
 ``y`` and the display array in the new row order, and ``ids`` holds each row's original
@@ -29,6 +32,7 @@ import numpy as np
 
 from ..backends.local import LocalBackend
 from ..engine.anchors import kmeans, squared_distances
+from ..engine.summaries import write_block_summaries
 from ..errors import ParameterError, StoreExistsError
 from ..storage import StoreWriter, open_store, store_kind_for
 from ..storage.atomic import remove, remove_stale_leftovers, temp_sibling
@@ -76,17 +80,20 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
         remove_stale_leftovers(out, tags=("clusters", "unordered"))    # what killed runs left
         spill = temp_sibling(out, "clusters")
         spill.mkdir()
+        written = {}
         try:
             display = DisplaySpill.of(store)
             sizes, ids_dtype = _spill(store, centres, spill, display)
             _write(store, spill, sizes, ids_dtype, out, display, chunk_rows=chunk_rows or store.chunk_rows,
                    kind=store_kind_for(out, kind), encoding=encoding or store.encoding, compressors=compressors,
                    overwrite=overwrite, attrs={**_kept_attrs(store.attrs, display), "cluster_order": {
-                       "clusters": k, "iterations": iterations, "seed": seed, "source": str(store.path)}})
+                       "clusters": k, "iterations": iterations, "seed": seed, "source": str(store.path)}},
+                   summaries=lambda tmp: written.update(block_summaries=write_block_summaries(
+                       tmp, n_threads=n_threads)))
         finally:
             remove(spill)
     return {"out": str(out), "clusters": k, "sizes": sizes.tolist(), "kmeans_seconds": t_kmeans,
-            "seconds": time.perf_counter() - t0}
+            "seconds": time.perf_counter() - t0, **written}
 
 
 def _kept_attrs(attrs, display):
@@ -170,10 +177,11 @@ def _spill(store, centres, spill, display):
 
 
 def _write(store, spill, sizes, ids_dtype, out, display, *, chunk_rows, kind, encoding, compressors, overwrite,
-           attrs):
+           attrs, summaries):
     has_y = store.labels() is not None
     with StoreWriter(out, store.r, encoding=encoding, chunk_rows=chunk_rows, kind=kind, labels=has_y,
                      ids_dtype=ids_dtype, attrs=attrs, overwrite=overwrite, compressors=compressors) as w:
+        w.before_publish = summaries      # (object-store writers publish as they write: not there)
         shown = display.rows_array(w) if display else None
         for c in np.flatnonzero(sizes):
             X = np.fromfile(spill / f"{c}.x", dtype=store.dtype).reshape(-1, store.r)
