@@ -22,7 +22,7 @@ from .remote import is_url, local_path, open_object_store
 from .zarr_store import ZarrStore
 
 STORE_FORMATS = {}  # kind -> FeatureStore subclass, the default first
-ARRAY_STORES = []   # FeatureStore subclasses wrapping an array object (storage/arrays.py)
+ARRAY_STORES = []  # FeatureStore subclasses wrapping an array object (storage/arrays.py)
 HEAD_BYTES = 8  # what ``recognizes`` sees of a file
 
 
@@ -103,9 +103,12 @@ def store_source(store, dataset=None):
     if isinstance(store, FeatureStore):
         place = store.location()
         if place is None:
-            raise StoreError(f"{store.path} lives only in this process, but this needs a store it can reopen "
-                             "(after a crash, on another day): write it to one first, e.g. "
-                             "bigsearch.create_store('X.zarr', x, y), or pass a zarr.Array or h5py.Dataset")
+            raise StoreError(
+                f"{store.path} lives only in this process (or in no group of a file), but this "
+                "needs a store it can reopen (after a crash, on another day): write it to one "
+                "first, e.g. bigsearch.create_store('X.zarr', x, y), or pass a zarr.Array in a "
+                "local group or an h5py.Dataset"
+            )
         store, dataset = place
     return str(store), {"dataset": dataset} if dataset not in (None, X_NAME) else {}
 

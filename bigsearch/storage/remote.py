@@ -436,8 +436,9 @@ def _nothing():
 def open_object_store(url, options=None):
     """``open_store`` for URLs: the options given, over the thread's remote defaults."""
     options = _with_defaults(options)
-    return ObjectZarrStore(url, options.get("storage_options"), options.get("cache_dir"), options.get("cache_size"),
-                           options.get("dataset"))
+    return ObjectZarrStore(
+        url, options.get("storage_options"), options.get("cache_dir"), options.get("cache_size"), options.get("dataset")
+    )
 
 
 # -- writing --------------------------------------------------------------------------------
