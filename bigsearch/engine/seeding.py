@@ -136,10 +136,12 @@ def from_vector(store: Any, vector: np.ndarray, source: str = "vector", keep: in
     v = np.asarray(vector, np.float64)
     if v.ndim == 2 and 1 in v.shape:
         v = v.reshape(-1)  # a row or a column vector
+    if v.shape == (store.r - 1,) and _ends_with_bias(store):
+        v = np.append(v, 0.0)  # x_i . [v, c] = u_i . v + c: any c ranks alike, so the source's width will do
     if v.shape != (store.r,):
         raise ParameterError(
-            f"start_from vector: expected {store.r} values (one per feature of the store, "
-            f"transformed as its rows were at ingest), got shape {np.shape(vector)}"
+            f"start_from vector: expected {store.r} values, one per feature of the store (or one fewer "
+            f"before ingest's --bias), got shape {np.shape(vector)}"
         )
     if not np.all(np.isfinite(v)):
         raise ParameterError("start_from vector: it has a non-finite value (NaN or inf)")
@@ -153,6 +155,13 @@ def from_vector(store: Any, vector: np.ndarray, source: str = "vector", keep: in
         order = np.lexsort((idx, -allsim))[:keep]  # best first; ties: lowest index
         best_idx, best_sim = idx[order], allsim[order]
     return StartFrom("vector", source, candidates=best_idx, ordered=True)
+
+
+def _ends_with_bias(store: Any) -> bool:
+    """Whether ingest appended a constant feature last (--bias, no --rff after it)."""
+    feat = store.attrs.get("featurization")
+    feat = json.loads(feat) if isinstance(feat, str) else feat
+    return bool(feat) and list(feat.get("steps", []))[-1:] == ["bias"]
 
 
 def from_keyword(store: Any, column: str, words: str, source: str = "keyword") -> StartFrom:
