@@ -78,15 +78,14 @@ def _print_remaining(record):
     if not rem:
         return
     parts = []
-    if rem["score_sum"] is not None:
-        s = rem["score_sum"]
-        parts.append(f"~{s['value']:,.0f} positives left by the sum of f (uncalibrated)")
     if rem["recent_hit_rate"] is not None:
         r = rem["recent_hit_rate"]
         parts.append(f"last {r['basis']} labels {r['value']:.0%} positive ({r['level']:.0%} interval "
                      f"{r['low']:.0%}-{r['high']:.0%})")
+    if rem["score_sum"] is not None:
+        parts.append(f"sum of f over the unlabeled {rem['score_sum']['value']:,.0f} (not calibrated: no count)")
     if parts:
-        click.echo(f"{record['method']:>8}: " + "; ".join(parts))
+        click.echo(f"{record['method']}: " + "; ".join(parts), err=True)
 
 
 def _print_reads(record):
