@@ -55,7 +55,8 @@ class HDF5Writer:
                 continue
             if values is None:
                 raise StoreError("every block must carry the same optional columns (y, ids)")
-            arr.resize(stop, axis=0)
+            if stop > arr.shape[0]:     # grow only: StoreWriter.write_at fills regions in any order
+                arr.resize(stop, axis=0)
             arr[start:stop] = values
 
     def create_rows(self, name, tail, dtype, chunk_rows):

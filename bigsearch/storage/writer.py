@@ -104,6 +104,23 @@ class StoreWriter:
         if sum(len(p[0]) for p in self._pending) >= self.chunk_rows:
             self._flush(final=False)
 
+    def write_at(self, start, X, y=None, ids=None):
+        """Write rows at positions start.. of a float store, in any order (a generator that
+        groups rows, tools/make_store.py --order generated). The store grows to cover them;
+        every row up to the largest must be written before ``close``. Not mixed with ``append``."""
+        if self._pending or self.encoding not in ("float32", "float64"):
+            raise StoreError("write_at writes float stores only, and is not mixed with append")
+        X = np.asarray(X)
+        if X.ndim != 2 or X.shape[1] != self.r:
+            raise StoreError(f"block of shape {X.shape} does not have {self.r} columns")
+        if y is not None:
+            y = check_labels(y, len(X), str(self.path))
+        if self.binary_possible:
+            self.binary_possible = binary_rows(X)
+        self._backend.write(int(start), X.astype(self.dtype, copy=False), None, y, ids)
+        self.n = max(self.n, int(start) + len(X))
+        self.rows_appended = self.n
+
     def _flush(self, final):
         if not self._pending:
             return

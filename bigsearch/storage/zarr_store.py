@@ -40,13 +40,15 @@ class ZarrWriter:
 
     def write(self, start, X, scale, y, ids):
         stop = start + len(X)
-        self.x.resize((stop, self.x.shape[1]))
+        if stop > self.x.shape[0]:      # grow only: StoreWriter.write_at fills regions in any order
+            self.x.resize((stop, self.x.shape[1]))
         self.x[start:stop] = X
         for arr, values in ((self.scale, scale), (self.y, y), (self.ids, ids)):
             if arr is not None:
                 if values is None:
                     raise StoreError("every block must carry the same optional columns (y, ids)")
-                arr.resize((stop,))
+                if stop > arr.shape[0]:
+                    arr.resize((stop,))
                 arr[start:stop] = values
 
     def set_attrs(self, attrs):
