@@ -8,7 +8,7 @@ import pytest
 
 import bigsearch
 from bigsearch import Session
-from bigsearch.engine.seeding import from_keyword, from_vector, parse_start
+from bigsearch.engine.seeding import from_keyword, from_vector, parse_start, resolve_start
 from bigsearch.errors import BigsearchError, LabelError, ParameterError
 from bigsearch.experiments import run_methods
 from bigsearch.simulate import simulate
@@ -172,6 +172,14 @@ def test_bad_starts_are_refused_with_what_to_give(tmp_path, stores):
             parse_start(store, "keyword:title=x")
     with pytest.raises(BigsearchError, match="init_index or start_from"):
         run_methods(stores[("zarr", "float32", 1)], ["las"], 2, tmp_path / "o", init_index=[1], start_from="ids:row-1")
+    with bigsearch.open_store(stores[("zarr", "float32", 1)]) as store:  # the Python forms
+        assert resolve_start(store, {"ids": ["row-4", "row-2"]}).positives.tolist() == [2, 4]
+        assert (
+            resolve_start(store, {"vector": np.ones(5)}).candidates.tolist()
+            == from_vector(store, np.ones(5)).candidates.tolist()
+        )
+        with pytest.raises(ParameterError, match="give one of"):
+            resolve_start(store, {"vectors": 1})
     with pytest.raises(LabelError, match="out of range"):
         X = np.abs(np.random.default_rng(0).random((5, 2)))
         p = bigsearch.create_store(tmp_path / "noids.zarr", X)

@@ -59,10 +59,25 @@ class StartFrom:
         return out
 
 
-def resolve_start(store: Any, start_from: str | StartFrom | None) -> StartFrom | None:
-    """A :class:`StartFrom` from a spec string (see :func:`parse_start`), or as given."""
+def resolve_start(store: Any, start_from: str | dict | StartFrom | None) -> StartFrom | None:
+    """A :class:`StartFrom` from a spec string (see :func:`parse_start`), from Python
+    values ``{"ids": [...]}``, ``{"vector": array}`` or ``{"keyword": (column, words)}``,
+    or as given."""
     if start_from is None or isinstance(start_from, StartFrom):
         return start_from
+    if isinstance(start_from, dict):
+        if len(start_from) != 1 or next(iter(start_from)) not in STRATEGIES:
+            raise ParameterError(
+                f"start_from: give one of {{'ids': [...]}}, {{'vector': array}} or "
+                f"{{'keyword': (column, words)}}, got keys {sorted(start_from)}"
+            )
+        ((kind, value),) = start_from.items()
+        if kind == "ids":
+            return from_ids(store, list(value), source="ids")
+        if kind == "vector":
+            return from_vector(store, np.asarray(value), source="vector")
+        column, words = value
+        return from_keyword(store, column, words, source=f"keyword:{column}={words}")
     return parse_start(store, start_from)
 
 
