@@ -140,6 +140,8 @@ class StoreWriter:
         its own ``append`` in row order; published with the store (ingest/records.py)."""
         return _RowsArray(self._backend.create_rows(name, tuple(tail_shape), dtype, int(chunk_rows)))
 
+    before_publish = None   # callable(temporary path): runs on the complete store before it is published
+
     def close(self):
         """Write what is pending and move the finished store to ``path``."""
         self._flush(final=True)
@@ -147,6 +149,12 @@ class StoreWriter:
             self.abort()
             raise StoreError(f"{self.path}: no rows were written")
         self._backend.close()
+        if self.before_publish is not None:
+            try:
+                self.before_publish(self.tmp)
+            except BaseException:
+                self.abort()
+                raise
         fsync_tree(self.tmp)
         if self.path.exists():
             if not self.overwrite:
