@@ -72,6 +72,9 @@ def test_vector_start_asks_the_most_similar_until_a_positive_then_the_engine_exa
         assert s.ask() == s.search.ask()  # a positive is known: the engine chooses
     with Session.open(tmp_path / "s", readonly=True) as r:  # the start survives reopening
         assert r.start.candidates.tolist()[:5] == order[:5].tolist()
+    with Session.create(path, tmp_path / "k", pi=0.15, start_from={"vector": v}) as s:
+        s.skip(int(order[0]))  # a skipped candidate comes after every other point
+        assert s.top(2).indices.tolist() == order[1:3].tolist() and s.ask() == order[1]
 
 
 CSV = "title,year,label\n" + "".join(
@@ -147,9 +150,8 @@ def test_run_from_known_positives_and_from_a_vector(tmp_path, data, stores):
     rec = simulate(path, "las", 3, start_from=f"ids:row-{pos[0]},row-{pos[1]}")
     assert rec["init"] == [[int(pos[0]), 1], [int(pos[1]), 1]]
     np.save(tmp_path / "v.npy", X[pos[0]])
-    out = tmp_path / "run"
-    res = run_cli("run", path, "--budget", 4, "--start-from", f"vector:{tmp_path / 'v.npy'}", "--out", out, "-q")
-    assert res.returncode == 0, res.stderr
+    out = tmp_path / "run"  # the CLI's --start-from is run by tests/test_quickstart.py
+    run_methods(path, ["las"], 4, out, start_from=f"vector:{tmp_path / 'v.npy'}", plot=False)
     record = json.loads((out / "results.json").read_text())["runs"][0]
     sim = X.astype(np.float32).astype(np.float64) @ X[pos[0]]
     assert record["queries"][0][0] == int(np.lexsort((np.arange(N), -sim))[0]) and record["init"] == []
