@@ -107,6 +107,12 @@ def next_(directory, k, as_json, store, scheduler, cluster, persist):
     with cluster_backend(scheduler, cluster, persist) as backend, \
             _session().open(directory, readonly=True, store=store, backend=backend) as s:
         rows = s.candidates(k)
+        reads = s.reads()
+    if reads is not None:      # on stderr: --json output stays a list
+        pruned = reads["pruning"].startswith("on") and reads["bytes_read"]
+        share = (f"; this query read {reads['bytes_read'][-1] / reads['x_bytes']:.1%} of X, after the pass "
+                 "that opening the session costs" if pruned else "")
+        click.echo(f"{s.method}: pruning {reads['pruning']}{share}", err=True)
     if as_json:
         click.echo(json.dumps(rows))
     elif not rows:

@@ -358,6 +358,14 @@ class Session:
             self._engine = self._load_engine()
         return self._engine
 
+    def reads(self) -> dict[str, Any] | None:
+        """How the engine chooses queries and what each cost: ``pruning`` (on, or off and
+        why), ``bytes_read`` (bytes of X read to choose each query asked since the session
+        was opened; restoring the engine is not counted), ``x_bytes``; None for engines
+        without (AGR)."""
+        details = getattr(self.search, "run_details", None)
+        return None if details is None else details()
+
     @property
     def history(self) -> list[tuple[int, int]]:
         """[(index, label)] in force, in the order told."""
