@@ -75,6 +75,7 @@ def test_vector_start_asks_the_most_similar_until_a_positive_then_the_engine_exa
     with Session.create(path, tmp_path / "k", pi=0.15, start_from={"vector": v}) as s:
         s.skip(int(order[0]))  # a skipped candidate comes after every other point
         assert s.top(2).indices.tolist() == order[1:3].tolist() and s.ask() == order[1]
+        assert [c["index"] for c in s.candidates(2)] == order[1:3].tolist()  # what `session next` shows
 
 
 CSV = "title,year,label\n" + "".join(
@@ -126,7 +127,7 @@ def test_keyword_start_asks_matches_by_f_and_a_run_records_it(text_store):
         for i, lab in rec["queries"][: pos + 1]:
             f = las.f
             free = [j for j in range(60) if j % 4 in (0, 2) and las.labels[j] < 0]
-            assert i == min(free, key=lambda j: (-f[j], j))
+            assert i == min(free, key=lambda j: (-round(f[j], 12), j))
             las.tell(i, lab)
 
 

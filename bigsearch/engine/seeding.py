@@ -224,7 +224,9 @@ def seeded_top(search: Any, start: StartFrom | None, k: int) -> Ranked:
     free = start.candidates[labels[start.candidates] < 0]
     f = getattr(search, "f", None)  # random search has no scores: index order
     if not start.ordered and f is not None:
-        free = free[np.lexsort((free, -f[free]))]
+        # highest f first; f equal to 12 digits (as with no label, where every f is pi up
+        # to rounding) is a tie, broken by the lowest index, so the order is reproducible
+        free = free[np.lexsort((free, -np.round(f[free], 12)))]
     chosen = free[:k].tolist()
     if len(chosen) < k:  # the candidates run out: the engine's best fill up
         more, _ = search.top(min(k + len(chosen), search.n - search.n_labeled))

@@ -382,7 +382,7 @@ class Session:
     def candidates(self, k: int = 10) -> list[dict[str, Any]]:
         """The k best unlabeled points as [{"rank", "index", "id", "score"}], skipped
         points after every other; ``rank`` counts among all unlabeled points."""
-        indices, scores, ranks = ranked_unskipped(self.search, self._history.skipped, k)
+        indices, scores, ranks = ranked_unskipped(self.search, self._history.skipped, k, self._ranker())
         ids = self._ids(indices)
         return [{"rank": int(rank), "index": int(i), "id": None if ids is None else _plain(ids[r]),
                  "score": float(s)} for r, (i, s, rank) in enumerate(zip(indices, scores, ranks))]
