@@ -55,7 +55,8 @@ def test_a_closed_pipe_ends_quietly(labeled, tmp_path):
     ):
         res = run_into_closed_pipe(*args)
         assert res.returncode in (0, 128 + signal.SIGPIPE), (args, res.returncode, res.stderr)
-        assert res.stderr == "", (args, res.stderr)
+        # nothing about the pipe (`session next` may say how it chose its query, on stderr)
+        assert not any(w in res.stderr for w in ("Error", "pipe", "Traceback")), (args, res.stderr)
 
 
 def test_run_refuses_stdout_as_out(labeled, tmp_path):
