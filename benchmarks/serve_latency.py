@@ -125,8 +125,10 @@ def checkpoint_spike(args, store, y, n, r):
     dirs = {bg: DATA / f"serve-spike-{n}x{r}-{'bg' if bg else 'inline'}" for bg in (False, True)}
     sessions, labelers = {}, {}
     try:
+        new_session(store, dirs[False], y, args.prune, checkpoint_every=every)
+        shutil.rmtree(dirs[True], ignore_errors=True)
+        shutil.copytree(dirs[False], dirs[True])      # the same session twice (creating one at 10M takes minutes)
         for bg in (False, True):
-            new_session(store, dirs[bg], y, args.prune, checkpoint_every=every)
             sessions[bg] = Session.open(dirs[bg])
             labelers[bg] = Labeler(sessions[bg], background_checkpoints=bg)
         load = os.getloadavg()[0]
