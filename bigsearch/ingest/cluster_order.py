@@ -9,7 +9,10 @@ writes a copy of a store whose rows are grouped by k-means cluster:
 2. one pass assigns every row to its nearest centre and appends it to that cluster's
    spill file (a temporary directory beside the output), with its label and its id;
 3. the clusters are written one after another through the store writer (atomic: the
-   output appears only when complete).
+   output appears only when complete);
+4. before it appears, the pruning block summaries of the new order are computed and
+   stored with it (engine/summaries.py: three more passes), so pruned searches on it
+   skip that pass (not for object-store URLs, which publish as they write).
 
 X is never held whole: memory is one chunk plus the largest cluster. The output keeps
 ``y``, and ``ids`` holds each row's original id (the source's ``ids`` when it has them,
@@ -25,6 +28,7 @@ import numpy as np
 
 from ..backends.local import LocalBackend
 from ..engine.anchors import kmeans, squared_distances
+from ..engine.summaries import write_block_summaries
 from ..errors import ParameterError, StoreExistsError
 from ..storage import StoreWriter, open_store, store_kind_for
 from ..storage.atomic import remove, remove_stale_leftovers, temp_sibling
@@ -72,16 +76,19 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
         remove_stale_leftovers(out, tags=("clusters", "unordered"))    # what killed runs left
         spill = temp_sibling(out, "clusters")
         spill.mkdir()
+        written = {}
         try:
             sizes, ids_dtype = _spill(store, centres, spill)
             _write(store, spill, sizes, ids_dtype, out, chunk_rows=chunk_rows or store.chunk_rows,
                    kind=store_kind_for(out, kind), encoding=encoding or store.encoding, compressors=compressors,
                    overwrite=overwrite, attrs={**_kept_attrs(store.attrs), "cluster_order": {
-                       "clusters": k, "iterations": iterations, "seed": seed, "source": str(store.path)}})
+                       "clusters": k, "iterations": iterations, "seed": seed, "source": str(store.path)}},
+                   summaries=lambda tmp: written.update(block_summaries=write_block_summaries(
+                       tmp, n_threads=n_threads)))
         finally:
             remove(spill)
     return {"out": str(out), "clusters": k, "sizes": sizes.tolist(), "kmeans_seconds": t_kmeans,
-            "seconds": time.perf_counter() - t0}
+            "seconds": time.perf_counter() - t0, **written}
 
 
 def _kept_attrs(attrs):
@@ -121,10 +128,12 @@ def _spill(store, centres, spill):
     return sizes, ids_dtype
 
 
-def _write(store, spill, sizes, ids_dtype, out, *, chunk_rows, kind, encoding, compressors, overwrite, attrs):
+def _write(store, spill, sizes, ids_dtype, out, *, chunk_rows, kind, encoding, compressors, overwrite, attrs,
+           summaries):
     has_y = store.labels() is not None
     with StoreWriter(out, store.r, encoding=encoding, chunk_rows=chunk_rows, kind=kind, labels=has_y,
                      ids_dtype=ids_dtype, attrs=attrs, overwrite=overwrite, compressors=compressors) as w:
+        w.before_publish = summaries      # (object-store writers publish as they write: not there)
         for c in np.flatnonzero(sizes):
             X = np.fromfile(spill / f"{c}.x", dtype=store.dtype).reshape(-1, store.r)
             y = np.fromfile(spill / f"{c}.y", dtype=np.int8) if has_y else None
