@@ -14,7 +14,7 @@ Sections (``--only dense,binary,widths,batch``):
   per output column, over the memory-mapped chunk files) and a LAS iteration: ms per GB.
 - batch: r = 2,048, n = 50k: a pass after one label against a pass after 500 labels told
   together (tell([...]) then sync), float32 and binary, at alpha = 0 and 1e-3; the drift
-  check's exact residual and its randomized screen.
+  check's time and residual.
 
 Results: benchmarks/results/encodings.json; docs/performance.md has the tables.
 """
@@ -253,15 +253,12 @@ def batches(n, r, batch, rounds):
         t0 = time.perf_counter()
         residual = las.inverse_residual()
         check = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        bound = las.residual_bound()
-        screen = time.perf_counter() - t0
         for alpha, las in engines.items():
             single, multi = median(times[(alpha, 1)]), median(times[(alpha, batch)])
             out.append({"encoding": encoding, "alpha": alpha, "n": n, "r": r, "B": batch, "init_s": init,
                         "single_ms": single * 1e3, "batch_ms": multi * 1e3, "batch_vs_single": multi / single,
                         "per_label_in_batch_ms": multi * 1e3 / batch, "drift_check_ms": check * 1e3,
-                        "residual": residual, "drift_screen_ms": screen * 1e3, "residual_bound": bound})
+                        "residual": residual})
             las.close()
     return out
 
