@@ -169,6 +169,8 @@ def test_session_keeps_pruning_across_reopen(data, store_factory, tmp_path):
     with Session.open(tmp_path / "s") as s:
         assert s.search.pruning_status.startswith("on")
         assert s.search.top(3)[0].tolist() == full.top(3)[0].tolist()
+        reads = s.reads()          # the query read part of X; reopening is not counted
+        assert len(reads["bytes_read"]) == 1 and 0 < reads["bytes_read"][0] < reads["x_bytes"]
 
 
 @pytest.mark.parametrize("encoding,kind", [("int8", "zarr"), ("float16", "hdf5"), ("binary", "zarr")])

@@ -51,6 +51,7 @@ def session():
     bigsearch session next DIR [-k K]
     bigsearch session label DIR INDEX 0|1 [INDEX 0|1 ...]   (or --from labels.csv)
     bigsearch session undo DIR [N]
+    bigsearch session skip DIR INDEX [INDEX ...]   (unskip DIR [INDEX ...])
     bigsearch session status DIR [--json]
     bigsearch session export DIR --csv FILE
     """
@@ -98,6 +99,12 @@ def next_(directory, k, as_json, store, scheduler, cluster, persist):
     with cluster_backend(scheduler, cluster, persist) as backend, \
             _session().open(directory, readonly=True, store=store, backend=backend) as s:
         rows = s.candidates(k)
+        reads = s.reads()
+    if reads is not None:      # on stderr: --json output stays a list
+        pruned = reads["pruning"].startswith("on") and reads["bytes_read"]
+        share = (f"; this query read {reads['bytes_read'][-1] / reads['x_bytes']:.1%} of X, after the pass "
+                 "that opening the session costs" if pruned else "")
+        click.echo(f"{s.method}: pruning {reads['pruning']}{share}", err=True)
     if as_json:
         click.echo(json.dumps(rows))
     elif not rows:
@@ -165,6 +172,9 @@ def status(directory, as_json):
     click.echo(f"store       {st['store']} ({st['n']:,} x {st['r']})")
     click.echo(f"labels      {st['labels']}: {st['positives']} positive, {st['negatives']} negative"
                + (f" ({st['undone']} undone)" if st["undone"] else ""))
+    if st["skipped"]:
+        shown = ", ".join(map(str, st["skipped"][:10])) + (", ..." if len(st["skipped"]) > 10 else "")
+        click.echo(f"skipped     {_count(len(st['skipped']), 'point')}, proposed after every other: {shown}")
     click.echo("checkpoint  " + ("none yet" if ck is None else
                                  f"after label {ck['labels']} (journal record {ck['journal_record']}, "
                                  f"{ck['created']})"))
@@ -202,6 +212,30 @@ def rebuild(directory, store, scheduler, cluster, persist):
             _session().rebuild(directory, store=store, backend=backend) as s:
         n = s.n_labels
     click.echo(f"rebuilt {directory} from its journal ({n} labels)")
+
+
+@session.command()
+@click.argument("directory", type=click.Path(path_type=str))
+@click.argument("indices", nargs=-1, type=int, required=True)
+def skip(directory, indices):
+    """Put points aside (the labelling page's skip): they are proposed after every
+    other unlabeled point until labeled or unskipped."""
+    with _session().open(directory) as s:
+        for index in indices:
+            s.skip(index)
+        n = len(s.skipped)
+    click.echo(f"skipped {_count(len(indices), 'point')}; the session has {n} skipped")
+
+
+@session.command()
+@click.argument("directory", type=click.Path(path_type=str))
+@click.argument("indices", nargs=-1, type=int)
+def unskip(directory, indices):
+    """Withdraw the skips of INDICES (default: the newest skip)."""
+    with _session().open(directory) as s:
+        done = [s.unskip(index) for index in indices] if indices else [s.unskip()]
+        n = len(s.skipped)
+    click.echo(f"unskipped {', '.join(map(str, done))}; the session has {n} skipped")
 
 
 # -- parsing labels --------------------------------------------------------------------

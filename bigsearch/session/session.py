@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import __version__
 from ..engine.registry import method_spec, saving_class
+from ..engine.select import Ranked
 from ..errors import (
     LabelError,
     ParameterError,
@@ -62,7 +63,6 @@ from .lock import SessionLock
 
 if TYPE_CHECKING:
     from ..engine.base import ChunkedSearch, Labels
-    from ..engine.select import Ranked
     from ..storage import FeatureStore
 
 INFO, JOURNAL, CHECKPOINTS, LOCK = "session.json", "journal.jsonl", "checkpoints", "lock"
@@ -85,7 +85,7 @@ class Session:
         self._journal: JournalWriter | None = None
         self._engine: ChunkedSearch | None = None
         self._store: FeatureStore | None = None
-        self._saved_seq = None        # journal seq of the checkpoint matching the engine's origin
+        self._saved: tuple[int, str] | None = None    # (groups, digest) of the newest checkpoint of this history
         self._since_checkpoint = 0
         self.info = read_info(self.directory)
         try:
@@ -162,24 +162,34 @@ class Session:
 
     # -- the protocol ----------------------------------------------------------------
     def ask(self) -> int:
-        """The index of the next point to label."""
-        return self.search.ask()
+        """The index of the next point to label (skipped points come after every other)."""
+        if not self._history.skips:
+            return self.search.ask()
+        return int(self.top(1)[0][0])
 
     def top(self, k: int = 10) -> Ranked:
-        """The k best unlabeled points: (indices, scores), best first."""
-        return self.search.top(k)
+        """The k best unlabeled points: (indices, scores), best first; points put aside
+        with :meth:`skip` come after every other unlabeled point."""
+        indices, scores, _ = ranked_unskipped(self.search, self._history.skipped, k)
+        return Ranked(indices, scores)
 
-    def tell(self, index: Labels, label: Labels, *, applied: ChunkedSearch | None = None) -> int:
+    def tell(self, index: Labels, label: Labels, *, applied: ChunkedSearch | None = None,
+             checkpoint: bool = True) -> int:
         """Record labels: tell(i, 1) or tell([i, j], [1, 0]). Labels told in one call
         are applied in one pass over X. Returns when they are durably in the journal.
 
         ``applied``: an engine from :meth:`engine_from_state` of this session's current
         state to which exactly these labels were already told and applied (computed
         ahead, e.g. while a person reads); the session adopts it instead of doing the
-        pass itself. The result is the same, bit for bit."""
+        pass itself. The result is the same, bit for bit.
+
+        ``checkpoint=False``: do not write a checkpoint that has come due (every
+        ``checkpoint_every`` labels) now; the caller writes it later, when
+        :attr:`checkpoint_due` says so (the labelling page does, after replying). The
+        labels are durable either way: a checkpoint only shortens the replay."""
         self._require_writer("label")
         if applied is not None:
-            return self._adopt(index, label, applied)
+            return self._adopt(index, label, applied, checkpoint)
         engine = self.search
         before = engine.n_labeled
         engine.tell(index, label)                 # validates first: a bad label changes nothing
@@ -193,10 +203,10 @@ class Session:
         except BaseException:
             self._drop_engine()                   # it holds labels the journal may not: reload
             raise
-        self._after_label(record, len(told))
+        self._after_label(record, len(told), checkpoint)
         return len(told)
 
-    def _adopt(self, index, label, engine):
+    def _adopt(self, index, label, engine, checkpoint):
         current = self.search
         told = list(zip(*current._validate(index, label)))
         if not told:
@@ -208,14 +218,19 @@ class Session:
                                        "label": [y for _, y in told]})
         self._engine = engine
         current.close()
-        self._after_label(record, len(told))
+        self._after_label(record, len(told), checkpoint)
         return len(told)
 
-    def _after_label(self, record, count):
+    def _after_label(self, record, count, checkpoint):
         self._history.apply(record)
         self._since_checkpoint += count
-        if self._since_checkpoint >= self.info["checkpoint_every"]:
+        if checkpoint and self.checkpoint_due:
             self.checkpoint()
+
+    @property
+    def checkpoint_due(self) -> bool:
+        """Whether ``checkpoint_every`` labels have been told since the last checkpoint."""
+        return self._since_checkpoint >= self.info["checkpoint_every"]
 
     def export_engine_state(self) -> dict[str, Any]:
         """The engine's current state (``export_state()``: copies), for
@@ -243,6 +258,53 @@ class Session:
         self.search                               # rebuild now, so a problem shows here
         return undone
 
+    def skip(self, index: int) -> None:
+        """Put the unlabeled point ``index`` aside (the labelling page's skip): it is
+        proposed after every other unlabeled point until it is labeled or
+        :meth:`unskip` withdraws the skip. Durable when it returns, like a label; it
+        changes no score."""
+        self._require_writer("skip")
+        index = self._point(index)
+        labeled = dict(self._history.pairs())        # not the engine: skipping costs no pass over X
+        if index in labeled:
+            raise LabelError(f"point {index} is already labeled ({labeled[index]})")
+        if index in self._history.skips:
+            raise LabelError(f"point {index} is already skipped")
+        self._history.apply(self._writer_journal().append({"op": "skip", "index": [index]}))
+
+    def unskip(self, index: int | None = None) -> int:
+        """Withdraw the skip of ``index`` (default: the newest skip in force); returns
+        the point, which is proposed in its place again."""
+        self._require_writer("unskip")
+        skipped = self._history.skipped
+        if index is None:
+            if not skipped:
+                raise LabelError("no point is skipped")
+            index = skipped[-1]
+        index = self._point(index)
+        if index not in self._history.skips:
+            raise LabelError(f"point {index} is not skipped")
+        self._history.apply(self._writer_journal().append({"op": "unskip", "index": [index]}))
+        return index
+
+    @property
+    def skipped(self) -> list[int]:
+        """The points put aside with :meth:`skip` and not labeled since, oldest first."""
+        return self._history.skipped
+
+    def last_action(self) -> tuple[Any, ...] | None:
+        """("label", index, label) or ("skip", index): the newest label or skip in force
+        (what the labelling page's undo withdraws); None when there is neither."""
+        return self._history.last_action()
+
+    def _point(self, index):
+        if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+            raise LabelError(f"index {index!r} is not an integer")
+        n = self.info["store"]["fingerprint"]["n"]
+        if not 0 <= index < n:
+            raise LabelError(f"index {index} is out of range: the store has {n} points (0..{n - 1})")
+        return int(index)
+
     # -- what the session holds ------------------------------------------------------
     @property
     def search(self) -> ChunkedSearch:
@@ -250,6 +312,14 @@ class Session:
         if self._engine is None:
             self._engine = self._load_engine()
         return self._engine
+
+    def reads(self) -> dict[str, Any] | None:
+        """How the engine chooses queries and what each cost: ``pruning`` (on, or off and
+        why), ``bytes_read`` (bytes of X read to choose each query asked since the session
+        was opened; restoring the engine is not counted), ``x_bytes``; None for engines
+        without (AGR)."""
+        details = getattr(self.search, "run_details", None)
+        return None if details is None else details()
 
     @property
     def history(self) -> list[tuple[int, int]]:
@@ -265,11 +335,12 @@ class Session:
         return self.info["method"]
 
     def candidates(self, k: int = 10) -> list[dict[str, Any]]:
-        """The k best unlabeled points as [{"rank", "index", "id", "score"}]."""
-        indices, scores = self.top(k)
+        """The k best unlabeled points as [{"rank", "index", "id", "score"}], skipped
+        points after every other; ``rank`` counts among all unlabeled points."""
+        indices, scores, ranks = ranked_unskipped(self.search, self._history.skipped, k)
         ids = self._ids(indices)
-        return [{"rank": r + 1, "index": int(i), "id": None if ids is None else _plain(ids[r]),
-                 "score": float(s)} for r, (i, s) in enumerate(zip(indices, scores))]
+        return [{"rank": int(rank), "index": int(i), "id": None if ids is None else _plain(ids[r]),
+                 "score": float(s)} for r, (i, s, rank) in enumerate(zip(indices, scores, ranks))]
 
     def status(self) -> dict[str, Any]:
         """A JSON-able summary: labels, positives found, hits by step, checkpoint."""
@@ -281,6 +352,7 @@ class Session:
             "r": self.info["store"]["fingerprint"]["r"], "created": self.info["created"],
             "labels": len(labels), "positives": int(sum(labels)), "negatives": len(labels) - int(sum(labels)),
             "undone": self._history.undone, "journal_records": self._history.last_seq,
+            "skipped": self._history.skipped,
             "hits": np.cumsum(labels, dtype=np.int64).tolist(),
             "checkpoint": None if newest is None else {
                 "labels": newest["history"]["labels"], "journal_record": newest["seq"], "created": newest["created"]},
@@ -308,14 +380,14 @@ class Session:
         """Write a checkpoint of the current state now (if it has none yet)."""
         self._require_writer("checkpoint")
         engine, h = self.search, self._history
-        if self._saved_seq == h.last_seq:
-            return None
+        if self._saved == (len(h.groups), h.digest(len(h.groups))):
+            return None                           # skips alone change no engine state
         info = {"method": self.method, "params": self.info["params"], "created": now(),
                 "store_fingerprint": self.info["store"]["fingerprint"],
                 "journal": {"seq": h.last_seq, "bytes": self._writer_journal().size},
                 "history": {"groups": len(h.groups), "labels": h.n_labels, "digest": h.digest(len(h.groups))}}
         path, _ = write_checkpoint(self.directory / CHECKPOINTS, h.last_seq, engine.export_state(), info)
-        self._saved_seq, self._since_checkpoint = h.last_seq, 0
+        self._saved, self._since_checkpoint = (len(h.groups), h.digest(len(h.groups))), 0
         self._prune()
         return path
 
@@ -420,6 +492,7 @@ class Session:
 
     def _engine_from_disk(self, store):
         damaged, engine, start = [], None, 0
+        self._saved = None
         for path, body, error in self._manifests:
             if body is None:
                 damaged.append(f"{path.name}: {error}")
@@ -431,7 +504,8 @@ class Session:
                         raise _Vanished() from None
                     damaged.append(f"{path.name}: {e}")
                     continue
-                start, self._saved_seq = body["history"]["groups"], body["seq"]
+                start = body["history"]["groups"]
+                self._saved = (start, body["history"]["digest"])
                 break
         self._since_checkpoint = sum(len(g.index) for g in self._history.groups[start:])
         if engine is None:
@@ -492,6 +566,19 @@ def new_engine(method, store, params, options, backend, n_threads):
         engine.close()
         raise
     return engine
+
+
+def ranked_unskipped(engine, skipped, k):
+    """The k best unlabeled points, the ``skipped`` ones after every other: (indices,
+    scores, ranks), ranks counting from 1 among all unlabeled points by score."""
+    skip = {i for i in skipped if engine.labels[i] < 0}
+    if not skip or isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:   # top checks k
+        indices, scores = engine.top(k)
+        return indices, scores, np.arange(1, len(indices) + 1)
+    indices, scores = engine.top(k + len(skip))
+    aside = np.fromiter((int(i) in skip for i in indices), bool, len(indices))
+    order = np.concatenate([np.flatnonzero(~aside), np.flatnonzero(aside)])[:k]
+    return indices[order], scores[order], order + 1
 
 
 def apply_group(engine, index, label):
