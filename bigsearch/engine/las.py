@@ -68,6 +68,7 @@ class LAS(PrunableSearch):
 
     method = "las"
     GRADED = True
+    PROBABILITY_SCORES = True
     params: LASParams
     POINT_STATE = (PointArray("label", np.int8, -1), PointArray("deg", np.float64, 0.0),
                    PointArray("J", np.float64, 0.0), PointArray("f", np.float64, 0.0),
