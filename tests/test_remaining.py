@@ -16,6 +16,7 @@ from bigsearch.engine.remaining import (
     remaining_summary,
     sample_weights,
     sampled_estimate,
+    sampled_remaining,
     score_sum,
     wilson,
 )
@@ -88,6 +89,16 @@ def test_estimators_refuse_bad_arguments():
         recent_hit_rate(np.ones(3), window=0)
 
 
+def test_a_sample_without_replacement_estimates_what_is_left_now():
+    est = sampled_remaining(100, np.array([1, 0, 0, 0]), found_since=1)
+    low, high = wilson(1, 4)
+    assert (est.value, est.basis) == (24.0, 4)
+    assert (est.low, est.high) == pytest.approx((max(100 * low - 1, 0), 100 * high - 1))
+    assert sampled_remaining(50, np.zeros(10), found_since=0).value == 0.0
+    with pytest.raises(ParameterError, match="no point of the sample"):
+        sampled_remaining(50, np.zeros(0), 0)
+
+
 def test_summary_without_labels_or_probability_scores():
     s = remaining_summary(None, -np.ones(4), np.array([]))
     assert s == {"found": 0, "unlabeled": 4, "score_sum": None, "recent_hit_rate": None}
@@ -108,15 +119,27 @@ def test_session_status_shows_the_estimates(tmp_path, store):
         for _ in range(6):
             i = s.ask()
             s.tell(i, int(y[i]))
-        f, labels, hist = np.array(s.search.f), np.array(s.search.labels), [lab for _, lab in s.history]
+        hist = [lab for _, lab in s.history]
+    res = run_cli("session", "sample", d, "-m", 30, "--seed", 5, "--json")
+    drawn = json.loads(res.stdout)
+    assert len(set(drawn)) == 30 and not set(drawn) & {i for i, _ in Session.open(d, readonly=True).history}
+    answered = drawn[:12]
+    with Session.open(d) as s:
+        s.tell(answered, [int(y[i]) for i in answered])
+        f, labels = np.array(s.search.f), np.array(s.search.labels)
+    expected = sampled_remaining(194, y[answered], int(y[answered].sum()))
+    hist_all = hist + [int(y[i]) for i in answered]
     with Session.open(d, readonly=True) as r:  # what `status --json` prints
         rem = json.loads(json.dumps(r.status()))["remaining"]
     assert rem["score_sum"]["value"] == pytest.approx(score_sum(f, labels).value)
-    assert rem["recent_hit_rate"]["value"] == pytest.approx(np.mean(hist))
-    assert rem["found"] == sum(hist) and rem["unlabeled"] == 194
+    assert rem["recent_hit_rate"]["value"] == pytest.approx(np.mean(hist_all[-20:]))
+    assert rem["found"] == sum(hist_all) and rem["unlabeled"] == 182
+    assert rem["sample"] == {"drawn": 30, "answered": 12, "estimate": expected.as_dict()}
     text = run_cli("session", "status", d).stdout
-    assert f"score sum   {rem['score_sum']['value']:,.0f} (f summed over 194 unlabeled points" in text
-    assert f"recent      {sum(hist)} positive in the last 6 labels" in text
+    assert f"left        ~{expected.value:,.0f} positives unlabeled (95% interval {expected.low:,.0f}-" in text
+    assert "from 12 of the 30 random points labeled" in text
+    assert f"score sum   {rem['score_sum']['value']:,.0f} (f summed over 182 unlabeled points" in text
+    assert f"recent      {sum(hist_all[-20:])} positive in the last 18 labels" in text
 
 
 def test_a_run_records_the_estimates_at_its_end(store):

@@ -1,6 +1,6 @@
 """The published JSON schemas (docs/schema/, issue 17 item 6) hold for real outputs: results.json
-of a run, `info --json`, `session status --json`, `session next --json` and `session export
---format json`; and the exports in CSV, JSON and Parquet hold the same rows."""
+of a run, `info --json`, `session status --json`, `session next --json`, `session sample --json` and
+`session export --format json`; and the exports in CSV, JSON and Parquet hold the same rows."""
 
 import csv
 import json
@@ -58,6 +58,9 @@ def test_info_and_session_json_outputs_follow_their_schemas(store, tmp_path):
     res = run_cli("session", "next", directory, "-k", 5, "--json")
     assert res.returncode == 0, res.stderr
     validate(json.loads(res.stdout), "session-next")
+    res = run_cli("session", "sample", directory, "-m", 3, "--seed", 1, "--json")
+    assert res.returncode == 0, res.stderr
+    validate(json.loads(res.stdout), "session-sample")
     res = run_cli("session", "export", directory, "--out", "-", "--format", "json")
     assert res.returncode == 0, res.stderr
     rows = json.loads(res.stdout)

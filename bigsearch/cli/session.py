@@ -70,6 +70,7 @@ def session():
     bigsearch session undo DIR [N]
     bigsearch session skip DIR INDEX [INDEX ...]   (unskip DIR [INDEX ...])
     bigsearch session status DIR [--json]
+    bigsearch session sample DIR [-m M]
     bigsearch session export DIR --out FILE [--format csv|json|parquet]
     """
 
@@ -215,6 +216,24 @@ def status(directory, as_json):
 
 @session.command()
 @click.argument("directory", type=click.Path(path_type=str))
+@click.option("-m", "size", type=click.IntRange(1), default=50, show_default=True, help="Points to draw.")
+@click.option("--seed", type=int, default=None, help="Seed of the draw (default: fresh).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the indices drawn).")
+def sample(directory, size, seed, as_json):
+    """Draw unlabeled points at random for an estimate of the positives left: label them
+    as usual, and `status` gives the estimate with its interval (replaces an earlier sample)."""
+    with _session().open(directory) as s:
+        drawn = s.draw_sample(size, seed)
+    if as_json:
+        click.echo(json.dumps(drawn))
+        return
+    click.echo(f"drew {_count(len(drawn), 'point')} at random from the unlabeled ones; label them as usual "
+               f"(bigsearch session label {directory} INDEX 0|1 ...), then `status` estimates the positives left:")
+    click.echo(" ".join(map(str, drawn)))
+
+
+@session.command()
+@click.argument("directory", type=click.Path(path_type=str))
 @click.option("--out", "-o", "out", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Output file (a new one), or - for stdout.")
 @click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), default=None,
@@ -339,6 +358,17 @@ def _remaining_lines(rem):
     if "error" in rem:
         return [f"remaining   not estimated: {rem['error']}"]
     out = []
+    sample = rem.get("sample")
+    if sample is None:
+        out.append("left        no estimate yet: label a random sample for one (bigsearch session sample DIR)")
+    elif "error" in sample:
+        out.append(f"left        not estimated: {sample['error']}")
+    elif sample["estimate"] is None:
+        out.append(f"left        no estimate yet: none of the {sample['drawn']} points of the sample is labeled")
+    else:
+        e = sample["estimate"]
+        out.append(f"left        ~{e['value']:,.0f} positives unlabeled ({e['level']:.0%} interval {e['low']:,.0f}-"
+                   f"{e['high']:,.0f}), from {sample['answered']} of the {sample['drawn']} random points labeled")
     s = rem["score_sum"]
     if s is not None:
         out.append(f"score sum   {s['value']:,.0f} (f summed over {rem['unlabeled']:,} unlabeled points; f is not "

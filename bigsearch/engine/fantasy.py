@@ -35,6 +35,7 @@ The selection is by f (alpha = 0): the impact factor is not fantasized.
 import numpy as np
 
 from ..errors import NumericalError, ParameterError
+from ..kernels.dense import times_columns
 from ..storage.encoding import decode
 
 MARGIN = 1e-12
@@ -80,7 +81,7 @@ class FantasizedBatch:
         k = min(k, int((~self.taken).sum()))
         have_candidates = False
         while len(chosen) < k:
-            v = self.Kinv @ self.xq
+            v = times_columns(self.Kinv, self.xq[None, :])[:, 0]  # one thread: see LAS.score_vectors
             if not have_candidates:
                 self._scan(v, k - len(chosen))
             i, fi = self._best(v, scanned=not have_candidates)
@@ -140,7 +141,7 @@ class FantasizedBatch:
         x = self.XC[np.flatnonzero(self.C == i)[0]]
         y = fi if self.fantasy == "f" else self.fantasy
         gamma = (self.b_unl - self.b_lab) / self.deg[i]
-        g = self.Kinv @ x
+        g = times_columns(self.Kinv, x[None, :])[:, 0]
         den = 1.0 + gamma * (x @ g)
         if not (np.isfinite(den) and den > 0):
             raise NumericalError(f"fantasized label for point {i}: Sherman-Morrison denominator {den!r}")

@@ -146,6 +146,27 @@ def sampled_estimate(answers: np.ndarray, probabilities: np.ndarray, level: floa
     return Estimate("sampled", value, max(value - half, 0.0), value + half, level, len(t))
 
 
+def sampled_remaining(population: int, answers: np.ndarray, found_since: int, level: float = LEVEL) -> Estimate:
+    """Positives left now, from a uniform sample drawn without replacement from the
+    ``population`` points unlabeled at the draw, ``answers`` the sample's answers so far:
+    population x (Wilson share) - ``found_since`` (positives labeled since the draw, the
+    sample's included), floored at 0. Without replacement the interval is conservative."""
+    answers = np.asarray(answers, np.float64)
+    if len(answers) < 1:
+        raise ParameterError("no point of the sample is labeled yet")
+    hits = int(np.sum(answers >= 0.5))
+    low, high = wilson(hits, len(answers), level)
+    value = population * hits / len(answers) - found_since
+    return Estimate(
+        "sampled",
+        max(value, 0.0),
+        max(population * low - found_since, 0.0),
+        max(population * high - found_since, 0.0),
+        level,
+        len(answers),
+    )
+
+
 def remaining_summary(
     f: np.ndarray | None, labels: np.ndarray, answers: np.ndarray, window: int = RECENT_WINDOW, level: float = LEVEL
 ) -> dict:

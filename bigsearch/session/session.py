@@ -19,6 +19,7 @@ reason (the state is rebuilt without the undone labels).
 from __future__ import annotations
 
 import io
+import json
 import numbers
 import warnings
 from os import PathLike
@@ -45,6 +46,7 @@ from ..errors import (
 from ..storage import open_store, store_location, store_source
 from ..storage.atomic import (
     atomic_path,
+    atomic_write_json,
     remove_stale_leftovers,
     remove_tree,
 )
@@ -70,6 +72,7 @@ if TYPE_CHECKING:
 
 INFO, JOURNAL, CHECKPOINTS, LOCK = "session.json", "journal.jsonl", "checkpoints", "lock"
 START = "start.npy"        # a vector's or keyword's candidates (engine/seeding.py)
+SAMPLE = "sample.json"     # a random sample for the estimate of positives left (engine/remaining.py)
 
 
 class Session:
@@ -420,9 +423,48 @@ class Session:
         try:
             search = self.search
             f = search.f if search.PROBABILITY_SCORES else None
-            return remaining_summary(f, search.labels, np.array([y for _, y in self.history], np.float64))
+            out = remaining_summary(f, search.labels, np.array([y for _, y in self.history], np.float64))
         except BigsearchError as e:
             return {"error": str(e)}
+        out["sample"] = self._sample_estimate()
+        return out
+
+    def draw_sample(self, m: int, seed: int | None = None) -> list[int]:
+        """Draw ``m`` unlabeled points uniformly at random (without replacement) for the
+        estimate of positives left: label them as any other, and :meth:`remaining` (and
+        `session status`) estimates the count from their answers, with a confidence
+        interval. Replaces an earlier sample. Returns the points, in row order."""
+        self._require_writer("draw a sample")
+        if isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 1:
+            raise ParameterError(f"the sample size must be a positive integer, got {m!r}")
+        labeled = np.zeros(self.info["store"]["fingerprint"]["n"], bool)
+        labeled[[i for i, _ in self.history]] = True
+        pool = np.flatnonzero(~labeled)
+        if not len(pool):
+            raise LabelError("every point is labeled: nothing remains to estimate")
+        pick = np.sort(np.random.default_rng(seed).choice(pool, size=min(int(m), len(pool)), replace=False))
+        atomic_write_json(self.directory / SAMPLE, {
+            "indices": pick.tolist(), "population": int(len(pool)), "seed": seed, "created": now(),
+            "positives": int(sum(y >= 0.5 for _, y in self.history))})
+        return pick.tolist()
+
+    def _sample_estimate(self):
+        """The sampled estimate, with how much of the sample is answered (None: no sample)."""
+        from ..engine.remaining import sampled_remaining
+        try:
+            sample = json.loads((self.directory / SAMPLE).read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            return {"error": f"{self.directory / SAMPLE} is damaged ({e})"}
+        labeled = dict(self.history)
+        answers = [labeled[i] for i in sample["indices"] if i in labeled]
+        out = {"drawn": len(sample["indices"]), "answered": len(answers), "estimate": None}
+        if answers:
+            found_since = int(sum(y >= 0.5 for _, y in self.history)) - sample["positives"]
+            out["estimate"] = sampled_remaining(sample["population"], np.array(answers, np.float64),
+                                                found_since).as_dict()
+        return out
 
     def export_csv(self, out: str | PathLike[str] | IO[str]) -> int:
         """Write one row per label in force, in order: index, id, label, time.
