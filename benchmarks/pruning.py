@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -83,11 +84,13 @@ def compare(path, queries, compare_first, block_rows, backend="local", method="l
     cls = bigsearch.LAS if method == "las" else bigsearch.WNAS
     full = cls(path, backend=backend) if compare_first else None
     pruned = cls(path, prune=True, block_rows=block_rows, backend=backend)
-    t_full, t_pruned = [], []
-    for s in (full, pruned):
+    t_full, t_pruned, t_init = [], [], {}
+    for name, s in (("full", full), ("pruned", pruned)):
         if s is not None:
+            t = time.perf_counter()
             s.tell(start, 1)
             s.sync()
+            t_init[name] = time.perf_counter() - t
     hits = 0
     for q in range(min(queries, pruned.n - 1)):
         t = time.perf_counter()
@@ -103,6 +106,9 @@ def compare(path, queries, compare_first, block_rows, backend="local", method="l
             t_full.append(time.perf_counter() - t)
             assert i == j, f"query {q}: pruned {i}, full pass {j}"
         hits += int(y[i] == 1)
+        if q % 50 == 49:
+            print(f"{path.name}: {q + 1} queries, {hits} hits, last {t_pruned[-1] * 1e3:.0f} ms pruned"
+                  + (f", {t_full[-1] * 1e3:.0f} ms full" if q < len(t_full) else ""), file=sys.stderr, flush=True)
     frac = np.array(pruned.query_bytes[1:]) / pruned.store.nbytes
     name = path.name + ("" if backend == "local" else " (dask, 2 workers)") + ("" if method == "las" else " WNAS")
     out = {"store": name, "n": pruned.n, "r": pruned.store.r, "block_rows": block_rows, "queries": len(t_pruned),
@@ -111,6 +117,10 @@ def compare(path, queries, compare_first, block_rows, backend="local", method="l
            "identical_first": len(t_full)}
     if getattr(pruned.pruning, "summaries", None) is not None:    # LAS, local (the workers keep theirs)
         out["summary_MiB"] = pruned.pruning.summaries.nbytes() / 2**20
+        out["summaries_from"] = pruned.pruning.summaries_from
+    out.update({f"init_s_{k}": v for k, v in t_init.items()})
+    out["ms_pruned_all"] = median(t_pruned) * 1e3
+    out["ms_pruned_p90"] = float(np.quantile(t_pruned, 0.9)) * 1e3
     if t_full:
         out.update(ms_full=median(t_full) * 1e3, ms_pruned=median(t_pruned[:len(t_full)]) * 1e3)
         out["speedup"] = out["ms_full"] / out["ms_pruned"]
@@ -134,9 +144,18 @@ def main():
     ap.add_argument("--wnas", action="store_true", help="only WNAS on the cluster-ordered generated store")
     ap.add_argument("--cluster", action="store_true",
                     help="only the cluster-ordered generated store, on a LocalCluster of 2 worker processes")
+    ap.add_argument("--store", help="only this (cluster-ordered) store, e.g. one tools/make_store.py wrote")
     args = ap.parse_args()
     blocks = [int(b) for b in args.block_rows.split(",")]
     rows, notes = [], {}
+    if args.store:
+        rows.append(compare(Path(args.store), args.queries, args.compare, blocks[0]))
+        table(rows, ["store", "n", "queries", "hits", "read_mean", "read_median", "read_p90", "read_last100",
+                     "ms_full", "ms_pruned", "speedup", "ms_pruned_all", "init_s_full", "init_s_pruned"])
+        print(machine(), os.getloadavg())
+        save("pruning" + (f"-{args.tag}" if args.tag else ""), {"args": vars(args), "rows": rows,
+                                                                 "load": os.getloadavg()})
+        return
     base = generated_store(args.n, args.prevalence)
     ordered, seconds = ordered_copy(base)
     if seconds is not None:

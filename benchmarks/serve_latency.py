@@ -6,16 +6,26 @@ page allows. The page measures each latency itself, from the keydown event to th
 animation frame that shows the next item (window.bigsearchTimings), so the figures
 include the HTTP round trip, the journal fsync and the rendering.
 
-Two servers on the same session, one after the other: with the next items computed
-ahead (the default) and with --no-prefetch (the engine pass after each answer), so
-their ratio is measured in one run on one machine.
+Servers on the same session, one after the other: with the next items computed ahead
+(the default) and with --no-prefetch (the engine pass after each answer), so their
+ratio is measured in one run on one machine. ``--prune`` makes the session's queries
+pruned (LAS alpha = 0 on a store in cluster order: ``--store`` one written with
+``tools/make_store.py --cluster-order 0``).
 
     python benchmarks/serve_latency.py --n 1000000 --r 128
+    python benchmarks/serve_latency.py --store /tmp/x10m.zarr --prune --modes prefetch
 
-Writes benchmarks/results/serve_latency.json.
+``--checkpoint-spike`` measures instead, in one process without a browser, the time of
+``Labeler.answer`` for the answers at which a checkpoint comes due, with the checkpoint
+written in the answer's path (as before issue 14's second round) and after the reply.
+
+Each run adds its rows to benchmarks/results/serve_latency.json (rows of the same n,
+pruning, prefetching and person are replaced), with the load average during the run.
 """
 
 import argparse
+import json
+import os
 import shutil
 import sys
 import tempfile
@@ -24,14 +34,13 @@ import time
 import numpy as np
 
 from bigsearch import Session, open_store
-from bigsearch.testing.serve import ServerProcess, chromium
 
-from common import DATA, bench_store, machine, save, table
+from common import DATA, RESULTS, bench_store, machine, table
 
 KEYS = {1: "a", 0: "x"}
 
 
-def wait_until_labels(driver, labels, timeout=300):
+def wait_until_labels(driver, labels, timeout=600):
     driver.set_script_timeout(timeout)
     driver.execute_async_script("""
         const [want, done] = arguments;
@@ -51,9 +60,8 @@ def person(driver, y, answers, every):
     before = len(driver.execute_script("return window.bigsearchTimings"))
     shown = wait_until_labels(driver, labels)
     for _ in range(answers):
-        t = time.perf_counter()
         if every:
-            time.sleep(max(0.0, every - (time.perf_counter() - t)))
+            time.sleep(every)
         body.send_keys(KEYS[int(y[shown] == 1)])
         labels += 1
         shown = wait_until_labels(driver, labels)
@@ -62,52 +70,133 @@ def person(driver, y, answers, every):
 
 def summary(ms):
     ms = np.asarray(ms)
-    return {"answers": len(ms), "p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
-            "max_ms": float(ms.max())}
+    return {"answers": len(ms), "p50_ms": round(float(np.percentile(ms, 50)), 1),
+            "p95_ms": round(float(np.percentile(ms, 95)), 1), "max_ms": round(float(ms.max()), 1)}
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=1_000_000)
-    ap.add_argument("--r", type=int, default=128)
-    ap.add_argument("--slow", type=int, default=12, help="answers of the person who reads for 2 s")
-    ap.add_argument("--fast", type=int, default=20, help="answers of the person who answers at once")
-    ap.add_argument("--every", type=float, default=2.0)
-    args = ap.parse_args()
-    store = bench_store(args.n, args.r)
-    y = open_store(store).labels()
-    directory = DATA / f"serve-session-{args.n}x{args.r}"
+def new_session(store, directory, y, prune, checkpoint_every=50):
     shutil.rmtree(directory, ignore_errors=True)
     t = time.perf_counter()
-    with Session.create(store, directory, pi=0.005, checkpoint_every=50) as s:
-        first = int(np.flatnonzero(y == 1)[0])
-        s.tell(first, 1)                             # one known positive, as a person would start
-    t_create = time.perf_counter() - t
+    with Session.create(store, directory, pi=0.005, checkpoint_every=checkpoint_every, prune=prune or None) as s:
+        s.tell(int(np.flatnonzero(y == 1)[0]), 1)      # one known positive, as a person would start
+    return time.perf_counter() - t
+
+
+def page_latency(args, store, y, n, r):
+    from bigsearch.testing.serve import ServerProcess, chromium
+    directory = DATA / f"serve-session-{n}x{r}{'-prune' if args.prune else ''}"
+    t_create = new_session(store, directory, y, args.prune)
+    print(f"session created in {t_create:.1f} s", file=sys.stderr)
     rows, profile = [], tempfile.mkdtemp(prefix="serve-bench-")
     driver = chromium(profile)
     try:
-        for prefetch in (True, False):
-            server = ServerProcess(directory, *([] if prefetch else ["--no-prefetch"]), timeout=300).start()
+        for mode in args.modes.split(","):
+            prefetch = mode == "prefetch"
+            server = ServerProcess(directory, *([] if prefetch else ["--no-prefetch"]), timeout=900).start()
             try:
                 driver.get(server.url)
                 wait_until_labels(driver, int(server.banner[0].split(" labels)")[0].rsplit(" ", 1)[1]))
                 for who, every, count in (("every 2 s", args.every, args.slow), ("at once", 0.0, args.fast)):
+                    if not count:
+                        continue
+                    load = os.getloadavg()[0]
                     ms = person(driver, y, count, every)
-                    rows.append({"prefetch": prefetch, "person": who, **summary(ms)})
+                    rows.append({"n": n, "r": r, "prune": bool(args.prune), "prefetch": prefetch, "person": who,
+                                 **summary(ms), "load": round((load + os.getloadavg()[0]) / 2, 1),
+                                 "session_create_s": round(t_create, 1), "store": str(store),
+                                 "when": time.strftime("%Y-%m-%d %H:%M:%S")})
                     print(rows[-1], file=sys.stderr)
             finally:
                 server.stop()
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
-    table(rows, ["prefetch", "person", "answers", "p50_ms", "p95_ms", "max_ms"])
-    def p95(who, prefetch):
-        return next(r["p95_ms"] for r in rows if r["person"] == who and r["prefetch"] == prefetch)
-    ratio = {who: p95(who, False) / p95(who, True) for who in ("every 2 s", "at once")}
-    print("p95 without / with prefetch:", ratio)
-    save("serve_latency", {"n": args.n, "r": args.r, "dtype": "float32", "session_create_s": t_create,
-                           "rows": rows, "p95_ratio_no_prefetch_over_prefetch": ratio,
-                           "note": "2 shared cores, loaded by other work; latencies measured in the page", **machine()})
+        shutil.rmtree(directory, ignore_errors=True)
+    table(rows, ["n", "prune", "prefetch", "person", "answers", "p50_ms", "p95_ms", "max_ms", "load"])
+    return rows
+
+
+def checkpoint_spike(args, store, y, n, r):
+    """Labeler.answer times at due and other answers, the checkpoint in the answer's path
+    and after the reply, alternating the two in one run on the same store."""
+    from bigsearch.serve.labeler import Labeler
+    every, rounds = args.checkpoint_every, args.spike_rounds
+    times = {False: {"due": [], "other": []}, True: {"due": [], "other": []}}
+    dirs = {bg: DATA / f"serve-spike-{n}x{r}-{'bg' if bg else 'inline'}" for bg in (False, True)}
+    sessions, labelers = {}, {}
+    try:
+        for bg in (False, True):
+            new_session(store, dirs[bg], y, args.prune, checkpoint_every=every)
+            sessions[bg] = Session.open(dirs[bg])
+            labelers[bg] = Labeler(sessions[bg], background_checkpoints=bg)
+        load = os.getloadavg()[0]
+        for step in range(rounds * every):
+            for bg in (False, True):                  # alternate: the same load for both
+                lab, s = labelers[bg], sessions[bg]
+                lab.settle()                          # a person who reads: the next items are ready
+                i = lab.view()["item"]["index"]
+                due = s._since_checkpoint + 1 >= every
+                t = time.perf_counter()
+                lab.answer(i, int(y[i] == 1))
+                times[bg]["due" if due else "other"].append(1e3 * (time.perf_counter() - t))
+        load = round((load + os.getloadavg()[0]) / 2, 1)
+    finally:
+        for bg in labelers:
+            labelers[bg].close()
+        for bg in sessions:
+            sessions[bg].close()
+        for d in dirs.values():
+            shutil.rmtree(d, ignore_errors=True)
+    rows = []
+    for bg in (False, True):
+        for kind in ("due", "other"):
+            ms = np.asarray(times[bg][kind])
+            rows.append({"n": n, "r": r, "checkpoint": "after the reply" if bg else "in the answer's path",
+                         "answers": kind, "count": len(ms), "p50_ms": round(float(np.median(ms)), 1),
+                         "max_ms": round(float(ms.max()), 1), "load": load,
+                         "when": time.strftime("%Y-%m-%d %H:%M:%S")})
+    table(rows, ["n", "checkpoint", "answers", "count", "p50_ms", "max_ms", "load"])
+    return rows
+
+
+def merge(name, rows, key):
+    """Add rows to the results file, replacing those with the same key."""
+    path = RESULTS / "serve_latency.json"
+    record = json.loads(path.read_text()) if path.exists() else {"benchmark": "serve_latency"}
+    kept = [row for row in record.get(name, []) if not any(key(row) == key(new) for new in rows)]
+    record[name] = kept + rows
+    record["machine"] = machine()
+    record["note"] = ("2 shared cores, loaded by other engineers' work (load = 1-minute load average during the "
+                      "rows); latencies measured in the page; checkpoint_spike measured in-process")
+    RESULTS.mkdir(exist_ok=True)
+    path.write_text(json.dumps(record, indent=2, default=float))
+    print(f"saved {path}", file=sys.stderr)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--r", type=int, default=128)
+    ap.add_argument("--store", default=None, help="an existing store (default: the synthetic n x r bench store)")
+    ap.add_argument("--prune", action="store_true", help="pruned queries (a store in cluster order)")
+    ap.add_argument("--modes", default="prefetch,no-prefetch")
+    ap.add_argument("--slow", type=int, default=12, help="answers of the person who reads for 2 s")
+    ap.add_argument("--fast", type=int, default=20, help="answers of the person who answers at once")
+    ap.add_argument("--every", type=float, default=2.0)
+    ap.add_argument("--checkpoint-spike", action="store_true")
+    ap.add_argument("--checkpoint-every", type=int, default=5)
+    ap.add_argument("--spike-rounds", type=int, default=3)
+    args = ap.parse_args()
+    store = args.store or bench_store(args.n, args.r)
+    with open_store(store) as st:
+        y, n, r = st.labels(), st.n, st.r
+    print(f"lscpu model: {machine()['cpu']}; load {os.getloadavg()}", file=sys.stderr)
+    if args.checkpoint_spike:
+        rows = checkpoint_spike(args, store, y, n, r)
+        merge("checkpoint_spike", rows, lambda row: (row["n"], row["checkpoint"], row["answers"]))
+    else:
+        rows = page_latency(args, store, y, n, r)
+        merge("rows", rows, lambda row: (row.get("n"), row.get("prune", False), row["prefetch"], row["person"]))
 
 
 if __name__ == "__main__":

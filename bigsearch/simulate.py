@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 from .engine.registry import method_spec
+from .engine.seeding import resolve_start, seeded_top, seeding
 from .errors import LabelError, ParameterError
 from .storage import open_store
 
@@ -46,7 +47,8 @@ def make_search(store, method, seed=None, **options):
     return method_spec(method).create(store, **options, seed=seed)
 
 
-def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size=1, answers=None, **options):
+def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size=1, answers=None, start_from=None,
+             **options):
     """Run one simulated search; returns its record (a JSON-able dict).
 
     ``init``: the starting labels [(index, label)], default one random positive.
@@ -54,6 +56,10 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     ``answers``: graded labels in [0, 1], one per point, that the oracle tells instead of
     the stored 0/1 labels (for methods that take graded labels); hits still count the
     stored positives.
+    ``start_from``: a cold start (engine/seeding.py), a spec string (``ids:...``,
+    ``vector:FILE.npy``, ``keyword:COLUMN=WORDS``) or a ``StartFrom``: known positives are
+    the initial labels (answered by the stored labels, like ``init``); a vector or keyword
+    chooses the queries until the first positive, from no initial labels.
     ``batch_size`` B: each round takes the top B unlabeled points of one pass, labels
     them all, then updates once (B = 1 is the sequential algorithm). A method with no
     scores to rank by (random search) draws one at a time, so it ignores B.
@@ -67,6 +73,9 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     if y is None:
         raise ParameterError(f"{store.path} has no labels (y), so no oracle can be simulated; "
                              "use an interactive session instead")
+    start = resolve_start(store, start_from)
+    if start is not None and init is None:
+        init = [] if start.positives is None else initial_labels(y, seed, start.positives.tolist())
     init = initial_labels(y, seed) if init is None else init
     if budget < 0:
         raise ParameterError(f"budget must be >= 0, got {budget}")
@@ -80,12 +89,12 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     try:
         search.tell([i for i, _ in init], [lab if answers is None else float(answers[i]) for i, lab in init])
         t_start = time.perf_counter()
-        batch = _next_batch(search, min(batch_size, budget))   # the first pays for initialization
+        batch = _next_batch(search, min(batch_size, budget), start)   # the first pays for initialization
         init_seconds = time.perf_counter() - t_start
         while len(queries) < budget:
             t = time.perf_counter()
             if queries:
-                batch = _next_batch(search, min(batch_size, budget - len(queries)))
+                batch = _next_batch(search, min(batch_size, budget - len(queries)), start)
             labels = [int(y[i]) for i in batch]
             unknown = [i for i, label in zip(batch, labels) if label < 0]
             if unknown:
@@ -104,16 +113,19 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
         # e.g. LAS: bytes of X read to choose each round's queries (copied: the ranking's pass adds to them)
         details = {k: list(v) if isinstance(v, list) else v for k, v in search.run_details().items()}
         ranking = _final_ranking(search, method_spec(method).ranks, store.n - len(init) - len(queries))
+        remaining = _remaining(search, init, queries)
     finally:
         search.close()
     record = {
         "method": method, "seed": seed, "params": search.params.as_dict(), "init": [list(p) for p in init],
+        **({"start_from": start.describe()} if start is not None else {}),
         "batch_size": batch_size, "queries": queries, "hits": hits,
         "timings": {"total_seconds": total_seconds, "init_seconds": init_seconds,
                     "iteration_seconds": iteration_seconds, "elapsed_seconds": elapsed},
     }
     if ranking is not None:
         record["ranking"] = ranking
+    record["remaining"] = remaining
     record.update(details)
     return record
 
@@ -130,8 +142,21 @@ def _final_ranking(search, ranks, unlabeled):
     return {"index": [int(i) for i in index], "score": [float(v) for v in score]}
 
 
-def _next_batch(search, k):
-    """The next k points to label: ask() for one, the top k of one pass for more."""
+def _remaining(search, init, queries):
+    """The estimates of positives left once the budget is spent (engine/remaining.py): the
+    score sum for a method whose f is a probability; the answers counted are the initial
+    labels and the queries'."""
+    from .engine.remaining import remaining_summary
+    f = search.f if search.PROBABILITY_SCORES else None
+    answers = np.array([lab for _, lab in init] + [lab for _, lab in queries], np.float64)
+    return remaining_summary(f, search.labels, answers)
+
+
+def _next_batch(search, k, start=None):
+    """The next k points to label: ask() for one, the top k of one pass for more (the
+    start's candidates while it seeds the search, engine/seeding.py)."""
+    if k >= 1 and seeding(start, search.labels):
+        return [int(i) for i in seeded_top(search, start, k).indices]
     if k <= 1:
         return [search.ask()] if k == 1 else []
     return search.next_batch(k)

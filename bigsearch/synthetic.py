@@ -21,16 +21,26 @@ def cluster_centres(r, seed, n_positive=3, n_negative=20):
     return rng.normal(size=(n_positive, d)) / np.sqrt(d), rng.normal(size=(n_negative, d)) / np.sqrt(d)
 
 
-def clustered_block(rng, centres, n_rows, prevalence, spread):
-    """(X float64 (n_rows, r), y int8 (n_rows,)) drawn from the cluster model."""
+def draw_clusters(rng, centres, n_rows, prevalence):
+    """(y int8, cluster int64) of a block: each row's label and generating cluster
+    (positives' clusters first: 0 .. len(pos) - 1, then the negatives'). Draws before the
+    noise, so the clusters of a block cost a fraction of generating it."""
     pos, neg = centres
-    d = pos.shape[1]
     y = (rng.random(n_rows) < prevalence).astype(np.int8)
-    which = np.where(y == 1, rng.integers(0, len(pos), n_rows), rng.integers(0, len(neg), n_rows))
-    Z = np.where(y[:, None] == 1, pos[np.minimum(which, len(pos) - 1)], neg[which])
-    Z = Z + spread * rng.normal(size=(n_rows, d)) / np.sqrt(d)
+    pos_pick = rng.integers(0, len(pos), n_rows)
+    neg_pick = rng.integers(0, len(neg), n_rows)
+    return y, np.where(y == 1, pos_pick, len(pos) + neg_pick)
+
+
+def clustered_block(rng, centres, n_rows, prevalence, spread, clusters=False):
+    """(X float64 (n_rows, r), y int8 (n_rows,)) drawn from the cluster model, and each
+    row's generating cluster if ``clusters``."""
+    d = centres[0].shape[1]
+    y, cluster = draw_clusters(rng, centres, n_rows, prevalence)
+    Z = np.vstack(centres)[cluster] + spread * rng.normal(size=(n_rows, d)) / np.sqrt(d)
     Z /= np.linalg.norm(Z, axis=1, keepdims=True)
-    return np.hstack([Z, np.ones((n_rows, 1))]) / np.sqrt(2.0), y
+    X = np.hstack([Z, np.ones((n_rows, 1))]) / np.sqrt(2.0)
+    return (X, y, cluster) if clusters else (X, y)
 
 
 def clustered_points(n, r, prevalence=0.01, seed=0, spread=1.0):
@@ -40,24 +50,85 @@ def clustered_points(n, r, prevalence=0.01, seed=0, spread=1.0):
 
 
 def make_clustered_store(path, n, r, *, prevalence=0.01, seed=0, spread=1.0, dtype="float32",
-                         chunk_rows=None, kind=None, overwrite=False, progress=None, compressors=None):
+                         chunk_rows=None, kind=None, overwrite=False, progress=None, compressors=None,
+                         order="rows"):
     """Write a synthetic store of n points and r features; returns its path.
+
+    ``order="generated"`` writes the same rows grouped by their generating cluster (for
+    pruned queries), with ``ids`` holding each row's number in the default order: row p
+    of that store is row ``ids[p]`` of the default one. It streams too: one cheap pass
+    draws the clusters to size their regions, then each block is generated once and its
+    rows go to their cluster's region (memory: about one chunk per cluster).
 
     ``progress(rows_written)`` is called after each block, if given; ``compressors``
     goes to the store writer (None: uncompressed, the fast read path).
     """
     if r < 2:
         raise ValueError("a synthetic store needs r >= 2 (features plus the constant one)")
+    if order not in ("rows", "generated"):
+        raise ValueError(f"order must be 'rows' or 'generated', got {order!r}")
     centres = cluster_centres(r, seed)
     attrs = {"provenance": {"generator": "bigsearch.synthetic.make_clustered_store", "n": n, "r": r,
-                            "prevalence": prevalence, "seed": seed, "spread": spread},
+                            "prevalence": prevalence, "seed": seed, "spread": spread, "order": order},
              "featurization": {"steps": ["normalize", "bias", "scale 1/sqrt(2)"]}}
     with StoreWriter(path, r, dtype=dtype, chunk_rows=chunk_rows, kind=kind, labels=True,
+                     ids_dtype=np.int64 if order == "generated" else None,
                      attrs=attrs, overwrite=overwrite, compressors=compressors) as w:
-        for b, a in enumerate(range(0, n, BLOCK_ROWS)):
-            rng = np.random.default_rng([seed, 2, b])
-            X, y = clustered_block(rng, centres, min(BLOCK_ROWS, n - a), prevalence, spread)
-            w.append(X, y)
-            if progress:
-                progress(w.rows_appended)
+        blocks = _blocks(n, seed, centres, prevalence, spread)
+        if order == "generated":
+            _write_grouped(w, blocks, _cluster_sizes(n, seed, centres, prevalence), progress)
+        else:
+            for a, X, y, _ in blocks:
+                w.append(X, y)
+                if progress:
+                    progress(w.rows_appended)
     return path
+
+
+def _blocks(n, seed, centres, prevalence, spread):
+    """(first row, X, y, clusters) of each generated block, in row order."""
+    for b, a in enumerate(range(0, n, BLOCK_ROWS)):
+        rng = np.random.default_rng([seed, 2, b])
+        yield (a, *clustered_block(rng, centres, min(BLOCK_ROWS, n - a), prevalence, spread, clusters=True))
+
+
+def _cluster_sizes(n, seed, centres, prevalence):
+    sizes = np.zeros(sum(len(c) for c in centres), np.int64)
+    for b, a in enumerate(range(0, n, BLOCK_ROWS)):
+        rng = np.random.default_rng([seed, 2, b])
+        sizes += np.bincount(draw_clusters(rng, centres, min(BLOCK_ROWS, n - a), prevalence)[1],
+                             minlength=len(sizes))
+    return sizes
+
+
+def _write_grouped(w, blocks, sizes, progress):
+    """Each cluster's rows, in row order, fill its region of the store [start, start + size):
+    a buffer per cluster is written when it reaches a chunk boundary, so the regions grow
+    in whole chunks (only the chunks two regions share are written twice)."""
+    cursor = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    pending = [[] for _ in sizes]
+    written = 0
+
+    def flush(c, final):
+        nonlocal written
+        X, y, ids = (np.concatenate([p[i] for p in pending[c]]) for i in range(3))
+        stop = len(X) if final else (cursor[c] + len(X)) // w.chunk_rows * w.chunk_rows - cursor[c]
+        if stop > 0:
+            w.write_at(cursor[c], X[:stop], y[:stop], ids[:stop])
+            cursor[c] += stop
+            written += stop
+        pending[c] = [(X[stop:], y[stop:], ids[stop:])] if stop < len(X) else []
+
+    for a, X, y, cluster in blocks:
+        for c in np.unique(cluster):
+            rows = np.flatnonzero(cluster == c)
+            pending[c].append((X[rows].astype(w.dtype), y[rows], a + rows))
+            if sum(len(p[0]) for p in pending[c]) >= w.chunk_rows:
+                flush(c, final=False)
+        if progress:
+            progress(written)
+    for c in range(len(sizes)):
+        if pending[c]:
+            flush(c, final=True)
+    if progress:
+        progress(written)

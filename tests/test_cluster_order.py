@@ -106,9 +106,10 @@ def test_make_store_cluster_order(tmp_path):
     assert not list(tmp_path.glob(".c.zarr*"))
 
 
-def test_display_arrays_are_not_claimed_after_reordering(tmp_path):
-    """The labelling page's arrays are not rewritten in the new order, so the ordered
-    store must not point to them."""
+def test_display_arrays_move_with_their_rows(tmp_path):
+    """The labelling page's pixels are rewritten in the new order: row i shows the
+    image of original row ids[i] (records: tests/test_serve.py)."""
+    from bigsearch.serve.records import display_spec, read_display
     images = np.random.default_rng(0).integers(0, 255, size=(200, 4, 4), dtype=np.uint8)
     np.save(tmp_path / "img.npy", images)
     np.save(tmp_path / "y.npy", (np.arange(200) % 10 == 0).astype(np.int8))
@@ -117,4 +118,8 @@ def test_display_arrays_are_not_claimed_after_reordering(tmp_path):
                    "--normalize", "--bias", "--cluster-order", "3")
     assert done.returncode == 0, done.stderr
     store = bigsearch.open_store(out)
-    assert "display" not in store.attrs and store.attrs["cluster_order"]["clusters"] == 3
+    assert display_spec(store)["kind"] == "image" and store.attrs["cluster_order"]["clusters"] == 3
+    ids = store.ids()
+    assert sorted(ids.tolist()) == list(range(200)) and ids.tolist() != list(range(200))
+    for i in range(200):
+        np.testing.assert_array_equal(read_display(store, i)["pixels"], images[ids[i]].ravel())

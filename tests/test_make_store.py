@@ -62,3 +62,28 @@ def test_existing_store_is_kept(tmp_path):
     res = make(out, "--n", 200, "--r", 4)
     assert res.returncode == 2 and "--overwrite" in res.stderr
     assert bigsearch.open_store(out).n == 100
+
+
+@pytest.mark.parametrize("name", ["g.zarr", "g.h5"])
+def test_generated_order_groups_the_same_rows_by_cluster(tmp_path, name):
+    """--order generated writes the default store's rows permuted (row p is row ids[p]),
+    grouped by generating cluster, in one streaming pass; progress goes to stderr."""
+    from bigsearch.synthetic import BLOCK_ROWS, cluster_centres, draw_clusters
+
+    n, seed = BLOCK_ROWS + 4321, 5                 # two generator blocks, chunks unaligned with clusters
+    common = ("--n", n, "--r", 8, "--seed", seed, "--prevalence", 0.01, "--chunk-rows", 999)
+    assert make(tmp_path / "rows.zarr", *common).returncode == 0
+    res = make(tmp_path / name, *common, "--order", "generated")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["order"] == "generated" and "rows/s" in res.stderr
+    with bigsearch.open_store(tmp_path / "rows.zarr") as rows, bigsearch.open_store(tmp_path / name) as grouped:
+        ids = grouped.ids()
+        np.testing.assert_array_equal(np.sort(ids), np.arange(n))
+        np.testing.assert_array_equal(grouped.read_rows(np.arange(n)), rows.read_rows(ids))
+        np.testing.assert_array_equal(grouped.labels(), rows.labels()[ids])
+    centres = cluster_centres(8, seed)
+    cluster = np.concatenate([draw_clusters(np.random.default_rng([seed, 2, b]), centres, min(BLOCK_ROWS, n - a),
+                                            0.01)[1] for b, a in enumerate(range(0, n, BLOCK_ROWS))])
+    assert (np.diff(cluster[ids]) >= 0).all()                        # grouped by cluster
+    for c in np.unique(cluster):                                     # each group in row order
+        assert (np.diff(ids[cluster[ids] == c]) > 0).all()

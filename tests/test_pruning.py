@@ -1,6 +1,7 @@
 """Pruned selection (engine/pruning.py) against the full-pass engine and the dense
 reference: identical queries and bit-identical chosen scores, for every store kind,
-dtype and chunking; alpha > 0 falls back to the full pass."""
+dtype and chunking; alpha > 0 falls back to the full pass. Block summaries stored with
+the store (engine/summaries.py) give the same queries, and are not used once X changed."""
 
 import itertools
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 
 import bigsearch
+from bigsearch.engine.summaries import GROUP, write_block_summaries
 from bigsearch.errors import ParameterError
 from bigsearch.testing import clustered_points, dense_las_run
 
@@ -167,6 +169,8 @@ def test_session_keeps_pruning_across_reopen(data, store_factory, tmp_path):
     with Session.open(tmp_path / "s") as s:
         assert s.search.pruning_status.startswith("on")
         assert s.search.top(3)[0].tolist() == full.top(3)[0].tolist()
+        reads = s.reads()          # the query read part of X; reopening is not counted
+        assert len(reads["bytes_read"]) == 1 and 0 < reads["bytes_read"][0] < reads["x_bytes"]
 
 
 @pytest.mark.parametrize("encoding,kind", [("int8", "zarr"), ("float16", "hdf5"), ("binary", "zarr")])
@@ -193,6 +197,9 @@ def test_ingest_cluster_order_with_an_encoding(tmp_path):
     store = bigsearch.open_store(out)
     assert store.encoding == "int8" and sorted(store.ids().tolist()) == list(range(300))
     assert np.allclose(store.read_rows(np.arange(300)), X[store.ids()], atol=0.01)
+    las = bigsearch.LAS(out, prune=True)       # the cluster-ordered store holds its block summaries
+    las.sync()
+    assert las.pruning.summaries_from == "store"
 
 
 def both_wnas(path, y, steps, k=1):
@@ -230,3 +237,98 @@ def test_pruned_wnas_state_continues(data, store_factory):
     restored = bigsearch.WNAS.from_state(path, pruned.export_state())
     assert restored.pruning_status.startswith("on")
     assert run_top(restored, y, 10) == run_top(full, y, 10)
+
+
+# -- block summaries stored with the store ------------------------------------------
+def summarized(tmp_path, X, y, kind, chunk_rows=100):
+    path = store_path(tmp_path, f"s{chunk_rows}", kind)
+    bigsearch.create_store(path, X, y, chunk_rows=chunk_rows, kind=kind)
+    written = write_block_summaries(path, block_rows=64)
+    assert written["blocks"] == sum(-(-(b - a) // 64) for a, b in bigsearch.open_store(path).chunks)
+    return path
+
+
+def pruned_run(path, y, steps=30, k=1):
+    s = bigsearch.LAS(path, pi=0.08, prune=True, block_rows=64)
+    s.tell(start(y), 1)
+    return s, run_top(s, y, steps, k)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_stored_summaries_give_the_full_pass_queries(data, tmp_path, kind):
+    X, y = data
+    path = summarized(tmp_path, X, y, kind, chunk_rows=100)
+    full = bigsearch.LAS(path, pi=0.08)
+    full.tell(start(y), 1)
+    expected = run_top(full, y, 30, k=2)
+    stored, got = pruned_run(path, y, k=2)
+    assert stored.pruning.summaries_from == "store"
+    assert got == expected  # queries and scores, bit for bit
+    assert sum(stored.query_bytes[1:]) < sum(full.query_bytes[1:])
+    # the stored summaries are those the engine computes (with the no-label basis)
+    computed = bigsearch.LAS(store_path_copy(tmp_path, X, y, kind), pi=0.08, prune=True, block_rows=64)
+    computed.tell(start(y), 1)
+    computed.sync()
+    assert computed.pruning.summaries_from == "computed: the store has none"
+    a, b = stored.pruning.summaries, computed.pruning.summaries
+    assert np.array_equal(a.start, b.start) and np.array_equal(a.deg_min, b.deg_min)
+    assert np.allclose(a.centre, b.centre, rtol=0, atol=1e-12) and np.allclose(a.radius, b.radius, atol=1e-12)
+
+
+def store_path_copy(tmp_path, X, y, kind):
+    path = store_path(tmp_path, "plain", kind)
+    bigsearch.create_store(path, X, y, chunk_rows=100, kind=kind)
+    return path
+
+
+def edit_x(path, kind, edit):
+    """Change X as a user with plain zarr / h5py would (the summaries stay behind)."""
+    if kind == "zarr":
+        import zarr
+
+        x = zarr.open_group(str(path), mode="r+")["X"]
+        values = x[...]
+        edit(values)
+        x[...] = values
+    else:
+        import h5py
+
+        with h5py.File(path, "r+") as f:
+            values = f["X"][()]
+            edit(values)
+            f["X"][...] = values
+
+
+def swap_rows(values):  # every column sum stays: only the blocks' degrees say X changed
+    values[[5, 90]] = values[[90, 5]]
+
+
+def scale_row(values):
+    values[300] *= 1.5
+
+
+@pytest.mark.parametrize("kind,edit", [("zarr", swap_rows), ("hdf5", swap_rows), ("zarr", scale_row)])
+def test_summaries_of_an_older_x_are_not_used(data, tmp_path, kind, edit):
+    X, y = data
+    path = summarized(tmp_path, X, y, kind)
+    edit_x(path, kind, edit)
+    full = bigsearch.LAS(path, pi=0.08)
+    full.tell(start(y), 1)
+    expected = run_top(full, y, 30)
+    s, got = pruned_run(path, y)
+    assert s.pruning.summaries_from == "computed: X changed since the stored summaries were written"
+    assert got == expected
+
+
+def test_plain_readers_still_read_x_and_other_block_sizes_compute(data, tmp_path):
+    import h5py
+    import zarr
+
+    X, y = data
+    z, h = summarized(tmp_path, X, y, "zarr"), summarized(tmp_path, X, y, "hdf5")
+    assert np.array_equal(zarr.open_group(str(z), mode="r")["X"][...], X)
+    with h5py.File(h, "r") as f:
+        assert np.array_equal(f["X"][()], X) and GROUP in f
+    s = bigsearch.LAS(z, pi=0.08, prune=True, block_rows=128)
+    s.sync()
+    assert s.pruning.summaries_from == "computed: the store has summaries of blocks of 64 rows"

@@ -1,6 +1,6 @@
-"""Pruned queries on the dask backend (a real LocalCluster with 2 worker processes):
-each worker prunes its own chunks, one round trip per query, and the queries and chosen
-scores are the local full pass's, also after a worker process is killed."""
+"""Pruned queries on the dask backend (a real LocalCluster with 2 worker processes), LAS
+and WNAS: each worker prunes its own chunks, one round trip per query, and the queries
+and chosen scores are the local full pass's, also after a worker process is killed."""
 
 import os
 import signal
@@ -46,6 +46,16 @@ def rounds(search, y, steps, k):
     return queries, chosen
 
 
+def kill_first_worker(client, search):
+    """SIGKILL the worker process holding the search's first shard; wait until it is gone."""
+    address = search.backend.shards[0].address
+    os.kill(client.run(os.getpid, workers=[address])[address], signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while address in client.scheduler_info()["workers"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("kind,dtype,chunk_rows,k", [("zarr", "float32", 37, 1), ("hdf5", "float64", N, 3)])
 def test_pruned_on_the_cluster_is_the_local_full_pass(client, data, store_factory, kind, dtype, chunk_rows, k):
     X, y = data
@@ -72,13 +82,43 @@ def test_pruned_search_continues_after_a_worker_is_killed(client, data, store_fa
     for s in (full, remote):
         s.tell(int(np.flatnonzero(y)[0]), 1)
     before = rounds(remote, y, 8, 1)
-    address = remote.backend.shards[0].address
-    os.kill(client.run(os.getpid, workers=[address])[address], signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while address in client.scheduler_info()["workers"]:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    kill_first_worker(client, remote)
     with pytest.warns(RuntimeWarning, match="was lost"):
         after = rounds(remote, y, 12, 1)
     assert before[0] + after[0] == rounds(full, y, 20, 1)[0]
+    remote.close()
+
+
+def wnas_rounds(search, y, steps, k):
+    search.tell([int(np.flatnonzero(y == 1)[0]), int(np.flatnonzero(y == 0)[0])], [1, 0])
+    return rounds(search, y, steps, k)
+
+
+@pytest.mark.parametrize("kind,dtype,chunk_rows,k", [("zarr", "float32", 100, 1), ("hdf5", "float64", 37, 3)])
+def test_pruned_wnas_on_the_cluster_is_the_local_full_pass(client, data, store_factory, kind, dtype, chunk_rows, k):
+    X, y = data
+    path = store_factory(X, y, kind, dtype, chunk_rows)
+    full = bigsearch.WNAS(path)
+    remote = bigsearch.WNAS(path, backend=client, prune=True, block_rows=64)
+    assert "each worker pruning its own chunks" in remote.pruning_status
+    assert wnas_rounds(remote, y, 30, k) == wnas_rounds(full, y, 30, k)      # queries and scores
+    if chunk_rows > 64:
+        assert sum(remote.query_bytes[2:]) < sum(full.query_bytes[2:])
+    assert np.array_equal(remote.f, full.f)
+    restored = bigsearch.WNAS.from_state(path, remote.export_state())       # every block brought up to date
+    assert rounds(restored, y, 5, 1) == rounds(full, y, 5, 1)
+    remote.close()
+
+
+def test_pruned_wnas_continues_after_a_worker_is_killed(client, data, store_factory):
+    X, y = data
+    path = store_factory(X, y, "zarr", "float32", 100)
+    full = bigsearch.WNAS(path)
+    remote = bigsearch.WNAS(path, backend=client, prune=True, block_rows=64)
+    before = wnas_rounds(remote, y, 8, 1)
+    kill_first_worker(client, remote)
+    with pytest.warns(RuntimeWarning, match="was lost"):
+        after = rounds(remote, y, 12, 1)
+    assert before[0] + after[0] == wnas_rounds(full, y, 20, 1)[0]
+    assert max(remote.query_bytes[8:]) >= remote.store.nbytes     # every chunk's sums recomputed
     remote.close()

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -109,8 +110,33 @@ def test_a_fork_in_memory_continues_exactly(store_factory, data, kind):
         engine.close()
 
 
-def test_computing_ahead_changes_nothing(tmp_path, store, data):
-    """With and without prefetching, skips included: the same labels, the same f."""
+def journal_ops(directory):
+    """The journal's records without their sequence numbers, times and checksums."""
+    from bigsearch.session.journal import read_journal
+    return [{k: v for k, v in r.items() if k not in ("seq", "time", "crc")}
+            for r in read_journal(directory / "journal.jsonl").records]
+
+
+def page_steps(labeler, y, steps=10):
+    """Answer from y, skipping at steps 2 and 3 and skipping then undoing the skip at 5."""
+    for t in range(steps):
+        item = labeler.view()["item"]
+        if t in (2, 3, 5):
+            labeler.skip(item["index"])
+            after = labeler.view()["item"]
+            assert after["index"] != item["index"] and after["rank"] >= 2
+            if t == 5:
+                assert labeler.view()["last"] == {"index": item["index"], "skip": True}
+                labeler.undo(item["index"], skip=True)
+                assert labeler.view()["item"] == item          # shown again
+            else:
+                item = after
+        labeler.answer(item["index"], int(y[item["index"]]))
+
+
+def test_skips_are_journaled_as_the_python_session_records_them(tmp_path, store, data):
+    """With and without prefetching: the same journal (skips and their undo included) as
+    Session.skip / unskip / tell, the same f; a restarted page shows the same item."""
     _, y = data
     results = []
     for prefetch in (True, False):
@@ -118,18 +144,58 @@ def test_computing_ahead_changes_nothing(tmp_path, store, data):
         Session.create(store, d, pi=0.1).close()
         with Session.open(d) as s:
             labeler = Labeler(s, prefetch=prefetch)
-            for t in range(10):
-                item = labeler.view()["item"]
-                if t in (2, 3):
-                    labeler.skip(item["index"])
-                    item = labeler.view()["item"]
-                    assert item["rank"] == 2 if t == 2 else item["rank"] <= 3
-                labeler.answer(item["index"], int(y[item["index"]]))
+            page_steps(labeler, y)
             results.append((s.history, np.array(s.search.f), labeler.view()["item"]))
             labeler.close()
     assert results[0][0] == results[1][0]
     np.testing.assert_array_equal(results[0][1], results[1][1])
     assert results[0][2] == results[1][2]
+    with Session.create(store, tmp_path / "python", pi=0.1) as s:
+        for t in range(10):
+            i = s.ask()
+            if t in (2, 3, 5):
+                s.skip(i)
+                if t == 5:
+                    s.unskip(i)
+                else:
+                    i = s.ask()
+            s.tell(i, int(y[i]))
+        python_next, python_skipped = s.ask(), s.skipped
+    page = tmp_path / "pTrue"
+    assert journal_ops(page) == journal_ops(tmp_path / "python")
+    assert [r["op"] for r in journal_ops(page)].count("skip") == 3
+    with Session.open(page) as s:                     # the server restarted
+        labeler = Labeler(s)
+        assert labeler.view()["item"] == results[0][2] and labeler.view()["skipped"] == 2
+        assert s.ask() == python_next == results[0][2]["index"]
+        assert s.skipped == python_skipped and s.status()["skipped"] == python_skipped
+        last = s.candidates(300)[-2:]                   # skipped points come after every other
+        assert {c["index"] for c in last} == set(python_skipped)
+        labeler.close()
+
+
+def test_checkpoints_are_written_after_the_reply(tmp_path, store, data, monkeypatch):
+    _, y = data
+    d = tmp_path / "s"
+    Session.create(store, d, pi=0.1, checkpoint_every=2).close()
+    writers = []
+    checkpoint = Session.checkpoint
+
+    def spy(session):
+        writers.append(threading.current_thread().name)
+        return checkpoint(session)
+    monkeypatch.setattr(Session, "checkpoint", spy)
+    with Session.open(d) as s:
+        labeler = Labeler(s)
+        for _ in range(4):
+            i = labeler.view()["item"]["index"]
+            labeler.answer(i, int(y[i]))
+        labeler.settle()
+        assert writers == ["bigsearch-checkpoint_0"] * 2          # not in the answer's thread
+        with Session.open(d, readonly=True) as r:                 # loads that checkpoint, replays nothing
+            assert r.status()["checkpoint"]["labels"] == 4
+            np.testing.assert_array_equal(r.search.f, s.search.f)
+        labeler.close()
 
 
 def test_two_tabs_never_label_twice_or_undo_each_other(tmp_path, store):
@@ -147,6 +213,13 @@ def test_two_tabs_never_label_twice_or_undo_each_other(tmp_path, store):
         with pytest.raises(Conflict, match=f"cannot undo point {i}: there are no labels"):
             labeler.undo(i)                             # tab B, late
         assert s.history == [] and j != i
+        labeler.answer(j, 0)                            # tab A
+        k = labeler.view()["item"]["index"]
+        labeler.skip(k)                                 # tab A
+        with pytest.raises(Conflict, match=f"cannot undo point {j}: the last skip is point {k}'s"):
+            labeler.undo(j)                             # tab B has not seen the skip
+        labeler.undo(k, skip=True)
+        assert s.history == [(j, 0)] and s.skipped == [] and labeler.view()["item"]["index"] == k
         labeler.close()
 
 
@@ -302,6 +375,13 @@ def test_serve_starts_stops_and_fails_like_the_cli(tmp_path, store):
     assert "stopped; session" in out and "has 0 labels" in out
     # in turn: the command line and the page on the same session
     assert run_cli("session", "label", d, "1", "1").returncode == 0
+    r = run_cli("session", "skip", d, "2", "3")
+    assert r.returncode == 0 and r.stdout == "skipped 2 points; the session has 2 skipped\n"
+    r = run_cli("session", "unskip", d)
+    assert r.returncode == 0 and r.stdout == "unskipped 3; the session has 1 skipped\n"
+    r = run_cli("session", "skip", d, "1")
+    assert r.returncode == 2 and r.stderr == "Error: point 1 is already labeled (1)\n"
+    assert "skipped     1 point, proposed after every other: 2\n" in run_cli("session", "status", d).stdout
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -353,17 +433,19 @@ def test_ingest_keeps_source_records_aligned_with_x(tmp_path):
     from bigsearch.serve.records import read_display
     rows = [(f"p{i}", 20 + i % 50, ["Oslo", "Lima", "Pune"][i % 3], "yes" if i % 4 == 0 else "no") for i in range(300)]
     (tmp_path / "t.csv").write_text("name,age,city,label\n" + "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in rows))
-    r = run_cli("ingest", tmp_path / "t.csv", tmp_path / "t.h5", "--label-column", "label", "--positive", "yes",
-                "--drop", "name", "--categorical", "city", "--prevalence", "0.1", "--normalize", "--bias")
-    assert r.returncode == 0, r.stderr
-    store = bigsearch.open_store(tmp_path / "t.h5")
-    ids = store.ids()
-    assert store.n < 300 and len(ids) == store.n
-    for i in range(store.n):
-        fields = read_display(store, i)["fields"]
-        name, age, city, label = rows[int(ids[i])]
-        assert fields == {"name": name, "age": age, "city": city, "label": label}
-    store.close()
+    for out, order in (("t.h5", ()), ("ordered.zarr", ("--cluster-order", "4"))):
+        r = run_cli("ingest", tmp_path / "t.csv", tmp_path / out, "--label-column", "label", "--positive", "yes",
+                    "--drop", "name", "--categorical", "city", "--prevalence", "0.1", "--normalize", "--bias", *order)
+        assert r.returncode == 0, r.stderr
+        store = bigsearch.open_store(tmp_path / out)
+        ids = store.ids()
+        assert store.n < 300 and len(ids) == store.n
+        assert (np.diff(ids.astype(np.int64)) < 0).any() == bool(order)    # cluster order moved rows
+        for i in range(store.n):
+            fields = read_display(store, i)["fields"]
+            name, age, city, label = rows[int(ids[i])]
+            assert fields == {"name": name, "age": age, "city": city, "label": label}
+        store.close()
     (tmp_path / "t.svm").write_text("1 1:0.5 4:2\n0 2:1.5\n1 3:-1 4:0.25\n")
     r = run_cli("ingest", tmp_path / "t.svm", tmp_path / "svm.zarr", "--normalize", "--bias")
     assert r.returncode == 0, r.stderr

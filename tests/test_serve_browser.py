@@ -1,5 +1,5 @@
 """The labelling page driven in a real headless Chromium (Selenium): keys, undo, skip,
-a server restarted and killed mid-session, two tabs, a wrong token. The journal must
+a server restarted and killed mid-session (skips included), two tabs, a wrong token. The journal must
 hold exactly the labels a Python Session records for the same answers.
 
 Needs Chromium and its driver from the system packages (`apt-get install chromium
@@ -7,6 +7,7 @@ chromium-driver`; .ci/run installs them); skipped, saying so, where they are abs
 Set BIGSEARCH_SCREENSHOTS=DIR to keep the page's screenshots (docs/serve-*.png are made so).
 """
 
+import json
 import os
 import re
 import signal
@@ -168,6 +169,10 @@ def test_restart_kill_and_the_command_line_in_turn(tmp_path, browser, servers, s
         press(browser, int(y[shown]))
         acked.append((shown, int(y[shown])))
         shown = wait_for(browser, len(acked))
+    skipped = shown                                  # a skip is journaled like a label
+    press(browser, "skip")
+    WebDriverWait(browser, WAIT).until(lambda b: body(b, "skipped") == "1" and body(b, "busy") != "1")
+    shown = wait_for(browser, 3)
     # SIGKILL: nothing acknowledged is lost; the page says so and reconnects by itself
     server.proc.kill()
     server.proc.wait()
@@ -176,7 +181,9 @@ def test_restart_kill_and_the_command_line_in_turn(tmp_path, browser, servers, s
     assert journal_history(d)[0] == acked
     server = servers(d, port=server.port).start()
     WebDriverWait(browser, WAIT).until(lambda b: status_text(b) == "reconnected")
-    assert wait_for(browser, 3) == shown
+    assert wait_for(browser, 3) == shown != skipped      # the skip survived the kill
+    r = run_cli("session", "next", d, "--json")          # the command line agrees with the page
+    assert r.returncode == 0 and json.loads(r.stdout)[0]["index"] == shown
     press(browser, int(y[shown]))
     acked.append((shown, int(y[shown])))
     shown = wait_for(browser, 4)
@@ -190,10 +197,17 @@ def test_restart_kill_and_the_command_line_in_turn(tmp_path, browser, servers, s
     browser.refresh()
     shown = wait_for(browser, 5)
     assert browser.find_element(By.ID, "last-label").text.startswith(f"point {acked[-1][0]}:")
+    press(browser, "skip")                           # undo takes back the newest: the skip, then the label
+    WebDriverWait(browser, WAIT).until(lambda b: body(b, "skipped") == "2" and body(b, "busy") != "1")
+    press(browser, "undo")
+    WebDriverWait(browser, WAIT).until(lambda b: status_text(b) == f"undid the skip of point {shown}")
+    assert wait_for(browser, 5) == shown and body(browser, "skipped") == "1"
     press(browser, "undo")
     wait_for(browser, 4)
     server.stop(signal.SIGTERM)
     assert journal_history(d) == (acked[:4], 1)
+    with Session.open(d, readonly=True) as s:
+        assert s.skipped == [skipped]
 
 
 def test_two_windows_never_label_a_point_twice(tmp_path, browser, servers, store):

@@ -8,8 +8,10 @@ n fits in bounded memory, and is reproducible from --seed.
     python tools/make_store.py x.h5 --n 1000000 --r 512 --prevalence 0.001 --chunk-mib 32
     python tools/make_store.py x.zarr --n 2000000 --codec lz4 --dtype float64
     python tools/make_store.py c.zarr --n 1000000 --cluster-order 0   # rows grouped by k-means cluster
+    python tools/make_store.py g.zarr --n 60000000 --order generated  # rows grouped by generating cluster
 
-Prints one JSON line: the store, its size, and the time and rate of writing it.
+Prints one JSON line: the store, its size, and the time and rate of writing it; progress
+(rows written, rate, time left) goes to stderr every few seconds (--quiet: none).
 """
 
 import argparse
@@ -47,9 +49,15 @@ def parse_args(argv=None):
     size.add_argument("--chunk-rows", type=int, default=None, help="rows per chunk")
     ap.add_argument("--codec", choices=CODECS, default="none",
                     help="compression of X (default none: chunks are memory-mapped with no decoding)")
-    ap.add_argument("--cluster-order", type=int, default=None, metavar="K",
-                    help="write rows grouped by k-means cluster (K clusters; 0: about n / 8,192, 16 to 256), for "
-                         "pruned queries; ids keep the generated row numbers")
+    order = ap.add_mutually_exclusive_group()
+    order.add_argument("--cluster-order", type=int, default=None, metavar="K",
+                       help="write rows grouped by k-means cluster (K clusters; 0: about n / 8,192, 16 to 256), "
+                            "for pruned queries; ids keep the generated row numbers")
+    order.add_argument("--order", choices=("rows", "generated"), default="rows",
+                       help="generated: the same rows grouped by their generating cluster, written in one "
+                            "streaming pass (no k-means, no second copy), ids keeping the row numbers of the "
+                            "default order (rows)")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     ap.add_argument("--overwrite", action="store_true")
     args = ap.parse_args(argv)
     if args.n < 1 or args.r < 2:
@@ -70,6 +78,24 @@ def chunk_rows(args):
     return default_chunk_rows(args.r, itemsize)
 
 
+class Progress:
+    """Rows written, rate and time left, on stderr every ``every`` seconds."""
+
+    def __init__(self, n, every=5.0):
+        self.n, self.every = n, every
+        self.start = self.last = time.perf_counter()
+
+    def __call__(self, rows):
+        now = time.perf_counter()
+        if now - self.last < self.every and rows < self.n:
+            return
+        self.last = now
+        rate = rows / max(now - self.start, 1e-9)
+        left = (self.n - rows) / rate if rate > 0 else float("inf")
+        print(f"make_store: {rows:,} / {self.n:,} rows ({rows / self.n:.0%}), {rate:,.0f} rows/s, "
+              f"{now - self.start:.0f} s elapsed, about {left:.0f} s left", file=sys.stderr, flush=True)
+
+
 def main(argv=None):
     args = parse_args(argv)
     kind = store_kind_for(args.out, args.format)
@@ -79,7 +105,8 @@ def main(argv=None):
     try:
         make_clustered_store(target, args.n, args.r, prevalence=args.prevalence, seed=args.seed,
                              spread=args.spread, dtype=args.dtype, chunk_rows=chunk_rows(args), kind=kind,
-                             overwrite=args.overwrite, compressors=compressors_for(kind, args.codec))
+                             overwrite=args.overwrite, compressors=compressors_for(kind, args.codec),
+                             order=args.order, progress=None if args.quiet else Progress(args.n))
         if args.cluster_order is not None:
             ordering = cluster_order(target, args.out, clusters=args.cluster_order or None, kind=kind,
                                      compressors=compressors_for(kind, args.codec), overwrite=args.overwrite)
@@ -92,7 +119,7 @@ def main(argv=None):
         out = {"path": str(args.out), "kind": kind, "n": store.n, "r": store.r, "dtype": str(store.dtype),
                "chunk_rows": store.chunk_rows, "codec": store.codec(), "positives": int((y == 1).sum()),
                "x_bytes": store.nbytes, "bytes_on_disk": disk_bytes(args.out), "seconds": round(seconds, 2),
-               "MB_per_s": round(store.nbytes / seconds / 1e6, 1)}
+               "MB_per_s": round(store.nbytes / seconds / 1e6, 1), "order": args.order}
         if ordering:
             out.update(clusters=ordering["clusters"], cluster_order_seconds=round(ordering["seconds"], 2))
     print(json.dumps(out))

@@ -13,11 +13,15 @@ from common import PAPER_TABLE1, PAPER_TABLE2, Report, cell, data_file, pairs, p
 BUDGET = 200
 
 
+def adult_store():
+    return prepare("adult", data_file("adult", "adult.data"), data_file("adult", "adult.test"), "--label-column", 14,
+                   "--positive", ">50K", "--positive", ">50K.", "--bins", 5, "--normalize",
+                   "--prevalence", 0.05, "--seed", 0)
+
+
 def main():
     report = Report("adult")
-    store = prepare("adult", data_file("adult", "adult.data"), data_file("adult", "adult.test"), "--label-column", 14,
-                    "--positive", ">50K", "--positive", ">50K.", "--bins", 5, "--normalize",
-                    "--prevalence", 0.05, "--seed", 0)
+    store = adult_store()
     info = store_info(store)
     report.numbers["store"] = info
     report.add(f"Store: {info['n']:,} points x {info['r']} features, {info['positives']:,} positives "

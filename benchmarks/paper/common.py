@@ -173,6 +173,15 @@ class Report:
         print(f"saved {self.dir / 'report.md'}", file=sys.stderr)
 
     def figure(self, run_dir, name="recall.png"):
-        if (run_dir / "recall.png").exists():
-            shutil.copyfile(run_dir / "recall.png", self.dir / name)
-            self.add(f"![recall]({name})")
+        if self.copy_figures(run_dir):
+            self.add(f"![recall]({name}) (also [PDF](recall.pdf), [SVG](recall.svg))")
+
+    def copy_figures(self, run_dir):
+        """recall.png, .pdf and .svg of a run into this report's folder; whether there were any."""
+        copied = False
+        for suffix in ("png", "pdf", "svg"):
+            if (run_dir / f"recall.{suffix}").exists():
+                self.dir.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(run_dir / f"recall.{suffix}", self.dir / f"recall.{suffix}")
+                copied = True
+        return copied

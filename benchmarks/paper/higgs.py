@@ -15,10 +15,14 @@ from common import Report, data_file, pairs, prepare, run, store_info
 BUDGET = 100
 
 
+def higgs_store():
+    return prepare("higgs", data_file("higgs", "lightgbm_binary.train"), "--label-column", 0, "--normalize", "--bias",
+                   "--rff", 290, "--gamma", 1, "--prevalence", 0.01, "--seed", 0)
+
+
 def main():
     report = Report("higgs")
-    store = prepare("higgs", data_file("higgs", "lightgbm_binary.train"), "--label-column", 0, "--normalize", "--bias",
-                    "--rff", 290, "--gamma", 1, "--prevalence", 0.01, "--seed", 0)
+    store = higgs_store()
     info = store_info(store)
     report.numbers["store"] = info
     report.add(f"Store: {info['n']:,} points x {info['r']} features, {info['positives']} positives; budget {BUDGET}.")

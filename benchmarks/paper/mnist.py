@@ -15,11 +15,15 @@ from common import PAPER_TABLE1, PAPER_TABLE2, Report, data_file, pairs, prepare
 PAPER_POSITIVES = 635      # about 1% of the paper's 63,500 points
 
 
+def mnist_store():
+    return prepare("mnist", data_file("mnist", "t10k-images-idx3-ubyte.gz"),
+                   "--labels", data_file("mnist", "t10k-labels-idx1-ubyte.gz"), "--positive", 1, "--normalize",
+                   "--prevalence", 0.01, "--seed", 0)
+
+
 def main():
     report = Report("mnist")
-    store = prepare("mnist", data_file("mnist", "t10k-images-idx3-ubyte.gz"),
-                    "--labels", data_file("mnist", "t10k-labels-idx1-ubyte.gz"), "--positive", 1, "--normalize",
-                    "--prevalence", 0.01, "--seed", 0)
+    store = mnist_store()
     info = store_info(store)
     scale = info["positives"] / PAPER_POSITIVES
     budget = 2 * round(PAPER_TABLE1["mnist"]["budget"] * scale / 2)

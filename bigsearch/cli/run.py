@@ -21,7 +21,7 @@ from .options import (
 )
 
 # Parameters the library names in its errors, and the flags users give them by here.
-RUN_FLAGS = ("init_index", "init_positives", "init_negatives", "batch_size", "overwrite")
+RUN_FLAGS = ("init_index", "init_positives", "init_negatives", "batch_size", "overwrite", "start_from")
 
 
 def run_and_report(store, methods, budget, out, *, quiet=False, table=True, **kwargs):
@@ -36,6 +36,8 @@ def run_and_report(store, methods, budget, out, *, quiet=False, table=True, **kw
     if not quiet:
         if runs == 1:
             _print_summary(results["runs"])
+            for r in results["runs"]:
+                _print_remaining(r)
         if table:
             click.echo(markdown_table(results["summary"], budget))
         for r in results["runs"][:len(methods)]:
@@ -67,6 +69,23 @@ def _print_summary(runs):
         med = its[len(its) // 2] * 1e3 if its else float("nan")
         click.echo(f"{r['method']:>8} {r['hits'][-1] if r['hits'] else 0:>6} {len(r['queries']):>8} "
                    f"{r['timings']['init_seconds']:>8.2f} {med:>8.1f}")
+
+
+def _print_remaining(record):
+    """What is left after the run: the estimate of positives remaining and the recent hit
+    rate (engine/remaining.py; docs/sessions.md, "How many are left")."""
+    rem = record.get("remaining")
+    if not rem:
+        return
+    parts = []
+    if rem["recent_hit_rate"] is not None:
+        r = rem["recent_hit_rate"]
+        parts.append(f"last {r['basis']} labels {r['value']:.0%} positive ({r['level']:.0%} interval "
+                     f"{r['low']:.0%}-{r['high']:.0%})")
+    if rem["score_sum"] is not None:
+        parts.append(f"sum of f over the unlabeled {rem['score_sum']['value']:,.0f} (not calibrated: no count)")
+    if parts:
+        click.echo(f"{record['method']}: " + "; ".join(parts), err=True)
 
 
 def _print_reads(record):
@@ -113,6 +132,10 @@ def search_options(f):
               help="Start from this many random positives (when --init-index is not given).")
 @click.option("--init-negatives", type=click.IntRange(0), default=0, show_default=True,
               help="... and this many random negatives.")
+@click.option("--start-from", default=None, metavar="SPEC",
+              help="Start from what you know instead of a random positive: ids:ID,ID,... (known positives), "
+                   "vector:FILE.npy (ask the most similar first) or keyword:COLUMN=WORDS (ask matching "
+                   "records first); docs/sessions.md.")
 @click.option("--batch-size", type=click.IntRange(1), default=1, show_default=True,
               help="Label the top B points of each pass before updating (1: sequential).")
 @search_options
@@ -130,7 +153,7 @@ def search_options(f):
               help="Directory for results.json, runs.csv, ranking.csv, table.md and recall.png/.pdf/.svg.")
 @click.option("--overwrite", is_flag=True, help="Replace the results of another experiment in --out.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary.")
-def run(store, methods, budget, runs, seed, init_index, init_positives, init_negatives, batch_size, pi, eta,
+def run(store, methods, budget, runs, seed, init_index, init_positives, init_negatives, start_from, batch_size, pi, eta,
         w0, alpha, agr_anchors, agr_neighbors, agr_gamma, threads, scheduler, cluster, persist, prune, fantasy,
         scores, grade, out, overwrite, quiet):
     """Simulated Active Search on STORE, answering queries from its stored labels y.
@@ -143,8 +166,8 @@ def run(store, methods, budget, runs, seed, init_index, init_positives, init_neg
     with cluster_backend(scheduler, cluster, persist) as backend:
         run_and_report(store, methods, budget, out, quiet=quiet, seed=seed, runs=runs, init_index=init_index,
                        init_positives=init_positives, init_negatives=init_negatives, batch_size=batch_size,
-                       overwrite=overwrite, backend=backend, n_threads=threads, pi=pi, eta=eta, w0=w0,
-                       alpha=alpha, anchors=agr_anchors, neighbors=agr_neighbors, gamma=agr_gamma,
+                       start_from=start_from, overwrite=overwrite, backend=backend, n_threads=threads, pi=pi,
+                       eta=eta, w0=w0, alpha=alpha, anchors=agr_anchors, neighbors=agr_neighbors, gamma=agr_gamma,
                        prune=prune or None, fantasy=_fantasy(fantasy), graded=_graded(scores, grade))
 
 

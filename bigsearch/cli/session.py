@@ -51,7 +51,9 @@ def session():
     bigsearch session next DIR [-k K]
     bigsearch session label DIR INDEX 0|1 [INDEX 0|1 ...]   (or --from labels.csv)
     bigsearch session undo DIR [N]
+    bigsearch session skip DIR INDEX [INDEX ...]   (unskip DIR [INDEX ...])
     bigsearch session status DIR [--json]
+    bigsearch session sample DIR [-m M]
     bigsearch session export DIR --csv FILE
     """
 
@@ -63,13 +65,18 @@ def session():
 @las_options
 @click.option("--checkpoint-every", type=click.IntRange(1), default=50, show_default=True,
               help="Write a checkpoint every this many labels (and on every clean exit).")
+@click.option("--start-from", default=None, metavar="SPEC",
+              help="Start from what you know: ids:ID,ID,... (known positives, recorded as labels), "
+                   "vector:FILE.npy (ask the most similar first) or keyword:COLUMN=WORDS (ask matching "
+                   "records first), until the first positive; docs/sessions.md.")
 @click.option("--prune", is_flag=True,
               help="LAS (alpha = 0) and WNAS: exact pruned queries: read only the blocks of rows "
                    "that could hold the answer.")
 @cluster_options
 @object_store_options
 @click.pass_context
-def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, prune, scheduler, cluster, persist):
+def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, start_from, prune, scheduler, cluster,
+        persist):
     """Start a session on STORE, kept in the new directory DIRECTORY."""
     params = {"pi": pi, "eta": eta, "w0": w0, "alpha": alpha, "prune": prune or None}
     taken = [k for k in params if k in method_spec(method).settings()]
@@ -80,9 +87,12 @@ def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, pru
     params = {k: v for k, v in params.items() if k in taken}
     with cluster_backend(scheduler, cluster, persist) as backend, \
             _session().create(store, directory, method=method, checkpoint_every=checkpoint_every,
-                           backend=backend, **params) as s:
-        st = s.status()
+                           backend=backend, start_from=start_from, **params) as s:
+        st = s.status(estimate=False)
+        start = s.info.get("start")
     click.echo(f"created session {directory}: {_describe_method(st)} on {st['store']} ({st['n']:,} x {st['r']})")
+    if start is not None:
+        click.echo(_describe_start(start))
     click.echo(f"next: bigsearch session next {directory}")
 
 
@@ -98,6 +108,12 @@ def next_(directory, k, as_json, store, scheduler, cluster, persist):
     with cluster_backend(scheduler, cluster, persist) as backend, \
             _session().open(directory, readonly=True, store=store, backend=backend) as s:
         rows = s.candidates(k)
+        reads = s.reads()
+    if reads is not None:      # on stderr: --json output stays a list
+        pruned = reads["pruning"].startswith("on") and reads["bytes_read"]
+        share = (f"; this query read {reads['bytes_read'][-1] / reads['x_bytes']:.1%} of X, after the pass "
+                 "that opening the session costs" if pruned else "")
+        click.echo(f"{s.method}: pruning {reads['pruning']}{share}", err=True)
     if as_json:
         click.echo(json.dumps(rows))
     elif not rows:
@@ -154,7 +170,7 @@ def undo(directory, count, store, scheduler, cluster, persist):
 @click.argument("directory", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (hits: positives among the first t labels).")
 def status(directory, as_json):
-    """Labels, positives found and hits by step."""
+    """Labels, positives found, hits by step, and estimates of what is left."""
     with _session().open(directory, readonly=True) as s:
         st = s.status()
     if as_json:
@@ -165,6 +181,9 @@ def status(directory, as_json):
     click.echo(f"store       {st['store']} ({st['n']:,} x {st['r']})")
     click.echo(f"labels      {st['labels']}: {st['positives']} positive, {st['negatives']} negative"
                + (f" ({st['undone']} undone)" if st["undone"] else ""))
+    if st["skipped"]:
+        shown = ", ".join(map(str, st["skipped"][:10])) + (", ..." if len(st["skipped"]) > 10 else "")
+        click.echo(f"skipped     {_count(len(st['skipped']), 'point')}, proposed after every other: {shown}")
     click.echo("checkpoint  " + ("none yet" if ck is None else
                                  f"after label {ck['labels']} (journal record {ck['journal_record']}, "
                                  f"{ck['created']})"))
@@ -173,6 +192,26 @@ def status(directory, as_json):
         click.echo("hits by step (positives among the first t labels):")
         click.echo("  t     " + " ".join(f"{t:>5}" for t in steps))
         click.echo("  hits  " + " ".join(f"{st['hits'][t - 1]:>5}" for t in steps))
+    for line in _remaining_lines(st["remaining"]):
+        click.echo(line)
+
+
+@session.command()
+@click.argument("directory", type=click.Path(path_type=str))
+@click.option("-m", "size", type=click.IntRange(1), default=50, show_default=True, help="Points to draw.")
+@click.option("--seed", type=int, default=None, help="Seed of the draw (default: fresh).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the indices drawn).")
+def sample(directory, size, seed, as_json):
+    """Draw unlabeled points at random for an estimate of the positives left: label them
+    as usual, and `status` gives the estimate with its interval (replaces an earlier sample)."""
+    with _session().open(directory) as s:
+        drawn = s.draw_sample(size, seed)
+    if as_json:
+        click.echo(json.dumps(drawn))
+        return
+    click.echo(f"drew {_count(len(drawn), 'point')} at random from the unlabeled ones; label them as usual "
+               f"(bigsearch session label {directory} INDEX 0|1 ...), then `status` estimates the positives left:")
+    click.echo(" ".join(map(str, drawn)))
 
 
 @session.command()
@@ -202,6 +241,30 @@ def rebuild(directory, store, scheduler, cluster, persist):
             _session().rebuild(directory, store=store, backend=backend) as s:
         n = s.n_labels
     click.echo(f"rebuilt {directory} from its journal ({n} labels)")
+
+
+@session.command()
+@click.argument("directory", type=click.Path(path_type=str))
+@click.argument("indices", nargs=-1, type=int, required=True)
+def skip(directory, indices):
+    """Put points aside (the labelling page's skip): they are proposed after every
+    other unlabeled point until labeled or unskipped."""
+    with _session().open(directory) as s:
+        for index in indices:
+            s.skip(index)
+        n = len(s.skipped)
+    click.echo(f"skipped {_count(len(indices), 'point')}; the session has {n} skipped")
+
+
+@session.command()
+@click.argument("directory", type=click.Path(path_type=str))
+@click.argument("indices", nargs=-1, type=int)
+def unskip(directory, indices):
+    """Withdraw the skips of INDICES (default: the newest skip)."""
+    with _session().open(directory) as s:
+        done = [s.unskip(index) for index in indices] if indices else [s.unskip()]
+        n = len(s.skipped)
+    click.echo(f"unskipped {', '.join(map(str, done))}; the session has {n} skipped")
 
 
 # -- parsing labels --------------------------------------------------------------------
@@ -252,6 +315,44 @@ def read_label_csv(path):
 
 
 # -- output helpers ----------------------------------------------------------------------
+def _describe_start(start):
+    if "positives" in start:
+        return f"started from {_count(len(start['positives']), 'known positive')}, recorded as labels"
+    how = "most similar first" if start["ordered"] else "highest f first"
+    return (f"started from {start['source']}: {start['candidates']:,} candidates, asked {how} "
+            "until the first positive")
+
+
+def _remaining_lines(rem):
+    """How many positives are left and what the next labels will likely yield (docs/sessions.md)."""
+    if rem is None:
+        return []
+    if "error" in rem:
+        return [f"remaining   not estimated: {rem['error']}"]
+    out = []
+    sample = rem.get("sample")
+    if sample is None:
+        out.append("left        no estimate yet: label a random sample for one (bigsearch session sample DIR)")
+    elif "error" in sample:
+        out.append(f"left        not estimated: {sample['error']}")
+    elif sample["estimate"] is None:
+        out.append(f"left        no estimate yet: none of the {sample['drawn']} points of the sample is labeled")
+    else:
+        e = sample["estimate"]
+        out.append(f"left        ~{e['value']:,.0f} positives unlabeled ({e['level']:.0%} interval {e['low']:,.0f}-"
+                   f"{e['high']:,.0f}), from {sample['answered']} of the {sample['drawn']} random points labeled")
+    s = rem["score_sum"]
+    if s is not None:
+        out.append(f"score sum   {s['value']:,.0f} (f summed over {rem['unlabeled']:,} unlabeled points; f is not "
+                   "calibrated, so this overstates the positives left, tenfold on Adult: docs/sessions.md)")
+    r = rem["recent_hit_rate"]
+    if r is not None:
+        out.append(f"recent      {round(r['value'] * r['basis'])} positive in the last {r['basis']} labels "
+                   f"({r['value']:.0%}; {r['level']:.0%} interval {r['low']:.0%}-{r['high']:.0%}): "
+                   "the rate to expect of the next queries")
+    return out
+
+
 def _describe_method(st):
     params = ", ".join(f"{k}={v:.4g}" for k, v in sorted(st["params"].items()))
     return f"{st['method']}" + (f" ({params})" if params else "")

@@ -27,6 +27,7 @@ class ASG(ActiveSearch):
 
     method = "asg"
     GRADED = True
+    PROBABILITY_SCORES = True
     params: LASParams
 
     def __init__(self, store: StoreLike, *, pi: float | None = None, eta: float = 0.5, w0: float | None = None,

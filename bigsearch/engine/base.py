@@ -40,6 +40,7 @@ class ActiveSearch:
 
     method: ClassVar[str] = "?"
     GRADED: ClassVar[bool] = False     # takes graded labels y in [0, 1] besides 0 and 1
+    PROBABILITY_SCORES: ClassVar[bool] = False   # f in [0, 1], read as P(positive) (engine/remaining.py)
     params: Params
 
     def __init__(self, store: StoreLike, store_options: dict[str, Any] | None = None) -> None:

@@ -43,6 +43,7 @@ import numpy as np
 
 from ..backends import ChunkStep
 from ..errors import NumericalError, ParameterError
+from ..kernels.dense import times_columns
 from ..storage.encoding import decode, take
 from .select import _best
 from .steps import _blocks
@@ -77,7 +78,7 @@ class Fantasized:
 
     def __init__(self, Kinv, xq, taken, k):
         r = len(xq)
-        self.Kinv, self.xq0, self.v0 = Kinv, xq, Kinv @ xq
+        self.Kinv, self.xq0, self.v0 = Kinv, xq, _times(Kinv, xq)
         self.taken = taken.copy()  # labeled, or chosen for this batch
         self.point = np.zeros(k, np.int64)
         self.X, self.H, self.G = np.zeros((k, r)), np.zeros((k, r)), np.zeros((k, r))  # x_b, K^-1 x_b, g_b
@@ -91,7 +92,7 @@ class Fantasized:
 
     def tell(self, i, x, gamma, a):
         t = self.t
-        h = self.Kinv @ x
+        h = _times(self.Kinv, x)
         g = h - (self.c[:t] * (self.G[:t] @ x)) @ self.G[:t]
         den = 1.0 + gamma * (x @ g)
         if not (np.isfinite(den) and den > 0):
@@ -104,6 +105,11 @@ class Fantasized:
     def truncate(self, t):
         self.taken[self.point[t : self.t]] = False
         self.t = t
+
+
+def _times(Kinv, x):
+    """K^-1 x by one numba pass over K^-1 in one thread (see LAS.score_vectors)."""
+    return times_columns(Kinv, x[None, :])[:, 0]
 
 
 class FantasizedBatch:

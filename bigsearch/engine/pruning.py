@@ -268,6 +268,7 @@ class LASPruning:
         self.block_rows = check_block_rows(block_rows)
         self.basis_dim = int(basis_dim)
         self.summaries = None
+        self.summaries_from = None   # "store", or "computed: why not from the store" (local backend)
         self.pruner = None
         self.stale = False           # J, IM (and f of unread blocks) lag behind the labels
         self.local = getattr(engine.backend, "name", "") == "local"
@@ -291,6 +292,12 @@ class LASPruning:
         if not self.active:
             return
         e = self.engine
+        if self.local and self.summaries is None:
+            from .summaries import stored_summaries  # (it imports this module)
+            self.summaries, self.summaries_from = stored_summaries(e.store, self.block_rows, e.s,
+                                                                   e.backend.gather("deg"))
+            if self.summaries is not None:
+                self.basis = self.summaries.basis
         if self.basis is None:
             self.basis = gram_basis(G if G is not None else np.eye(e.store.r) - e.K, self.basis_dim)
         if not self.local:       # the workers reset their chunks' caches at the next query

@@ -21,7 +21,12 @@ the full pass's. A batch of more than ``FUSED_LABELS`` labels is applied by a fu
 (the full pass computes those products by BLAS over blocks of rows, which a block read
 could not reproduce bit for bit); every block is then fresh.
 
-Local backend only; on the dask backend WNAS keeps its full pass per batch of labels.
+On the dask backend each chunk keeps its blocks' bounds in its state on the worker
+(``chunk_top_step``: built at its first pruned query, which reads the chunk once); the
+labels told since the last query travel with the query, and each chunk returns its exact
+top k: one round trip per query, as for a full pass. A worker lost mid-query has its
+chunks rebuilt from every label by the engine's recipe; the engine then recomputes every
+chunk's sums the same way (one pass) and asks again.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from ..kernels.wnas import add_similarities
 from ..storage.encoding import decode, n_rows
 from .pruning import (
     SAFETY,
+    ChunkTop,
     _apply_labels,
     _rows,
     best_first,
@@ -40,7 +46,8 @@ from .pruning import (
     check_block_rows,
     rows_of,
 )
-from .steps import BLAS_ROWS, FUSED_LABELS
+from .select import _best
+from .steps import BLAS_ROWS, FUSED_LABELS, WNAS_UPDATE
 
 
 def ball_step(x, state, block_rows):
@@ -60,46 +67,26 @@ def ball_step(x, state, block_rows):
 BALLS = ChunkStep(ball_step, from_scratch=True)
 
 
-class WNASPruning:
-    """Pruned queries for a WNAS engine on the local backend (see the module)."""
+class BlockBounds:
+    """Blocks [start, stop) of rows with their balls; per block, the labels it has not
+    seen, and the bound on f they allow (see the module). ``count``: labels applied."""
 
-    def __init__(self, engine, block_rows=None):
-        self.engine = engine
-        self.block_rows = check_block_rows(block_rows)
-        self.stale = False
-        if getattr(engine.backend, "name", "") == "local":
-            self.status = f"on: exact pruning of blocks of {self.block_rows} rows"
-        else:
-            self.status = "off: WNAS prunes on the local backend only; the cluster does a full pass per batch"
-        self.centre = None
+    def __init__(self, centre, radius, start, stop, count):
+        self.centre, self.radius, self.start, self.stop = centre, radius, start, stop
+        self.lens = stop - start
+        self.reset(count)
 
-    @property
-    def active(self):
-        return self.status.startswith("on")
-
-    def after_full_pass(self):
-        """Every block has seen every label: no pending raise or fall."""
-        if not self.active:
-            return
-        e = self.engine
-        if self.centre is None:
-            self.chunk, self.start, self.stop = block_layout(e.store.chunks, self.block_rows)
-            self.centre, self.radius = (np.concatenate(c) for c in zip(*e.backend.map(BALLS, self.block_rows)))
-            self.lens = self.stop - self.start
-        self.count = e.n_labeled
-        self.version = np.full(len(self.start), self.count, np.int64)
+    def reset(self, count):
+        """Every block has seen the first ``count`` labels, and no others are known."""
+        nb = len(self.start)
+        self.count = count
+        self.version = np.full(nb, count, np.int64)
         self.batches = []                              # (labels before it, Z, signs), in order
-        self.raise_now, self.fall_now = np.zeros(len(self.start)), np.zeros(len(self.start))
-        self.snapshots = {self.count: (self.raise_now.copy(), self.fall_now.copy())}
-        self.stale = False
+        self.raise_now, self.fall_now = np.zeros(nb), np.zeros(nb)
+        self.snapshots = {count: (self.raise_now.copy(), self.fall_now.copy())}
 
-    def labels_told(self, idx, lab):
-        """Record new labels without a pass; False when the batch needs a full pass."""
-        if len(idx) > FUSED_LABELS:
-            return False
-        e = self.engine
-        Z, signs = e.store.read_rows(idx), 2.0 * lab.astype(np.float64) - 1.0
-        e.backend.map_state(_apply_labels, np.unique([e.store.chunk_of(i) for i in idx]).tolist(), idx, lab)
+    def record(self, Z, signs):
+        """A batch of labels (rows Z, signs +-1) that no block has seen yet."""
         for z, sign in zip(Z, signs):
             cz, spread = self.centre @ z, self.radius * np.linalg.norm(z)
             lo, hi = cz - spread, cz + spread
@@ -111,13 +98,10 @@ class WNASPruning:
             self.raise_now += np.where(sigma > 0, t_max, 0.0)
             self.fall_now += np.where(sigma < 0, t_min, 0.0)
         self.batches.append((self.count, Z, signs))
-        self.count += len(idx)
-        self.stale = True
-        return True
+        self.count += len(Z)
 
-    def bounds(self):
-        e = self.engine
-        num, den, label = e.backend.gather("num"), e.backend.gather("den"), e._label
+    def bounds(self, num, den, label):
+        """Per block, an upper bound on f of its unlabeled rows (num, den, label: per row)."""
         versions, inv = np.unique(self.version, return_inverse=True)
         P = self.raise_now - np.stack([self.snapshots[int(v)][0] for v in versions])[inv, np.arange(len(inv))]
         N = self.fall_now - np.stack([self.snapshots[int(v)][1] for v in versions])[inv, np.arange(len(inv))]
@@ -129,48 +113,168 @@ class WNASPruning:
         f_max = np.where(label < 0, f_max, -np.inf)
         return np.maximum.reduceat(f_max, self.start) + SAFETY
 
+    def missed(self, b):
+        """The batches block b has not seen, in order: (Z, signs)."""
+        return [(Z, signs) for before, Z, signs in self.batches if before >= self.version[b]]
+
+    def mark_read(self, blocks):
+        self.version[blocks] = self.count
+        self.snapshots.setdefault(self.count, (self.raise_now.copy(), self.fall_now.copy()))
+
+    def forget(self):
+        """Drop the snapshots and labels no block still needs."""
+        live = set(np.unique(self.version).tolist())
+        self.snapshots = {v: s for v, s in self.snapshots.items() if v in live}
+        oldest = min(live)
+        self.batches = [b for b in self.batches if b[0] >= oldest]
+
+
+def _catch_up_rows(x, state, a, z, missed):
+    """Apply to rows a:z of a chunk the batches they missed, batch by batch as the full
+    pass did (one call per batch: the kernel may reorder the sum over a batch's labels,
+    so merging batches would change the last bits)."""
+    rows = _rows(x, a, z)
+    for Z, signs in missed:
+        add_similarities(rows, Z, signs, 0, state.label[a:z], state.num[a:z], state.den[a:z], state.f[a:z])
+
+
+class WNASPruning:
+    """Pruned queries for a WNAS engine (see the module): one BlockBounds over X on the
+    local backend, one per chunk on the workers of the dask backend."""
+
+    def __init__(self, engine, block_rows=None):
+        self.engine = engine
+        self.block_rows = check_block_rows(block_rows)
+        self.stale = False
+        self.local = getattr(engine.backend, "name", "") == "local"
+        self.status = f"on: exact pruning of blocks of {self.block_rows} rows" + (
+            "" if self.local else ", each worker pruning its own chunks")
+        self.blocks = None
+        self.generation, self.base, self.unsent = 0, 0, []     # for the workers' bounds
+
+    @property
+    def active(self):
+        return self.status.startswith("on")
+
+    def after_full_pass(self):
+        """Every block has seen every label: no pending raise or fall."""
+        e = self.engine
+        if not self.local:        # the workers reset their chunks' bounds at the next query
+            self.generation += 1
+            self.base, self.unsent, self.stale = e.n_labeled, [], False
+            return
+        if self.blocks is None:
+            self.chunk, start, stop = block_layout(e.store.chunks, self.block_rows)
+            centre, radius = (np.concatenate(c) for c in zip(*e.backend.map(BALLS, self.block_rows)))
+            self.blocks = BlockBounds(centre, radius, start, stop, e.n_labeled)
+        self.blocks.reset(e.n_labeled)
+        self.stale = False
+
+    def labels_told(self, idx, lab):
+        """Record new labels without a pass; False when the batch needs a full pass."""
+        if len(idx) > FUSED_LABELS:
+            return False
+        e = self.engine
+        Z, signs = e.store.read_rows(idx), 2.0 * lab.astype(np.float64) - 1.0
+        if self.local:
+            e.backend.map_state(_apply_labels, np.unique([e.store.chunk_of(i) for i in idx]).tolist(), idx, lab)
+            self.blocks.record(Z, signs)
+        else:                     # they travel with the next query
+            self.unsent.append((self.base + sum(len(b[1]) for b in self.unsent), Z, signs, idx, lab))
+        self.stale = True
+        return True
+
     def top(self, k):
         e = self.engine
-        f, label = e.backend.gather("f"), e._label
+        if self.local:
+            f, label = e.backend.gather("f"), e._label
 
-        def visit(blocks):
-            self._read(blocks)
-            idx, fu, _ = rows_of(self.start[blocks], self.stop[blocks], f, label)
-            return idx, fu
-        idx, sc, rows = best_first(self.bounds(), k, visit)
-        self._forget()
+            def visit(blocks):
+                self._read(blocks)
+                idx, fu, _ = rows_of(self.blocks.start[blocks], self.blocks.stop[blocks], f, label)
+                return idx, fu
+            idx, sc, rows = best_first(self.blocks.bounds(e.backend.gather("num"), e.backend.gather("den"), label),
+                                       k, visit)
+            self.blocks.forget()
+        else:
+            parts = self._on_workers(CHUNK_TOP, k)
+            idx, sc = _best(np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts]), k)
+            rows = sum(q[2] for q in parts)
         e.bytes_since_query += int(rows) * e.store.bytes_per_point
         return idx, sc
 
     def catch_up(self):
         """Every block brought up to date (what ``f`` and saving need): reads all of X."""
         if self.active and self.stale:
-            self._read(np.flatnonzero(self.version < self.count))
+            if self.local:
+                self._read(np.flatnonzero(self.blocks.version < self.blocks.count))
+                self.blocks.forget()
+            else:
+                self._on_workers(CHUNK_TOP, 0)
             self.engine.bytes_since_query += self.engine.store.nbytes
-            self._forget()
             self.stale = False
 
-    def _read(self, blocks):
-        """Apply to these blocks' rows the batches of labels they have not seen, batch by
-        batch as the full pass did (one call per batch: the kernel may reorder the sum over
-        a batch's labels, so merging batches would change the last bits)."""
+    def _on_workers(self, step, k):
+        """``step`` on every chunk with the labels told since the last call; after a lost
+        worker (its chunks rebuilt from every label by the recipe), every chunk's sums
+        recomputed the same way, and asked again."""
         e = self.engine
+        parts = e.backend.map(step, k, self.generation, self.base, self.unsent, self.block_rows)
+        self.base += sum(len(b[1]) for b in self.unsent)
+        self.unsent = []
+        if not all(isinstance(p, ChunkTop) for p in parts):
+            e._pass(WNAS_UPDATE, *e._similarity_args(*e.history_arrays(), reset=True))
+            e.bytes_since_query += e.store.nbytes
+            self.after_full_pass()
+            parts = e.backend.map(step, k, self.generation, self.base, self.unsent, self.block_rows)
+        return parts
+
+    def _read(self, blocks):
+        """Bring these blocks' rows up to date (local backend)."""
+        e, bb = self.engine, self.blocks
         for c in np.unique(self.chunk[blocks]).tolist():
             st = e.backend.states[c]
             with e.store.chunk(c) as x:
                 for b in blocks[self.chunk[blocks] == c]:
-                    a, z = self.start[b] - st.start, self.stop[b] - st.start
-                    rows = _rows(x, a, z)
-                    for before, Z, signs in self.batches:
-                        if before >= self.version[b]:
-                            add_similarities(rows, Z, signs, 0, st.label[a:z], st.num[a:z], st.den[a:z],
-                                             st.f[a:z])
-        self.version[blocks] = self.count
-        self.snapshots.setdefault(self.count, (self.raise_now.copy(), self.fall_now.copy()))
+                    _catch_up_rows(x, st, bb.start[b] - st.start, bb.stop[b] - st.start, bb.missed(b))
+        bb.mark_read(blocks)
 
-    def _forget(self):
-        """Drop the snapshots and labels no block still needs."""
-        live = set(np.unique(self.version).tolist())
-        self.snapshots = {v: s for v, s in self.snapshots.items() if v in live}
-        oldest = min(live)
-        self.batches = [b for b in self.batches if b[0] >= oldest]
+
+def chunk_top_step(x, state, k, generation, base, batches, block_rows):
+    """A chunk's exact top k (k = 0: every block brought up to date), reading only the
+    blocks that could hold it. Its bounds live in its state: built at the first call
+    (reading the chunk once), reset when ``generation`` changes (a full pass applied the
+    first ``base`` labels everywhere); ``batches`` are the labels told since the last
+    call, (labels before it, Z, signs, indices, labels)."""
+    bb = getattr(state, "wnas_blocks", None)
+    built = bb is None
+    if built:
+        start = np.arange(0, n_rows(x), block_rows)
+        bb = state.wnas_blocks = BlockBounds(*ball_step(x, state, block_rows), start,
+                                             np.minimum(start + block_rows, n_rows(x)), base)
+    elif state.wnas_generation != generation:
+        bb.reset(base)
+    state.wnas_generation = generation
+    for before, Z, signs, idx, lab in batches:
+        assert before == bb.count, "a batch of labels went missing"
+        state.apply_labels(idx, lab)
+        bb.record(Z, signs)
+
+    def visit(blocks):
+        for b in np.sort(blocks):
+            _catch_up_rows(x, state, bb.start[b], bb.stop[b], bb.missed(b))
+        bb.mark_read(blocks)
+        idx, fu, _ = rows_of(bb.start[blocks], bb.stop[blocks], state.f, state.label)
+        return idx, fu
+    if k == 0:
+        stale = np.flatnonzero(bb.version < bb.count)
+        idx, sc, rows = np.zeros(0, np.int64), np.zeros(0), len(visit(stale)[0]) if len(stale) else 0
+    else:
+        idx, sc, rows = best_first(bb.bounds(state.num, state.den, state.label), k, visit)
+    bb.forget()
+    return ChunkTop((idx + state.start, sc, n_rows(x) if built else rows))     # built: the chunk was read
+
+
+# It updates state it did not create: a lost chunk is rebuilt by the engine's recipe,
+# whose partials are not a ChunkTop, and the engine recomputes and asks again (WNASPruning).
+CHUNK_TOP = ChunkStep(chunk_top_step)

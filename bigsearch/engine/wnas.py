@@ -29,9 +29,10 @@ class WNAS(PrunableSearch):
     backend : "local" or a dask ``distributed.Client``
     n_threads : int, optional
     prune : bool
-        Exact pruned selection (engine/pruning_wnas.py, local backend): labels told one
-        batch of at most 8 at a time cost no pass, and a query reads only the blocks of
-        rows that could hold it; the queries are the full pass's.
+        Exact pruned selection (engine/pruning_wnas.py; on a dask backend each worker
+        prunes its own chunks): labels told one batch of at most 8 at a time cost no
+        pass, and a query reads only the blocks of rows that could hold it; the queries
+        are the full pass's.
     block_rows : int, optional
         Rows per pruning block (a multiple of 64; default 128).
     """

@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import __version__
 from ..engine.registry import method_spec
+from ..engine.seeding import resolve_start
 from ..errors import ParameterError
 from ..simulate import initial_labels, make_search, simulate
 from ..storage import open_store
@@ -46,6 +47,7 @@ class Experiment:
     batch_size: int = 1
     options: dict = field(default_factory=dict)
     graded: tuple | None = None  # (scores file, BEST, ZERO): graded answers (experiments/graded.py)
+    start_from: str | None = None  # a cold start (engine/seeding.py) instead of the initial labels
 
     def __post_init__(self):
         if self.runs < 1:
@@ -54,6 +56,8 @@ class Experiment:
             raise ParameterError(f"budget must be >= 0, got {self.budget}")
         if self.batch_size < 1:
             raise ParameterError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.start_from is not None and self.init_index is not None:
+            raise ParameterError("give init_index or start_from, not both")
         if self.init_index is not None and self.runs > 1:
             raise ParameterError("init_index gives every run the same start, so several runs would repeat "
                                  "each other; use init_positives / init_negatives for random starts")
@@ -71,12 +75,13 @@ class Experiment:
                 "budget": self.budget, "seed": self.seed,
                 "init": init, "batch_size": self.batch_size,
                 **({"graded": [str(self.graded[0]), *self.graded[1:]]} if self.graded else {}),
+                **({"start_from": self.start_from} if self.start_from else {}),
                 "options": {k: v for k, v in sorted(self.options.items()) if v is not None}}
 
 
 def run_methods(store, methods, budget, out, *, seed=0, runs=1, init_index=None, init_positives=1,
                 init_negatives=0, batch_size=1, overwrite=False, backend="local", n_threads=None, progress=None,
-                plot=True, graded=None, **options):
+                plot=True, graded=None, start_from=None, **options):
     """Run each method from the same initial labels (per run) into directory ``out``
     (see :class:`Experiment` and :func:`run_experiment`); returns (results, notes).
 
@@ -85,7 +90,7 @@ def run_methods(store, methods, budget, out, *, seed=0, runs=1, init_index=None,
     """
     exp = Experiment(str(store), tuple(methods), budget, runs, seed,
                      tuple(init_index) if init_index is not None else None, init_positives, init_negatives,
-                     batch_size, options, graded)
+                     batch_size, options, graded, start_from)
     return run_experiment(exp, out, overwrite=overwrite, backend=backend, n_threads=n_threads, progress=progress,
                           plot=plot)
 
@@ -103,7 +108,8 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
         if y is None:
             raise ParameterError(f"{store.path} has no labels (y), so no oracle can be simulated; "
                                  "use an interactive session instead")
-        starts = _check_experiment(exp, store, y)      # before anything in ``out`` is touched
+        start = resolve_start(store, exp.start_from)
+        starts = _check_experiment(exp, store, y, start)      # before anything in ``out`` is touched
         answers = load_answers(exp.graded[0], *exp.graded[1:], store.n) if exp.graded else None
         journal = Journal(out, exp.identity(store, y), overwrite)
         for run, init in enumerate(starts):
@@ -113,7 +119,8 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
                 with progress(method, run) as update:
                     record = simulate(store, method, exp.budget, exp.run_seed(run), init, progress=update,
                                       batch_size=exp.batch_size, backend=backend, n_threads=n_threads,
-                                      answers=answers if method_spec(method).cls.GRADED else None, **exp.options)
+                                      answers=answers if method_spec(method).cls.GRADED else None,
+                                      start_from=start, **exp.options)
                 journal.append({"run": run, **record})
         records = [journal.done[(m, r)] for r in range(exp.runs) for m in exp.methods]
         results = {"bigsearch_version": __version__, "store": str(store.path), "n": store.n, "r": store.r,
@@ -123,21 +130,28 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
         return results, write_outputs(out, results, curves, plot, ids=store.ids)
 
 
-def _check_experiment(exp, store, y):
+def _check_experiment(exp, store, y, start=None):
     """Every run's initial labels, and each method's parameters, checked up front: a bad
     argument must fail before an --overwrite replaces anything. Returns the starts."""
-    starts = [initial_labels(y, exp.run_seed(run), exp.init_index, exp.init_positives, exp.init_negatives)
-              for run in range(exp.runs)]
-    _check_budget(exp, store.n, y)
+    starts = [_initial(exp, y, run, start) for run in range(exp.runs)]
+    _check_budget(exp, store.n, len(starts[0]))
     for method in exp.methods:
         make_search(store, method, seed=exp.seed, backend="local", n_threads=1, **exp.options).close()
     return starts
 
 
-def _check_budget(exp, n, y):
+def _initial(exp, y, run, start):
+    """Run ``run``'s initial labels: a start's known positives (answered by y), none for a
+    vector or keyword start (it chooses the first queries), else drawn or given."""
+    if start is not None:
+        return [] if start.positives is None else initial_labels(y, exp.run_seed(run), start.positives.tolist())
+    return initial_labels(y, exp.run_seed(run), exp.init_index, exp.init_positives, exp.init_negatives)
+
+
+def _check_budget(exp, n, n_initial):
     """Refuse a budget larger than the points left unlabeled after the initial labels
     (every run starts from as many): it would label everything, slowly, to no purpose."""
-    left = n - len(initial_labels(y, exp.run_seed(0), exp.init_index, exp.init_positives, exp.init_negatives))
+    left = n - n_initial
     if exp.budget > left:
         raise ParameterError(f"budget {exp.budget:,} is more than the {left:,} points left unlabeled after the "
                              f"initial labels; give a budget of at most {left:,}")

@@ -119,7 +119,8 @@ def create_app(labeler, guard):
 
     @app.post("/api/undo")
     def undo():
-        return _change(lambda: labeler.undo(_body().get("index")))
+        body = _body()
+        return _change(lambda: labeler.undo(body.get("index"), skip=body.get("skip") is True))
 
     @app.get("/api/export.csv")
     def export():

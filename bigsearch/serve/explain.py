@@ -17,6 +17,8 @@ labeled j (s_j = +1 / -1), so its weights are (x_i . x_j) / sum_j |x_i . x_j|.
 
 import numpy as np
 
+from ..kernels.dense import times_columns
+
 
 def explain(engine, index, history, top=5):
     """{"f": f_i, "prior": the prior's share (LAS), "labeled": the labeled points' total
@@ -40,18 +42,20 @@ def explain(engine, index, history, top=5):
 
 
 def las_absorption(engine, x, X_L):
-    """a_ij for an unlabeled point with row x and the labeled rows X_L."""
+    """a_ij for an unlabeled point with row x and the labeled rows X_L; rho_i; K^-1 x
+    (one pass over K^-1 in one thread: a threaded BLAS on a busy machine is far slower)."""
     p = engine.params
     rho = (1.0 / (1.0 + p.w0)) / float(x @ engine.s)
-    return p.eta * rho * (X_L @ (engine.Kinv @ x)), rho
+    g = times_columns(engine.Kinv, x[None, :])[:, 0]
+    return p.eta * rho * (X_L @ g), rho, g
 
 
 def _las_terms(engine, x, X_L, lab):
     p = engine.params
-    weight, rho = las_absorption(engine, x, X_L)
+    weight, rho, g = las_absorption(engine, x, X_L)
     q_unlabeled = p.pi * p.w0 / (1.0 + p.w0)
     xq_prior = engine.xq - p.eta * (lab @ X_L)
-    prior = q_unlabeled + rho * float(x @ (engine.Kinv @ xq_prior))
+    prior = q_unlabeled + rho * float(g @ xq_prior)       # x . K^-1 xq_prior: K^-1 is symmetric
     return weight, weight * lab, prior
 
 

@@ -14,15 +14,23 @@ picks the next item of each. The answer key then only appends to the journal and
 adopts the prepared copy (``Session.tell(applied=...)``), which holds exactly the state
 ``Session.tell`` would have computed. A skip, an undo or an answer to another point
 makes the prepared copies stale; they are dropped and the next ones computed.
+
+Skips and their undos are journaled too (``Session.skip`` / ``unskip``), so the page,
+a second tab, a restarted server and ``bigsearch session next`` agree on what is put
+aside. A checkpoint that comes due is written by a background thread after the reply
+(the labels are already durable in the journal); anything that changes the session
+waits for it first, so it always sees the state it was asked to save.
 """
 
 import io
 import threading
+import warnings
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 import numpy as np
 
-from ..errors import BigsearchError, LabelError
+from ..errors import BigsearchError, LabelError, SessionWarning
+from ..session.session import ranked_unskipped
 from .explain import explain
 from .fork import fork, forkable
 from .records import read_display
@@ -35,21 +43,25 @@ class Conflict(BigsearchError):
 class Labeler:
     """Serve one session to the page. ``budget``: the number of labels planned (shown
     as progress; None for none). ``prefetch=False`` computes after each answer (for
-    measuring what prefetching saves)."""
+    measuring what prefetching saves); ``background_checkpoints=False`` writes a due
+    checkpoint before replying, as ``Session.tell`` does (for measuring the difference)."""
 
-    def __init__(self, session, *, budget=None, prefetch=True, explain_top=5, copy_in_memory=True):
+    def __init__(self, session, *, budget=None, prefetch=True, explain_top=5, copy_in_memory=True,
+                 background_checkpoints=True):
         self.session = session
         self.copy_in_memory = copy_in_memory   # False: copy through export/from_state, as on a cluster
         self.budget = budget
         self.prefetch = prefetch
+        self.background_checkpoints = background_checkpoints
         self.explain_top = explain_top
         self._lock = threading.Lock()
-        self._skipped = []
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="bigsearch-ahead")
+        self._saver = ThreadPoolExecutor(1, thread_name_prefix="bigsearch-checkpoint")
+        self._saving = None
         self._ahead = None
         self.adopted = 0          # answers served from a prepared copy (for tests and benchmarks)
         with self._lock:
-            self._current = self._item(self.session.search, self.session.history, self._skipped)
+            self._current = self._item(self.session.search, self.session.history, self.session.skipped)
             self._look_ahead()
 
     # -- what the page sees --------------------------------------------------------------
@@ -58,14 +70,12 @@ class Labeler:
             return self._view()
 
     def _view(self):
-        history = self.session.history
-        labels = [y for _, y in history]
-        last = history[-1] if history else None
-        return {"item": self._current, "skipped": len(self._skipped),
+        labels = [y for _, y in self.session.history]
+        return {"item": self._current, "skipped": len(self.session.skipped),
                 "progress": {"labels": len(labels), "positives": int(sum(labels)),
                              "curve": hits_curve(labels), "budget": self.budget,
                              "n": self.session.search.n},
-                "last": None if last is None else {"index": last[0], "label": last[1]},
+                "last": _last(self.session.last_action()),
                 "session": {"directory": str(self.session.directory), "method": self.session.method}}
 
     # -- the person's answers ------------------------------------------------------------
@@ -74,40 +84,47 @@ class Labeler:
         with self._lock:
             index, label = _point(index), _label(label)
             self._check_unlabeled(index)
+            self._wait_for_checkpoint()
             prepared = self._take_prepared(index, label)
+            checkpoint = not self.background_checkpoints
             if prepared is not None:
                 engine, item = prepared
-                self.session.tell(index, label, applied=engine)
+                self.session.tell(index, label, applied=engine, checkpoint=checkpoint)
                 self.adopted += 1
             else:
-                self.session.tell(index, label)
+                self.session.tell(index, label, checkpoint=checkpoint)
                 item = None
-            self._skipped = [i for i in self._skipped if i != index]
-            self._current = item or self._item(self.session.search, self.session.history, self._skipped)
+            self._current = item or self._item(self.session.search, self.session.history, self.session.skipped)
+            if self.session.checkpoint_due:
+                self._saving = self._saver.submit(self._checkpoint)
             self._look_ahead()
             return self._view()
 
     def skip(self, index):
-        """Show the next best point instead of ``index`` (not recorded: skips last
-        until the server stops, or until every other point is labeled or skipped)."""
+        """Put ``index`` aside and show the next best point instead (journaled:
+        ``Session.skip``; the point comes back after every other, or by undo)."""
         with self._lock:
             index = _point(index)
             if self._current is None or self._current["index"] != index:
                 raise Conflict(f"point {index} is not the one on show any more; here is the current one")
-            self._skipped.append(index)
+            self._wait_for_checkpoint()
+            self.session.skip(index)
             self._replan()
             return self._view()
 
-    def undo(self, index):
-        """Withdraw the last label, which must be that of ``index`` (so a tab never undoes
-        a label it has not seen)."""
+    def undo(self, index, skip=False):
+        """Withdraw the newest label or skip, which must be the label (or with
+        ``skip=True`` the skip) of ``index``, so a tab never undoes what it has not seen."""
         with self._lock:
             index = _point(index)
-            history = self.session.history
-            if not history or history[-1][0] != index:
-                last = f"the last label is point {history[-1][0]}'s" if history else "there are no labels"
-                raise Conflict(f"cannot undo point {index}: {last} (changed in another tab?)")
-            self.session.undo(1)
+            last = self.session.last_action()
+            if last is None or last[1] != index or (last[0] == "skip") != bool(skip):
+                raise Conflict(f"cannot undo point {index}: {_describe(last)} (changed in another tab?)")
+            self._wait_for_checkpoint()
+            if skip:
+                self.session.unskip(index)
+            else:
+                self.session.undo(1)
             self._replan()
             return self._view()
 
@@ -118,22 +135,39 @@ class Labeler:
             return out.getvalue()
 
     def settle(self):
-        """Wait until the next items for both answers are computed (as if the person
-        read for long enough); for tests and benchmarks."""
+        """Wait until the next items for both answers are computed and a due checkpoint
+        is written (as if the person read for long enough); for tests and benchmarks."""
         with self._lock:
-            ahead = self._ahead
-        for future in (ahead or {}).get("futures", {}).values():
+            ahead, saving = self._ahead, self._saving
+        for future in [*(ahead or {}).get("futures", {}).values(), *([saving] if saving else [])]:
             future.exception()
 
     def close(self):
         with self._lock:
             self._drop_ahead()
             self._worker.shutdown(wait=True)
+            self._wait_for_checkpoint()
+            self._saver.shutdown(wait=True)
+
+    # -- checkpoints after the reply -----------------------------------------------------
+    def _checkpoint(self):
+        try:
+            self.session.checkpoint()
+        except Exception as e:          # the labels are in the journal; the next due label retries
+            warnings.warn(f"could not write a checkpoint ({e}); every label is still in the journal",
+                          SessionWarning, stacklevel=1)
+
+    def _wait_for_checkpoint(self):
+        """Let a checkpoint under way finish before the session changes (it reads the
+        engine and the history it was asked to save)."""
+        if self._saving is not None:
+            self._saving.result()
+            self._saving = None
 
     # -- choosing and describing items ---------------------------------------------------
     def _replan(self):
         self._drop_ahead()
-        self._current = self._item(self.session.search, self.session.history, self._skipped)
+        self._current = self._item(self.session.search, self.session.history, self.session.skipped)
         self._look_ahead()
 
     def _item(self, engine, history, skipped):
@@ -168,7 +202,7 @@ class Labeler:
         # result is never used).
         in_memory = self.copy_in_memory and forkable(engine)
         source = engine if in_memory else self.session.export_engine_state()
-        history, skipped = self.session.history, list(self._skipped)
+        history, skipped = self.session.history, self.session.skipped
         likely = 1 if self._current["why"]["f"] >= 0.5 else 0
         ahead = {"index": index, "futures": {}}
         for label in (likely, 1 - likely):
@@ -230,20 +264,27 @@ def hits_curve(labels, points=CURVE_POINTS):
 
 
 def choose(engine, skipped):
-    """(index, selection score, rank) of the best unlabeled point not in ``skipped``
-    (which is cleared when it holds every unlabeled point); None when all are labeled."""
-    unlabeled = engine.n - engine.n_labeled
-    if unlabeled == 0:
+    """(index, selection score, rank) of the best unlabeled point, the ``skipped`` ones
+    after every other (Session.ask's choice); None when all are labeled."""
+    if engine.n_labeled >= engine.n:
         return None
-    skip = {i for i in skipped if engine.labels[i] < 0}
-    if len(skip) >= unlabeled:
-        skip.clear()
-        skipped.clear()
-    indices, scores = engine.top(len(skip) + 1)
-    for rank, (i, s) in enumerate(zip(indices, scores), start=1):
-        if int(i) not in skip:
-            return int(i), float(s), rank
-    raise AssertionError("top(k) returned only skipped points")
+    indices, scores, ranks = ranked_unskipped(engine, skipped, 1)
+    return int(indices[0]), float(scores[0]), int(ranks[0])
+
+
+def _last(action):
+    """The newest label or skip, as the page's undo names it."""
+    if action is None:
+        return None
+    if action[0] == "skip":
+        return {"index": action[1], "skip": True}
+    return {"index": action[1], "label": action[2]}
+
+
+def _describe(action):
+    if action is None:
+        return "there are no labels or skips"
+    return f"the last {'skip' if action[0] == 'skip' else 'label'} is point {action[1]}'s"
 
 
 def _discard(ahead):

@@ -4,7 +4,11 @@ Records (every one has ``seq``, 1, 2, 3, ... and ``time``, ISO 8601 UTC):
 
 - ``{"op": "label", "index": [i, ...], "label": [y, ...]}``: labels told together, which
   the engine applied together (one pass over X);
-- ``{"op": "undo", "count": n}``: the last n labels are withdrawn.
+- ``{"op": "undo", "count": n}``: the last n labels are withdrawn;
+- ``{"op": "skip", "index": [i]}``: the person put point i aside (the labelling page's
+  skip): it is proposed after every other unlabeled point, until it is labeled or
+  ``{"op": "unskip", "index": [i]}`` withdraws the skip. Skips change no engine state,
+  so checkpoints and the label groups' digests ignore them.
 
 Lines are written and read by storage/journal.py: each carries ``crc``, the CRC-32 of
 the record's canonical JSON without it; a record is acknowledged only after its line,
@@ -66,6 +70,7 @@ class Group:
     label: list
     time: str
     digest: str = ""
+    seq: int = 0          # the journal record that told them
 
 
 GENESIS = "0" * 64
@@ -73,10 +78,11 @@ GENESIS = "0" * 64
 
 @dataclass
 class History:
-    """The label groups in force after folding the journal's records in order."""
+    """The label groups (and skips) in force after folding the journal's records in order."""
     groups: list = field(default_factory=list)
     undone: int = 0
     last_seq: int = 0
+    skips: dict = field(default_factory=dict)     # {index: seq of its skip record}, oldest first
 
     @classmethod
     def from_records(cls, records):
@@ -87,9 +93,18 @@ class History:
 
     def apply(self, record):
         if record["op"] == "label":
-            self._push(Group(list(record["index"]), list(record["label"]), record["time"]))
+            self._push(Group(list(record["index"]), list(record["label"]), record["time"], seq=record["seq"]))
+            for i in record["index"]:
+                self.skips.pop(i, None)           # a labeled point is no longer put aside
         elif record["op"] == "undo":
             self._withdraw(record["count"])
+        elif record["op"] == "skip":
+            for i in record["index"]:
+                self.skips.pop(i, None)
+                self.skips[i] = record["seq"]
+        elif record["op"] == "unskip":
+            for i in record["index"]:
+                self.skips.pop(i, None)
         else:
             raise SessionCorruptError(f"journal record {record['seq']} has unknown op {record['op']!r}")
         self.last_seq = record["seq"]
@@ -108,7 +123,7 @@ class History:
             keep = max(0, len(group.index) - count)
             count -= len(group.index) - keep
             if keep:
-                self._push(Group(group.index[:keep], group.label[:keep], group.time))
+                self._push(Group(group.index[:keep], group.label[:keep], group.time, seq=group.seq))
 
     def digest(self, n_groups):
         """The chained digest of the first n_groups groups."""
@@ -129,3 +144,20 @@ class History:
     def last(self, count):
         pairs = self.pairs()
         return pairs[len(pairs) - count:]
+
+    @property
+    def skipped(self):
+        """The points put aside and not labeled since, in the order skipped."""
+        return list(self.skips)
+
+    def last_action(self):
+        """What an undo on the labelling page withdraws: ("label", index, label) for
+        the last label in force, or ("skip", index) when a skip in force is newer;
+        None when there is neither."""
+        label_seq = self.groups[-1].seq if self.groups else -1
+        skip = next(reversed(self.skips.items()), None)
+        if skip is not None and skip[1] > label_seq:
+            return ("skip", skip[0])
+        if self.groups:
+            return ("label", self.groups[-1].index[-1], self.groups[-1].label[-1])
+        return None

@@ -19,6 +19,8 @@ reason (the state is rebuilt without the undone labels).
 from __future__ import annotations
 
 import csv
+import io
+import json
 import numbers
 import warnings
 from os import PathLike
@@ -29,7 +31,10 @@ import numpy as np
 
 from .. import __version__
 from ..engine.registry import method_spec, saving_class
+from ..engine.seeding import resolve_start
+from ..engine.select import Ranked
 from ..errors import (
+    BigsearchError,
     LabelError,
     ParameterError,
     SessionCorruptError,
@@ -43,6 +48,7 @@ from ..storage import open_store, store_location
 from ..storage.atomic import (
     atomic_create,
     atomic_path,
+    atomic_write_json,
     remove_stale_leftovers,
     remove_tree,
 )
@@ -62,10 +68,12 @@ from .lock import SessionLock
 
 if TYPE_CHECKING:
     from ..engine.base import ChunkedSearch, Labels
-    from ..engine.select import Ranked
+    from ..engine.seeding import StartFrom
     from ..storage import FeatureStore
 
 INFO, JOURNAL, CHECKPOINTS, LOCK = "session.json", "journal.jsonl", "checkpoints", "lock"
+START = "start.npy"        # a vector's or keyword's candidates (engine/seeding.py)
+SAMPLE = "sample.json"     # a random sample for the estimate of positives left (engine/remaining.py)
 
 
 class Session:
@@ -85,7 +93,8 @@ class Session:
         self._journal: JournalWriter | None = None
         self._engine: ChunkedSearch | None = None
         self._store: FeatureStore | None = None
-        self._saved_seq = None        # journal seq of the checkpoint matching the engine's origin
+        self._saved: tuple[int, str] | None = None    # (groups, digest) of the newest checkpoint of this history
+        self._start: StartFrom | None = None
         self._since_checkpoint = 0
         self.info = read_info(self.directory)
         try:
@@ -106,18 +115,22 @@ class Session:
     @classmethod
     def create(cls, store: Any, directory: str | PathLike[str], *, method: str = "las", checkpoint_every: int = 50,
                keep_checkpoints: int = 3, backend: Any = "local", n_threads: int | None = None,
-               **params: Any) -> Session:
+               start_from: Any = None, **params: Any) -> Session:
         """Start a session on ``store`` in the new (or empty) ``directory``.
 
         ``method``: a registered method that can save its state (las, wnas);
         ``params``: its parameters (pi, eta, w0, alpha for LAS, see :class:`bigsearch.LAS`).
         A checkpoint is written every ``checkpoint_every`` labels and on close; the
         newest ``keep_checkpoints`` are kept (undo beyond them replays from the start).
+        ``start_from``: a cold start (engine/seeding.py; a spec string or a ``StartFrom``):
+        known positives are recorded as the first labels; a vector's or keyword's
+        candidates are kept in the session and asked first until a positive is labeled.
         """
         directory = Path(directory)
         _check_new(method, checkpoint_every, keep_checkpoints, params, directory)
         store = open_store(getattr(store, "path", store))     # our own handle, closed with the session
         try:
+            start = resolve_start(store, start_from)
             engine = new_engine(method, store, params, {}, backend, n_threads)
         except BaseException:
             store.close()
@@ -128,13 +141,24 @@ class Session:
                     "store": {"path": store_location(store.path, resolve=True),
                               "fingerprint": store_fingerprint(store)},
                     "checkpoint_every": int(checkpoint_every), "keep_checkpoints": int(keep_checkpoints)}
-            publish_directory(directory, info)
+            extra = {}
+            if start is not None:
+                info["start"] = start.describe()
+                if start.candidates is not None:
+                    extra[START] = _npy_bytes(start.candidates)
+            publish_directory(directory, info, extra)
             session = cls(directory, writable=True, backend=backend, n_threads=n_threads)
         except BaseException:
             engine.close()
             store.close()
             raise
         session._store, session._engine = store, engine
+        if start is not None and start.positives is not None:
+            try:
+                session.tell(start.positives.tolist(), [1] * len(start.positives))    # journaled like any label
+            except BaseException:
+                session.close(checkpoint=False)
+                raise
         return session
 
     @classmethod
@@ -162,24 +186,58 @@ class Session:
 
     # -- the protocol ----------------------------------------------------------------
     def ask(self) -> int:
-        """The index of the next point to label."""
-        return self.search.ask()
+        """The index of the next point to label (skipped points come after every other)."""
+        if not self._history.skips and self.start is None:
+            return self.search.ask()
+        return int(self.top(1)[0][0])
 
     def top(self, k: int = 10) -> Ranked:
-        """The k best unlabeled points: (indices, scores), best first."""
-        return self.search.top(k)
+        """The k best unlabeled points: (indices, scores), best first; the start's
+        candidates first while no positive is labeled (engine/seeding.py); points put
+        aside with :meth:`skip` come after every other unlabeled point."""
+        indices, scores, _ = ranked_unskipped(self.search, self._history.skipped, k, self._ranker())
+        return Ranked(indices, scores)
 
-    def tell(self, index: Labels, label: Labels, *, applied: ChunkedSearch | None = None) -> int:
+    def _ranker(self):
+        """top(k) as the session ranks: the engine's, or the seeded one while a start chooses."""
+        start = self.start
+        if start is None:
+            return None
+        from ..engine.seeding import seeded_top
+        return lambda k: seeded_top(self.search, start, k)
+
+    @property
+    def start(self) -> StartFrom | None:
+        """The session's cold start when it has candidates to ask (a vector or keyword)."""
+        spec = self.info.get("start")
+        if spec is None or "candidates" not in spec:
+            return None
+        if self._start is None:
+            from ..engine.seeding import StartFrom
+            try:
+                candidates = np.load(self.directory / START, allow_pickle=False)
+            except (OSError, ValueError) as e:
+                raise SessionCorruptError(f"{self.directory / START} is missing or damaged ({e})") from None
+            self._start = StartFrom(spec["strategy"], spec["source"], candidates=candidates, ordered=spec["ordered"])
+        return self._start
+
+    def tell(self, index: Labels, label: Labels, *, applied: ChunkedSearch | None = None,
+             checkpoint: bool = True) -> int:
         """Record labels: tell(i, 1) or tell([i, j], [1, 0]). Labels told in one call
         are applied in one pass over X. Returns when they are durably in the journal.
 
         ``applied``: an engine from :meth:`engine_from_state` of this session's current
         state to which exactly these labels were already told and applied (computed
         ahead, e.g. while a person reads); the session adopts it instead of doing the
-        pass itself. The result is the same, bit for bit."""
+        pass itself. The result is the same, bit for bit.
+
+        ``checkpoint=False``: do not write a checkpoint that has come due (every
+        ``checkpoint_every`` labels) now; the caller writes it later, when
+        :attr:`checkpoint_due` says so (the labelling page does, after replying). The
+        labels are durable either way: a checkpoint only shortens the replay."""
         self._require_writer("label")
         if applied is not None:
-            return self._adopt(index, label, applied)
+            return self._adopt(index, label, applied, checkpoint)
         engine = self.search
         before = engine.n_labeled
         engine.tell(index, label)                 # validates first: a bad label changes nothing
@@ -193,10 +251,10 @@ class Session:
         except BaseException:
             self._drop_engine()                   # it holds labels the journal may not: reload
             raise
-        self._after_label(record, len(told))
+        self._after_label(record, len(told), checkpoint)
         return len(told)
 
-    def _adopt(self, index, label, engine):
+    def _adopt(self, index, label, engine, checkpoint):
         current = self.search
         told = list(zip(*current._validate(index, label)))
         if not told:
@@ -208,14 +266,19 @@ class Session:
                                        "label": [y for _, y in told]})
         self._engine = engine
         current.close()
-        self._after_label(record, len(told))
+        self._after_label(record, len(told), checkpoint)
         return len(told)
 
-    def _after_label(self, record, count):
+    def _after_label(self, record, count, checkpoint):
         self._history.apply(record)
         self._since_checkpoint += count
-        if self._since_checkpoint >= self.info["checkpoint_every"]:
+        if checkpoint and self.checkpoint_due:
             self.checkpoint()
+
+    @property
+    def checkpoint_due(self) -> bool:
+        """Whether ``checkpoint_every`` labels have been told since the last checkpoint."""
+        return self._since_checkpoint >= self.info["checkpoint_every"]
 
     def export_engine_state(self) -> dict[str, Any]:
         """The engine's current state (``export_state()``: copies), for
@@ -243,6 +306,53 @@ class Session:
         self.search                               # rebuild now, so a problem shows here
         return undone
 
+    def skip(self, index: int) -> None:
+        """Put the unlabeled point ``index`` aside (the labelling page's skip): it is
+        proposed after every other unlabeled point until it is labeled or
+        :meth:`unskip` withdraws the skip. Durable when it returns, like a label; it
+        changes no score."""
+        self._require_writer("skip")
+        index = self._point(index)
+        labeled = dict(self._history.pairs())        # not the engine: skipping costs no pass over X
+        if index in labeled:
+            raise LabelError(f"point {index} is already labeled ({labeled[index]})")
+        if index in self._history.skips:
+            raise LabelError(f"point {index} is already skipped")
+        self._history.apply(self._writer_journal().append({"op": "skip", "index": [index]}))
+
+    def unskip(self, index: int | None = None) -> int:
+        """Withdraw the skip of ``index`` (default: the newest skip in force); returns
+        the point, which is proposed in its place again."""
+        self._require_writer("unskip")
+        skipped = self._history.skipped
+        if index is None:
+            if not skipped:
+                raise LabelError("no point is skipped")
+            index = skipped[-1]
+        index = self._point(index)
+        if index not in self._history.skips:
+            raise LabelError(f"point {index} is not skipped")
+        self._history.apply(self._writer_journal().append({"op": "unskip", "index": [index]}))
+        return index
+
+    @property
+    def skipped(self) -> list[int]:
+        """The points put aside with :meth:`skip` and not labeled since, oldest first."""
+        return self._history.skipped
+
+    def last_action(self) -> tuple[Any, ...] | None:
+        """("label", index, label) or ("skip", index): the newest label or skip in force
+        (what the labelling page's undo withdraws); None when there is neither."""
+        return self._history.last_action()
+
+    def _point(self, index):
+        if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+            raise LabelError(f"index {index!r} is not an integer")
+        n = self.info["store"]["fingerprint"]["n"]
+        if not 0 <= index < n:
+            raise LabelError(f"index {index} is out of range: the store has {n} points (0..{n - 1})")
+        return int(index)
+
     # -- what the session holds ------------------------------------------------------
     @property
     def search(self) -> ChunkedSearch:
@@ -250,6 +360,14 @@ class Session:
         if self._engine is None:
             self._engine = self._load_engine()
         return self._engine
+
+    def reads(self) -> dict[str, Any] | None:
+        """How the engine chooses queries and what each cost: ``pruning`` (on, or off and
+        why), ``bytes_read`` (bytes of X read to choose each query asked since the session
+        was opened; restoring the engine is not counted), ``x_bytes``; None for engines
+        without (AGR)."""
+        details = getattr(self.search, "run_details", None)
+        return None if details is None else details()
 
     @property
     def history(self) -> list[tuple[int, int]]:
@@ -265,14 +383,16 @@ class Session:
         return self.info["method"]
 
     def candidates(self, k: int = 10) -> list[dict[str, Any]]:
-        """The k best unlabeled points as [{"rank", "index", "id", "score"}]."""
-        indices, scores = self.top(k)
+        """The k best unlabeled points as [{"rank", "index", "id", "score"}], skipped
+        points after every other; ``rank`` counts among all unlabeled points."""
+        indices, scores, ranks = ranked_unskipped(self.search, self._history.skipped, k, self._ranker())
         ids = self._ids(indices)
-        return [{"rank": r + 1, "index": int(i), "id": None if ids is None else _plain(ids[r]),
-                 "score": float(s)} for r, (i, s) in enumerate(zip(indices, scores))]
+        return [{"rank": int(rank), "index": int(i), "id": None if ids is None else _plain(ids[r]),
+                 "score": float(s)} for r, (i, s, rank) in enumerate(zip(indices, scores, ranks))]
 
-    def status(self) -> dict[str, Any]:
-        """A JSON-able summary: labels, positives found, hits by step, checkpoint."""
+    def status(self, estimate: bool = True) -> dict[str, Any]:
+        """A JSON-able summary: labels, positives found, hits by step, checkpoint, and
+        (``estimate``) the estimate of positives remaining, :meth:`remaining`."""
         labels = [y for _, y in self.history]
         newest = next((body for _, body, _ in self._manifests if body and self._holds_prefix(body)), None)
         return {
@@ -281,11 +401,64 @@ class Session:
             "r": self.info["store"]["fingerprint"]["r"], "created": self.info["created"],
             "labels": len(labels), "positives": int(sum(labels)), "negatives": len(labels) - int(sum(labels)),
             "undone": self._history.undone, "journal_records": self._history.last_seq,
+            "skipped": self._history.skipped,
             "hits": np.cumsum(labels, dtype=np.int64).tolist(),
             "checkpoint": None if newest is None else {
                 "labels": newest["history"]["labels"], "journal_record": newest["seq"], "created": newest["created"]},
             "checkpoint_every": self.info["checkpoint_every"],
+            "remaining": self.remaining() if estimate else None,
         }
+
+    def remaining(self) -> dict[str, Any]:
+        """Positives left unlabeled and the recent hit rate, with their uncertainty
+        (engine/remaining.py; docs/sessions.md says how far to trust each). One pass
+        over X when the engine is not loaded yet; an unreadable store gives {"error"}."""
+        from ..engine.remaining import remaining_summary
+        try:
+            search = self.search
+            f = search.f if search.PROBABILITY_SCORES else None
+            out = remaining_summary(f, search.labels, np.array([y for _, y in self.history], np.float64))
+        except BigsearchError as e:
+            return {"error": str(e)}
+        out["sample"] = self._sample_estimate()
+        return out
+
+    def draw_sample(self, m: int, seed: int | None = None) -> list[int]:
+        """Draw ``m`` unlabeled points uniformly at random (without replacement) for the
+        estimate of positives left: label them as any other, and :meth:`remaining` (and
+        `session status`) estimates the count from their answers, with a confidence
+        interval. Replaces an earlier sample. Returns the points, in row order."""
+        self._require_writer("draw a sample")
+        if isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 1:
+            raise ParameterError(f"the sample size must be a positive integer, got {m!r}")
+        labeled = np.zeros(self.info["store"]["fingerprint"]["n"], bool)
+        labeled[[i for i, _ in self.history]] = True
+        pool = np.flatnonzero(~labeled)
+        if not len(pool):
+            raise LabelError("every point is labeled: nothing remains to estimate")
+        pick = np.sort(np.random.default_rng(seed).choice(pool, size=min(int(m), len(pool)), replace=False))
+        atomic_write_json(self.directory / SAMPLE, {
+            "indices": pick.tolist(), "population": int(len(pool)), "seed": seed, "created": now(),
+            "positives": int(sum(y >= 0.5 for _, y in self.history))})
+        return pick.tolist()
+
+    def _sample_estimate(self):
+        """The sampled estimate, with how much of the sample is answered (None: no sample)."""
+        from ..engine.remaining import sampled_remaining
+        try:
+            sample = json.loads((self.directory / SAMPLE).read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            return {"error": f"{self.directory / SAMPLE} is damaged ({e})"}
+        labeled = dict(self.history)
+        answers = [labeled[i] for i in sample["indices"] if i in labeled]
+        out = {"drawn": len(sample["indices"]), "answered": len(answers), "estimate": None}
+        if answers:
+            found_since = int(sum(y >= 0.5 for _, y in self.history)) - sample["positives"]
+            out["estimate"] = sampled_remaining(sample["population"], np.array(answers, np.float64),
+                                                found_since).as_dict()
+        return out
 
     def export_csv(self, out: str | PathLike[str] | IO[str]) -> int:
         """Write one row per label in force, in order: index, id, label, time.
@@ -308,14 +481,14 @@ class Session:
         """Write a checkpoint of the current state now (if it has none yet)."""
         self._require_writer("checkpoint")
         engine, h = self.search, self._history
-        if self._saved_seq == h.last_seq:
-            return None
+        if self._saved == (len(h.groups), h.digest(len(h.groups))):
+            return None                           # skips alone change no engine state
         info = {"method": self.method, "params": self.info["params"], "created": now(),
                 "store_fingerprint": self.info["store"]["fingerprint"],
                 "journal": {"seq": h.last_seq, "bytes": self._writer_journal().size},
                 "history": {"groups": len(h.groups), "labels": h.n_labels, "digest": h.digest(len(h.groups))}}
         path, _ = write_checkpoint(self.directory / CHECKPOINTS, h.last_seq, engine.export_state(), info)
-        self._saved_seq, self._since_checkpoint = h.last_seq, 0
+        self._saved, self._since_checkpoint = (len(h.groups), h.digest(len(h.groups))), 0
         self._prune()
         return path
 
@@ -420,6 +593,7 @@ class Session:
 
     def _engine_from_disk(self, store):
         damaged, engine, start = [], None, 0
+        self._saved = None
         for path, body, error in self._manifests:
             if body is None:
                 damaged.append(f"{path.name}: {error}")
@@ -431,7 +605,8 @@ class Session:
                         raise _Vanished() from None
                     damaged.append(f"{path.name}: {e}")
                     continue
-                start, self._saved_seq = body["history"]["groups"], body["seq"]
+                start = body["history"]["groups"]
+                self._saved = (start, body["history"]["digest"])
                 break
         self._since_checkpoint = sum(len(g.index) for g in self._history.groups[start:])
         if engine is None:
@@ -494,6 +669,21 @@ def new_engine(method, store, params, options, backend, n_threads):
     return engine
 
 
+def ranked_unskipped(engine, skipped, k, top=None):
+    """The k best unlabeled points, the ``skipped`` ones after every other: (indices,
+    scores, ranks), ranks counting from 1 among all unlabeled points by score.
+    ``top(k)``: the ranking to follow (default ``engine.top``; a session's start, seeding.py)."""
+    top = top or engine.top
+    skip = {i for i in skipped if engine.labels[i] < 0}
+    if not skip or isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:   # top checks k
+        indices, scores = top(k)
+        return indices, scores, np.arange(1, len(indices) + 1)
+    indices, scores = top(k + len(skip))
+    aside = np.fromiter((int(i) in skip for i in indices), bool, len(indices))
+    order = np.concatenate([np.flatnonzero(~aside), np.flatnonzero(aside)])[:k]
+    return indices[order], scores[order], order + 1
+
+
 def apply_group(engine, index, label):
     """Tell a group of labels and apply them in one pass."""
     engine.tell(index, label)
@@ -518,7 +708,7 @@ def read_info(directory):
     return info
 
 
-def publish_directory(directory, info):
+def publish_directory(directory, info, extra=None):
     """Create the session's files under a temporary name, then rename: a crash leaves
     either a whole new session or none (and an existing empty directory is replaced)."""
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -530,6 +720,8 @@ def publish_directory(directory, info):
             (tmp / JOURNAL).write_bytes(b"")
             (tmp / LOCK).write_bytes(b"")
             (tmp / CHECKPOINTS).mkdir()
+            for name, data in (extra or {}).items():
+                (tmp / name).write_bytes(data)
     except OSError as e:
         if directory.exists():
             raise SessionExistsError(f"{directory} already exists and is not empty; choose a new directory") from e
@@ -543,6 +735,12 @@ def _check_new(method, checkpoint_every, keep_checkpoints, params, directory):
             raise ParameterError(f"{name} must be a positive integer, got {value!r}")
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise SessionExistsError(f"{directory} already exists and is not empty; choose a new directory")
+
+
+def _npy_bytes(array):
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=False)
+    return buf.getvalue()
 
 
 def _plain(value):

@@ -97,6 +97,16 @@ class FeatureStore:
         """The whole ``X_scale`` array, or None when the store has none."""
         raise NotImplementedError
 
+    def _read_group(self, name):
+        """(attributes, arrays) of the group ``name`` beside X, or None when there is none."""
+        return None
+
+    @classmethod
+    def write_group(cls, path, name, arrays, attrs):
+        """Write a group of arrays beside X (replacing one of that name), its attributes
+        last; the store must not be open for reading in this process (HDF5 locks it)."""
+        raise NotImplementedError(f"{cls.label} stores cannot hold extra groups")
+
     def close(self):
         pass
 
@@ -181,6 +191,11 @@ class FeatureStore:
         order = np.empty(len(indices), np.int64)
         order[np.concatenate(picks)] = np.arange(len(indices))
         return take(concat(parts, self.r), order)
+
+    def read_group(self, name):
+        """(attributes, arrays) of a group stored beside X (block summaries:
+        engine/summaries.py), or None when the store has none."""
+        return self._read_group(name)
 
     def labels(self):
         """The stored labels (int8, -1 unknown) or None when the store has none."""

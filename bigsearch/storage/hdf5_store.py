@@ -55,7 +55,8 @@ class HDF5Writer:
                 continue
             if values is None:
                 raise StoreError("every block must carry the same optional columns (y, ids)")
-            arr.resize(stop, axis=0)
+            if stop > arr.shape[0]:     # grow only: StoreWriter.write_at fills regions in any order
+                arr.resize(stop, axis=0)
             arr[start:stop] = values
 
     def create_rows(self, name, tail, dtype, chunk_rows):
@@ -198,6 +199,29 @@ class HDF5Store(FeatureStore):
         if values.dtype.kind in "OS":  # h5py strings arrive as bytes
             values = np.array([v.decode() if isinstance(v, bytes) else v for v in values], dtype=object)
         return values
+
+    def _read_group(self, name):
+        import h5py
+        group = self._file.get(name)
+        if not isinstance(group, h5py.Group):
+            return None
+        try:
+            return ({k: attribute_value(v) for k, v in group.attrs.items()},
+                    {k: d[()] for k, d in group.items() if isinstance(d, h5py.Dataset)})
+        except (OSError, ValueError, RuntimeError) as e:
+            raise StoreError(f"{self.path}: the group {name} cannot be read ({e})") from e
+
+    @classmethod
+    def write_group(cls, path, name, arrays, attrs):
+        import h5py
+        with h5py.File(path, "a") as f:
+            if name in f:
+                del f[name]
+            group = f.create_group(name)
+            for key, values in arrays.items():
+                group.create_dataset(key, data=values)
+            for k, v in attrs.items():        # last: a group without them is one a crash cut short
+                group.attrs[k] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else json.dumps(v)
 
     def _reopen_options(self):
         return {"chunk_rows": self._requested_rows}

@@ -104,6 +104,23 @@ class StoreWriter:
         if sum(len(p[0]) for p in self._pending) >= self.chunk_rows:
             self._flush(final=False)
 
+    def write_at(self, start, X, y=None, ids=None):
+        """Write rows at positions start.. of a float store, in any order (a generator that
+        groups rows, tools/make_store.py --order generated). The store grows to cover them;
+        every row up to the largest must be written before ``close``. Not mixed with ``append``."""
+        if self._pending or self.encoding not in ("float32", "float64"):
+            raise StoreError("write_at writes float stores only, and is not mixed with append")
+        X = np.asarray(X)
+        if X.ndim != 2 or X.shape[1] != self.r:
+            raise StoreError(f"block of shape {X.shape} does not have {self.r} columns")
+        if y is not None:
+            y = check_labels(y, len(X), str(self.path))
+        if self.binary_possible:
+            self.binary_possible = binary_rows(X)
+        self._backend.write(int(start), X.astype(self.dtype, copy=False), None, y, ids)
+        self.n = max(self.n, int(start) + len(X))
+        self.rows_appended = self.n
+
     def _flush(self, final):
         if not self._pending:
             return
@@ -123,6 +140,8 @@ class StoreWriter:
         its own ``append`` in row order; published with the store (ingest/records.py)."""
         return _RowsArray(self._backend.create_rows(name, tuple(tail_shape), dtype, int(chunk_rows)))
 
+    before_publish = None   # callable(temporary path): runs on the complete store before it is published
+
     def close(self):
         """Write what is pending and move the finished store to ``path``."""
         self._flush(final=True)
@@ -130,6 +149,12 @@ class StoreWriter:
             self.abort()
             raise StoreError(f"{self.path}: no rows were written")
         self._backend.close()
+        if self.before_publish is not None:
+            try:
+                self.before_publish(self.tmp)
+            except BaseException:
+                self.abort()
+                raise
         fsync_tree(self.tmp)
         if self.path.exists():
             if not self.overwrite:

@@ -40,13 +40,15 @@ class ZarrWriter:
 
     def write(self, start, X, scale, y, ids):
         stop = start + len(X)
-        self.x.resize((stop, self.x.shape[1]))
+        if stop > self.x.shape[0]:      # grow only: StoreWriter.write_at fills regions in any order
+            self.x.resize((stop, self.x.shape[1]))
         self.x[start:stop] = X
         for arr, values in ((self.scale, scale), (self.y, y), (self.ids, ids)):
             if arr is not None:
                 if values is None:
                     raise StoreError("every block must carry the same optional columns (y, ids)")
-                arr.resize((stop,))
+                if stop > arr.shape[0]:
+                    arr.resize((stop,))
                 arr[start:stop] = values
 
     def set_attrs(self, attrs):
@@ -211,6 +213,29 @@ class ZarrStore(FeatureStore):
         except Exception as e:
             raise StoreError(f"{self.path}: the array {name} cannot be read: {_one_line(e)}; the store is "
                              "damaged, write it again") from e
+
+    def _read_group(self, name):
+        import zarr
+        try:
+            if name not in self._group:
+                return None
+            group = self._group[name]
+            if not isinstance(group, zarr.Group):
+                return None
+            return dict(group.attrs), {k: np.asarray(a[...]) for k, a in group.arrays()}
+        except Exception as e:
+            raise StoreError(f"{self.path}: the group {name} cannot be read: {_one_line(e)}") from e
+
+    @classmethod
+    def write_group(cls, path, name, arrays, attrs):
+        import zarr
+        group = zarr.open_group(str(path), mode="r+")
+        if name in group:
+            del group[name]
+        sub = group.create_group(name)
+        for key, values in arrays.items():
+            sub.create_array(key, shape=values.shape, dtype=values.dtype, fill_value=0)[...] = values
+        sub.attrs.update(attrs)       # last: a group without them is one a crash cut short
 
     def codec(self):
         return " + ".join(_codec_name(c) for c in (*self._x.filters, *self._x.compressors)) or "none"

@@ -28,7 +28,7 @@ async function act(action) {
   let path, body;
   if (action === "undo") {
     if (!view.last) return status("nothing to undo");
-    path = "/api/undo"; body = { index: view.last.index };
+    path = "/api/undo"; body = { index: view.last.index, skip: !!view.last.skip };
   } else {
     if (!item) return status("every point is labeled");
     if (action === "skip") { path = "/api/skip"; body = { index: item.index }; }
@@ -62,7 +62,7 @@ async function act(action) {
 }
 
 function done(action, item, body) {
-  if (action === "undo") return `undid the label of point ${body.index}`;
+  if (action === "undo") return `undid the ${body.skip ? "skip" : "label"} of point ${body.index}`;
   if (action === "skip") return `skipped point ${item.index}`;
   return `recorded point ${item.index} as ${action}`;
 }
@@ -101,9 +101,10 @@ function render(data) {
   view = data;
   $("session").textContent = `${data.session.directory} (${data.session.method}, ${data.progress.n.toLocaleString()} points)`;
   renderItem(data.item);
-  renderProgress(data.progress, data.last);
+  renderProgress(data.progress, data.last, data.skipped);
   document.body.dataset.index = data.item ? data.item.index : "";
   document.body.dataset.labels = data.progress.labels;
+  document.body.dataset.skipped = data.skipped;
 }
 
 function renderItem(item) {
@@ -181,10 +182,12 @@ function renderWhy(why) {
   }
 }
 
-function renderProgress(p, last) {
+function renderProgress(p, last, skipped) {
   $("labels-used").textContent = p.budget ? `${p.labels} of ${p.budget}` : String(p.labels);
   $("positives-found").textContent = String(p.positives);
-  $("last-label").textContent = last ? `point ${last.index}: ${last.label ? "positive" : "negative"}` : "none";
+  $("skipped").textContent = String(skipped);
+  $("last-label").textContent = !last ? "none" :
+    `point ${last.index}: ${last.skip ? "skipped" : last.label ? "positive" : "negative"}`;
   const bar = $("budget-bar");
   bar.hidden = !p.budget;
   if (p.budget) $("budget-fill").style.width = `${Math.min(100, 100 * p.labels / p.budget)}%`;
