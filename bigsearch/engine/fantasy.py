@@ -138,7 +138,7 @@ class FantasizedBatch:
         k = min(int(k), int((~self.labeled).sum()))
         self._first_candidates(self.candidates or candidate_size(k))
         st = Fantasized(self.las.Kinv, self.las.xq, self.labeled, k + 1)
-        horizon = k           # steps speculated per pass: halved to what the last pass kept when it failed
+        horizon = k  # steps speculated per pass: halved to what the last pass kept when it failed
         while st.t < k:
             kept = st.t
             want = min(horizon, k - kept)
