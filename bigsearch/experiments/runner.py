@@ -58,6 +58,9 @@ class Experiment:
             raise ParameterError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.start_from is not None and self.init_index is not None:
             raise ParameterError("give init_index or start_from, not both")
+        if self.start_from is not None and self.runs > 1:
+            raise ParameterError("start_from gives every run the same start, so several runs would repeat "
+                                 "each other; give runs=1")
         if self.init_index is not None and self.runs > 1:
             raise ParameterError("init_index gives every run the same start, so several runs would repeat "
                                  "each other; use init_positives / init_negatives for random starts")
