@@ -209,3 +209,21 @@ def test_refresh_on_the_cluster_matches_local(client, data, store_factory):
         assert rel_err(getattr(remote, name), getattr(local, name)) < RTOL
     assert run_queries(remote, y, 5) == run_queries(local, y, 5)
     remote.close()
+
+
+def test_fantasized_batches_verify_on_the_workers(client, data, store_factory):
+    """The verification passes of fantasized batches run on the workers; few candidates
+    force several of them, and the batch is the local backend's."""
+    from bigsearch.engine.fantasy import FantasizedBatch
+
+    X, y = data
+    path = store_factory(X, y, "zarr", "float32", 37)
+    batches = []
+    for backend in ("local", client):
+        search = bigsearch.LAS(path, pi=0.05, backend=backend)
+        search.tell([int(np.flatnonzero(y)[0]), 0, 1], [1, 0, 0])
+        search.sync()
+        chooser = FantasizedBatch(search, 0.0, candidates=3, cap=2)
+        batches.append((chooser.choose(10), chooser.passes))
+        search.close()
+    assert batches[0] == batches[1] and batches[0][1] > 1
