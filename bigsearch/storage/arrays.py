@@ -11,7 +11,7 @@ buffer, so it is never whole in memory. The blocks follow the array's own row ch
 
 A zarr or h5py array read this way takes the libraries' decoding path; the memory-mapped
 fast path is for stores bigsearch wrote (``bigsearch ingest``, ``create_store``), or
-opened by path with ``dataset=`` (docs/datasets.md).
+opened by path with ``dataset=`` (docs/store-format.md, "X as an array, or not named X").
 """
 
 import sys
