@@ -240,11 +240,11 @@ def batches(n, r, batch, rounds):
         order = np.random.default_rng(1).permutation(las0.n)
         used = 0
         times = {(a, size): [] for a in engines for size in (1, batch)}
-        for _ in range(rounds):
+        for k in range(rounds):
             for size in (1, batch):
                 pick = order[used:used + size]
                 used += size
-                for alpha, las in engines.items():
+                for alpha, las in sorted(engines.items(), reverse=k % 2 == 1):   # each goes first in turn
                     t = time.perf_counter()
                     las.tell(pick.tolist(), y[pick].tolist())
                     las.sync()
@@ -258,7 +258,7 @@ def batches(n, r, batch, rounds):
             out.append({"encoding": encoding, "alpha": alpha, "n": n, "r": r, "B": batch, "init_s": init,
                         "single_ms": single * 1e3, "batch_ms": multi * 1e3, "batch_vs_single": multi / single,
                         "per_label_in_batch_ms": multi * 1e3 / batch, "drift_check_ms": check * 1e3,
-                        "residual": residual})
+                        "residual": residual, "single_s": times[(alpha, 1)], "batch_s": times[(alpha, batch)]})
             las.close()
     return out
 
