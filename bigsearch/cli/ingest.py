@@ -34,6 +34,16 @@ class BarProgress:
     def warn(self, message):
         click.echo(f"Warning: {message}", err=True)
 
+    def step(self, label, done, total):
+        """As a ``progress(what, done, total)`` callback: one bar per step, in turn, each
+        ended when done reaches total."""
+        if self.bar is None or self.bar.label != label:
+            self.end()
+            self.start(label, total)
+        self.update(done)
+        if done >= total:
+            self.end()
+
 
 def _split(values):
     """--categorical a,b --categorical c -> [a, b, c]."""

@@ -20,13 +20,15 @@ import numpy as np
 from ..kernels.dense import times_columns
 
 
-def explain(engine, index, history, top=5):
+def explain(engine, index, history, top=5, f=None):
     """{"f": f_i, "prior": the prior's share (LAS), "labeled": the labeled points' total
     share, "points": the ``top`` labeled points that add most to f_i, then those with the
     largest weight: [{"index", "label", "weight", "contribution"}]}.
-    ``history``: [(index, label)] in force, the engine's."""
+    ``history``: [(index, label)] in force, the engine's. ``f``: f_i when the caller has
+    it (a query's score with alpha = 0): ``engine.f`` of a pruned search costs a pass."""
+    f = float(engine.f[index]) if f is None else float(f)
     if not history:
-        return {"f": float(engine.f[index]), "prior": float(engine.f[index]), "labeled": 0.0, "points": []}
+        return {"f": f, "prior": f, "labeled": 0.0, "points": []}
     idx = np.array([i for i, _ in history], np.int64)
     lab = np.array([y for _, y in history], np.float64)
     rows = engine.store.read_rows(np.append(idx, index))
@@ -38,7 +40,7 @@ def explain(engine, index, history, top=5):
     order = np.lexsort((-np.abs(weight), -contribution))[:top]
     points = [{"index": int(idx[k]), "label": int(lab[k]), "weight": float(weight[k]),
                "contribution": float(contribution[k])} for k in order]
-    return {"f": float(engine.f[index]), "prior": prior, "labeled": float(contribution.sum()), "points": points}
+    return {"f": f, "prior": prior, "labeled": float(contribution.sum()), "points": points}
 
 
 def las_absorption(engine, x, X_L):
