@@ -39,6 +39,8 @@ REPRESENTATIONS = {
     "cosine": ["--normalize", "--bias"],
     "idf": ["--idf", "--normalize", "--bias"],
     "minmax2": ["--counts", "--minmax", "256", "--minmax-buckets", "8", "--minmax-power", "2"],
+    # the recommended recipe (docs/discovery.md): z.z' = (1 + K^2) / 2, K the MinMax kernel of the counts
+    "minmax-2048x2-p2": ["--counts", "--minmax", "2048", "--minmax-buckets", "2", "--minmax-power", "2"],
 }
 
 
@@ -100,6 +102,30 @@ def one_run(store, method, hit, init, rounds, batch, answers=None, **options):
     return {"found": found / int(hit.sum()), "seconds": time.perf_counter() - t}
 
 
+def configurations(batch):
+    """name: (store, method, batch size, graded answers?, options); the most telling first."""
+    return {
+        "random": ("bits", "random", batch, False, {}),
+        "rf": ("bits", "rf", batch, False, {}),
+        "las cosine": ("cosine", "las", batch, False, {"pi": 0.01}),
+        "las idf": ("idf", "las", batch, False, {"pi": 0.01}),
+        "las idf, graded": ("idf", "las", batch, True, {"pi": 0.01}),
+        "las cosine, graded": ("cosine", "las", batch, True, {"pi": 0.01}),
+        "las idf, graded, fantasy 0": ("idf", "las", batch, True, {"pi": 0.01, "fantasy": 0.0}),
+        "rf, graded": ("bits", "rf", batch, True, {}),
+        "rf, scores": ("bits", "rf", batch, "scores", {}),
+        "wnas cosine": ("cosine", "wnas", batch, False, {}),
+        "wnas idf": ("idf", "wnas", batch, False, {}),
+        "agr idf": ("idf", "agr", batch, False, {}),
+        "las idf, graded, sequential": ("idf", "las", 1, True, {"pi": 0.01}),
+        "las cosine, sequential": ("cosine", "las", 1, False, {"pi": 0.01}),
+        "wnas idf, sequential": ("idf", "wnas", 1, False, {}),
+        "las minmax2, graded": ("minmax2", "las", batch, True, {"pi": 0.01}),
+        "las minmax-2048x2-p2, graded": ("minmax-2048x2-p2", "las", batch, True, {"pi": 0.01}),
+        "las minmax-2048x2-p2": ("minmax-2048x2-p2", "las", batch, False, {"pi": 0.01}),
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "discovery")
@@ -118,26 +144,10 @@ def main():
     graded = grades(score)
     # MolPAL's forest regresses the scores; a linear map into [0, 1] (1 = best) gives the same forest ranking.
     linear = (score.max() - score) / (score.max() - score.min())
-    stores = {name: ingest(csv_path, args.work, name, opts) for name, opts in REPRESENTATIONS.items()}
-    configs = {
-        # name: (store, method, batch size, graded answers?, options); the most telling first
-        "random": ("bits", "random", batch, False, {}),
-        "rf": ("bits", "rf", batch, False, {}),
-        "las cosine": ("cosine", "las", batch, False, {"pi": 0.01}),
-        "las idf": ("idf", "las", batch, False, {"pi": 0.01}),
-        "las idf, graded": ("idf", "las", batch, True, {"pi": 0.01}),
-        "las idf, graded, fantasy 0": ("idf", "las", batch, True, {"pi": 0.01, "fantasy": 0.0}),
-        "rf, graded": ("bits", "rf", batch, True, {}),
-        "rf, scores": ("bits", "rf", batch, "scores", {}),
-        "wnas cosine": ("cosine", "wnas", batch, False, {}),
-        "wnas idf": ("idf", "wnas", batch, False, {}),
-        "agr idf": ("idf", "agr", batch, False, {}),
-        "las idf, graded, sequential": ("idf", "las", 1, True, {"pi": 0.01}),
-        "las cosine, sequential": ("cosine", "las", 1, False, {"pi": 0.01}),
-        "wnas idf, sequential": ("idf", "wnas", 1, False, {}),
-        "las minmax2, graded": ("minmax2", "las", batch, True, {"pi": 0.01}),
-    }
+    configs = configurations(batch)
     chosen = list(configs) if args.configs == "all" else [c.strip() for c in args.configs.split(";")]
+    needed = {configs[name][0] for name in chosen}
+    stores = {name: ingest(csv_path, args.work, name, opts) for name, opts in REPRESENTATIONS.items() if name in needed}
     results_path = args.out / "results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {"runs": []}
     done = {(r["config"], r["start"]) for r in results["runs"]}
@@ -171,16 +181,17 @@ def main():
 
 def table(results, configs):
     lines = [
-        "| configuration | store | method | batch | found (mean ± sd) | per start | s/run |",
-        "|---|---|---|---:|---:|---|---:|",
+        "| configuration | store | method | batch | found (mean ± s.e.) | s.d. | per start | s/run |",
+        "|---|---|---|---:|---:|---:|---|---:|",
     ]
     for name, (store, method, b, use_grades, _) in configs.items():
         runs = sorted((r for r in results["runs"] if r["config"] == name), key=lambda r: r["start"])
         if not runs:
             continue
         f = np.array([r["found"] for r in runs])
+        sd = f.std(ddof=1) if len(f) > 1 else 0.0
         lines.append(
-            f"| {name} | {store} | {method} | {b} | {f.mean():.3f} ± {f.std(ddof=1) if len(f) > 1 else 0:.3f} "
+            f"| {name} | {store} | {method} | {b} | {f.mean():.3f} ± {sd / np.sqrt(len(f)):.3f} ({len(f)}) | {sd:.3f} "
             f"| {' '.join(f'{x:.3f}' for x in f)} | {np.mean([r['seconds'] for r in runs]):.0f} |"
         )
     return "\n".join(lines) + "\n"

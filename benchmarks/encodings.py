@@ -13,7 +13,8 @@ Sections (``--only dense,binary,widths,batch``):
   plain kernel of issue 12 (numba, parallel=True, fastmath=True, one float64 dot product
   per output column, over the memory-mapped chunk files) and a LAS iteration: ms per GB.
 - batch: r = 2,048, n = 50k: a pass after one label against a pass after 500 labels told
-  together (tell([...]) then sync), float32 and binary.
+  together (tell([...]) then sync), float32 and binary, at alpha = 0 and 1e-3; the drift
+  check's time and residual.
 
 Results: benchmarks/results/encodings.json; docs/performance.md has the tables.
 """
@@ -220,35 +221,45 @@ def widths(mb, rounds):
 
 # -- batches ---------------------------------------------------------------------------------
 def batches(n, r, batch, rounds):
+    """A pass after one label against a pass after ``batch`` labels, at alpha = 0 (J left
+    behind, recomputed when read) and alpha = 1e-3 (J updated: O(n r B) products), one
+    initialization per encoding (the alpha = 1e-3 search restored from the other's state)."""
     f32 = binary_rows_store(n, r)
     out = []
     for encoding, path in (("float32", f32), ("binary", encoded_copy(f32, "binary", chunks=8))):
         # The drift check (O(r^3) every 100 labels) would fall after every batch but only
         # every 100th single label; it is measured on its own instead.
-        las = bigsearch.LAS(path, alpha=1e-3, check_every=None)
+        las0 = bigsearch.LAS(path, alpha=0.0, check_every=None)
         t0 = time.perf_counter()
-        las.sync()
+        las0.sync()
         init = time.perf_counter() - t0
-        y = las.store.labels()
-        order = np.random.default_rng(1).permutation(las.n)
+        state = las0.export_state()
+        state["meta"]["params"]["alpha"] = 1e-3
+        engines = {0.0: las0, 1e-3: bigsearch.LAS.from_state(path, state)}
+        y = las0.store.labels()
+        order = np.random.default_rng(1).permutation(las0.n)
         used = 0
-        single, multi = [], []
+        times = {(a, size): [] for a in engines for size in (1, batch)}
         for _ in range(rounds):
-            for size, bucket in ((1, single), (batch, multi)):
+            for size in (1, batch):
                 pick = order[used:used + size]
                 used += size
-                t = time.perf_counter()
-                las.tell(pick.tolist(), y[pick].tolist())
-                las.sync()
-                bucket.append(time.perf_counter() - t)
+                for alpha, las in engines.items():
+                    t = time.perf_counter()
+                    las.tell(pick.tolist(), y[pick].tolist())
+                    las.sync()
+                    times[(alpha, size)].append(time.perf_counter() - t)
+        las = engines[1e-3]
         t0 = time.perf_counter()
-        las.inverse_residual()
+        residual = las.inverse_residual()
         check = time.perf_counter() - t0
-        out.append({"encoding": encoding, "n": n, "r": r, "B": batch, "init_s": init, "drift_check_ms": check * 1e3,
-                    "single_ms": median(single) * 1e3, "batch_ms": median(multi) * 1e3,
-                    "batch_vs_single": median(multi) / median(single),
-                    "per_label_in_batch_ms": median(multi) * 1e3 / batch})
-        las.close()
+        for alpha, las in engines.items():
+            single, multi = median(times[(alpha, 1)]), median(times[(alpha, batch)])
+            out.append({"encoding": encoding, "alpha": alpha, "n": n, "r": r, "B": batch, "init_s": init,
+                        "single_ms": single * 1e3, "batch_ms": multi * 1e3, "batch_vs_single": multi / single,
+                        "per_label_in_batch_ms": multi * 1e3 / batch, "drift_check_ms": check * 1e3,
+                        "residual": residual})
+            las.close()
     return out
 
 

@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -107,7 +108,7 @@ def page_latency(args, store, y, n, r):
                                  "when": time.strftime("%Y-%m-%d %H:%M:%S")})
                     print(rows[-1], file=sys.stderr)
             finally:
-                server.stop()
+                server.stop(signal.SIGTERM)       # (a background job ignores SIGINT)
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
@@ -125,8 +126,10 @@ def checkpoint_spike(args, store, y, n, r):
     dirs = {bg: DATA / f"serve-spike-{n}x{r}-{'bg' if bg else 'inline'}" for bg in (False, True)}
     sessions, labelers = {}, {}
     try:
+        new_session(store, dirs[False], y, args.prune, checkpoint_every=every)
+        shutil.rmtree(dirs[True], ignore_errors=True)
+        shutil.copytree(dirs[False], dirs[True])      # the same session twice (creating one at 10M takes minutes)
         for bg in (False, True):
-            new_session(store, dirs[bg], y, args.prune, checkpoint_every=every)
             sessions[bg] = Session.open(dirs[bg])
             labelers[bg] = Labeler(sessions[bg], background_checkpoints=bg)
         load = os.getloadavg()[0]
@@ -153,7 +156,8 @@ def checkpoint_spike(args, store, y, n, r):
             ms = np.asarray(times[bg][kind])
             rows.append({"n": n, "r": r, "checkpoint": "after the reply" if bg else "in the answer's path",
                          "answers": kind, "count": len(ms), "p50_ms": round(float(np.median(ms)), 1),
-                         "max_ms": round(float(ms.max()), 1), "load": load,
+                         "max_ms": round(float(ms.max()), 1), "load": load, "prune": bool(args.prune),
+                         "checkpoint_every": every,
                          "when": time.strftime("%Y-%m-%d %H:%M:%S")})
     table(rows, ["n", "checkpoint", "answers", "count", "p50_ms", "max_ms", "load"])
     return rows

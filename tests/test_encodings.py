@@ -138,6 +138,22 @@ def test_float16_bit_decoding_is_exact():
     np.testing.assert_array_equal(deg, finite.view(np.float16).astype(np.float64)[:, 0])
 
 
+def test_float16_decoding_without_hardware_half_is_exact(monkeypatch):
+    """The integer route for CPUs without half conversions (x86 without F16C)."""
+    import numba
+
+    from bigsearch.kernels import common
+    monkeypatch.setattr(common, "HALF_IN_HARDWARE", False)
+
+    @numba.njit
+    def decode_all(codes):         # compiled here, so with the integer route
+        return np.array([common.as_float64(h) for h in codes])
+
+    patterns = np.arange(1 << 16, dtype=np.uint16)
+    finite = patterns[np.isfinite(patterns.view(np.float16))]
+    np.testing.assert_array_equal(decode_all(finite), finite.view(np.float16).astype(np.float64))
+
+
 @pytest.mark.parametrize("r", [1, 8, 13, 64, 300])
 @pytest.mark.parametrize("k", [1, 3, 40])
 def test_binary_lookup_tables_and_expansion_match_decoded_products(r, k):
@@ -223,6 +239,33 @@ def test_batch_of_labels_matches_brute_force(tmp_path, datasets, encoding, batch
         np.testing.assert_allclose(wnas.f, dense_wnas(Xd, labels), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("encoding", ["float32", "binary"])
+def test_batch_at_alpha_zero_defers_J(tmp_path, datasets, encoding):
+    """At alpha = 0 a batch's pass updates f only: the queries are the dense reference's,
+    J and the impact factor are exact when read, and saved state restores them."""
+    data = datasets.get(encoding, datasets["int8"])
+    y = data[1]
+    path = make(tmp_path, data, encoding, "zarr", 9)
+    Xd = decoded(path)
+    las = bigsearch.LAS(path, pi=0.2, alpha=0.0)
+    las.sync()                      # initialized: the batch below is an update
+    labels = np.full(len(y), -1)
+    batch = np.random.default_rng(0).permutation(len(y))[:30]
+    las.tell(batch.tolist(), y[batch].tolist())
+    labels[batch] = y[batch]
+    f, im = brute_force_impact(Xd, labels, pi=0.2)
+    i = las.ask()                   # by f: near-ties (identical rows) may go either way
+    assert las._J_stale and labels[i] < 0 and f[i] > f[labels < 0].max() - 1e-12
+    las.tell(i, int(y[i]))          # a single label on top of the deferred J
+    labels[i] = y[i]
+    saved = las.export_state()
+    f, im = brute_force_impact(Xd, labels, pi=0.2)
+    for search in (las, bigsearch.LAS.from_state(path, saved)):
+        assert rel_err(search.f, f) < RTOL and rel_err(search.impact, im) < RTOL and not search._J_stale
+        assert rel_err(search.J, np.einsum("ij,jk,ik->i", Xd, np.linalg.inv(las.K), Xd)) < RTOL
+        assert f[search.ask()] > f[labels < 0].max() - 1e-12
+
+
 # -- the distributed backend -------------------------------------------------------------
 @pytest.fixture(scope="module")
 def client():
@@ -276,3 +319,32 @@ def test_ingest_binary_refuses_non_binary_values_with_one_line(tmp_path):
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["x.npy"]
     done = run_cli("ingest", tmp_path / "x.npy", out, "--encoding", "int4", "-q")
     assert done.returncode == 2 and "--encoding" in done.stderr and not out.exists()
+
+
+@pytest.mark.parametrize("B", [1, 5, 30])
+def test_batch_update_equals_sequential_sherman_morrison(B):
+    """engine/rank_updates.py: K^-1 after B labels (coefficients of both signs, as when
+    1 - eta > 1 / (1 + w0)) equals B rank-one updates in turn, and the g_b, c_b match."""
+    from bigsearch.engine.rank_updates import batch_update
+    rng = np.random.default_rng(B)
+    r = 40
+    A = rng.standard_normal((r, r))
+    K = A @ A.T / r + np.eye(r)
+    rows = rng.standard_normal((B, r)) / np.sqrt(r)
+    gamma = rng.uniform(0.05, 0.5, B) * np.where(np.arange(B) % 3 == 2, -0.2, 1.0)
+    Kinv = np.linalg.inv(K)
+    Kinv = (Kinv + Kinv.T) / 2                 # as LAS keeps it
+    ref, G_ref, c_ref = Kinv.copy(), [], []
+    for x, g in zip(rows, gamma):
+        v = ref @ x
+        c = g / (1.0 + g * (x @ v))
+        ref -= c * np.outer(v, v)
+        G_ref.append(v)
+        c_ref.append(c)
+    G, c = batch_update(Kinv, rows, gamma, np.arange(B))
+    np.testing.assert_allclose(Kinv, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+    np.testing.assert_allclose(Kinv, np.linalg.inv(K + (rows.T * gamma) @ rows), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(G, np.array(G_ref), rtol=1e-9, atol=1e-13)
+    np.testing.assert_allclose(c, c_ref, rtol=1e-12)
+    assert (c < 0).any() == (B > 2)
+    assert B <= 8 or np.array_equal(Kinv, Kinv.T)   # the symmetric product keeps K^-1 symmetric

@@ -22,12 +22,12 @@ def sparse_counts(seed, n=30, r=60):
 
 
 # -- the MinMax map ---------------------------------------------------------------------
-@pytest.mark.parametrize("power", [1, 2])
-def test_minmax_features_approximate_the_kernel(power):
+@pytest.mark.parametrize("power, buckets", [(1, 16), (2, 16), (2, 2)])  # (2, 2): docs/discovery.md's recipe
+def test_minmax_features_approximate_the_kernel(power, buckets):
     """E[z(x).z(x')] = K^p + (1 - K^p) / B; with D = 4000 draws the standard deviation
     of each inner product is at most 1 / (2 sqrt(D)) = 0.0079, so 0.04 is 5 of them."""
     A = sparse_counts(0)
-    spec = {"samples": 4000, "buckets": 16, "power": power, "seed": 3}
+    spec = {"samples": 4000, "buckets": buckets, "power": power, "seed": 3}
     Z = minmax_features(A, spec, minmax_params(A.shape[1], spec))
     K = minmax_kernel(A, A) ** power
     expected = K + (1.0 - K) / spec["buckets"]
@@ -35,7 +35,7 @@ def test_minmax_features_approximate_the_kernel(power):
     assert err.max() < 0.04
     assert err.mean() < 0.01
     assert np.allclose(np.diag(Z @ Z.T), 1.0)  # unit rows
-    assert Z.shape == (len(A), 4000 * 16)
+    assert Z.shape == (len(A), 4000 * buckets)
 
 
 def test_minmax_draws_collide_with_probability_the_kernel():

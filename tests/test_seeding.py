@@ -175,6 +175,8 @@ def test_bad_starts_are_refused_with_what_to_give(tmp_path, stores):
             parse_start(store, "keyword:title=x")
     with pytest.raises(BigsearchError, match="init_index or start_from"):
         run_methods(stores[("zarr", "float32", 1)], ["las"], 2, tmp_path / "o", init_index=[1], start_from="ids:row-1")
+    with pytest.raises(BigsearchError, match="every run the same start"):
+        run_methods(stores[("zarr", "float32", 1)], ["las"], 2, tmp_path / "o", runs=2, start_from="ids:row-1")
     with bigsearch.open_store(stores[("zarr", "float32", 1)]) as store:  # the Python forms
         assert resolve_start(store, {"ids": ["row-4", "row-2"]}).positives.tolist() == [2, 4]
         assert (

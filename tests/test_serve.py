@@ -48,17 +48,20 @@ def answer_loop(labeler, y, steps, slip_every=4):
         labeler.answer(i, int(y[i]))
 
 
-@pytest.mark.parametrize("copy_in_memory", [True, False])
-@pytest.mark.parametrize("method", ["las", "wnas"])
+@pytest.mark.parametrize(("method", "copy_in_memory"), [("las", True), ("las", False), ("wnas", True),
+                                                      ("wnas", False), ("las-pruned", True)])
 def test_answers_computed_ahead_equal_a_plain_session(tmp_path, store, data, method, copy_in_memory):
     _, y = data
-    params = {"pi": 0.1, "alpha": 0.05} if method == "las" else {}
+    params = {"las": {"pi": 0.1, "alpha": 0.05}, "wnas": {}, "las-pruned": {"pi": 0.1, "prune": True}}[method]
+    method = method.split("-")[0]
     Session.create(store, tmp_path / "page", method=method, checkpoint_every=5, **params).close()
     with Session.open(tmp_path / "page") as s:
         labeler = Labeler(s, copy_in_memory=copy_in_memory)
         answer_loop(labeler, y, 12)
         assert labeler.adopted == 15       # every answer came from a prepared copy
         page_f, page_next = np.array(s.search.f), s.ask()
+        item = labeler.view()["item"]                  # its f comes from the query (pruned: no pass)
+        assert item["index"] == page_next and item["why"]["f"] == pytest.approx(page_f[page_next], rel=1e-12)
         labeler.close()
     # the same answers told to a plain Python session
     with Session.create(store, tmp_path / "plain", method=method, **params) as s:

@@ -70,6 +70,23 @@ def test_drift_check_triggers_a_refresh(store):
     assert len(s.refreshes) == 1 and s.inverse_residual() < 1e-10
 
 
+def test_drift_check_waits_until_it_is_cheap_against_the_updates(store_factory):
+    """With r^3 large against n r (39 features, 60 points) the O(r^3) check waits until
+    it costs at most a tenth of the updates since the last one, then still finds drift."""
+    X, y = clustered_points(60, 39, prevalence=0.2, seed=3)
+    r = X.shape[1]
+    s = bigsearch.LAS(store_factory(X, y, "zarr", "float32", 60), check_every=1, drift_tol=1e-8)
+    s.tell(int(np.flatnonzero(y)[0]), 1)
+    s.sync()
+    s.Kinv += 1e-6                      # an inverse that has drifted
+    per_label = 2.0 * 60 * r * 3 + 6.0 * r * r      # a pass of 3 dot products per row, K^-1
+    due = int(np.ceil(2.0 * r ** 3 / (0.1 * per_label)))    # labels until the check may run
+    assert due > 1
+    with pytest.warns(RuntimeWarning, match="K\\^-1 drifted"):
+        run_queries(s, y, due + 1)
+    assert [d["labels"] for d in s.refreshes] == [1 + due]
+
+
 def test_refresh_measures_the_drift_it_removes(store):
     path, y = store
     s = bigsearch.LAS(path, check_every=None, n_threads=2)

@@ -33,7 +33,9 @@ from .params import DriftCheck, LASParams
 from .pruning import LASPruning
 from .rank_updates import DeferredK, batch_update
 from .select import PassSummary, Ranked
-from .steps import COLSUM, GRAM, LAS_REFRESH, LAS_RESCORE, LAS_UPDATE, Compared
+from .steps import COLSUM, FUSED_LABELS, GRAM, LAS_REFRESH, LAS_RESCORE, LAS_UPDATE, Compared
+
+DRIFT_CHECK_SHARE = 0.1  # the O(r^3) drift check costs at most this share of the updates it checks
 
 
 class LAS(PrunableSearch):
@@ -83,7 +85,7 @@ class LAS(PrunableSearch):
                  block_rows: int | None = None, fantasy: float | str | None = None) -> None:
         self.drift_check = DriftCheck(check_every, drift_tol)
         self.fantasy = check_fantasy(fantasy)
-        self.fantasy_passes: list[int] = []   # per fantasized batch: the passes it took to choose
+        self.fantasy_passes: list[float] = []   # per fantasized batch: the passes over X it took to choose
         def params(st: FeatureStore) -> LASParams:
             # K, K^-1, work arrays and an X^T R X partial per thread: r x r float64 each
             limits.check_memory(((n_threads or os.cpu_count() or 1) + 6) * st.r * st.r * 8,
@@ -94,6 +96,8 @@ class LAS(PrunableSearch):
         self.refreshes: list[dict[str, Any]] = []   # drift measured at each automatic or requested refresh
         self._t_prev = 0.0           # weight of IM in the last query: the kernels rank by it
         self._labels_since_check = 0
+        self._work_since_check = 0.0  # floating-point operations of the updates since the last check
+        self._J_stale = False        # a batch's J update was deferred (alpha = 0): see _update
         self._start_pruning(LASPruning(self, block_rows) if prune else None)
         if prune and self.fantasy is not None:
             self.close()
@@ -146,12 +150,15 @@ class LAS(PrunableSearch):
     # -- the algorithm -------------------------------------------------------------
     def _sync_scores(self) -> None:
         """_sync, then every per-point value current (pruned queries leave J, the impact
-        factor and unread blocks' f behind: one pass recomputes them, J from K^-1)."""
+        factor and unread blocks' f behind, and so do batches at alpha = 0: one pass
+        recomputes them, J from K^-1)."""
         self._sync()
         pruning = self._pruned()
         if pruning is not None and pruning.stale:
             self._rescore(J_from_Kinv=True)
             pruning.after_full_pass()
+        elif self._J_stale:
+            self._rescore(J_from_Kinv=True)
 
     def _selection_weight(self) -> float:
         assert self._summary is not None
@@ -203,7 +210,7 @@ class LAS(PrunableSearch):
         if self.pruning is not None:
             self.pruning.after_full_pass(G)
         self._ready = True
-        self._labels_since_check = 0
+        self._labels_since_check, self._work_since_check = 0, 0.0
         self.bytes_since_query = 0
         return drift
 
@@ -214,6 +221,8 @@ class LAS(PrunableSearch):
         step, args = self.rebuild_recipe(J_from_Kinv)
         parts = self.backend.map(LAS_REFRESH if compare else step, *args)
         self.bytes_since_query += self.store.nbytes
+        if J_from_Kinv:
+            self._J_stale = False
         # A chunk rebuilt after a lost worker returns plain partials: its old values are gone.
         drifts = [p.drift for p in parts if isinstance(p, Compared)]
         parts = [p.partials if isinstance(p, Compared) else p for p in parts]
@@ -240,7 +249,7 @@ class LAS(PrunableSearch):
         self._sync_scores()
         chooser = FantasizedBatch(self, self.fantasy)
         batch = chooser.choose(int(k))
-        self.fantasy_passes.append(chooser.passes)
+        self.fantasy_passes.append(chooser.cost)
         return batch
 
     def rebuild_recipe(self, J_from_Kinv: bool = True) -> StepCall:
@@ -264,7 +273,12 @@ class LAS(PrunableSearch):
 
     def _update(self, idx: np.ndarray, lab: np.ndarray) -> None:
         """Sherman-Morrison for the new labels (as matrix products: engine/rank_updates.py),
-        then one fused pass."""
+        then one fused pass.
+
+        A batch (more than FUSED_LABELS labels) at alpha = 0 without fantasized batches
+        leaves J behind: the query is chosen by f alone, which needs one dot product per
+        point, while J's update needs one per label (O(n r B), most of a batch's pass).
+        J and the impact factor are then recomputed from K^-1 when read (``_sync_scores``)."""
         p = self.params
         stored = self.store.read_stored_rows(idx)
         rows = decode(stored)
@@ -277,20 +291,39 @@ class LAS(PrunableSearch):
         self.xq += (p.eta * self.label_values(idx) - p.pi * p.w0 / (1.0 + p.w0)) @ rows
         self.xz -= (b_unl / deg) @ rows
         pruning = self._pruned()
+        products = 0                                  # dot products per row in this update's pass
         if pruning is not None:
             pruning.labels_told(idx, lab)             # no pass: the next query reads what it needs
         else:
+            if p.alpha == 0 and self.fantasy is None and len(idx) > FUSED_LABELS:
+                self._J_stale = True
+                G, cs = G[:0], cs[:0]
             V = np.vstack([self.score_vectors(), G])
+            products = len(V)
             self._pass(LAS_UPDATE, V, cs, idx, lab, p.eta, p.w0, p.pi, self._t_prev, t_prev=self._t_prev)
             self.bytes_since_query += self.store.nbytes
-        self._labels_since_check += len(idx)
-        if self.check_every and self._labels_since_check >= self.check_every:
-            self._labels_since_check = 0
-            residual = self.inverse_residual()
-            if residual > self.drift_tol:
+        if self._drift_check_due(len(idx), products):
+            if (residual := self.inverse_residual()) > self.drift_tol:
                 warnings.warn(f"K^-1 drifted (||K K^-1 - I|| = {residual:.2e}); recomputing it from X",
                               RuntimeWarning, stacklevel=4)
                 self.refresh()
+
+    def _drift_check_due(self, n_labels: int, products: int) -> bool:
+        """Whether to check ||K K^-1 - I|| now: every ``check_every`` labels, but no more
+        often than keeps the check's 2 r^3 operations under DRIFT_CHECK_SHARE of those
+        of the updates since the last check (2 n r per dot product of the passes, about
+        6 r^2 per label on K^-1). While n is large against r^2 nothing changes (r = 128);
+        at r = 2,048 and n = 50,000, where the check takes 2-3.5 s on a busy machine, it
+        runs every ~270 single labels instead of 100, after every second batch of 500 at
+        alpha > 0 and every 13th at alpha = 0 (whose batches cost no O(n r B) products)."""
+        r = self.store.r
+        self._labels_since_check += n_labels
+        self._work_since_check += 2.0 * self.n * r * products + 6.0 * r * r * n_labels
+        if not self.check_every or self._labels_since_check < self.check_every \
+                or DRIFT_CHECK_SHARE * self._work_since_check < 2.0 * r ** 3:
+            return False
+        self._labels_since_check, self._work_since_check = 0, 0.0
+        return True
 
     def score_vectors(self):
         """[K^-1 xq, K^-1 xz] (2 x r): every pass computes them with this one function, so
@@ -329,8 +362,10 @@ class LAS(PrunableSearch):
     # With pruned queries J may lag behind; the state then says so (``J_stale``) and the
     # restored engine recomputes J from K^-1 (only the impact factor uses it).
     def _export_meta(self) -> dict[str, Any]:
-        meta = {"t_prev": self._t_prev, "labels_since_check": self._labels_since_check, "fantasy": self.fantasy,
-                **self.drift_check.as_dict(), "J_stale": bool((pruning := self._pruned()) and pruning.stale)}
+        meta = {"t_prev": self._t_prev, "labels_since_check": self._labels_since_check,
+                "work_since_check": self._work_since_check, "fantasy": self.fantasy,
+                **self.drift_check.as_dict(),
+                "J_stale": self._J_stale or bool((pruning := self._pruned()) and pruning.stale)}
         if self.pruning is not None:
             meta["prune"] = {"block_rows": self.pruning.block_rows}
         return meta
@@ -344,6 +379,7 @@ class LAS(PrunableSearch):
 
     def _restore(self, meta: dict[str, Any]) -> None:
         self._t_prev, self._labels_since_check = meta["t_prev"], meta["labels_since_check"]
+        self._work_since_check = float(meta.get("work_since_check", 0.0))
         self._rescore(J_from_Kinv=bool(meta.get("J_stale", False)))
         if self.pruning is not None:
             self.pruning.after_full_pass()

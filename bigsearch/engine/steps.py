@@ -18,7 +18,7 @@ import numpy as np
 
 from ..backends import ChunkStep
 from ..kernels.common import column_sums, top_unlabeled
-from ..kernels.encoded import binary_products
+from ..kernels.encoded import binary_gram, binary_products, binary_quadratic
 from ..kernels.las import degrees, point_weights, update_scores
 from ..kernels.wnas import add_similarities
 from ..storage.encoding import Encoded, decode, n_features, n_rows
@@ -36,12 +36,17 @@ def _blocks(x):
         yield a, decode(x, a, a + rows)
 
 
+def _packed_bits(x):
+    """Whether a chunk is packed bits (kernels/encoded.py's sparse kernels apply)."""
+    return isinstance(x, Encoded) and x.codes.dtype == np.uint8
+
+
 def _products(x, Gt):
     """(first row, block of x_i . Gt[:, b] for its rows) over a chunk: BLAS on decoded
     rows, or for packed bits the sparse sums of kernels/encoded.py."""
     B = Gt.shape[1]
     rows = max(16, min(BLAS_ROWS, BLAS_BLOCK_BYTES // (8 * max(B, n_features(x)))))
-    sparse = isinstance(x, Encoded) and x.codes.dtype == np.uint8
+    sparse = _packed_bits(x)
     for a in range(0, n_rows(x), rows):
         b = min(a + rows, n_rows(x))
         yield a, (binary_products(x.codes, x.scale, a, b, Gt) if sparse else decode(x, a, b) @ Gt)
@@ -83,6 +88,9 @@ def gram_step(x, state, s, label_idx, label_val, eta, w0, pi):
     if bad:
         return GramPartials(bad, state.start + first, G, xq, xz)
     rho, q, z = point_weights(state.label, state.deg, eta, w0, pi)
+    if _packed_bits(x):
+        binary_gram(x.codes, x.scale, r, rho, q, z, G, xq, xz)
+        return GramPartials(0, -1, G, xq, xz)
     for a, xb in _blocks(x):
         b = a + len(xb)
         G += xb.T @ (xb * rho[a:b, None])
@@ -100,7 +108,9 @@ def las_rescore_step(x, state, s, label_idx, label_val, Kinv, V, eta, w0, pi, t_
     """
     state.apply_labels(label_idx, label_val)
     degrees(x, s, state.deg)
-    if Kinv is not None:
+    if Kinv is not None and _packed_bits(x):
+        binary_quadratic(x.codes, x.scale, x.n_features, Kinv, state.J)
+    elif Kinv is not None:
         for a, xb in _blocks(x):
             state.J[a:a + len(xb)] = np.einsum("ij,ij->i", xb @ Kinv, xb)
     return ChunkPartials(*update_scores(x, V, np.zeros(0), state.start, state.label, state.deg,

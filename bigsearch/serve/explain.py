@@ -17,14 +17,18 @@ labeled j (s_j = +1 / -1), so its weights are (x_i . x_j) / sum_j |x_i . x_j|.
 
 import numpy as np
 
+from ..kernels.dense import times_columns
 
-def explain(engine, index, history, top=5):
+
+def explain(engine, index, history, top=5, f=None):
     """{"f": f_i, "prior": the prior's share (LAS), "labeled": the labeled points' total
     share, "points": the ``top`` labeled points that add most to f_i, then those with the
     largest weight: [{"index", "label", "weight", "contribution"}]}.
-    ``history``: [(index, label)] in force, the engine's."""
+    ``history``: [(index, label)] in force, the engine's. ``f``: f_i when the caller has
+    it (a query's score with alpha = 0): ``engine.f`` of a pruned search costs a pass."""
+    f = float(engine.f[index]) if f is None else float(f)
     if not history:
-        return {"f": float(engine.f[index]), "prior": float(engine.f[index]), "labeled": 0.0, "points": []}
+        return {"f": f, "prior": f, "labeled": 0.0, "points": []}
     idx = np.array([i for i, _ in history], np.int64)
     lab = np.array([y for _, y in history], np.float64)
     rows = engine.store.read_rows(np.append(idx, index))
@@ -36,22 +40,24 @@ def explain(engine, index, history, top=5):
     order = np.lexsort((-np.abs(weight), -contribution))[:top]
     points = [{"index": int(idx[k]), "label": int(lab[k]), "weight": float(weight[k]),
                "contribution": float(contribution[k])} for k in order]
-    return {"f": float(engine.f[index]), "prior": prior, "labeled": float(contribution.sum()), "points": points}
+    return {"f": f, "prior": prior, "labeled": float(contribution.sum()), "points": points}
 
 
 def las_absorption(engine, x, X_L):
-    """a_ij for an unlabeled point with row x and the labeled rows X_L."""
+    """a_ij for an unlabeled point with row x and the labeled rows X_L; rho_i; K^-1 x
+    (one pass over K^-1 in one thread: a threaded BLAS on a busy machine is far slower)."""
     p = engine.params
     rho = (1.0 / (1.0 + p.w0)) / float(x @ engine.s)
-    return p.eta * rho * (X_L @ (engine.Kinv @ x)), rho
+    g = times_columns(engine.Kinv, x[None, :])[:, 0]
+    return p.eta * rho * (X_L @ g), rho, g
 
 
 def _las_terms(engine, x, X_L, lab):
     p = engine.params
-    weight, rho = las_absorption(engine, x, X_L)
+    weight, rho, g = las_absorption(engine, x, X_L)
     q_unlabeled = p.pi * p.w0 / (1.0 + p.w0)
     xq_prior = engine.xq - p.eta * (lab @ X_L)
-    prior = q_unlabeled + rho * float(x @ (engine.Kinv @ xq_prior))
+    prior = q_unlabeled + rho * float(g @ xq_prior)       # x . K^-1 xq_prior: K^-1 is symmetric
     return weight, weight * lab, prior
 
 

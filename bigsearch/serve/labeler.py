@@ -180,7 +180,8 @@ class Labeler:
         ids = store.ids([index])
         item = {"index": index, "id": None if ids is None else _plain(ids[0]), "score": score, "rank": rank,
                 "display": read_display(store, index)}
-        item["why"] = explain(engine, index, history, self.explain_top)
+        f_is_score = engine.method == "wnas" or not engine.params.alpha    # the score is f_i itself
+        item["why"] = explain(engine, index, history, self.explain_top, f=score if f_is_score else None)
         if engine.method == "las" and engine.params.alpha:
             item["impact"] = float(engine.impact[index])
         labels_of = store.ids([p["index"] for p in item["why"]["points"]]) if item["why"]["points"] else None
