@@ -29,6 +29,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from .. import __version__
+from ..backends.local import pass_progress
 from ..engine.registry import method_spec, saving_class
 from ..engine.seeding import resolve_start
 from ..engine.select import Ranked
@@ -608,10 +609,11 @@ class Session:
                 damaged.append(f"{path.name}: {error}")
             elif self._holds_prefix(body):
                 what = f"restoring the checkpoint after label {body['history']['labels']:,} (one pass over X)"
-                self._report(what, 0, 1)
+                self._report(what, 0, store.n_chunks)
                 try:
-                    engine = self._engine_from_checkpoint(store, path, body)
-                    self._report(what, 1, 1)
+                    with pass_progress(lambda done, total: self._report(what, done, total)):
+                        engine = self._engine_from_checkpoint(store, path, body)
+                    self._report(what, store.n_chunks, store.n_chunks)
                 except (ValueError, KeyError, OSError) as e:
                     if not path.exists():
                         raise _Vanished() from None
