@@ -17,7 +17,7 @@ starts, and appends it to OUT (JSON lines). The fingerprints come from bigsearch
 featurizer (ingest/fingerprints.py); transforms are the ingest options' (IDF, normalize,
 bias) written in numpy.
 
-    python benchmarks/discovery_explore.py --starts 8 rf ridge las:cos las:idf
+    python benchmarks/discovery_explore.py --starts 8 rf ridge las:cos las:idf las:minmax-2048-2-2
 """
 
 import argparse
@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.discovery import DATA, grades  # noqa: E402
 from bigsearch.ingest.fingerprints import fingerprints, parse_spec  # noqa: E402
+from bigsearch.ingest.minmax import minmax_features, minmax_params  # noqa: E402
 from bigsearch.ingest.weighting import document_frequency, idf_weights  # noqa: E402
 
 
@@ -66,8 +67,27 @@ def unit_bias(Z, weight=1.0):
 
 
 def representation(fp, name):
-    """'cos', 'idf', 'idf-b0.3' (bias weight), 'counts-sqrt-idf', 'morgan-idf', ..."""
+    """'cos', 'idf', 'idf-b0.3' (bias weight), 'counts-sqrt-idf', 'morgan-idf', ...; 'minmax-D-B-P':
+    the MinMax map of the atom-pair counts (ingest --counts --minmax D --minmax-buckets B --minmax-power P);
+    'rff-D-GAMMA' and 'whiten-A' (below)."""
     parts = name.split("-")
+    if parts[0] == "minmax":
+        D, B, P = map(int, parts[1:])
+        spec = {"samples": D, "buckets": B, "power": P, "seed": 0}
+        Z = np.asarray(fp["atompair-counts"], np.float64)
+        return minmax_features(Z, spec, minmax_params(Z.shape[1], spec))
+    if parts[0] == "rff":  # 'rff-D-GAMMA': RFF of the IDF unit rows, and a bias feature of weight 0.5
+        D, gamma = int(parts[1]), float(parts[2])
+        Z = unit_bias(idf(np.asarray(fp["atompair"], np.float64)), 0)
+        rng = np.random.default_rng(0)
+        W, b = rng.normal(0, np.sqrt(2 * gamma), (Z.shape[1], D)), rng.uniform(0, 2 * np.pi, D)
+        return np.hstack([np.sqrt(2.0 / D) * np.cos(Z @ W + b), np.full((len(Z), 1), 0.5)])
+    if parts[0] == "whiten":  # 'whiten-A': cosine rows times (C + A max eig C)^-1/2, C = Z^T Z / n; bias 1
+        Z = unit_bias(np.asarray(fp["atompair"], np.float64), 0)
+        ev, V = np.linalg.eigh(Z.T @ Z / len(Z))
+        Zw = Z @ (V / np.sqrt(ev + float(parts[1]) * ev.max()))
+        Zw /= np.sqrt((Zw**2).sum(1).mean())
+        return np.hstack([Zw, np.ones((len(Z), 1))])
     kind = "morgan" if "morgan" in parts else "atompair"
     counts = any(p in parts for p in ("counts", "sqrt", "log"))
     Z = np.asarray(fp[kind + ("-counts" if counts else "")], np.float64)

@@ -120,7 +120,7 @@ def main():
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "paper_check.json"
+    path = args.out / "paper_methods.json"
     results = json.loads(path.read_text()) if path.exists() else {}
     for name in args.sets.split(","):
         ing, budget, alpha = SETS[name]
@@ -141,7 +141,7 @@ def main():
                 path.write_text(json.dumps(results, indent=1))
     results["machine"] = {"cpu": _cpu(), "note": "2 cores shared by 8 agents"}
     path.write_text(json.dumps(results, indent=1))
-    (args.out / "paper_check.md").write_text(table(results))
+    (args.out / "paper_methods.md").write_text(table(results))
     print(table(results))
 
 

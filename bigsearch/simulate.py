@@ -9,13 +9,14 @@ before the model is updated once.
 """
 
 import time
+from os import PathLike
 
 import numpy as np
 
 from .engine.registry import method_spec
 from .engine.seeding import resolve_start, seeded_top, seeding
-from .errors import LabelError, ParameterError
-from .storage import open_store
+from .errors import BigsearchError, LabelError, ParameterError
+from .storage import FeatureStore, open_store
 
 
 def initial_labels(y, seed, init_index=None, init_positives=1, init_negatives=0):
@@ -41,6 +42,14 @@ def initial_labels(y, seed, init_index=None, init_positives=1, init_negatives=0)
     return out
 
 
+def check_budget(budget, left):
+    """Refuse a budget larger than the ``left`` points unlabeled after the initial labels:
+    it would label everything, slowly, to no purpose (``bigsearch run`` refuses the same)."""
+    if budget > left:
+        raise ParameterError(f"budget {budget:,} is more than the {left:,} points left unlabeled after the "
+                             f"initial labels; give a budget of at most {left:,}")
+
+
 def make_search(store, method, seed=None, **options):
     """An ask/tell search object for ``method`` with only the options it takes (a
     method with a ``seed`` parameter, random search, gets ``seed``)."""
@@ -48,11 +57,20 @@ def make_search(store, method, seed=None, **options):
 
 
 def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size=1, answers=None, start_from=None,
-             **options):
+             y=None, init_progress=None, **options):
     """Run one simulated search; returns its record (a JSON-able dict).
 
+    ``store``: a store's path or URL, an open store, or X as an array (NumPy,
+    ``zarr.Array``, ``h5py.Dataset``, dask), whose labels are then ``y`` (n values: 1, 0,
+    or -1 unknown; a store has its own).
+
     ``init``: the starting labels [(index, label)], default one random positive.
-    ``progress(step, hits)`` is called after every query, if given.
+    ``budget``: the number of queries, at most the points left unlabeled after ``init``
+    (a larger one is refused, as ``bigsearch run`` does).
+    ``progress(step, hits)`` is called after every query, if given;
+    ``init_progress(what, done, total)`` during the initialization (AGR's k-means).
+    The kernels are compiled first, on a few of the store's rows, and timed apart:
+    ``timings["compile_seconds"]``, kept out of ``init_seconds``.
     ``answers``: graded labels in [0, 1], one per point, that the oracle tells instead of
     the stored 0/1 labels (for methods that take graded labels); hits still count the
     stored positives.
@@ -64,15 +82,15 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     them all, then updates once (B = 1 is the sequential algorithm). A method with no
     scores to rank by (random search) draws one at a time, so it ignores B.
     """
-    store = open_store(store)
+    store = _open_with_labels(store, y)
     y = store.labels()
     if answers is not None:
         answers = np.asarray(answers, np.float64)
         if answers.shape != (store.n,) or not np.all((answers >= 0) & (answers <= 1)):
             raise ParameterError(f"answers must be {store.n} graded labels in [0, 1], one per point")
     if y is None:
-        raise ParameterError(f"{store.path} has no labels (y), so no oracle can be simulated; "
-                             "use an interactive session instead")
+        raise ParameterError(f"{store.path} has no labels (y), so no oracle can be simulated; pass "
+                             "them as y=, or use an interactive session instead")
     start = resolve_start(store, start_from)
     if start is not None and init is None:
         init = [] if start.positives is None else initial_labels(y, seed, start.positives.tolist())
@@ -82,9 +100,11 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     if batch_size < 1:
         raise ParameterError(f"batch_size must be >= 1, got {batch_size}")
     batch_size = int(batch_size) if method_spec(method).ranks else 1
-    budget = min(budget, store.n - len(init))
+    check_budget(budget, store.n - len(init))
+    compile_seconds = warm_up(store, method, seed, batch_size, options)
     t0 = time.perf_counter()
     search = make_search(store, method, seed=seed, **options)
+    search.init_progress = init_progress
     queries, hits, iteration_seconds, elapsed = [], [], [], []
     try:
         search.tell([i for i, _ in init], [lab if answers is None else float(answers[i]) for i, lab in init])
@@ -120,7 +140,7 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
         "method": method, "seed": seed, "params": search.params.as_dict(), "init": [list(p) for p in init],
         **({"start_from": start.describe()} if start is not None else {}),
         "batch_size": batch_size, "queries": queries, "hits": hits,
-        "timings": {"total_seconds": total_seconds, "init_seconds": init_seconds,
+        "timings": {"total_seconds": total_seconds, "init_seconds": init_seconds, "compile_seconds": compile_seconds,
                     "iteration_seconds": iteration_seconds, "elapsed_seconds": elapsed},
     }
     if ranking is not None:
@@ -131,6 +151,52 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
 
 
 RANKING_SIZE = 100
+WARM_ROWS = 64
+
+
+def warm_up(store, method, seed, batch_size, options):
+    """Compile ``method``'s kernels for ``store``'s chunk type by a short search on a copy
+    of its first rows (numba compiles on first call; the kernels' disk cache makes later
+    processes fast); returns the seconds it took. Skipped (0) for encoded stores and
+    cluster backends, whose first round still includes it."""
+    backend = options.get("backend", "local")
+    with store.chunk(0) as x:
+        if not isinstance(x, np.ndarray) or backend not in (None, "local"):
+            return 0.0
+        readonly = not x.flags.writeable
+    t = time.perf_counter()
+    m = min(store.n, WARM_ROWS)
+    if m < 2:
+        return 0.0
+    rows = np.ascontiguousarray(store.read_stored_rows(np.arange(m)))
+    rows.flags.writeable = not readonly           # numba compiles read-only arrays apart
+    from .storage.arrays import NumpyArrayStore
+    tiny = NumpyArrayStore(rows, chunk_rows=max(1, m // 2))
+    settings = {**options, "backend": "local", "n_threads": 1, "anchors": min(m, 4),
+                "pi": options.get("pi") or 0.5}
+    try:
+        search = make_search(tiny, method, seed=seed, **settings)
+        try:
+            search.tell([0, m - 1], [1, 0])
+            for _ in range(2):
+                batch = _next_batch(search, min(batch_size, search.n - search.n_labeled))
+                search.tell(batch, [0] * len(batch))
+            _final_ranking(search, method_spec(method).ranks, search.n - search.n_labeled)
+        finally:
+            search.close()
+    except BigsearchError:
+        pass         # a few rows may not make a valid search (degrees <= 0): the run says so if X does
+    return time.perf_counter() - t
+
+
+def _open_with_labels(store, y):
+    """The store to search; ``y``, the labels of X given as an array, go with it."""
+    if y is None:
+        return open_store(store)
+    if isinstance(store, (str, PathLike, FeatureStore)):
+        raise ParameterError(f"y= gives the labels of X passed as an array; the store {getattr(store, 'path', store)} "
+                             "has its own (its y array)")
+    return open_store(store, {"y": y})
 
 
 def _final_ranking(search, ranks, unlabeled):

@@ -1,8 +1,10 @@
 """Shared fixtures: small stores of every kind, dtype and chunking, written to disk."""
 
 import os
+import pty
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -92,3 +94,31 @@ def run_cli(*args, cwd=None, timeout=300, env=None):
     env = {k: v for k, v in {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}.items() if v is not None}
     return subprocess.run([sys.executable, "-m", "bigsearch", *map(str, args)], capture_output=True,
                           text=True, cwd=cwd, timeout=timeout, env=env)
+
+
+def run_on_a_terminal(*args, cwd=None, env=None):
+    """The real command with stderr a terminal (a pty), as a person runs it: returns the
+    CompletedProcess (stdout captured) and what the terminal showed. ``env``: variables to set."""
+    master, slave = pty.openpty()
+    chunks = []
+
+    def read():
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            chunks.append(data)
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "COLUMNS": "120", **(env or {})}
+    try:
+        res = subprocess.run([sys.executable, "-m", "bigsearch", *map(str, args)], stdout=subprocess.PIPE,
+                             stderr=slave, text=True, timeout=300, env=env, cwd=cwd)
+    finally:
+        os.close(slave)
+        reader.join(timeout=10)
+        os.close(master)
+    return res, b"".join(chunks).decode(errors="replace")

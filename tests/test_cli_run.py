@@ -7,7 +7,7 @@ import numpy as np
 import bigsearch
 from bigsearch.testing import clustered_points
 
-from conftest import run_cli
+from conftest import run_cli, run_on_a_terminal
 
 
 def test_run_writes_the_documented_record(tmp_path):
@@ -53,10 +53,11 @@ def test_run_from_given_indices(tmp_path):
 
 
 def test_info_and_demo(tmp_path):
-    res = run_cli("demo", "--dir", tmp_path, "--n", 20000, "--budget", 30)
-    assert res.returncode == 0, res.stderr
+    res, terminal = run_on_a_terminal("demo", "--dir", tmp_path, "--n", 20000, "--budget", 30)
+    assert res.returncode == 0, terminal
+    assert "writing" in terminal and "20000/20000" in terminal      # a bar while the store is written
     lines = res.stdout.strip().splitlines()
-    assert lines[0].split() == ["method", "hits", "queries", "init", "s", "ms/iter"]
+    assert lines[0].split() == ["method", "hits", "queries", "init", "s", "ms/iter", "compile", "s"]
     hits = {line.split()[0]: int(line.split()[1]) for line in lines[1:]}
     assert hits["las"] > hits["random"] and hits["wnas"] > hits["random"]
     res = run_cli("info", tmp_path / "demo-20000.zarr", "--json")

@@ -65,6 +65,22 @@ def test_las_matches_local_backend(client, data, store_factory, kind, chunk_rows
     remote.close()
 
 
+@pytest.mark.parametrize("kind", ["numpy", "h5py"])
+def test_an_array_travels_to_the_workers(client, data, tmp_path, kind):
+    X, y = data
+    if kind == "numpy":
+        x, options = X.astype(np.float32), {"store_options": {"chunk_rows": 37}}
+    else:
+        import h5py
+        with h5py.File(tmp_path / "x.h5", "w") as f:
+            f.create_dataset("emb", data=X, chunks=(37, X.shape[1]))
+        x, options = h5py.File(tmp_path / "x.h5", "r")["emb"], {}
+    remote = bigsearch.LAS(x, backend=client, **LAS_OPTIONS, **options)
+    assert len({s.address for s in remote.backend.shards}) == 2
+    assert_same_search(bigsearch.LAS(x, **LAS_OPTIONS, **options), remote, y, 20)
+    remote.close()
+
+
 @pytest.mark.parametrize("kind", ["zarr", "hdf5"])
 def test_wnas_matches_local_backend(client, data, store_factory, kind):
     X, y = data
@@ -193,3 +209,21 @@ def test_refresh_on_the_cluster_matches_local(client, data, store_factory):
         assert rel_err(getattr(remote, name), getattr(local, name)) < RTOL
     assert run_queries(remote, y, 5) == run_queries(local, y, 5)
     remote.close()
+
+
+def test_fantasized_batches_verify_on_the_workers(client, data, store_factory):
+    """The verification passes of fantasized batches run on the workers; few candidates
+    force several of them, and the batch is the local backend's."""
+    from bigsearch.engine.fantasy import FantasizedBatch
+
+    X, y = data
+    path = store_factory(X, y, "zarr", "float32", 37)
+    batches = []
+    for backend in ("local", client):
+        search = bigsearch.LAS(path, pi=0.05, backend=backend)
+        search.tell([int(np.flatnonzero(y)[0]), 0, 1], [1, 0, 0])
+        search.sync()
+        chooser = FantasizedBatch(search, 0.0, candidates=3, cap=2)
+        batches.append((chooser.choose(10), chooser.passes))
+        search.close()
+    assert batches[0] == batches[1] and batches[0][1] > 1

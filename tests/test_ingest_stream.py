@@ -2,7 +2,6 @@
 leaves no store, and the progress bar shows only on a terminal."""
 
 import os
-import pty
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ import pytest
 from bigsearch.errors import StoreNotFoundError
 from bigsearch.storage import open_store
 
-from conftest import run_cli
+from conftest import run_cli, run_on_a_terminal
 
 PEAK_CODE = """import sys
 from bigsearch.cli import main
@@ -95,22 +94,9 @@ def _bytes(path):
 
 def run_on_terminal(*args):
     """Run the CLI with stderr on a pseudo-terminal; returns what the terminal showed."""
-    master, slave = pty.openpty()
-    p = subprocess.Popen([sys.executable, "-m", "bigsearch", *map(str, args)], stdout=subprocess.DEVNULL,
-                         stderr=slave, env={**os.environ, "COLUMNS": "100"})
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
-    assert p.wait() == 0
-    return b"".join(chunks).decode(errors="replace")
+    res, shown = run_on_a_terminal(*args, env={"COLUMNS": "100"})
+    assert res.returncode == 0, shown
+    return shown
 
 
 def test_progress_bar_on_a_terminal_only(tmp_path):

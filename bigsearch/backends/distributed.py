@@ -48,7 +48,7 @@ from distributed.security import Security
 from numpy.typing import ArrayLike, DTypeLike
 
 from ..errors import BigsearchError, ClusterError
-from ..storage import open_store, store_location
+from ..storage import open_store
 from ..storage.encoding import copy_chunk
 from .base import ChunkStep, StepCall
 from .local import LocalBackend
@@ -161,7 +161,7 @@ class DistributedBackend:
         self.rebuild: Callable[[], StepCall] | None = None
         self.recoveries: list[dict[str, Any]] = []   # one record per lost shard: {"worker", "chunks", "to"}
         self._allocs: list[tuple[str, Any, Any]] = []  # (name, dtype, fill), replayed on every new shard
-        self._source = {"path": store_location(store.path), "options": store._reopen_options(),
+        self._source = {"path": store.reopen_path(), "options": store._reopen_options(),
                         "shape": (store.n, store.r), "chunk_rows": store.chunk_rows}
         self.shards = self._place(range(store.n_chunks))
 

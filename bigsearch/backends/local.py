@@ -14,7 +14,9 @@ initialization 10-17x slower (benchmarks/scale/, docs/performance.md).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -34,6 +36,22 @@ try:
     from threadpoolctl import ThreadpoolController
 except ImportError:            # without it, BLAS keeps its own threads
     ThreadpoolController = None
+
+
+# progress(done, total), if set in the calling context, hears of each chunk a pass over X
+# has finished (from the pool's threads, one call at a time): what shows a long pass moving
+PASS_PROGRESS: contextvars.ContextVar[Callable[[int, int], None] | None] = contextvars.ContextVar(
+    "bigsearch_pass_progress", default=None)
+
+
+@contextlib.contextmanager
+def pass_progress(report: Callable[[int, int], None]) -> Any:
+    """``with pass_progress(report):`` the passes of this context report their chunks."""
+    token = PASS_PROGRESS.set(report)
+    try:
+        yield
+    finally:
+        PASS_PROGRESS.reset(token)
 
 
 class LocalBackend:
@@ -78,8 +96,20 @@ class LocalBackend:
     def map(self, step: ChunkStep, *args: Any) -> list[Any]:
         """``[step(x_j, state_j, *args) for every chunk j]``, in chunk order."""
         run = step.run
+        report = PASS_PROGRESS.get()
+        if report is None:
+            task = lambda st: self._run(run, st, args)  # noqa: E731
+        else:
+            done, lock = [0], threading.Lock()
+
+            def task(st: ChunkState) -> Any:
+                out = self._run(run, st, args)
+                with lock:
+                    done[0] += 1
+                    report(done[0], len(self.states))
+                return out
         with self._one_blas_thread():
-            return list(self._pool.map(lambda st: self._run(run, st, args), self.states))
+            return list(self._pool.map(task, self.states))
 
     def _one_blas_thread(self) -> contextlib.AbstractContextManager[Any]:
         if self._blas is None:

@@ -6,22 +6,24 @@ import shlex
 import click
 
 from . import main
-from .options import object_store_options
+from .options import dataset_option, object_store_options
 
 
 @main.command()
 @click.argument("store", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@dataset_option
 @object_store_options
-def info(store, as_json):
+def info(store, as_json, dataset):
     """Shape, dtype, chunking, codec, size on disk, labels, provenance and featurization of STORE."""
     from ..storage import open_store
-    with open_store(store) as s:
+    with open_store(store, {"dataset": dataset}) as s:
         d = s.describe()
     if as_json:
         click.echo(json.dumps(d, indent=2, default=str))
         return
-    click.echo(f"{d['path']} ({d['kind']}): {d['n']:,} points x {d['r']} features, {d['dtype']}, "
+    where = f"{d['path']}:{d['dataset']}" if "dataset" in d else d["path"]
+    click.echo(f"{where} ({d['kind']}): {d['n']:,} points x {d['r']} features, {d['dtype']}, "
                f"{d['x_bytes'] / 2**20:,.1f} MiB")
     click.echo(f"encoding: {d['encoding']}, {d['bytes_per_point']:,} bytes per point")
     click.echo(f"chunks: {d['n_chunks']} of {d['chunk_rows']:,} rows; " + _read_path(d))

@@ -14,7 +14,7 @@ class BarProgress:
 
     def __init__(self, quiet):
         self.show = not quiet and sys.stderr.isatty()
-        self.bar, self.done = None, 0
+        self.bar, self.done, self._finished = None, 0, None
 
     def start(self, label, total):
         self.bar = click.progressbar(length=max(1, total), label=label, file=sys.stderr,
@@ -33,6 +33,19 @@ class BarProgress:
 
     def warn(self, message):
         click.echo(f"Warning: {message}", err=True)
+
+    def step(self, label, done, total):
+        """As a ``progress(what, done, total)`` callback: one bar per step, in turn, each
+        ended when done reaches total (later reports of a finished step are ignored)."""
+        if label == self._finished:
+            return
+        if self.bar is None or self.bar.label != label:
+            self.end()
+            self.start(label, total)
+        self.update(done)
+        if done >= total:
+            self.end()
+            self._finished = label
 
 
 def _split(values):

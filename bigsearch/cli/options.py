@@ -66,6 +66,11 @@ def flags_for(*parameters):
         raise type(e)(message) from e
 
 
+dataset_option = click.option(
+    "--dataset", default=None, metavar="NAME",
+    help="The array holding X in the Zarr group or HDF5 file (default: X); its y and ids go with it.")
+
+
 def las_options(f):
     """--pi, --eta, --w0, --alpha: the parameters of LAS (and ASG)."""
     for decorator in reversed([

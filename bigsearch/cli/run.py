@@ -15,6 +15,7 @@ from .options import (
     MethodList,
     cluster_backend,
     cluster_options,
+    dataset_option,
     flags_for,
     las_options,
     object_store_options,
@@ -48,27 +49,51 @@ def run_and_report(store, methods, budget, out, *, quiet=False, table=True, **kw
 
 
 def _bars(budget, runs):
-    """A progress bar per (method, run) showing the hits so far, when stderr is a terminal."""
+    """Progress bars per (method, run), when stderr is a terminal: the steps of a long
+    initialization (AGR's k-means), then the queries with the hits so far. The query bar
+    starts once the initialization is done, so its ETA is that of the queries alone."""
     show = sys.stderr.isatty()
 
     @contextlib.contextmanager
     def bar(method, run):
         label = f"run {run + 1}/{runs} {method:>6}" if runs > 1 else f"{method:>6}"
-        with click.progressbar(length=budget, label=label, file=sys.stderr, show_pos=True, hidden=not show) as b:
-            def update(step, hits):
-                b.label = f"{label} hits {hits}"
-                b.update(step - b.pos)
+        bars = {}
+
+        def move(name, length, done, text):
+            if name not in bars:
+                for other in list(bars):          # one bar at a time: finish the one before
+                    bars.pop(other).__exit__(None, None, None)
+                bars[name] = click.progressbar(length=length, label=text, file=sys.stderr, show_pos=True,
+                                               hidden=not show)
+                bars[name].__enter__()
+            b = bars[name]
+            b.label = text
+            b.update(done - b.pos)
+
+        def initializing(what, done, total):
+            move(what, total, done, f"{label} {what}")
+
+        def update(step, hits):
+            move("queries", budget, step, f"{label} hits {hits}")
+
+        update.initializing = initializing
+        try:
             yield update
+        finally:
+            for b in bars.values():
+                b.__exit__(None, None, None)
     return bar
 
 
 def _print_summary(runs):
-    click.echo(f"{'method':>8} {'hits':>6} {'queries':>8} {'init s':>8} {'ms/iter':>8}")
+    # compile s: numba compiling the kernels before the run (from its disk cache after the first)
+    click.echo(f"{'method':>8} {'hits':>6} {'queries':>8} {'init s':>8} {'ms/iter':>8} {'compile s':>9}")
     for r in runs:
         its = sorted(r["timings"]["iteration_seconds"])
         med = its[len(its) // 2] * 1e3 if its else float("nan")
         click.echo(f"{r['method']:>8} {r['hits'][-1] if r['hits'] else 0:>6} {len(r['queries']):>8} "
-                   f"{r['timings']['init_seconds']:>8.2f} {med:>8.1f}")
+                   f"{r['timings']['init_seconds']:>8.2f} {med:>8.1f} "
+                   f"{r['timings'].get('compile_seconds', 0.0):>9.2f}")
 
 
 def _print_remaining(record):
@@ -113,7 +138,7 @@ def agr_options(f):
 
 def search_options(f):
     """What run and pairs share: the LAS and AGR parameters, --threads, and the cluster."""
-    f = object_store_options(cluster_options(f))
+    f = dataset_option(object_store_options(cluster_options(f)))
     f = click.option("--threads", type=click.IntRange(1), default=None,
                      help="Threads of the local backend (default: one per core).")(f)
     return las_options(agr_options(f))
@@ -154,8 +179,8 @@ def search_options(f):
 @click.option("--overwrite", is_flag=True, help="Replace the results of another experiment in --out.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary.")
 def run(store, methods, budget, runs, seed, init_index, init_positives, init_negatives, start_from, batch_size, pi, eta,
-        w0, alpha, agr_anchors, agr_neighbors, agr_gamma, threads, scheduler, cluster, persist, prune, fantasy,
-        scores, grade, out, overwrite, quiet):
+        w0, alpha, agr_anchors, agr_neighbors, agr_gamma, threads, scheduler, cluster, persist, dataset, prune,
+        fantasy, scores, grade, out, overwrite, quiet):
     """Simulated Active Search on STORE, answering queries from its stored labels y.
 
     Rerunning the same command on the same --out continues an interrupted experiment.
@@ -166,8 +191,9 @@ def run(store, methods, budget, runs, seed, init_index, init_positives, init_neg
     with cluster_backend(scheduler, cluster, persist) as backend:
         run_and_report(store, methods, budget, out, quiet=quiet, seed=seed, runs=runs, init_index=init_index,
                        init_positives=init_positives, init_negatives=init_negatives, batch_size=batch_size,
-                       start_from=start_from, overwrite=overwrite, backend=backend, n_threads=threads, pi=pi,
-                       eta=eta, w0=w0, alpha=alpha, anchors=agr_anchors, neighbors=agr_neighbors, gamma=agr_gamma,
+                       start_from=start_from, overwrite=overwrite, backend=backend, n_threads=threads,
+                       dataset=dataset, pi=pi, eta=eta, w0=w0, alpha=alpha, anchors=agr_anchors,
+                       neighbors=agr_neighbors, gamma=agr_gamma,
                        prune=prune or None, fantasy=_fantasy(fantasy), graded=_graded(scores, grade))
 
 
@@ -208,12 +234,13 @@ def _number(text, option):
               help="Directory for pairs.json, pairs.csv and table2.md.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or table.")
 def pairs(store, methods, pairs, top, seed, pi, eta, w0, alpha, agr_anchors, agr_neighbors, agr_gamma,
-          threads, scheduler, cluster, persist, out, quiet):
+          threads, scheduler, cluster, persist, dataset, out, quiet):
     """The paper's Table 2 on STORE: positives among the top K unlabeled points by f after
     one random positive and one random negative label, over many pairs."""
     from ..experiments import run_pairs
+    from ..storage import open_store
     show = not quiet and sys.stderr.isatty()
-    with cluster_backend(scheduler, cluster, persist) as backend, \
+    with open_store(store, {"dataset": dataset}) as store, cluster_backend(scheduler, cluster, persist) as backend, \
             click.progressbar(length=pairs, label="pairs", file=sys.stderr, hidden=not show) as bar:
         _, table = run_pairs(store, out, methods, pairs=pairs, top=top, seed=seed, backend=backend,
                              n_threads=threads, progress=lambda drawn, counted: bar.update(counted - bar.pos),
@@ -237,8 +264,12 @@ def demo(directory, n, budget, quiet):
     store = directory / f"demo-{n}.zarr"
     if not store.exists():
         directory.mkdir(parents=True, exist_ok=True)
-        if not quiet:
-            click.echo(f"writing {store} ({n:,} points x 32 features, 0.5% positives)", err=True)
-        make_clustered_store(store, n, 32, prevalence=0.005, seed=0, spread=0.7)
+        label = f"writing {store} ({n:,} points x 32 features, 0.5% positives)"
+        if not quiet and not sys.stderr.isatty():
+            click.echo(label, err=True)
+        with click.progressbar(length=n, label=label, file=sys.stderr, show_pos=True,
+                               hidden=quiet or not sys.stderr.isatty()) as bar:
+            make_clustered_store(store, n, 32, prevalence=0.005, seed=0, spread=0.7,
+                                 progress=lambda rows: bar.update(rows - bar.pos))
     run_and_report(store, ["las", "wnas", "random"], budget, directory / "results", quiet=quiet, overwrite=True,
                    table=False)

@@ -5,9 +5,9 @@ one line on stderr with exit status 2; warnings about recovered damage are print
 "Warning: ..." lines.
 """
 
+import contextlib
 import csv
 import json
-import sys
 import warnings
 
 import click
@@ -16,7 +16,8 @@ from click.core import ParameterSource
 from ..engine.registry import method_names, method_spec
 from ..errors import LabelError, ParameterError, SessionWarning
 from . import Group, main, printable
-from .options import cluster_backend, cluster_options, las_options, object_store_options
+from .ingest import BarProgress
+from .options import cluster_backend, cluster_options, dataset_option, las_options, object_store_options
 
 
 def _session():
@@ -34,9 +35,25 @@ class SessionGroup(Group):
             return super().invoke(ctx)
 
 
+@contextlib.contextmanager
+def _opening(session):
+    """``session``, showing on a terminal a bar per step of loading its state (restoring
+    a checkpoint reads X once; labels since it are replayed, a pass per group)."""
+    bars = BarProgress(quiet=False)
+    session.progress = bars.step
+    try:
+        with session as s:
+            yield s
+    finally:
+        bars.end()
+
+
 def _show_warning(message, category, *args, **kwargs):
     click.echo(f"Warning: {message}", err=True)
 
+
+# bigsearch.session.export.EXPORT_FORMATS (importing it here would load NumPy for --help)
+EXPORT_FORMATS = ("csv", "json", "parquet")
 
 store_option = click.option("--store", type=click.Path(path_type=str), default=None,
                             help="The session's store, if it has moved since the session began.")
@@ -54,7 +71,7 @@ def session():
     bigsearch session skip DIR INDEX [INDEX ...]   (unskip DIR [INDEX ...])
     bigsearch session status DIR [--json]
     bigsearch session sample DIR [-m M]
-    bigsearch session export DIR --csv FILE
+    bigsearch session export DIR --out FILE [--format csv|json|parquet]
     """
 
 
@@ -72,11 +89,12 @@ def session():
 @click.option("--prune", is_flag=True,
               help="LAS (alpha = 0) and WNAS: exact pruned queries: read only the blocks of rows "
                    "that could hold the answer.")
+@dataset_option
 @cluster_options
 @object_store_options
 @click.pass_context
-def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, start_from, prune, scheduler, cluster,
-        persist):
+def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, start_from, prune, dataset, scheduler,
+        cluster, persist):
     """Start a session on STORE, kept in the new directory DIRECTORY."""
     params = {"pi": pi, "eta": eta, "w0": w0, "alpha": alpha, "prune": prune or None}
     taken = [k for k in params if k in method_spec(method).settings()]
@@ -87,7 +105,7 @@ def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, sta
     params = {k: v for k, v in params.items() if k in taken}
     with cluster_backend(scheduler, cluster, persist) as backend, \
             _session().create(store, directory, method=method, checkpoint_every=checkpoint_every,
-                           backend=backend, start_from=start_from, **params) as s:
+                              backend=backend, start_from=start_from, dataset=dataset, **params) as s:
         st = s.status(estimate=False)
         start = s.info.get("start")
     click.echo(f"created session {directory}: {_describe_method(st)} on {st['store']} ({st['n']:,} x {st['r']})")
@@ -106,7 +124,7 @@ def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, sta
 def next_(directory, k, as_json, store, scheduler, cluster, persist):
     """Show the next K points to label, best first (changes nothing)."""
     with cluster_backend(scheduler, cluster, persist) as backend, \
-            _session().open(directory, readonly=True, store=store, backend=backend) as s:
+            _opening(_session().open(directory, readonly=True, store=store, backend=backend)) as s:
         rows = s.candidates(k)
         reads = s.reads()
     if reads is not None:      # on stderr: --json output stays a list
@@ -139,7 +157,7 @@ def label(directory, pairs, from_csv, store, scheduler, cluster, persist):
         raise LabelError("give INDEX LABEL pairs or --from FILE, not both")
     indices, labels = read_label_csv(from_csv) if from_csv else parse_pairs(pairs)
     with cluster_backend(scheduler, cluster, persist) as backend, \
-            _session().open(directory, store=store, backend=backend) as s:
+            _opening(_session().open(directory, store=store, backend=backend)) as s:
         s.tell(indices, labels)
         n, pos = s.n_labels, sum(y for _, y in s.history)
     click.echo(f"recorded {_count(len(indices), 'label')} ({sum(labels)} positive); "
@@ -159,7 +177,7 @@ def undo(directory, count, store, scheduler, cluster, persist):
     except ValueError:
         raise ParameterError(f"COUNT must be a positive integer, got {count!r}") from None
     with cluster_backend(scheduler, cluster, persist) as backend, \
-            _session().open(directory, store=store, backend=backend) as s:
+            _opening(_session().open(directory, store=store, backend=backend)) as s:
         undone = s.undo(count)
         n = s.n_labels
     shown = ", ".join(f"{i} ({y})" for i, y in undone)
@@ -216,16 +234,26 @@ def sample(directory, size, seed, as_json):
 
 @session.command()
 @click.argument("directory", type=click.Path(path_type=str))
-@click.option("--csv", "out", type=click.Path(dir_okay=False, path_type=str), required=True,
-              help="Output CSV (index, id, label, time), or - for stdout.")
+@click.option("--out", "-o", "out", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Output file (a new one), or - for stdout.")
+@click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), default=None,
+              help="csv, json (a list of objects) or parquet; default: from --out's suffix, else csv.")
+@click.option("--csv", "csv_out", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Same as --out FILE --format csv.")
 @store_option
 @cluster_options
 @object_store_options
-def export(directory, out, store, scheduler, cluster, persist):
-    """Write every label in force, in the order given, as CSV."""
+def export(directory, out, fmt, csv_out, store, scheduler, cluster, persist):
+    """Write every label in force, in the order given (index, id, label, time)."""
+    if (out is None) == (csv_out is None):
+        raise ParameterError("give the output file once: --out FILE [--format csv|json|parquet], or --csv FILE")
+    if csv_out is not None:
+        if fmt not in (None, "csv"):
+            raise ParameterError(f"--csv writes CSV; for {fmt} use --out FILE --format {fmt}")
+        out, fmt = csv_out, "csv"
     with cluster_backend(scheduler, cluster, persist) as backend, \
             _session().open(directory, readonly=True, store=store, backend=backend) as s:
-        n = s.export_csv(sys.stdout if out == "-" else out)
+        n = s.export(out, fmt)
     if out != "-":
         click.echo(f"wrote {n} labels to {out}", err=True)
 

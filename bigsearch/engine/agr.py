@@ -107,8 +107,12 @@ class AGR(ChunkedSearch):
         """Anchors (cached), then one pass: every point's Z row, and Z^T Z, Z^T 1."""
         p = self.params
         self._anchors = anchors_for(self.store, p.anchors, seed=p.kmeans_seed, iterations=p.kmeans_iterations,
-                                    mapper=self.backend.map, cache_dir=self.cache_dir)
+                                    mapper=self.backend.map, cache_dir=self.cache_dir, progress=self.init_progress)
+        if self.init_progress:
+            self.init_progress("anchor graph", 0, 1)
         parts = self.backend.map(EMBED, *self._embed_args())
+        if self.init_progress:
+            self.init_progress("anchor graph", 1, 1)
         T = np.sum([q.gram for q in parts], axis=0)
         self.colsum = np.sum([q.colsum for q in parts], axis=0)
         inv = np.divide(1.0, self.colsum, out=np.zeros_like(self.colsum), where=self.colsum > 0)

@@ -39,20 +39,21 @@ MIN_SAMPLE = 10_000
 BLOCK_ROWS = 4096             # rows converted to float64 at a time
 
 
-def anchors_for(store, k, *, seed=0, iterations=20, mapper, cache_dir=None):
+def anchors_for(store, k, *, seed=0, iterations=20, mapper, cache_dir=None, progress=None):
     """The k-means anchors of ``store`` (k x r, float64), from the cache when present.
 
     ``mapper(step, *args)`` runs ``step(x, state, *args)`` over every chunk (a backend's
-    ``map``).
+    ``map``); ``progress("k-means", done, total)``, if given, hears of each iteration.
     """
     if not 1 <= k <= store.n:
         raise ParameterError(f"AGR needs 1 <= anchors <= n = {store.n}, got {k}")
     path = cache_path(store, k, seed, iterations, cache_dir)
-    cached = _load(path, (k, store.r))
+    cached = None if path is None else _load(path, (k, store.r))
     if cached is not None:
         return cached
-    anchors = kmeans(store, k, seed=seed, iterations=iterations, mapper=mapper)
-    _save(path, anchors)
+    anchors = kmeans(store, k, seed=seed, iterations=iterations, mapper=mapper, progress=progress)
+    if path is not None:
+        _save(path, anchors)
     return anchors
 
 
@@ -60,8 +61,11 @@ def cache_path(store, k, seed, iterations, cache_dir=None):
     key = {"fingerprint": store_fingerprint(store), "k": k, "seed": seed, "iterations": iterations,
            "version": KMEANS_VERSION}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
-    root = Path(cache_dir or os.environ.get("BIGSEARCH_CACHE_DIR") or local_dir_beside(store.path, ".bigsearch-cache"))
-    return root / f"{Path(store.path).name}.anchors-k{k}-{digest}.npz"
+    root = cache_dir or os.environ.get("BIGSEARCH_CACHE_DIR")
+    if root is None and not store.on_disk:    # an array in memory: nothing beside it to cache in
+        return None
+    root = Path(root or local_dir_beside(store.path, ".bigsearch-cache"))
+    return root / f"{Path(str(store.path)).name}.anchors-k{k}-{digest}.npz"
 
 
 def _load(path, shape):
@@ -93,20 +97,26 @@ def _save(path, anchors):
                       RuntimeWarning, stacklevel=3)
 
 
-def kmeans(store, k, *, seed=0, iterations=20, mapper):
-    """Lloyd's k-means from k-means++ seeds, one pass over the store per iteration."""
+def kmeans(store, k, *, seed=0, iterations=20, mapper, progress=None):
+    """Lloyd's k-means from k-means++ seeds, one pass over the store per iteration;
+    ``progress("k-means", done, iterations)`` after the seeding and each iteration (done
+    jumps to the end when it converges early)."""
+    report = progress or (lambda what, done, total: None)
     rng = np.random.default_rng(seed)
+    report("k-means", 0, iterations)
     centers = kmeans_plus_plus(_sample(store, k, rng), k, rng)
     previous = np.inf
-    for _ in range(iterations):
+    for it in range(iterations):
         parts = mapper(LLOYD, centers)
         sums = np.sum([p.sums for p in parts], axis=0)
         counts = np.sum([p.counts for p in parts], axis=0)
         inertia = sum(p.inertia for p in parts)
         centers = np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], centers)
+        report("k-means", it + 1, iterations)
         if previous - inertia <= KMEANS_TOLERANCE * inertia:
             break
         previous = inertia
+    report("k-means", iterations, iterations)
     return centers
 
 

@@ -41,6 +41,9 @@ class ActiveSearch:
     method: ClassVar[str] = "?"
     GRADED: ClassVar[bool] = False     # takes graded labels y in [0, 1] besides 0 and 1
     PROBABILITY_SCORES: ClassVar[bool] = False   # f in [0, 1], read as P(positive) (engine/remaining.py)
+    # init_progress(what, done, total), if set, hears of the steps of a long initialization
+    # (AGR's k-means iterations), for a progress bar
+    init_progress: Callable[[str, int, int], None] | None = None
     params: Params
 
     def __init__(self, store: StoreLike, store_options: dict[str, Any] | None = None) -> None:

@@ -85,7 +85,7 @@ class LAS(PrunableSearch):
                  block_rows: int | None = None, fantasy: float | str | None = None) -> None:
         self.drift_check = DriftCheck(check_every, drift_tol)
         self.fantasy = check_fantasy(fantasy)
-        self.fantasy_passes: list[int] = []   # per fantasized batch: the passes it took to choose
+        self.fantasy_passes: list[float] = []   # per fantasized batch: the passes over X it took to choose
         def params(st: FeatureStore) -> LASParams:
             # K, K^-1, work arrays and an X^T R X partial per thread: r x r float64 each
             limits.check_memory(((n_threads or os.cpu_count() or 1) + 6) * st.r * st.r * 8,
@@ -249,7 +249,7 @@ class LAS(PrunableSearch):
         self._sync_scores()
         chooser = FantasizedBatch(self, self.fantasy)
         batch = chooser.choose(int(k))
-        self.fantasy_passes.append(chooser.passes)
+        self.fantasy_passes.append(chooser.cost)
         return batch
 
     def rebuild_recipe(self, J_from_Kinv: bool = True) -> StepCall:

@@ -23,7 +23,7 @@ from .. import __version__
 from ..engine.registry import method_spec
 from ..engine.seeding import resolve_start
 from ..errors import ParameterError
-from ..simulate import initial_labels, make_search, simulate
+from ..simulate import check_budget, initial_labels, make_search, simulate
 from ..storage import open_store
 from ..storage.atomic import atomic_write_json
 from ..storage.fingerprint import store_fingerprint
@@ -48,6 +48,7 @@ class Experiment:
     options: dict = field(default_factory=dict)
     graded: tuple | None = None  # (scores file, BEST, ZERO): graded answers (experiments/graded.py)
     start_from: str | None = None  # a cold start (engine/seeding.py) instead of the initial labels
+    dataset: str | None = None   # the array of the store holding X (None: X)
 
     def __post_init__(self):
         if self.runs < 1:
@@ -78,13 +79,14 @@ class Experiment:
                 "budget": self.budget, "seed": self.seed,
                 "init": init, "batch_size": self.batch_size,
                 **({"graded": [str(self.graded[0]), *self.graded[1:]]} if self.graded else {}),
+                **({"dataset": self.dataset} if self.dataset else {}),
                 **({"start_from": self.start_from} if self.start_from else {}),
                 "options": {k: v for k, v in sorted(self.options.items()) if v is not None}}
 
 
 def run_methods(store, methods, budget, out, *, seed=0, runs=1, init_index=None, init_positives=1,
                 init_negatives=0, batch_size=1, overwrite=False, backend="local", n_threads=None, progress=None,
-                plot=True, graded=None, start_from=None, **options):
+                plot=True, graded=None, start_from=None, dataset=None, **options):
     """Run each method from the same initial labels (per run) into directory ``out``
     (see :class:`Experiment` and :func:`run_experiment`); returns (results, notes).
 
@@ -93,7 +95,7 @@ def run_methods(store, methods, budget, out, *, seed=0, runs=1, init_index=None,
     """
     exp = Experiment(str(store), tuple(methods), budget, runs, seed,
                      tuple(init_index) if init_index is not None else None, init_positives, init_negatives,
-                     batch_size, options, graded, start_from)
+                     batch_size, options, graded, start_from, dataset)
     return run_experiment(exp, out, overwrite=overwrite, backend=backend, n_threads=n_threads, progress=progress,
                           plot=plot)
 
@@ -102,11 +104,12 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
     """Run (or continue) ``exp`` into directory ``out``; returns (results, notes).
 
     ``progress(method, run)`` may return a context manager yielding ``update(step, hits)``
-    (e.g. a progress bar). ``notes`` lists outputs that were skipped, with why.
+    (e.g. a progress bar); an ``update.initializing(what, done, total)``, if it has one,
+    hears of the steps before the first query (AGR's k-means). ``notes`` lists outputs that were skipped, with why.
     """
     out = Path(out)
     progress = progress or (lambda method, run: contextlib.nullcontext(None))
-    with open_store(exp.store) as store:
+    with open_store(exp.store, {"dataset": exp.dataset}) as store:
         y = store.labels()
         if y is None:
             raise ParameterError(f"{store.path} has no labels (y), so no oracle can be simulated; "
@@ -121,6 +124,7 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
                     continue
                 with progress(method, run) as update:
                     record = simulate(store, method, exp.budget, exp.run_seed(run), init, progress=update,
+                                      init_progress=getattr(update, "initializing", None),
                                       batch_size=exp.batch_size, backend=backend, n_threads=n_threads,
                                       answers=answers if method_spec(method).cls.GRADED else None,
                                       start_from=start, **exp.options)
@@ -154,10 +158,7 @@ def _initial(exp, y, run, start):
 def _check_budget(exp, n, n_initial):
     """Refuse a budget larger than the points left unlabeled after the initial labels
     (every run starts from as many): it would label everything, slowly, to no purpose."""
-    left = n - n_initial
-    if exp.budget > left:
-        raise ParameterError(f"budget {exp.budget:,} is more than the {left:,} points left unlabeled after the "
-                             f"initial labels; give a budget of at most {left:,}")
+    check_budget(exp.budget, n - n_initial)
 
 
 def _describe(exp):

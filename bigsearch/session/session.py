@@ -18,7 +18,6 @@ reason (the state is rebuilt without the undone labels).
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import numbers
@@ -30,6 +29,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from .. import __version__
+from ..backends.local import pass_progress
 from ..engine.registry import method_spec, saving_class
 from ..engine.seeding import resolve_start
 from ..engine.select import Ranked
@@ -44,9 +44,8 @@ from ..errors import (
     SessionNotFoundError,
     SessionWarning,
 )
-from ..storage import open_store, store_location
+from ..storage import open_store, store_location, store_source
 from ..storage.atomic import (
-    atomic_create,
     atomic_path,
     atomic_write_json,
     remove_stale_leftovers,
@@ -61,6 +60,7 @@ from .checkpoint import (
     remove_leftovers,
     write_checkpoint,
 )
+from .export import export_format, write_labels
 from .files import read_sealed_json, sealed_json
 from .fingerprint import check_fingerprint
 from .journal import History, JournalWriter, now, read_journal, truncate_journal
@@ -83,6 +83,10 @@ class Session:
     (``readonly=True``) take no lock and change nothing. ``backend`` and
     ``n_threads`` go to the engine.
     """
+
+    # progress(what, done, total), if set, hears of the steps of loading the state
+    # (restoring a checkpoint, replaying labels since), for a progress bar
+    progress: Any = None
 
     def __init__(self, directory: str | PathLike[str], *, writable: bool, store: str | PathLike[str] | None = None,
                  backend: Any = "local", n_threads: int | None = None) -> None:
@@ -115,7 +119,7 @@ class Session:
     @classmethod
     def create(cls, store: Any, directory: str | PathLike[str], *, method: str = "las", checkpoint_every: int = 50,
                keep_checkpoints: int = 3, backend: Any = "local", n_threads: int | None = None,
-               start_from: Any = None, **params: Any) -> Session:
+               start_from: Any = None, dataset: str | None = None, **params: Any) -> Session:
         """Start a session on ``store`` in the new (or empty) ``directory``.
 
         ``method``: a registered method that can save its state (las, wnas);
@@ -125,10 +129,13 @@ class Session:
         ``start_from``: a cold start (engine/seeding.py; a spec string or a ``StartFrom``):
         known positives are recorded as the first labels; a vector's or keyword's
         candidates are kept in the session and asked first until a positive is labeled.
+        ``store``: a path or URL (``dataset``: the array holding X, default X), or a
+        zarr.Array / h5py.Dataset in a file, which the session reopens by its file and name.
         """
         directory = Path(directory)
         _check_new(method, checkpoint_every, keep_checkpoints, params, directory)
-        store = open_store(getattr(store, "path", store))     # our own handle, closed with the session
+        path, options = store_source(store, dataset)       # what reopens it: a path, and the dataset when not X
+        store = open_store(path, options)          # our own handle, closed with the session
         try:
             start = resolve_start(store, start_from)
             engine = new_engine(method, store, params, {}, backend, n_threads)
@@ -138,7 +145,7 @@ class Session:
         try:
             info = {"format": FORMAT_VERSION, "created": now(), "bigsearch_version": __version__,
                     "method": method, "params": engine.params.as_dict(), "engine": engine.engine_options(),
-                    "store": {"path": store_location(store.path, resolve=True),
+                    "store": {"path": store_location(store.path, resolve=True), **options,
                               "fingerprint": store_fingerprint(store)},
                     "checkpoint_every": int(checkpoint_every), "keep_checkpoints": int(keep_checkpoints)}
             extra = {}
@@ -463,18 +470,17 @@ class Session:
     def export_csv(self, out: str | PathLike[str] | IO[str]) -> int:
         """Write one row per label in force, in order: index, id, label, time.
         ``out`` is a path or an open text file."""
+        return self.export(out, "csv")
+
+    def export(self, out: str | PathLike[str] | IO[str], format: str | None = None) -> int:
+        """Write every label in force, in order (index, id, label, time), as ``format``
+        csv, json or parquet (default: from ``out``'s suffix, else csv) to a new file
+        ``out``, ``-`` (stdout) or an open text file; returns the number of rows."""
+        fmt = export_format(out, format)
         rows = list(self._history.rows())
         ids = self._ids([i for i, _, _ in rows])
         rows = [(i, "" if ids is None else _plain(ids[k]), y, t) for k, (i, y, t) in enumerate(rows)]
-        if hasattr(out, "write"):
-            _write_csv(out, rows)
-            return len(rows)
-        try:
-            with atomic_create(out, "w", newline="") as fh:    # appears whole, and never replaces a file
-                _write_csv(fh, rows)
-        except FileExistsError:
-            raise SessionExistsError(f"{out} already exists; export to a new file (nothing was written)") from None
-        return len(rows)
+        return write_labels(rows, out, fmt)
 
     # -- saving ----------------------------------------------------------------------
     def checkpoint(self) -> Path | None:
@@ -570,7 +576,7 @@ class Session:
     # -- the engine ------------------------------------------------------------------
     def _open_store(self):
         if self._store is None:
-            store = open_store(self._store_path())
+            store = open_store(self._store_path(), {"dataset": self.info["store"].get("dataset")})
             try:
                 check_fingerprint(self.info["store"]["fingerprint"], store, self.directory)
             except BaseException:
@@ -591,6 +597,10 @@ class Session:
                 self._read_state()            # the writer pruned a checkpoint as we read it
         raise SessionError(f"{self.directory}: checkpoints keep changing under this reader; try again")
 
+    def _report(self, what, done, total):
+        if self.progress is not None:
+            self.progress(what, done, total)
+
     def _engine_from_disk(self, store):
         damaged, engine, start = [], None, 0
         self._saved = None
@@ -598,8 +608,12 @@ class Session:
             if body is None:
                 damaged.append(f"{path.name}: {error}")
             elif self._holds_prefix(body):
+                what = f"restoring the checkpoint after label {body['history']['labels']:,} (one pass over X)"
+                self._report(what, 0, store.n_chunks)
                 try:
-                    engine = self._engine_from_checkpoint(store, path, body)
+                    with pass_progress(lambda done, total: self._report(what, done, total)):
+                        engine = self._engine_from_checkpoint(store, path, body)
+                    self._report(what, store.n_chunks, store.n_chunks)
                 except (ValueError, KeyError, OSError) as e:
                     if not path.exists():
                         raise _Vanished() from None
@@ -618,9 +632,13 @@ class Session:
                                 self._backend, self._n_threads)
         for problem in damaged:
             warnings.warn(f"skipped damaged checkpoint {problem}; using an older one", SessionWarning, stacklevel=5)
+        since = self._history.groups[start:]
         try:
-            for group in self._history.groups[start:]:
+            for k, group in enumerate(since):
+                self._report("replaying the labels since (one pass per group)", k, len(since))
                 apply_group(engine, group.index, group.label)
+            if since:
+                self._report("replaying the labels since (one pass per group)", len(since), len(since))
         except BaseException:
             engine.close()
             raise
@@ -748,9 +766,3 @@ def _plain(value):
     if isinstance(value, bytes):
         return value.decode()
     return value.item() if isinstance(value, np.generic) else value
-
-
-def _write_csv(fh, rows):
-    writer = csv.writer(fh, lineterminator="\n")
-    writer.writerow(["index", "id", "label", "time"])
-    writer.writerows(rows)

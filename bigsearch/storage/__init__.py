@@ -1,4 +1,5 @@
-"""Storage: feature stores on disk (Zarr v3 directories, HDF5 files), read chunk by chunk.
+"""Storage: feature stores on disk (Zarr v3 directories, HDF5 files), read chunk by chunk;
+``arrays`` reads X given as an array (NumPy, zarr, h5py, dask) the same way.
 
 ``registry`` knows the formats (open_store, store_kind_for); ``base`` is what every format
 offers the engine; ``writer`` writes any format atomically (through ``atomic``);
@@ -8,11 +9,21 @@ offers the engine; ``writer`` writes any format atomically (through ``atomic``);
 from .base import FeatureStore
 from .format import FORMAT_VERSION, default_chunk_rows
 from .hdf5_store import HDF5Store
-from .registry import STORE_FORMATS, open_store, register_store_format, store_codecs, store_format, store_kind_for
+from .registry import (
+    STORE_FORMATS,
+    open_store,
+    register_array_type,
+    register_store_format,
+    store_codecs,
+    store_format,
+    store_kind_for,
+    store_source,
+)
 from .remote import is_url, local_dir_beside, store_location
 from .writer import StoreWriter, create_store
 from .zarr_store import ZarrStore
 
 __all__ = ["FeatureStore", "HDF5Store", "ZarrStore", "StoreWriter", "create_store", "open_store",
            "store_kind_for", "store_format", "store_codecs", "register_store_format", "STORE_FORMATS",
+           "register_array_type", "store_source",
            "default_chunk_rows", "FORMAT_VERSION", "is_url", "store_location", "local_dir_beside"]

@@ -33,6 +33,8 @@ class FeatureStore:
     suffixes = ()              # output names ending so are written in this format
     codecs = ("none",)         # compression names the format writes
     writer = None              # the class that writes the format (see storage/writer.py)
+    dataset = "X"              # the array of the container that holds X (--dataset)
+    on_disk = True             # False: an array object (storage/arrays.py), no path to keep files beside
 
     @classmethod
     def recognizes(cls, path, head):
@@ -223,6 +225,8 @@ class FeatureStore:
             "codec": self.codec(), "bytes_on_disk": self._disk_bytes(),
             "format_version": self.format_version, "attrs": self.attrs,
         }
+        if self.dataset != "X":
+            out["dataset"] = self.dataset
         if not self.fast_path:
             out["slow_reason"] = self.slow_reason
         if y is not None:
@@ -254,6 +258,16 @@ class FeatureStore:
 
     def _reopen_options(self):
         return {}
+
+    def location(self):
+        """(path, dataset) of the file or directory holding X, to reopen it later."""
+        return str(self.path), self.dataset
+
+    def reopen_path(self):
+        """What ``open_store`` reopens this store from elsewhere (a dask worker): its
+        absolute path or URL (an array store: itself, pickled)."""
+        from .remote import store_location
+        return store_location(self.path)
 
     def __repr__(self):
         return (f"<{type(self).__name__} {self.path} n={self.n} r={self.r} {self.encoding} "

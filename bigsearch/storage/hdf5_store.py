@@ -23,6 +23,7 @@ from .format import (
     Y_NAME,
     check_features,
     default_chunk_rows,
+    missing_dataset,
 )
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
@@ -94,19 +95,21 @@ class HDF5Store(FeatureStore):
     def _compressor(cls, codec):
         return codec
 
-    def __init__(self, path, chunk_rows=None):
+    def __init__(self, path, chunk_rows=None, dataset=None):
         import h5py
         path = Path(path)
+        self.dataset = name = dataset or X_NAME        # the dataset holding X (--dataset)
         if not path.exists():
             raise StoreNotFoundError(f"no HDF5 file at {path}")
         try:
             fh = h5py.File(path, "r")
         except OSError as e:
             raise StoreError(f"{path} is not a readable HDF5 file: {e}") from e
-        if X_NAME not in fh or not isinstance(fh[X_NAME], h5py.Dataset):
+        if name not in fh or not isinstance(fh[name], h5py.Dataset):
+            found = [k for k, v in fh.items() if isinstance(v, h5py.Dataset) and len(v.shape) == 2]
             fh.close()
-            raise StoreError(f"{path}: the HDF5 file has no dataset 'X' (the n x r feature matrix)")
-        x = fh[X_NAME]
+            raise StoreError(missing_dataset(path, "the HDF5 file", "dataset", name, found))
+        x = fh[name]
         try:
             rows = self._row_block(x, path, chunk_rows)
             check_features(x.shape, x.dtype, rows, str(path))
@@ -191,7 +194,7 @@ class HDF5Store(FeatureStore):
         return self._file[SCALE_NAME][()] if SCALE_NAME in self._file else None
 
     def _read_optional(self, name, rows=None):
-        if name not in OPTIONAL_NAMES or name not in self._file:
+        if name not in OPTIONAL_NAMES or name not in self._file or name == self.dataset:
             return None
         dataset = self._file[name]
         # h5py's fancy indexing wants increasing indices, and at least one
@@ -224,7 +227,7 @@ class HDF5Store(FeatureStore):
                 group.attrs[k] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else json.dumps(v)
 
     def _reopen_options(self):
-        return {"chunk_rows": self._requested_rows}
+        return {"chunk_rows": self._requested_rows, **({"dataset": self.dataset} if self.dataset != X_NAME else {})}
 
     def codec(self):
         x = self._x

@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError, StoreNotFoundError
+from .arrays import ARRAY_TYPES, unsupported
 from .base import FeatureStore
+from .format import X_NAME
 from .hdf5_store import HDF5Store
 from .remote import is_url, local_path, open_object_store
 from .zarr_store import ZarrStore
 
 STORE_FORMATS = {}  # kind -> FeatureStore subclass, the default first
+ARRAY_STORES = []  # FeatureStore subclasses wrapping an array object (storage/arrays.py)
 HEAD_BYTES = 8  # what ``recognizes`` sees of a file
 
 
@@ -29,8 +32,16 @@ def register_store_format(cls):
     return cls
 
 
+def register_array_type(cls):
+    """Make ``open_store`` read objects that ``cls.wraps`` (an ArrayStore subclass)."""
+    ARRAY_STORES.append(cls)
+    return cls
+
+
 for _format in (ZarrStore, HDF5Store):
     register_store_format(_format)
+for _array_type in ARRAY_TYPES:
+    register_array_type(_array_type)
 
 
 def store_format(kind):
@@ -54,16 +65,21 @@ def store_codecs():
     return tuple(dict.fromkeys(c for cls in STORE_FORMATS.values() for c in cls.codecs))
 
 
-def open_store(path: str | PathLike[str] | FeatureStore, options: dict[str, Any] | None = None) -> FeatureStore:
+def open_store(path: Any, options: dict[str, Any] | None = None) -> FeatureStore:
     """Open a feature store in any registered format.
 
-    ``path`` may already be an open :class:`FeatureStore` (returned as it is).
-    ``options`` go to the format's ``open`` (``chunk_rows`` for contiguous HDF5 data), or
-    for a URL to :class:`~bigsearch.storage.remote.ObjectZarrStore` (``storage_options``,
-    ``cache_dir``, ``cache_size``).
+    ``path`` may already be an open :class:`FeatureStore` (returned as it is), or X itself
+    as an array (NumPy, ``zarr.Array``, ``h5py.Dataset``, dask; storage/arrays.py), whose
+    ``options`` are ``y``, ``ids`` and ``chunk_rows``. For a path, ``options`` go to the
+    format's ``open`` (``dataset``: the array holding X, default "X"; ``chunk_rows`` for
+    contiguous HDF5 data), or for a URL to
+    :class:`~bigsearch.storage.remote.ObjectZarrStore` (``storage_options``,
+    ``cache_dir``, ``cache_size``, ``dataset``).
     """
     if isinstance(path, FeatureStore):
         return path
+    if not isinstance(path, (str, PathLike)):
+        return wrap_array(path, options)
     if is_url(path):  # s3://, gs://, az://, http(s)://: Zarr in object storage, never a local path
         return open_object_store(path, options)
     path = Path(local_path(path))
@@ -76,6 +92,37 @@ def open_store(path: str | PathLike[str] | FeatureStore, options: dict[str, Any]
         if cls.recognizes(path, head):
             return cls.open(path, options)
     raise StoreError(f"{path} is neither {' nor '.join(described)}; convert your data with `bigsearch ingest`")
+
+
+def store_source(store, dataset=None):
+    """(path, options) that reopen ``store`` later or elsewhere (sessions): a path with
+    ``dataset``; an open store by its path and dataset; a zarr or h5py array by the file
+    holding it. An array that lives only in this process (NumPy, dask) has none."""
+    if not isinstance(store, (str, PathLike, FeatureStore)):
+        store = wrap_array(store)
+    if isinstance(store, FeatureStore):
+        place = store.location()
+        if place is None:
+            raise StoreError(
+                f"{store.path} lives only in this process (or in no group of a file), but this "
+                "needs a store it can reopen (after a crash, on another day): write it to one "
+                "first, e.g. bigsearch.create_store('X.zarr', x, y), or pass a zarr.Array in a "
+                "local group or an h5py.Dataset"
+            )
+        store, dataset = place
+    return str(store), {"dataset": dataset} if dataset not in (None, X_NAME) else {}
+
+
+def wrap_array(x, options=None):
+    """A FeatureStore reading the array ``x`` in place (``options``: y, ids, chunk_rows)."""
+    options = {k: v for k, v in (options or {}).items() if v is not None}
+    unknown = sorted(set(options) - {"y", "ids", "chunk_rows"})
+    if unknown:
+        raise StoreError(f"an array store takes the options y, ids and chunk_rows, not {', '.join(unknown)}")
+    for cls in ARRAY_STORES:
+        if cls.wraps(x):
+            return cls(x, **options)
+    raise StoreError(unsupported(x))
 
 
 def _head(path):

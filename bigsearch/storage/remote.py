@@ -283,14 +283,14 @@ class ObjectZarrStore(ZarrStore):
         ``cache_size=0`` reads every chunk from the object store on every pass.
     """
 
-    def __init__(self, url, storage_options=None, cache_dir=None, cache_size=None):
+    def __init__(self, url, storage_options=None, cache_dir=None, cache_size=None, dataset=None):
         check_url(url)
         self.url = url
         self.storage_options = dict(storage_options or {})
         self._cache_args = {"cache_dir": cache_dir, "cache_size": cache_size}
         self._object_store = object_store(url, self.storage_options)
         with self._errors():
-            super().__init__(url)
+            super().__init__(url, dataset)
             listed = self._list_chunks()
         self._objects = listed or {}
         self._heads = None if listed is not None else set()  # chunks asked for one by one
@@ -421,7 +421,7 @@ class ObjectZarrStore(ZarrStore):
         return sum(size for _, size in self._objects.values())
 
     def _reopen_options(self):
-        return {"storage_options": self.storage_options, **self._cache_args}
+        return {"storage_options": self.storage_options, **self._cache_args, **super()._reopen_options()}
 
 
 def _version(meta):
@@ -436,7 +436,9 @@ def _nothing():
 def open_object_store(url, options=None):
     """``open_store`` for URLs: the options given, over the thread's remote defaults."""
     options = _with_defaults(options)
-    return ObjectZarrStore(url, options.get("storage_options"), options.get("cache_dir"), options.get("cache_size"))
+    return ObjectZarrStore(
+        url, options.get("storage_options"), options.get("cache_dir"), options.get("cache_size"), options.get("dataset")
+    )
 
 
 # -- writing --------------------------------------------------------------------------------

@@ -13,11 +13,24 @@ import numpy as np
 from ..errors import StoreError, StoreNotFoundError
 from .base import FeatureStore, advise_willneed, map_file_array
 from .encoding import SCALE_NAME
-from .format import COMPLETE_ATTR, IDS_NAME, LABEL_CHUNK, OPTIONAL_NAMES, X_NAME, Y_NAME, check_features
+from .format import (
+    COMPLETE_ATTR,
+    IDS_NAME,
+    LABEL_CHUNK,
+    OPTIONAL_NAMES,
+    X_NAME,
+    Y_NAME,
+    check_features,
+    missing_dataset,
+)
+
+# xarray.open_zarr names an array's dimensions from these (Zarr v3 ``dimension_names``)
+POINT_DIM, FEATURE_DIM = "point", "feature"
 
 
 class ZarrWriter:
-    """Writes a Zarr v3 group (see StoreWriter)."""
+    """Writes a Zarr v3 group (see StoreWriter), every array with dimension names, so
+    that ``xarray.open_zarr`` reads it as a Dataset over (point, feature)."""
 
     def __init__(self, path, r, dtype, chunk_rows, labels, ids_dtype, attrs, compressors, scaled=False):
         import zarr
@@ -27,16 +40,19 @@ class ZarrWriter:
         self.group.attrs.update(attrs)
         self.x = self.group.create_array(X_NAME, shape=(0, r), chunks=(chunk_rows, r), dtype=dtype,
                                          compressors=compressors, fill_value=0,
-                                         config={"write_empty_chunks": True})
+                                         config={"write_empty_chunks": True},
+                                         dimension_names=(POINT_DIM, FEATURE_DIM))
         self.group.attrs[COMPLETE_ATTR] = True     # so a missing chunk file reads as damage
         self.scale = self.group.create_array(SCALE_NAME, shape=(0,), chunks=(chunk_rows,), dtype="float32",
-                                             compressors=compressors, fill_value=0) if scaled else None
+                                             compressors=compressors, fill_value=0,
+                                             dimension_names=(POINT_DIM,)) if scaled else None
         self.y = self.group.create_array(Y_NAME, shape=(0,), chunks=(LABEL_CHUNK,), dtype="int8",
-                                         fill_value=-1) if labels else None
+                                         fill_value=-1, dimension_names=(POINT_DIM,)) if labels else None
         self.ids = None
         if ids_dtype is not None:
             dt = str if np.dtype(ids_dtype).kind in "OUS" else np.dtype(ids_dtype)
-            self.ids = self.group.create_array(IDS_NAME, shape=(0,), chunks=(LABEL_CHUNK,), dtype=dt)
+            self.ids = self.group.create_array(IDS_NAME, shape=(0,), chunks=(LABEL_CHUNK,), dtype=dt,
+                                               dimension_names=(POINT_DIM,))
 
     def write(self, start, X, scale, y, ids):
         stop = start + len(X)
@@ -56,7 +72,8 @@ class ZarrWriter:
 
     def create_rows(self, name, tail, dtype, chunk_rows):
         return self.group.create_array(name, shape=(0, *tail), chunks=(chunk_rows, *tail),
-                                       dtype=str if dtype is str else np.dtype(dtype))
+                                       dtype=str if dtype is str else np.dtype(dtype),
+                                       dimension_names=(POINT_DIM, *(f"{name}_{k}" for k in range(len(tail)))))
 
     def close(self):
         pass
@@ -80,9 +97,14 @@ class ZarrStore(FeatureStore):
         return [{"lz4": lambda: zc.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"),
                  "zstd": lambda: zc.ZstdCodec(level=1), "gzip": lambda: zc.GzipCodec(level=1)}[codec]()]
 
-    def __init__(self, path):
+    @classmethod
+    def open(cls, path, options):
+        return cls(path, dataset=options.get("dataset"))
+
+    def __init__(self, path, dataset=None):
         import zarr
         from zarr.storage import LocalStore
+        self.dataset = dataset or X_NAME        # the array holding X (--dataset)
         path = self._location(path)
         try:
             group = self._open_group(path)
@@ -92,14 +114,15 @@ class ZarrStore(FeatureStore):
             raise StoreNotFoundError(f"no Zarr store at {path}") from e
         except Exception as e:  # zarr raises several kinds for "this is not a group"
             raise StoreError(f"{path} is not a readable Zarr group: {_one_line(e)}") from e
+        name = self.dataset
         try:
-            x = group[X_NAME] if X_NAME in group else None
+            x = group[name] if name in group else None
         except Exception as e:  # a damaged X/zarr.json
-            raise StoreError(f"{path}: the metadata of X (X/zarr.json) is damaged: {_one_line(e)}") from e
+            raise StoreError(f"{path}: the metadata of {name} ({name}/zarr.json) is damaged: {_one_line(e)}") from e
         if x is None:
-            raise StoreError(f"{path}: the Zarr group has no array 'X' (the n x r feature matrix)")
+            raise StoreError(missing_dataset(path, "the Zarr group", "array", name, _arrays(group)))
         if not isinstance(x, zarr.Array):
-            raise StoreError(f"{path}: 'X' is a group, not an array")
+            raise StoreError(f"{path}: {name!r} is a group, not an array")
         chunk_rows = self._row_block(x, path)
         check_features(x.shape, x.dtype, chunk_rows, str(path))
         super().__init__(path, x.shape[0], x.shape[1], x.dtype, chunk_rows, dict(group.attrs))
@@ -203,7 +226,7 @@ class ZarrStore(FeatureStore):
         return np.asarray(self._group[SCALE_NAME][:]) if SCALE_NAME in self._group else None
 
     def _read_optional(self, name, rows=None):
-        if name not in OPTIONAL_NAMES:
+        if name not in OPTIONAL_NAMES or name == self.dataset:
             return None
         try:
             if name not in self._group:
@@ -213,6 +236,9 @@ class ZarrStore(FeatureStore):
         except Exception as e:
             raise StoreError(f"{self.path}: the array {name} cannot be read: {_one_line(e)}; the store is "
                              "damaged, write it again") from e
+
+    def _reopen_options(self):
+        return {"dataset": self.dataset} if self.dataset != X_NAME else {}
 
     def _read_group(self, name):
         import zarr
@@ -239,6 +265,13 @@ class ZarrStore(FeatureStore):
 
     def codec(self):
         return " + ".join(_codec_name(c) for c in (*self._x.filters, *self._x.compressors)) or "none"
+
+
+def _arrays(group):
+    try:
+        return [k for k, v in group.members() if len(getattr(v, "shape", ())) == 2]
+    except Exception:  # a damaged member: the message names none
+        return []
 
 
 def _one_line(error):
