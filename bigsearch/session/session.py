@@ -403,13 +403,15 @@ class Session:
     def status(self, estimate: bool = True) -> dict[str, Any]:
         """A JSON-able summary: labels, positives found, hits by step, checkpoint, and
         (``estimate``) the estimate of positives remaining, :meth:`remaining`."""
-        labels = [y for _, y in self.history]
+        labels = [int(y >= 0.5) for _, y in self.history]      # a graded label y counts as positive from 0.5
+        graded = sum(y not in (0, 1) for _, y in self.history)
         newest = next((body for _, body, _ in self._manifests if body and self._holds_prefix(body)), None)
         return {
             "directory": str(self.directory), "method": self.method, "params": self.info["params"],
             "store": self._store_path(), "n": self.info["store"]["fingerprint"]["n"],
             "r": self.info["store"]["fingerprint"]["r"], "created": self.info["created"],
             "labels": len(labels), "positives": int(sum(labels)), "negatives": len(labels) - int(sum(labels)),
+            "graded": graded,
             "undone": self._history.undone, "journal_records": self._history.last_seq,
             "skipped": self._history.skipped,
             "hits": np.cumsum(labels, dtype=np.int64).tolist(),
