@@ -123,6 +123,13 @@ def configurations(batch):
         "las minmax2, graded": ("minmax2", "las", batch, True, {"pi": 0.01}),
         "las minmax-2048x2-p2, graded": ("minmax-2048x2-p2", "las", batch, True, {"pi": 0.01}),
         "las minmax-2048x2-p2": ("minmax-2048x2-p2", "las", batch, False, {"pi": 0.01}),
+        "las minmax-2048x2-p2, graded, fantasy 0": (
+            "minmax-2048x2-p2",
+            "las",
+            batch,
+            True,
+            {"pi": 0.01, "fantasy": 0.0},
+        ),
     }
 
 

@@ -240,11 +240,11 @@ def batches(n, r, batch, rounds):
         order = np.random.default_rng(1).permutation(las0.n)
         used = 0
         times = {(a, size): [] for a in engines for size in (1, batch)}
-        for _ in range(rounds):
+        for k in range(rounds):
             for size in (1, batch):
                 pick = order[used:used + size]
                 used += size
-                for alpha, las in engines.items():
+                for alpha, las in sorted(engines.items(), reverse=k % 2 == 1):   # each goes first in turn
                     t = time.perf_counter()
                     las.tell(pick.tolist(), y[pick].tolist())
                     las.sync()
@@ -258,7 +258,7 @@ def batches(n, r, batch, rounds):
             out.append({"encoding": encoding, "alpha": alpha, "n": n, "r": r, "B": batch, "init_s": init,
                         "single_ms": single * 1e3, "batch_ms": multi * 1e3, "batch_vs_single": multi / single,
                         "per_label_in_batch_ms": multi * 1e3 / batch, "drift_check_ms": check * 1e3,
-                        "residual": residual})
+                        "residual": residual, "single_s": times[(alpha, 1)], "batch_s": times[(alpha, batch)]})
             las.close()
     return out
 
@@ -270,6 +270,7 @@ def main():
     ap.add_argument("--n-bits", type=int, default=20_000, help="rows of the 2,048-bit data")
     ap.add_argument("--widths-mb", type=float, default=256, help="MB of X per width")
     ap.add_argument("--batch-n", type=int, default=50_000, help="rows of the batch data (r = 2,048)")
+    ap.add_argument("--batch-rounds", type=int, default=4, help="rounds of the batch section")
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--cold-rounds", type=int, default=3)
     args = ap.parse_args()
@@ -292,7 +293,7 @@ def main():
         print("float32, ms per GB of X (warm):")
         table(record["widths"], list(record["widths"][0]))
     if "batch" in only:
-        record["batch"] = batches(args.batch_n, 2048, 500, 2)
+        record["batch"] = batches(args.batch_n, 2048, 500, args.batch_rounds)
         print("a pass after 1 label and after 500 labels told together:")
         table(record["batch"], list(record["batch"][0]))
     record["loaded_after"] = os.getloadavg()

@@ -321,16 +321,20 @@ def test_ingest_binary_refuses_non_binary_values_with_one_line(tmp_path):
     assert done.returncode == 2 and "--encoding" in done.stderr and not out.exists()
 
 
+@pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("B", [1, 5, 30])
-def test_batch_update_equals_sequential_sherman_morrison(B):
+def test_batch_update_equals_sequential_sherman_morrison(B, sparse):
     """engine/rank_updates.py: K^-1 after B labels (coefficients of both signs, as when
-    1 - eta > 1 / (1 + w0)) equals B rank-one updates in turn, and the g_b, c_b match."""
+    1 - eta > 1 / (1 + w0)) equals B rank-one updates in turn, and the g_b, c_b match;
+    dense rows and sparse ones (K^-1 x_b from the rows of K^-1 at the nonzeros)."""
     from bigsearch.engine.rank_updates import batch_update
     rng = np.random.default_rng(B)
     r = 40
     A = rng.standard_normal((r, r))
     K = A @ A.T / r + np.eye(r)
     rows = rng.standard_normal((B, r)) / np.sqrt(r)
+    if sparse:
+        rows *= rng.random((B, r)) < 0.1
     gamma = rng.uniform(0.05, 0.5, B) * np.where(np.arange(B) % 3 == 2, -0.2, 1.0)
     Kinv = np.linalg.inv(K)
     Kinv = (Kinv + Kinv.T) / 2                 # as LAS keeps it

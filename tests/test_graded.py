@@ -3,13 +3,14 @@ labels. LAS (and the dense ASG) against the independent dense reference, for eve
 kind, dtype and chunking; told at initialization and in updates, one by one and in batches."""
 
 import itertools
+import json
 
 import numpy as np
 import pytest
 
 import bigsearch
 from bigsearch.errors import LabelError
-from bigsearch.testing import brute_force_impact, dense_f, dense_las_run
+from bigsearch.testing import brute_force_impact, clustered_points, dense_f, dense_las_run, dense_wnas
 
 from conftest import DTYPES, KINDS, chunkings
 
@@ -98,7 +99,54 @@ def test_graded_labels_are_checked(small_data, store_factory):
         with pytest.raises(LabelError, match="graded label in \\[0, 1\\]"):
             search.tell(1, bad)
     with pytest.raises(LabelError, match="is not 0 \\(negative\\), 1 \\(positive\\)$"):
-        bigsearch.WNAS(path).tell(1, 0.5)  # WNAS takes 0 and 1 only
+        bigsearch.RandomSearch(path).tell(1, 0.5)  # random search takes 0 and 1 only
+
+
+@pytest.mark.parametrize("kind,dtype,chunk_rows", GRID[::2])
+def test_graded_wnas_matches_the_definition(small_data, store_factory, kind, dtype, chunk_rows):
+    """WNAS with a graded label y weighs its neighbours by 2y - 1: f is the definition's
+    with those signs, told at initialization and in updates; a saved state continues."""
+    X, y = small_data
+    g = grades(y, seed=3)
+    path = store_factory(X, y, kind, dtype, chunk_rows)
+    Xs = stored_X(path)
+    search = bigsearch.WNAS(path)
+    labels = np.full(len(y), -1.0)
+    start = [int(np.flatnonzero(y)[0]), 7]
+    search.tell(start, [float(g[i]) for i in start])
+    labels[start] = g[start]
+    for step in range(5):
+        f = dense_wnas(Xs, labels)
+        assert rel_err(search.f, f) < RTOL
+        batch = [int(i) for i in search.top(1 + step % 3)[0]]
+        assert batch[0] == int(np.argmax(np.where(labels < 0, f, -np.inf)))
+        search.tell(batch, [float(g[i]) for i in batch])
+        labels[batch] = g[batch]
+    restored = bigsearch.WNAS.from_state(path, search.export_state())
+    assert np.array_equal(restored.f, search.f) and restored.ask() == search.ask()
+
+
+@pytest.mark.parametrize("chunk_rows", [128, 300])
+def test_graded_pruned_wnas_queries_are_the_full_pass(store_factory, chunk_rows):
+    """A graded label's sign is in (-1, 1): the pruning bounds it as a raising term, and
+    the pruned queries stay those of the full pass and of the definition."""
+    X, y = clustered_points(600, 8, prevalence=0.05, seed=3, spread=0.8)
+    g = grades(y, seed=4)
+    path = store_factory(X, y, "zarr", "float64", chunk_rows)
+    Xs = stored_X(path)
+    pruned, full = bigsearch.WNAS(path, prune=True), bigsearch.WNAS(path)
+    labels = np.full(len(y), -1.0)
+    first = int(np.flatnonzero(y)[0])
+    for s in (pruned, full):
+        s.tell(first, float(g[first]))
+    labels[first] = g[first]
+    for _ in range(12):
+        i = pruned.ask()
+        assert i == full.ask() == int(np.argmax(np.where(labels < 0, dense_wnas(Xs, labels), -np.inf)))
+        for s in (pruned, full):
+            s.tell(i, float(g[i]))
+        labels[i] = g[i]
+    assert pruned.pruning_status.startswith("on")
 
 
 def test_run_cli_graded_scores_fantasy_and_rf(small_data, store_factory, tmp_path):
@@ -182,4 +230,56 @@ def test_sessions_keep_graded_labels(small_data, store_factory, tmp_path):
     labels = np.full(len(y), -1.0)
     labels[[1, 2, 3]] = [0.7, 0, 0.25]
     assert rel_err(s.search.f, dense_f(stored_X(path), labels, 0.2)) < RTOL
+    s.close()
+
+
+def test_graded_labels_from_the_session_command_line(small_data, store_factory, tmp_path, method="las"):
+    """`session label DIR 3 0.4` and a CSV with graded labels: journaled, counted as
+    positive from 0.5, and the reopened (and rebuilt) session's f is the dense reference's."""
+    from bigsearch import Session
+
+    from conftest import run_cli
+
+    X, y = small_data
+    path = store_factory(X, y, "zarr", "float64", 7)
+    d = tmp_path / "sess"
+    options = ["--pi", "0.2"] if method == "las" else []
+    assert run_cli("session", "new", path, d, "--method", method, "--checkpoint-every", "2", *options).returncode == 0
+    res = run_cli("session", "label", d, "3", "0.4", "5", "1", "9", "0")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("recorded 3 labels (1 positive, 1 graded)")
+    labels_csv = tmp_path / "more.csv"
+    labels_csv.write_text("index,label\n11,0.75\n12,0.0\n")
+    assert run_cli("session", "label", d, "--from", labels_csv).returncode == 0
+    status = json.loads(run_cli("session", "status", d, "--json").stdout)
+    assert (status["positives"], status["negatives"], status["graded"]) == (2, 3, 2)
+    assert status["hits"] == [0, 1, 1, 2, 2]
+    labels = np.full(len(y), -1.0)
+    labels[[3, 5, 9, 11, 12]] = [0.4, 1, 0, 0.75, 0]
+    Xs = stored_X(path)
+    expected = dense_f(Xs, labels, 0.2) if method == "las" else dense_wnas(Xs, labels)
+    with Session.open(d, readonly=True) as s:
+        assert s.history == [(3, 0.4), (5, 1), (9, 0), (11, 0.75), (12, 0)]
+        assert rel_err(s.search.f, expected) < RTOL
+    assert run_cli("session", "rebuild", d).returncode == 0
+    with Session.open(d, readonly=True) as s:
+        assert rel_err(s.search.f, expected) < RTOL
+
+
+def test_wnas_sessions_keep_graded_labels(small_data, store_factory, tmp_path):
+    from bigsearch import Session
+
+    X, y = small_data
+    path = store_factory(X, y, "zarr", "float64", 7)
+    s = Session.create(path, tmp_path / "sess", method="wnas", checkpoint_every=2)
+    s.tell([1, 2], [0.7, 0])
+    s.tell(3, 0.25)
+    s.tell(5, 1)
+    s.close()
+    s = Session.open(tmp_path / "sess")
+    s.undo(1)
+    labels = np.full(len(y), -1.0)
+    labels[[1, 2, 3]] = [0.7, 0, 0.25]
+    assert rel_err(s.search.f, dense_wnas(stored_X(path), labels)) < RTOL
+    assert s.status(estimate=False)["graded"] == 2
     s.close()

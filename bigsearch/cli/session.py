@@ -66,7 +66,7 @@ def session():
     \b
     bigsearch session new STORE DIR [--method las|wnas] [--pi ...]
     bigsearch session next DIR [-k K]
-    bigsearch session label DIR INDEX 0|1 [INDEX 0|1 ...]   (or --from labels.csv)
+    bigsearch session label DIR INDEX Y [INDEX Y ...]   (Y: 0, 1 or graded in [0, 1]; or --from labels.csv)
     bigsearch session undo DIR [N]
     bigsearch session skip DIR INDEX [INDEX ...]   (unskip DIR [INDEX ...])
     bigsearch session status DIR [--json]
@@ -152,16 +152,19 @@ def next_(directory, k, as_json, store, scheduler, cluster, persist):
 @cluster_options
 @object_store_options
 def label(directory, pairs, from_csv, store, scheduler, cluster, persist):
-    """Record labels: INDEX 0|1 pairs (1 = positive), applied together in one pass."""
+    """Record labels: INDEX LABEL pairs, applied together in one pass. LABEL is 1
+    (positive), 0 (negative) or, for methods that take them (LAS, WNAS), a graded label
+    between 0 and 1 (e.g. 0.4: how good a measured score is)."""
     if pairs and from_csv:
         raise LabelError("give INDEX LABEL pairs or --from FILE, not both")
     indices, labels = read_label_csv(from_csv) if from_csv else parse_pairs(pairs)
     with cluster_backend(scheduler, cluster, persist) as backend, \
             _opening(_session().open(directory, store=store, backend=backend)) as s:
         s.tell(indices, labels)
-        n, pos = s.n_labels, sum(y for _, y in s.history)
-    click.echo(f"recorded {_count(len(indices), 'label')} ({sum(labels)} positive); "
-               f"the session has {_count(n, 'label')}, {pos} positive")
+        n, pos = s.n_labels, sum(y >= 0.5 for _, y in s.history)
+    graded = sum(y not in (0, 1) for y in labels)
+    click.echo(f"recorded {_count(len(indices), 'label')} ({sum(y >= 0.5 for y in labels)} positive"
+               + (f", {graded} graded" if graded else "") + f"); the session has {_count(n, 'label')}, {pos} positive")
 
 
 @session.command()
@@ -198,6 +201,7 @@ def status(directory, as_json):
     click.echo(f"session     {st['directory']}: {_describe_method(st)}")
     click.echo(f"store       {st['store']} ({st['n']:,} x {st['r']})")
     click.echo(f"labels      {st['labels']}: {st['positives']} positive, {st['negatives']} negative"
+               + (f" ({st['graded']} graded: positive from 0.5)" if st.get("graded") else "")
                + (f" ({st['undone']} undone)" if st["undone"] else ""))
     if st["skipped"]:
         shown = ", ".join(map(str, st["skipped"][:10])) + (", ..." if len(st["skipped"]) > 10 else "")
@@ -310,9 +314,22 @@ def _parse_pair(index, label, where=""):
         i = int(index)
     except ValueError:
         raise LabelError(f"{where}index {index!r} is not an integer") from None
-    if label.strip() not in ("0", "1"):
-        raise LabelError(f"{where}label {label!r} for point {i} is not 0 (negative) or 1 (positive)")
-    return i, int(label)
+    return i, _parse_label(label, i, where)
+
+
+def _parse_label(label, i, where):
+    """0 or 1 as an int, a graded label in [0, 1] as a float (the method checks it takes them)."""
+    text = label.strip()
+    if text in ("0", "1"):
+        return int(text)
+    try:
+        y = float(text)
+    except ValueError:
+        y = float("nan")
+    if not 0.0 <= y <= 1.0:
+        raise LabelError(f"{where}label {label!r} for point {i} is not 0 (negative), 1 (positive) "
+                         "or a graded label in [0, 1]")
+    return int(y) if y in (0.0, 1.0) else y
 
 
 def read_label_csv(path):
@@ -373,6 +390,8 @@ def _remaining_lines(rem):
     if s is not None:
         out.append(f"score sum   {s['value']:,.0f} (f summed over {rem['unlabeled']:,} unlabeled points; f is not "
                    "calibrated, so this overstates the positives left, tenfold on Adult: docs/sessions.md)")
+    if s is None and rem.get("score_sum_left_out"):
+        out.append(f"score sum   left out: {rem['score_sum_left_out']}")
     r = rem["recent_hit_rate"]
     if r is not None:
         out.append(f"recent      {round(r['value'] * r['basis'])} positive in the last {r['basis']} labels "

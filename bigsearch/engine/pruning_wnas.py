@@ -86,7 +86,7 @@ class BlockBounds:
         self.snapshots = {count: (self.raise_now.copy(), self.fall_now.copy())}
 
     def record(self, Z, signs):
-        """A batch of labels (rows Z, signs +-1) that no block has seen yet."""
+        """A batch of labels (rows Z, signs 2y - 1 in [-1, 1]) that no block has seen yet."""
         for z, sign in zip(Z, signs):
             cz, spread = self.centre @ z, self.radius * np.linalg.norm(z)
             lo, hi = cz - spread, cz + spread
@@ -95,8 +95,10 @@ class BlockBounds:
             sigma = np.where(positive, sign, np.where(negative, -sign, 1.0))
             t_max = np.where(positive, hi, np.where(negative, -lo, np.maximum(-lo, hi))) + slack
             t_min = np.maximum(np.where(positive, lo, np.where(negative, -hi, 0.0)) - slack, 0.0)
-            self.raise_now += np.where(sigma > 0, t_max, 0.0)
-            self.fall_now += np.where(sigma < 0, t_min, 0.0)
+            # A graded label's sign 2y - 1 is in (-1, 1): it adds sigma |t| to num with
+            # |sigma| < 1, at most what a raising term adds, so it is bounded as one.
+            self.raise_now += np.where(sigma > -1, t_max, 0.0)
+            self.fall_now += np.where(sigma <= -1, t_min, 0.0)
         self.batches.append((self.count, Z, signs))
         self.count += len(Z)
 
@@ -175,7 +177,7 @@ class WNASPruning:
         if len(idx) > FUSED_LABELS:
             return False
         e = self.engine
-        Z, signs = e.store.read_rows(idx), 2.0 * lab.astype(np.float64) - 1.0
+        Z, signs = e.store.read_rows(idx), 2.0 * e.label_values(idx) - 1.0
         if self.local:
             e.backend.map_state(_apply_labels, np.unique([e.store.chunk_of(i) for i in idx]).tolist(), idx, lab)
             self.blocks.record(Z, signs)
@@ -223,7 +225,7 @@ class WNASPruning:
         self.base += sum(len(b[1]) for b in self.unsent)
         self.unsent = []
         if not all(isinstance(p, ChunkTop) for p in parts):
-            e._pass(WNAS_UPDATE, *e._similarity_args(*e.history_arrays(), reset=True))
+            e._pass(WNAS_UPDATE, *e.rebuild_recipe().args)
             e.bytes_since_query += e.store.nbytes
             self.after_full_pass()
             parts = e.backend.map(step, k, self.generation, self.base, self.unsent, self.block_rows)

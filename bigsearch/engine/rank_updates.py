@@ -27,9 +27,10 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from ..errors import NumericalError
-from ..kernels.dense import subtract_outer, times_columns
+from ..kernels.dense import sparse_rows_times, subtract_outer, times_columns
 
 FEW_LABELS = 8       # up to this many: the numba kernels (one thread); more: BLAS
+SPARSE_ROWS = 0.25   # labeled rows with fewer nonzeros than this share: K^-1 x_b from the rows of K^-1 at them
 
 
 def batch_update(Kinv, rows, gamma, indices):
@@ -37,13 +38,13 @@ def batch_update(Kinv, rows, gamma, indices):
     coefficients. Returns (G, c): the g_b as rows (B x r) and c (B,)."""
     B = len(rows)
     if B <= FEW_LABELS:
-        G0 = times_columns(Kinv, rows)                                         # r x B, one pass
+        G0 = _times_rows(Kinv, rows)
         W, c = _coefficients(rows @ G0, gamma, indices)
         G = G0 if B == 1 else G0 @ W
         subtract_outer(Kinv, np.ascontiguousarray(G.T), c)
         return np.ascontiguousarray(G.T), c
     with _blas().limit(limits=1, user_api="blas"):
-        G0 = Kinv @ rows.T
+        G0 = _times_rows(Kinv, rows)
         W, c = _coefficients(rows @ G0, gamma, indices)
         G = G0 @ W
         for sign in (1.0, -1.0):                     # c_b < 0 only when 1 - eta > 1 / (1 + w0)
@@ -55,6 +56,14 @@ def batch_update(Kinv, rows, gamma, indices):
                 else:
                     Kinv += S @ S.T
     return np.ascontiguousarray(G.T), c
+
+
+def _times_rows(Kinv, rows):
+    """G0 = K^-1 X_B^T (r x B): for sparse rows (fingerprints) the rows of K^-1 at their
+    nonzeros added up (K^-1 is symmetric); else one pass over K^-1 (few labels) or BLAS."""
+    if np.count_nonzero(rows) < SPARSE_ROWS * rows.size:
+        return sparse_rows_times(rows, Kinv).T
+    return times_columns(Kinv, rows) if len(rows) <= FEW_LABELS else Kinv @ rows.T
 
 
 @functools.cache

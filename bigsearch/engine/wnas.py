@@ -1,7 +1,8 @@
 """WNAS: weighted-neighbour Active Search (the paper's Section 3.3).
 
 f_i = sum_{j in L} s_j (x_i . x_j) / sum_{j in L} |x_i . x_j| (s_j = +1 positive,
--1 negative): a Nadaraya-Watson estimate from the labeled points. Each point keeps
+-1 negative; a graded label y in [0, 1] has s_j = 2y - 1): a Nadaraya-Watson estimate
+of 2y - 1 from the labeled points. Each point keeps
 its numerator and denominator, so every batch of new labels costs one pass over X.
 There is no impact factor; the query is the unlabeled point with the highest f.
 """
@@ -38,6 +39,7 @@ class WNAS(PrunableSearch):
     """
 
     method = "wnas"
+    GRADED = True
     FULL_PASS = "a full pass per batch of labels"
     params: WNASParams
     POINT_STATE = (PointArray("label", np.int8, -1), PointArray("num", np.float64, 0.0),
@@ -96,16 +98,18 @@ class WNAS(PrunableSearch):
             self.pruning.after_full_pass()
 
     def _similarity_args(self, idx: np.ndarray, lab: np.ndarray, reset: bool = False) -> tuple[Any, ...]:
-        return self.store.read_rows(idx), 2.0 * lab.astype(np.float64) - 1.0, idx, lab, reset
+        """Each label's row and sign 2y - 1 (graded labels: y in [0, 1]), and the 0/1 labels."""
+        return self.store.read_rows(idx), 2.0 * self.label_values(idx) - 1.0, idx, lab, reset
 
     def rebuild_recipe(self) -> StepCall:
         """The step and arguments that rebuild a chunk's numerators and denominators
         from every label so far: ``step(x, state, *args)``."""
-        return StepCall(WNAS_UPDATE, self._similarity_args(*self.history_arrays(), reset=True))
+        idx = self.history_arrays()[0]
+        return StepCall(WNAS_UPDATE, self._similarity_args(idx, self._label[idx], reset=True))
 
     def _restore(self, meta: dict[str, Any]) -> None:
         """Numerators and denominators are set: apply the labels and compute f (no rows)."""
-        idx, lab = self.history_arrays()
-        self._pass(WNAS_UPDATE, np.zeros((0, self.store.r)), np.zeros(0), idx, lab, False)
+        idx = self.history_arrays()[0]
+        self._pass(WNAS_UPDATE, np.zeros((0, self.store.r)), np.zeros(0), idx, self._label[idx], False)
         if self.pruning is not None:
             self.pruning.after_full_pass()

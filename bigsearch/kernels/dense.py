@@ -47,3 +47,19 @@ def subtract_outer(A, G, c):
             for b in range(B):
                 s += Gc[i, b] * G[b, j]
             A[i, j] -= s
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FAST)
+def sparse_rows_times(R, A):
+    """R @ A for rows R (B x r) with few nonzeros and A (r x r): each output row adds up
+    the rows of A at its row's nonzeros, B * nnz * r multiply-adds instead of B * r^2
+    (with A symmetric, the g_b = A x_b of a batch of fingerprint labels)."""
+    B, r = R.shape
+    out = np.zeros((B, A.shape[1]))
+    for b in range(B):
+        for j in range(r):
+            v = R[b, j]
+            if v != 0.0:
+                for k in range(A.shape[1]):
+                    out[b, k] += v * A[j, k]
+    return out

@@ -6,12 +6,17 @@
 - WNAS from its definition with the full similarity matrix.
 
 O(n^3) per solve and O(n^4) for the impact factor: for a few hundred points at most.
-Nothing here shares code with the engine.
+Nothing here shares code with the engine. The many small solves run with one BLAS
+thread: threaded BLAS on 100 x 100 systems is slower, and on a loaded machine 60x slower.
 """
 
 import numpy as np
+from threadpoolctl import threadpool_limits
+
+one_blas_thread = threadpool_limits.wrap(limits=1, user_api="blas")
 
 
+@one_blas_thread
 def dense_f(X, labels, pi, eta=0.5, w0=None):
     """f for labels -1 (unknown) or y in [0, 1] (0/1, or graded soft labels)."""
     X = np.asarray(X, np.float64)
@@ -26,6 +31,7 @@ def dense_f(X, labels, pi, eta=0.5, w0=None):
     return np.linalg.solve(np.eye(n) - (b / d)[:, None] * A, (1.0 - b) * y_prime)
 
 
+@one_blas_thread
 def brute_force_impact(X, labels, pi, eta=0.5, w0=None):
     """IM_i = f_i * sum_{j in U, j != i} (f+_j - f_j) for every unlabeled i (0 elsewhere)."""
     f = dense_f(X, labels, pi, eta, w0)
@@ -57,6 +63,7 @@ def dense_wnas(X, labels):
     return np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
 
 
+@one_blas_thread
 def dense_las_run(X, y, init, steps, pi, eta=0.5, w0=None, alpha=0.0):
     """The query sequence of dense Active Search with a simulated oracle y (0/1, or graded
     labels in [0, 1]: label propagation takes them as soft labels)."""
@@ -72,6 +79,7 @@ def dense_las_run(X, y, init, steps, pi, eta=0.5, w0=None, alpha=0.0):
     return queries
 
 
+@one_blas_thread
 def dense_fantasized_batch(X, labels, k, pi, eta=0.5, w0=None, fantasy=0.0):
     """Sequential greedy by f with fantasized answers, by full dense solves: each chosen
     point is told ``fantasy`` (a soft label) or, with "f", its own current f."""
