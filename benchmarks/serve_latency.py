@@ -15,6 +15,10 @@ pruned (LAS alpha = 0 on a store in cluster order: ``--store`` one written with
     python benchmarks/serve_latency.py --n 1000000 --r 128
     python benchmarks/serve_latency.py --store /tmp/x10m.zarr --prune --modes prefetch
 
+``--prepare-split`` times instead, in one process, the phases of preparing both answers
+(copying the engine, the tell, the pruned query, the explanation), with whole copies and
+with refitted spare engines alternating item by item (serve/fork.py).
+
 ``--checkpoint-spike`` measures instead, in one process without a browser, the time of
 ``Labeler.answer`` for the answers at which a checkpoint comes due, with the checkpoint
 written in the answer's path (as before issue 14's second round) and after the reply.
@@ -163,6 +167,71 @@ def checkpoint_spike(args, store, y, n, r):
     return rows
 
 
+def prepare_split(args, store, y, n, r):
+    """What preparing both answers costs, phase by phase, in one process: a copy of the
+    engine (a whole copy, ``fork``, as before issue 14's third round, and a spare engine
+    refitted, ``refit``, alternating item by item), the tell, the pruned query and the
+    explanation, for each of the two answers to the item on show."""
+    from bigsearch import LAS
+    from bigsearch.serve.explain import explain
+    from bigsearch.serve.fork import fork, refit
+    from bigsearch.serve.labeler import choose
+    t = time.perf_counter()
+    engine = LAS(store, pi=0.005, prune=bool(args.prune))
+    first = int(np.flatnonzero(y == 1)[0])
+    engine.tell(first, 1)
+    engine.sync()
+    print(f"engine ready in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    history, spares, times = [(first, 1)], [], {"fork": [], "refit": []}
+    load = os.getloadavg()[0]
+    for step in range(2 * args.split_items + 1):
+        how = "fork" if step % 2 else "refit"
+        index = choose(engine, [])[0]
+        branches, phases = {}, {"copy": 0.0, "tell": 0.0, "query": 0.0, "explain": 0.0, "share": 0.0}
+        for label in (1, 0):
+            t0 = time.perf_counter()
+            if how == "refit" and spares:
+                copy = spares.pop()
+                phases["share"] += refit(copy, engine) / 2
+            else:
+                copy = fork(engine)
+                phases["share"] += 0.5
+            t1 = time.perf_counter()
+            copy.tell(index, label)
+            copy.sync()
+            t2 = time.perf_counter()
+            nxt = choose(copy, [])
+            t3 = time.perf_counter()
+            explain(copy, nxt[0], history + [(index, label)], 5, f=nxt[1])
+            t4 = time.perf_counter()
+            for k, a, b in (("copy", t0, t1), ("tell", t1, t2), ("query", t2, t3), ("explain", t3, t4)):
+                phases[k] += 1e3 * (b - a)
+            branches[label] = copy
+        answer = int(y[index] == 1)
+        for e in spares:
+            e.close()
+        spares = [engine, branches[1 - answer]]
+        engine = branches[answer]
+        history.append((index, answer))
+        if step:                                      # the first item: no spare yet
+            times[how].append(phases)
+    for e in (engine, *spares):
+        e.close()
+    load = round((load + os.getloadavg()[0]) / 2, 1)
+    rows = []
+    for how, items in times.items():
+        rows.append({"n": n, "r": r, "prune": bool(args.prune), "copy": how, "items": len(items),
+                     **{f"{k}_ms_p50": round(float(np.median([p[k] for p in items])), 1)
+                        for k in ("copy", "tell", "query", "explain")},
+                     "both_ms_p50": round(float(np.median([sum(v for k, v in p.items() if k != "share")
+                                                           for p in items])), 1),
+                     "rows_copied": round(float(np.median([p["share"] for p in items])), 4),
+                     "load": load, "when": time.strftime("%Y-%m-%d %H:%M:%S")})
+    table(rows, ["n", "copy", "items", "copy_ms_p50", "tell_ms_p50", "query_ms_p50", "explain_ms_p50",
+                 "both_ms_p50", "rows_copied", "load"])
+    return rows
+
+
 def merge(name, rows, key):
     """Add rows to the results file, replacing those with the same key."""
     path = RESULTS / "serve_latency.json"
@@ -190,12 +259,18 @@ def main():
     ap.add_argument("--checkpoint-spike", action="store_true")
     ap.add_argument("--checkpoint-every", type=int, default=5)
     ap.add_argument("--spike-rounds", type=int, default=3)
+    ap.add_argument("--prepare-split", action="store_true",
+                    help="time the phases of preparing both answers in-process: whole copies vs refitted spares")
+    ap.add_argument("--split-items", type=int, default=6, help="items per way of copying (--prepare-split)")
     args = ap.parse_args()
     store = args.store or bench_store(args.n, args.r)
     with open_store(store) as st:
         y, n, r = st.labels(), st.n, st.r
     print(f"lscpu model: {machine()['cpu']}; load {os.getloadavg()}", file=sys.stderr)
-    if args.checkpoint_spike:
+    if args.prepare_split:
+        rows = prepare_split(args, store, y, n, r)
+        merge("prepare_split", rows, lambda row: (row["n"], row["prune"], row["copy"]))
+    elif args.checkpoint_spike:
         rows = checkpoint_spike(args, store, y, n, r)
         merge("checkpoint_spike", rows, lambda row: (row["n"], row["checkpoint"], row["answers"]))
     else:

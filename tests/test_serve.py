@@ -458,3 +458,94 @@ def test_ingest_keeps_source_records_aligned_with_x(tmp_path):
     assert read_display(bigsearch.open_store(tmp_path / "t.h5"), 0) is not None
     plain = bigsearch.create_store(tmp_path / "plain.zarr", np.ones((3, 2)))
     assert read_display(bigsearch.open_store(plain), 0) is None
+
+
+def test_a_refitted_copy_continues_exactly(store_factory):
+    """The page's copies of a pruned search reuse spare engines (serve/fork.py, refit):
+    only the blocks either engine rescored and the labels either was told are copied,
+    and the search continues bit for bit as one engine told the same answers; after a
+    full pass every row is copied."""
+    from bigsearch.serve.fork import fork, refit
+    X, y = clustered_points(3000, 8, prevalence=0.05, seed=3, spread=0.3)
+    centres = X[np.random.default_rng(0).choice(len(X), 24, replace=False)]
+    order = np.argsort(np.argmax(X @ centres.T, axis=1), kind="stable")     # rows in cluster order
+    X, y = X[order], y[order]
+    store = store_factory(X, y, "zarr", "float32", 1000)
+    engine, reference = (bigsearch.LAS(store, pi=0.05, prune=True, block_rows=64) for _ in range(2))
+    for e in (engine, reference):
+        e.tell(int(np.flatnonzero(y == 1)[0]), 1)
+        e.sync()
+    spares, shares = [], []
+    for step in range(14):
+        if step == 8:                     # a full pass (f read) in the lineage: everything differs
+            assert np.array_equal(engine.f, reference.f)
+        i = engine.ask()
+        assert i == reference.ask()
+        before = {k: v.copy() for k, v in engine.backend._arrays.items()}
+        branches = {}
+        for label in (1, 0):
+            if spares:
+                copy = spares.pop()
+                shares.append(refit(copy, engine))
+            else:
+                copy = fork(engine)
+                shares.append(1.0)
+            copy.tell(i, label)
+            copy.sync()
+            copy.ask()
+            branches[label] = copy
+        for k, v in before.items():       # the source is only read
+            np.testing.assert_array_equal(engine.backend._arrays[k], v)
+        answer = int(y[i])
+        reference.tell(i, answer)
+        reference.sync()
+        reference.ask()
+        spares = [engine, branches[1 - answer]]
+        engine = branches[answer]
+        for k, v in reference.backend._arrays.items():
+            np.testing.assert_array_equal(engine.backend._arrays[k], v, err_msg=f"{k} at step {step}")
+        np.testing.assert_array_equal(engine.pruning.pruner.best, reference.pruning.pruner.best)
+        assert engine.history == reference.history
+    assert min(shares) < 0.3                     # blocks, not whole arrays
+    assert shares[16] == shares[17] == 1.0        # after the full pass at step 8: whole arrays
+    labels = np.array(engine.labels, np.int64)
+    np.testing.assert_allclose(engine.f, dense_f(X.astype(np.float32).astype(np.float64), labels, 0.05),
+                               rtol=1e-9, atol=1e-12)
+    for e in (engine, reference, *spares):
+        e.close()
+
+
+def test_the_page_proposes_what_the_session_proposes_from_its_start(tmp_path, store, data):
+    """A session started from a vector asks its candidates first (engine/seeding.py):
+    the page shows them too, computed ahead or not, until the engine takes over."""
+    X, y = data
+    v = -X[np.flatnonzero(y == 1)].mean(axis=0)            # away from the positives: negatives first
+    Session.create(store, tmp_path / "s", pi=0.1, start_from={"vector": v}).close()
+    with Session.open(tmp_path / "s") as s:
+        assert s.ask() != s.search.ask()                 # the start chooses, not the engine
+        labeler = Labeler(s)
+        for _ in range(6):
+            item = labeler.view()["item"]
+            assert item["index"] == s.ask() and item["rank"] == 1
+            labeler.settle()
+            labeler.answer(item["index"], int(y[item["index"]]))
+        assert labeler.adopted == 6
+        labeler.close()
+
+
+def test_status_of_a_pruned_session_costs_no_pass(tmp_path, store, data):
+    """remaining() leaves out the score sum where f is behind (pruned queries) instead of
+    recomputing every f; the recent hit rate is there."""
+    _, y = data
+    with Session.create(store, tmp_path / "p", pi=0.1, prune=True) as s:
+        for _ in range(3):
+            i = s.ask()
+            s.tell(i, int(y[i]))
+        rem = s.status()["remaining"]
+        assert rem["score_sum"] is None and "pruned" in rem["score_sum_left_out"]
+        assert rem["recent_hit_rate"]["basis"] == 3
+        assert s.search.pruning.stale                    # no full pass was made
+        res = run_cli("session", "status", tmp_path / "p")
+    assert res.returncode == 0 and "score sum   left out: the session's queries are pruned" in res.stdout
+    with Session.create(store, tmp_path / "full", pi=0.1) as s:
+        assert s.status()["remaining"]["score_sum"] is not None

@@ -390,6 +390,8 @@ def _remaining_lines(rem):
     if s is not None:
         out.append(f"score sum   {s['value']:,.0f} (f summed over {rem['unlabeled']:,} unlabeled points; f is not "
                    "calibrated, so this overstates the positives left, tenfold on Adult: docs/sessions.md)")
+    if s is None and rem.get("score_sum_left_out"):
+        out.append(f"score sum   left out: {rem['score_sum_left_out']}")
     r = rem["recent_hit_rate"]
     if r is not None:
         out.append(f"recent      {round(r['value'] * r['basis'])} positive in the last {r['basis']} labels "

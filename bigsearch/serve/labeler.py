@@ -9,10 +9,13 @@ each other's work. An answer is acknowledged only after ``Session.tell`` returne
 is after its journal record is fsync'd.
 
 No waiting: while the person reads item i, a background thread copies the engine state
-(``export_state`` / ``from_state``) twice, tells the copies (i, 1) and (i, 0), and
-picks the next item of each. The answer key then only appends to the journal and
-adopts the prepared copy (``Session.tell(applied=...)``), which holds exactly the state
-``Session.tell`` would have computed. A skip, an undo or an answer to another point
+twice, tells the copies (i, 1) and (i, 0), and picks the next item of each. In memory a
+copy reuses an engine no longer needed (the branch not taken, the state before the
+answer) and copies into it only what differs (serve/fork.py: with pruned queries, a
+few percent of the rows); elsewhere it goes through ``export_state`` / ``from_state``.
+The answer key then only appends to the journal and adopts the prepared copy
+(``Session.tell(applied=...)``), which holds exactly the state ``Session.tell`` would
+have computed. A skip, an undo or an answer to another point
 makes the prepared copies stale; they are dropped and the next ones computed.
 
 Skips and their undos are journaled too (``Session.skip`` / ``unskip``), so the page,
@@ -29,10 +32,11 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 import numpy as np
 
+from ..engine.seeding import seeded_top
 from ..errors import BigsearchError, LabelError, SessionWarning
 from ..session.session import ranked_unskipped
 from .explain import explain
-from .fork import fork, forkable
+from .fork import fork, forkable, refit
 from .records import read_display
 
 
@@ -59,7 +63,10 @@ class Labeler:
         self._saver = ThreadPoolExecutor(1, thread_name_prefix="bigsearch-checkpoint")
         self._saving = None
         self._ahead = None
+        self._spares = []         # engines no longer in use, for the next copies (serve/fork.py)
+        self._spares_lock = threading.Lock()
         self.adopted = 0          # answers served from a prepared copy (for tests and benchmarks)
+        self.copied = []          # per in-memory copy: the share of rows copied (1.0: a whole copy)
         with self._lock:
             self._current = self._item(self.session.search, self.session.history, self.session.skipped)
             self._look_ahead()
@@ -89,7 +96,9 @@ class Labeler:
             checkpoint = not self.background_checkpoints
             if prepared is not None:
                 engine, item = prepared
-                self.session.tell(index, label, applied=engine, checkpoint=checkpoint)
+                replaced = self.session.search
+                self.session.tell(index, label, applied=engine, checkpoint=checkpoint, close_replaced=False)
+                self._keep_spare(replaced)      # nothing reads it now: the next copies reuse it
                 self.adopted += 1
             else:
                 self.session.tell(index, label, checkpoint=checkpoint)
@@ -148,6 +157,10 @@ class Labeler:
             self._worker.shutdown(wait=True)
             self._wait_for_checkpoint()
             self._saver.shutdown(wait=True)
+            with self._spares_lock:
+                spares, self._spares = self._spares, []
+            for engine in spares:
+                engine.close()
 
     # -- checkpoints after the reply -----------------------------------------------------
     def _checkpoint(self):
@@ -171,8 +184,9 @@ class Labeler:
         self._look_ahead()
 
     def _item(self, engine, history, skipped):
-        """The best unlabeled point not skipped, with all the page shows about it."""
-        chosen = choose(engine, skipped)
+        """The best unlabeled point not skipped (as the session ranks: its start first,
+        while it chooses), with all the page shows about it."""
+        chosen = choose(engine, skipped, self.session.start)
         if chosen is None:
             return None
         index, score, rank = chosen
@@ -212,7 +226,7 @@ class Labeler:
         self._ahead = ahead
 
     def _branch(self, in_memory, source, history, skipped, index, label):
-        engine = fork(source) if in_memory else self.session.engine_from_state(source)
+        engine = self._copy_of(source) if in_memory else self.session.engine_from_state(source)
         try:
             engine.tell(index, label)
             engine.sync()
@@ -222,21 +236,54 @@ class Labeler:
             engine.close()
             raise
 
+    def _copy_of(self, source):
+        """An engine equal to ``source``: a spare refitted (only what differs is copied),
+        else a new copy. Runs in the worker thread, so one spare at a time is refitted,
+        after the branch that read it (the worker runs its tasks in order)."""
+        with self._spares_lock:
+            spare = self._spares.pop() if self._spares else None
+        if spare is None:
+            engine = fork(source)
+            self.copied.append(1.0)
+            return engine
+        try:
+            self.copied.append(refit(spare, source))
+        except BaseException:
+            spare.close()
+            raise
+        return spare
+
+    def _keep_spare(self, engine):
+        """Keep an engine no one reads any more for the next copies (two at most)."""
+        if not self.copy_in_memory or not forkable(engine):
+            engine.close()
+            return
+        with self._spares_lock:
+            if len(self._spares) < 2:
+                self._spares.append(engine)
+                return
+        engine.close()
+
     def _take_prepared(self, index, label):
         """The prepared (engine, next item) for this answer, waiting for it if it is being
-        computed; None when there is none (then the caller computes it)."""
+        computed; None when there is none (then the caller computes it). The other
+        branch's engine, once computed, is kept as a spare."""
         ahead, self._ahead = self._ahead, None
         if ahead is None or ahead["index"] != index:
             _discard(ahead)
             return None
         future = ahead["futures"].pop(label)
-        _discard(ahead)
+        _discard(ahead, self._keep_result)
         if future.cancel():
             return None            # not started yet: computing it here is as fast
         try:
             return future.result()
         except CancelledError:
             return None
+
+    def _keep_result(self, future):
+        if not future.cancelled() and future.exception() is None:
+            self._keep_spare(future.result()[0])
 
     def _drop_ahead(self):
         _discard(self._ahead)
@@ -264,12 +311,14 @@ def hits_curve(labels, points=CURVE_POINTS):
     return [[int(k), int(hits[k - 1])] for k in t]
 
 
-def choose(engine, skipped):
+def choose(engine, skipped, start=None):
     """(index, selection score, rank) of the best unlabeled point, the ``skipped`` ones
-    after every other (Session.ask's choice); None when all are labeled."""
+    after every other, the ``start``'s candidates first while it chooses (Session.ask's
+    choice); None when all are labeled."""
     if engine.n_labeled >= engine.n:
         return None
-    indices, scores, ranks = ranked_unskipped(engine, skipped, 1)
+    ranker = None if start is None else (lambda k: seeded_top(engine, start, k))
+    indices, scores, ranks = ranked_unskipped(engine, skipped, 1, ranker)
     return int(indices[0]), float(scores[0]), int(ranks[0])
 
 
@@ -288,13 +337,14 @@ def _describe(action):
     return f"the last {'skip' if action[0] == 'skip' else 'label'} is point {action[1]}'s"
 
 
-def _discard(ahead):
-    """Cancel what has not started and close the engines of what has."""
+def _discard(ahead, done=None):
+    """Cancel what has not started; give what has to ``done`` once finished (default:
+    close its engine: a stale branch may have read an engine that changed meanwhile)."""
     if ahead is None:
         return
     for future in ahead["futures"].values():
         if not future.cancel():
-            future.add_done_callback(_close_result)
+            future.add_done_callback(done or _close_result)
 
 
 def _close_result(future):

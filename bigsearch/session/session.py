@@ -229,14 +229,16 @@ class Session:
         return self._start
 
     def tell(self, index: Labels, label: Labels, *, applied: ChunkedSearch | None = None,
-             checkpoint: bool = True) -> int:
+             checkpoint: bool = True, close_replaced: bool = True) -> int:
         """Record labels: tell(i, 1) or tell([i, j], [1, 0]). Labels told in one call
         are applied in one pass over X. Returns when they are durably in the journal.
 
         ``applied``: an engine from :meth:`engine_from_state` of this session's current
         state to which exactly these labels were already told and applied (computed
         ahead, e.g. while a person reads); the session adopts it instead of doing the
-        pass itself. The result is the same, bit for bit.
+        pass itself. The result is the same, bit for bit. ``close_replaced=False``
+        leaves the engine it replaces open, for the caller to reuse or close (the
+        labelling page turns it into its next copy: serve/fork.py).
 
         ``checkpoint=False``: do not write a checkpoint that has come due (every
         ``checkpoint_every`` labels) now; the caller writes it later, when
@@ -244,7 +246,7 @@ class Session:
         labels are durable either way: a checkpoint only shortens the replay."""
         self._require_writer("label")
         if applied is not None:
-            return self._adopt(index, label, applied, checkpoint)
+            return self._adopt(index, label, applied, checkpoint, close_replaced)
         engine = self.search
         before = engine.n_labeled
         engine.tell(index, label)                 # validates first: a bad label changes nothing
@@ -261,7 +263,7 @@ class Session:
         self._after_label(record, len(told), checkpoint)
         return len(told)
 
-    def _adopt(self, index, label, engine, checkpoint):
+    def _adopt(self, index, label, engine, checkpoint, close_replaced):
         current = self.search
         told = list(zip(*current._validate(index, label)))
         if not told:
@@ -272,7 +274,8 @@ class Session:
         record = self._writer_journal().append({"op": "label", "index": [i for i, _ in told],
                                        "label": [y for _, y in told]})
         self._engine = engine
-        current.close()
+        if close_replaced:
+            current.close()
         self._after_label(record, len(told), checkpoint)
         return len(told)
 
@@ -421,14 +424,21 @@ class Session:
     def remaining(self) -> dict[str, Any]:
         """Positives left unlabeled and the recent hit rate, with their uncertainty
         (engine/remaining.py; docs/sessions.md says how far to trust each). One pass
-        over X when the engine is not loaded yet; an unreadable store gives {"error"}."""
+        over X when the engine is not loaded yet, and none otherwise: on a session with
+        pruned queries, whose f is current only where the queries read, the score sum
+        is left out (``score_sum`` None, ``score_sum_left_out`` says why) rather than
+        paid for with a pass; an unreadable store gives {"error"}."""
         from ..engine.remaining import remaining_summary
         try:
             search = self.search
-            f = search.f if search.PROBABILITY_SCORES else None
+            costly = _f_costs_a_pass(search)
+            f = search.f if search.PROBABILITY_SCORES and not costly else None
             out = remaining_summary(f, search.labels, np.array([y for _, y in self.history], np.float64))
         except BigsearchError as e:
             return {"error": str(e)}
+        if search.PROBABILITY_SCORES and costly:
+            out["score_sum_left_out"] = ("the session's queries are pruned: f of the rows they did not read "
+                                         "is not current, and bringing it up to date costs a pass over X")
         out["sample"] = self._sample_estimate()
         return out
 
@@ -702,6 +712,14 @@ def ranked_unskipped(engine, skipped, k, top=None):
     aside = np.fromiter((int(i) in skip for i in indices), bool, len(indices))
     order = np.concatenate([np.flatnonzero(~aside), np.flatnonzero(aside)])[:k]
     return indices[order], scores[order], order + 1
+
+
+def _f_costs_a_pass(engine):
+    """Whether reading ``engine.f`` now costs a pass over X (pruned queries leave the f
+    of the blocks they did not read behind)."""
+    pruned = getattr(engine, "_pruned", None)
+    pruning = pruned() if pruned is not None else None
+    return pruning is not None and bool(getattr(pruning, "stale", False))
 
 
 def apply_group(engine, index, label):
