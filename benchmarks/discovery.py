@@ -130,6 +130,8 @@ def configurations(batch):
             True,
             {"pi": 0.01, "fantasy": 0.0},
         ),
+        "las minmax-2048x2-p2, sequential": ("minmax-2048x2-p2", "las", 1, False, {"pi": 0.01}),
+        "las minmax-2048x2-p2, graded, sequential": ("minmax-2048x2-p2", "las", 1, True, {"pi": 0.01}),
     }
 
 

@@ -58,7 +58,8 @@ def make_clustered_store(path, n, r, *, prevalence=0.01, seed=0, spread=1.0, dty
     pruned queries), with ``ids`` holding each row's number in the default order: row p
     of that store is row ``ids[p]`` of the default one. It streams too: one cheap pass
     draws the clusters to size their regions, then each block is generated once and its
-    rows go to their cluster's region (memory: about one chunk per cluster).
+    rows go to their cluster's region (memory: one to two chunks per cluster; 1.7 GB
+    peak for 60M x 128 float32 with 32 MiB chunks and 23 clusters).
 
     ``progress(rows_written)`` is called after each block, if given; ``compressors``
     goes to the store writer (None: uncompressed, the fast read path).

@@ -211,6 +211,42 @@ def test_run_cli_graded_scores_fantasy_and_rf(small_data, store_factory, tmp_pat
         assert r.returncode == 2 and r.stderr.startswith("Error:") and message in r.stderr, r.stderr
 
 
+def test_run_cli_scores_from_a_csv_column(small_data, store_factory, tmp_path):
+    """`run --scores FILE.csv:COLUMN` takes the scores from a column of a CSV (by name, as
+    ingest's --label-column): the same queries as simulate with those graded answers; a
+    missing column, a column of text or the wrong number of rows is one line, exit 2."""
+    import json
+
+    from bigsearch.experiments.graded import grade
+    from bigsearch.simulate import simulate
+
+    from conftest import run_cli
+
+    X, y = small_data
+    path = store_factory(X, y)
+    scores = np.where(y == 1, -9.0, -6.0) + np.random.default_rng(5).normal(0, 0.5, len(y))
+    table = tmp_path / "library.csv"
+    table.write_text(
+        "smiles,score,hit\n" + "".join(f"C{i},{float(s)!r},{h}\n" for i, (s, h) in enumerate(zip(scores, y)))
+    )
+    common = ["--method", "las", "--budget", "8", "--batch-size", "4", "--pi", "0.2", "--grade=-9,-7", "-q"]
+    r = run_cli("run", path, "--scores", f"{table}:score", "--out", tmp_path / "o", *common)
+    assert r.returncode == 0, r.stderr
+    las = json.loads((tmp_path / "o" / "results.json").read_text())["runs"][0]
+    expected = simulate(path, "las", 8, seed=0, batch_size=4, pi=0.2, answers=grade(scores, -9, -7))
+    assert las["queries"] == expected["queries"]
+    rows = table.read_text().splitlines()
+    (tmp_path / "short.csv").write_text("\n".join(rows[:-1]) + "\n")
+    for spec, message in (
+        (f"{table}:energy", "--scores 'energy': no such column (columns: smiles, score, hit)"),
+        (f"{table}:0", "column 0 (smiles) holds text, not numbers"),
+        (f"{tmp_path / 'short.csv'}:1", f"{len(y) - 1} scores for a store of {len(y)} points"),
+    ):
+        r = run_cli("run", path, "--scores", spec, "--out", tmp_path / "bad", *common)
+        assert r.returncode == 2 and r.stderr.startswith("Error:") and message in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
 def test_sessions_keep_graded_labels(small_data, store_factory, tmp_path):
     """A session journals and checkpoints graded labels: reopened (replay + checkpoint) and
     after an undo, f is the dense reference's with the same soft labels."""

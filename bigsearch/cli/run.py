@@ -170,8 +170,9 @@ def search_options(f):
 @click.option("--fantasy", default=None, metavar="Y|f",
               help="LAS batches: sequential greedy, each chosen point told the fantasized label Y in [0, 1] "
                    "(or its own f) until answered (docs/discovery.md).")
-@click.option("--scores", type=click.Path(dir_okay=False, path_type=str), default=None,
-              help="Graded answers: one score per point (.npy or one number per line), mapped by --grade.")
+@click.option("--scores", default=None, metavar="FILE|FILE:COLUMN",
+              help="Graded answers: one score per point (.npy or one number per line), or a column of a "
+                   "CSV/TSV/Parquet file (a name or a 0-based index), mapped by --grade.")
 @click.option("--grade", default=None, metavar="BEST,ZERO",
               help="--scores mapping: BEST or beyond answers 1, ZERO or beyond 0, linear between.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=str), required=True,

@@ -1,7 +1,8 @@
 """Reading columns out of a block: numbers as float64, text as trimmed strings.
 
 The lowest layer of ingest: featurize, stats and labels all read blocks through these
-two functions (and import nothing from each other in a circle).
+two functions (and import nothing from each other in a circle). Column references
+(names, or 0-based indices) resolve here, for ingest and for `run --scores FILE:COLUMN`.
 """
 
 import numpy as np
@@ -9,7 +10,7 @@ import numpy as np
 from ..errors import InputError
 
 
-def numeric_matrix(block, indices):
+def numeric_matrix(block, indices, what="features"):
     """The block's columns ``indices`` as float64 (m, k); missing, NaN or infinite values
     are an error naming the line and the column."""
     if block.matrix is not None:
@@ -28,7 +29,7 @@ def numeric_matrix(block, indices):
         raise InputError(
             f"{block.where(int(row))}: column {indices[col]} ({name}) is "
             f"{'missing or NaN' if np.isnan(X[row, col]) else 'infinite'}; "
-            "features must be finite numbers"
+            f"{what} must be finite numbers"
         )
     return X
 
@@ -42,3 +43,44 @@ def text_values(block, j):
     if not pa.types.is_string(col.type) and not pa.types.is_large_string(col.type):
         return pc.cast(col, pa.string())
     return pc.utf8_trim_whitespace(col)
+
+
+def resolve_columns(reader, refs, option):
+    """Column references (names, or 0-based indices when numeric) -> indices."""
+    names = [c.name for c in reader.columns]
+    out = []
+    for ref in refs:
+        ref = str(ref).strip()
+        if ref in names:
+            out.append(names.index(ref))
+        elif ref.lstrip("-").isdigit():
+            j = int(ref)
+            if not 0 <= j < len(names):
+                raise InputError(
+                    f"{reader.path}: {option} {ref} is out of range: the input has "
+                    f"{len(names)} columns (0..{len(names) - 1})"
+                )
+            out.append(j)
+        else:
+            shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+            raise InputError(f"{reader.path}: {option} {ref!r}: no such column (columns: {shown})")
+    return out
+
+
+def numeric_column(path, ref, option, what="values"):
+    """Column ``ref`` (a name, or a 0-based index) of a tabular input that ingest reads
+    (CSV, TSV, Parquet, ...; gzip too) as a float64 vector. A column of text, or a
+    missing, NaN or infinite value, is an error naming the file (and the line)."""
+    from .options import BLOCK_BYTES
+    from .readers import open_reader
+
+    reader = open_reader(path)
+    try:
+        j = resolve_columns(reader, [ref], option)[0]
+        column = reader.columns[j]
+        if not column.numeric:
+            raise InputError(f"{path}: {option}: column {j} ({column.name}) holds text, not numbers")
+        parts = [numeric_matrix(block, [j], what)[:, 0] for block in reader.blocks(BLOCK_BYTES)]
+    finally:
+        reader.close()
+    return np.concatenate(parts) if parts else np.empty(0)

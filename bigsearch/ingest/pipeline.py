@@ -20,6 +20,7 @@ from ..storage.atomic import remove, temp_sibling
 from ..storage.encoding import SCALED, stored_columns, stored_dtype
 from ..storage.format import is_feature_store
 from ..storage.remote import check_url, store_exists
+from .columns import resolve_columns as _resolve
 from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, featurize, finish_plan, prepare
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
@@ -254,26 +255,6 @@ def _check_same_columns(readers):
         if not all(r.columns[j].numeric for r in readers):
             for r in readers:
                 r.force_text(j)
-
-
-def _resolve(reader, refs, option):
-    """Column references (names, or 0-based indices when numeric) -> indices."""
-    names = [c.name for c in reader.columns]
-    out = []
-    for ref in refs:
-        ref = str(ref).strip()
-        if ref in names:
-            out.append(names.index(ref))
-        elif ref.lstrip("-").isdigit():
-            j = int(ref)
-            if not 0 <= j < len(names):
-                raise InputError(f"{reader.path}: {option} {ref} is out of range: the input has "
-                                 f"{len(names)} columns (0..{len(names) - 1})")
-            out.append(j)
-        else:
-            shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
-            raise InputError(f"{reader.path}: {option} {ref!r}: no such column (columns: {shown})")
-    return out
 
 
 def _label_rule(readers, label_readers, label_column, positive):
