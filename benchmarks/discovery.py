@@ -132,6 +132,10 @@ def configurations(batch):
         ),
         "las minmax-2048x2-p2, sequential": ("minmax-2048x2-p2", "las", 1, False, {"pi": 0.01}),
         "las minmax-2048x2-p2, graded, sequential": ("minmax-2048x2-p2", "las", 1, True, {"pi": 0.01}),
+        "wnas minmax-2048x2-p2": ("minmax-2048x2-p2", "wnas", batch, False, {}),
+        "wnas minmax-2048x2-p2, graded": ("minmax-2048x2-p2", "wnas", batch, True, {}),
+        "wnas minmax-2048x2-p2, sequential": ("minmax-2048x2-p2", "wnas", 1, False, {}),
+        "wnas minmax-2048x2-p2, graded, sequential": ("minmax-2048x2-p2", "wnas", 1, True, {}),
     }
 
 
