@@ -24,7 +24,9 @@ with refitted spare engines alternating item by item (serve/fork.py).
 written in the answer's path (as before issue 14's second round) and after the reply.
 
 Each run adds its rows to benchmarks/results/serve_latency.json (rows of the same n,
-pruning, prefetching and person are replaced), with the load average during the run.
+pruning, prefetching, person, store and ``--copies`` are replaced), with the load
+average during the run. The server runs the code on PYTHONPATH: to measure the page
+before refitted copies, point it at a tree of that commit and pass ``--copies whole``.
 """
 
 import argparse
@@ -107,6 +109,7 @@ def page_latency(args, store, y, n, r):
                     load = os.getloadavg()[0]
                     ms = person(driver, y, count, every)
                     rows.append({"n": n, "r": r, "prune": bool(args.prune), "prefetch": prefetch, "person": who,
+                                 "copies": args.copies,
                                  **summary(ms), "load": round((load + os.getloadavg()[0]) / 2, 1),
                                  "session_create_s": round(t_create, 1), "store": str(store),
                                  "when": time.strftime("%Y-%m-%d %H:%M:%S")})
@@ -256,6 +259,9 @@ def main():
     ap.add_argument("--slow", type=int, default=12, help="answers of the person who reads for 2 s")
     ap.add_argument("--fast", type=int, default=20, help="answers of the person who answers at once")
     ap.add_argument("--every", type=float, default=2.0)
+    ap.add_argument("--copies", default="refitted",
+                    help="how the server copies the engine ahead, recorded with the rows: 'refitted' (this "
+                         "code), or 'whole' when the server runs the code before it (PYTHONPATH to an old tree)")
     ap.add_argument("--checkpoint-spike", action="store_true")
     ap.add_argument("--checkpoint-every", type=int, default=5)
     ap.add_argument("--spike-rounds", type=int, default=3)
@@ -275,7 +281,8 @@ def main():
         merge("checkpoint_spike", rows, lambda row: (row["n"], row["checkpoint"], row["answers"]))
     else:
         rows = page_latency(args, store, y, n, r)
-        merge("rows", rows, lambda row: (row.get("n"), row.get("prune", False), row["prefetch"], row["person"]))
+        merge("rows", rows, lambda row: (row.get("n"), row.get("prune", False), row["prefetch"], row["person"],
+                                         row.get("store"), row.get("copies")))
 
 
 if __name__ == "__main__":
