@@ -29,82 +29,25 @@ DATA = Path(os.environ.get("BIGSEARCH_BENCH_DATA", "/tmp/bigsearch-bench")) / "r
 os.environ["BIGSEARCH_PAPER_DATA"] = str(DATA)  # benchmarks/paper/common.py's stores and runs
 sys.path.insert(0, str(HERE / "paper"))
 
-from common import cli, data_file  # noqa: E402  (benchmarks/paper/common.py)
+from common import cli, replication_ingest  # noqa: E402  (benchmarks/paper/common.py)
 
 ENCODINGS = ("float32", "float16", "int8")
 
-# name: (ingest arguments, budget, alpha), docs/replication.md
-DATASETS = {
-    "adult": (
-        lambda: (
-            data_file("adult", "adult.data"),
-            data_file("adult", "adult.test"),
-            "--label-column",
-            14,
-            "--positive",
-            ">50K",
-            "--positive",
-            ">50K.",
-            "--bins",
-            5,
-            "--normalize",
-            "--prevalence",
-            0.05,
-            "--seed",
-            0,
-        ),
-        200,
-        1e-6,
-    ),
-    "mnist": (
-        lambda: (
-            data_file("mnist", "t10k-images-idx3-ubyte.gz"),
-            "--labels",
-            data_file("mnist", "t10k-labels-idx1-ubyte.gz"),
-            "--positive",
-            1,
-            "--normalize",
-            "--prevalence",
-            0.01,
-            "--seed",
-            0,
-        ),
-        56,
-        0.0,
-    ),
-    "higgs": (
-        lambda: (
-            data_file("higgs", "lightgbm_binary.train"),
-            "--label-column",
-            0,
-            "--normalize",
-            "--bias",
-            "--rff",
-            290,
-            "--gamma",
-            1,
-            "--prevalence",
-            0.01,
-            "--seed",
-            0,
-        ),
-        100,
-        1e-6,
-    ),
-}
+# name: (budget, alpha), docs/replication.md
+DATASETS = {"adult": (200, 1e-6), "mnist": (56, 0.0), "higgs": (100, 1e-6)}
 
 
 def store(name, encoding):
     path = DATA / f"{name}-{encoding}.zarr"
     if not path.exists():
         DATA.mkdir(parents=True, exist_ok=True)
-        cli("ingest", *DATASETS[name][0](), "--encoding", encoding, path, "-q")
+        cli("ingest", *replication_ingest(name), "--encoding", encoding, path, "-q")
     return path
 
 
 def las_runs(name, encoding, runs):
     """`bigsearch run --method las` (resumed if there): {seed: (hits, queries)}."""
-    _, budget, alpha = DATASETS[name]
+    budget, alpha = DATASETS[name]
     out = DATA / "runs" / f"{name}-{encoding}"
     t = time.perf_counter()
     cli(
@@ -135,7 +78,7 @@ def mean_std(values):
 
 
 def compare(name, runs):
-    _, budget, alpha = DATASETS[name]
+    budget, alpha = DATASETS[name]
     results = {e: las_runs(name, e, runs) for e in ENCODINGS}
     base = results["float32"][0]
     seeds = sorted(base)

@@ -30,7 +30,7 @@ from common import save  # noqa: E402  (benchmarks/common.py)
 _spec = importlib.util.spec_from_file_location("paper_common", Path(__file__).resolve().parent / "paper" / "common.py")
 paper = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(paper)  # the paper scripts' stores (benchmarks/paper/common.py)
-data_file, prepare = paper.data_file, paper.prepare
+prepare, replication_ingest = paper.prepare, paper.replication_ingest
 
 from bigsearch import LAS, open_store  # noqa: E402
 from bigsearch.engine.remaining import draw_sample, recent_hit_rate, sampled_estimate, score_sum  # noqa: E402
@@ -43,38 +43,7 @@ WINDOW = 20
 
 
 def stores():
-    adult = prepare(
-        "adult",
-        data_file("adult", "adult.data"),
-        data_file("adult", "adult.test"),
-        "--label-column",
-        14,
-        "--positive",
-        ">50K",
-        "--positive",
-        ">50K.",
-        "--bins",
-        5,
-        "--normalize",
-        "--prevalence",
-        0.05,
-        "--seed",
-        0,
-    )
-    mnist = prepare(
-        "mnist",
-        data_file("mnist", "t10k-images-idx3-ubyte.gz"),
-        "--labels",
-        data_file("mnist", "t10k-labels-idx1-ubyte.gz"),
-        "--positive",
-        1,
-        "--normalize",
-        "--prevalence",
-        0.01,
-        "--seed",
-        0,
-    )
-    return {"adult": adult, "mnist": mnist}
+    return {name: prepare(name, *replication_ingest(name)) for name in ("adult", "mnist")}
 
 
 def one_run(store, y, seed):

@@ -8,15 +8,13 @@ one-hot, unit rows) with the >50K positives subsampled to 5% (docs/ingest.md). T
 prevalence, AGR with 500 k-means anchors.
 """
 
-from common import PAPER_TABLE1, PAPER_TABLE2, Report, cell, data_file, pairs, prepare, run, store_info
+from common import PAPER_TABLE1, PAPER_TABLE2, Report, cell, pairs, prepare, replication_ingest, run, store_info
 
 BUDGET = 200
 
 
 def adult_store():
-    return prepare("adult", data_file("adult", "adult.data"), data_file("adult", "adult.test"), "--label-column", 14,
-                   "--positive", ">50K", "--positive", ">50K.", "--bins", 5, "--normalize",
-                   "--prevalence", 0.05, "--seed", 0)
+    return prepare("adult", *replication_ingest("adult"))
 
 
 def main():

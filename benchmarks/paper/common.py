@@ -49,6 +49,22 @@ def cli(*args):
     return res.stdout
 
 
+def replication_ingest(name):
+    """The `bigsearch ingest` arguments of docs/replication.md for adult, mnist or higgs (the
+    paper's stores; other benchmarks ingest the same data the same way from here)."""
+    recipes = {
+        "adult": lambda: (data_file("adult", "adult.data"), data_file("adult", "adult.test"), "--label-column", 14,
+                          "--positive", ">50K", "--positive", ">50K.", "--bins", 5, "--normalize",
+                          "--prevalence", 0.05, "--seed", 0),
+        "mnist": lambda: (data_file("mnist", "t10k-images-idx3-ubyte.gz"), "--labels",
+                          data_file("mnist", "t10k-labels-idx1-ubyte.gz"), "--positive", 1, "--normalize",
+                          "--prevalence", 0.01, "--seed", 0),
+        "higgs": lambda: (data_file("higgs", "lightgbm_binary.train"), "--label-column", 0, "--normalize", "--bias",
+                          "--rff", 290, "--gamma", 1, "--prevalence", 0.01, "--seed", 0),
+    }
+    return recipes[name]()
+
+
 def prepare(name, *ingest_args):
     """The store DATA/<name>.zarr, ingested once with the given arguments."""
     store = DATA / f"{name}.zarr"

@@ -10,14 +10,13 @@ Settings are CoverType's (alpha = 1e-6, AGR with 500 anchors); the budget is 100
 three times the positives.
 """
 
-from common import Report, data_file, pairs, prepare, run, store_info
+from common import Report, pairs, prepare, replication_ingest, run, store_info
 
 BUDGET = 100
 
 
 def higgs_store():
-    return prepare("higgs", data_file("higgs", "lightgbm_binary.train"), "--label-column", 0, "--normalize", "--bias",
-                   "--rff", 290, "--gamma", 1, "--prevalence", 0.01, "--seed", 0)
+    return prepare("higgs", *replication_ingest("higgs"))
 
 
 def main():

@@ -10,15 +10,13 @@ positives, T = 400 x 90 / 635, rounded to an even 56 (checkpoints 28 and 56), an
 positives left after a pair.
 """
 
-from common import PAPER_TABLE1, PAPER_TABLE2, Report, data_file, pairs, prepare, run, store_info
+from common import PAPER_TABLE1, PAPER_TABLE2, Report, data_file, pairs, prepare, replication_ingest, run, store_info
 
 PAPER_POSITIVES = 635      # about 1% of the paper's 63,500 points
 
 
 def mnist_store():
-    return prepare("mnist", data_file("mnist", "t10k-images-idx3-ubyte.gz"),
-                   "--labels", data_file("mnist", "t10k-labels-idx1-ubyte.gz"), "--positive", 1, "--normalize",
-                   "--prevalence", 0.01, "--seed", 0)
+    return prepare("mnist", *replication_ingest("mnist"))
 
 
 def main():
