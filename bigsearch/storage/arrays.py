@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 from ..errors import StoreError
-from .base import FeatureStore
+from .base import FeatureStore, release_nothing
 from .format import check_features, check_labels, default_chunk_rows
 
 FLOAT_DTYPES = (np.dtype("float16"), np.dtype("float32"), np.dtype("float64"))
@@ -130,7 +130,7 @@ class NumpyArrayStore(ArrayStore):
 
     def _map_chunk(self, j):
         a, b = self.chunks[j]
-        return self._x[a:b], _nothing
+        return self._x[a:b], release_nothing
 
 
 class ZarrArrayStore(ArrayStore):
@@ -196,10 +196,6 @@ class DaskArrayStore(ArrayStore):
 
     def _read_block(self, a, b, out):
         out[...] = self._x[a:b].compute(scheduler="synchronous")
-
-
-def _nothing():
-    pass
 
 
 def _reopen_hdf5(path, name, y, ids, chunk_rows):

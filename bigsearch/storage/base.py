@@ -287,6 +287,10 @@ def disk_bytes(path):
     return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
 
 
+def release_nothing():
+    """The release of chunk rows that hold no mapping (arrays in memory, fetched bytes)."""
+
+
 def map_file_array(path, offset, dtype, shape):
     """Memory-map an array stored raw in a file at ``offset``; returns (array, release).
 

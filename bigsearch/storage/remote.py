@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StoreError, StoreExistsError, StoreNotFoundError
-from .base import advise_willneed, map_file_array
+from .base import advise_willneed, map_file_array, release_nothing
 from .chunk_cache import ChunkCache, cache_settings
 from .zarr_store import ZarrStore
 
@@ -360,18 +360,18 @@ class ObjectZarrStore(ZarrStore):
         key = self._chunk_key(j)
         tag = self._tag(key)
         if tag is None:  # never written: the fill value
-            return np.full((b - a, self.columns), self._x.fill_value, self.dtype), _nothing
+            return np.full((b - a, self.columns), self._x.fill_value, self.dtype), release_nothing
         nbytes = self.chunk_rows * self.columns * self.dtype.itemsize
         path = self._cache.lookup(j, tag, nbytes) if self._cache else None
         if path is None:
             values = self._fetch(j, key, tag)
             if self._cache:
                 self._cache.admit(j, tag, values)  # written in the background; this pass uses values
-            return values[: b - a], _nothing
+            return values[: b - a], release_nothing
         try:
             x, release = map_file_array(path, 0, self.dtype, (self.chunk_rows, self.columns))
         except FileNotFoundError:  # evicted between lookup and map (another store's eviction)
-            return self._fetch(j, key, tag)[: b - a], _nothing
+            return self._fetch(j, key, tag)[: b - a], release_nothing
         return x[: b - a], release
 
     def _fetch(self, j, key, tag):
@@ -427,10 +427,6 @@ class ObjectZarrStore(ZarrStore):
 def _version(meta):
     """What identifies one version of an object: its ETag (else its modification time), and its size."""
     return (meta.get("e_tag") or str(meta.get("last_modified")), int(meta["size"]))
-
-
-def _nothing():
-    pass
 
 
 def open_object_store(url, options=None):
