@@ -214,6 +214,7 @@ class ChunkedSearch(ActiveSearch):
 
     POINT_STATE: ClassVar[tuple[PointArray, ...]] = ()
     SAVED_GLOBALS: ClassVar[tuple[str, ...]] = ()        # attributes export_state keeps
+    OPTIONAL_GLOBALS: ClassVar[tuple[str, ...]] = ()     # kept too; states saved before they existed lack them
     SAVED_POINT_ARRAYS: ClassVar[tuple[str, ...]] = ()   # per-point arrays export_state keeps
 
     def __init__(self, store: StoreLike, params: Params | Callable[[FeatureStore], Params], *,
@@ -296,7 +297,8 @@ class ChunkedSearch(ActiveSearch):
         {name: ndarray}} with the parameters, the labels in order and the declared state."""
         self._sync()
         idx, lab = self.history_arrays()
-        arrays = {name: np.array(getattr(self, name), copy=True) for name in self.SAVED_GLOBALS}
+        arrays = {name: np.array(getattr(self, name), copy=True)
+                  for name in self.SAVED_GLOBALS + self.OPTIONAL_GLOBALS}
         arrays.update(history_index=idx, history_label=lab)
         arrays.update({name: np.array(self.backend.gather(name)) for name in self.SAVED_POINT_ARRAYS})
         meta = {"method": self.method, "params": self.params.as_dict(), "n": self.n, "r": self.store.r,
@@ -322,7 +324,7 @@ class ChunkedSearch(ActiveSearch):
             self._check_shape(meta)
             self.tell(arrays["history_index"].tolist(), arrays["history_label"].tolist())
             self._pending = []
-            for name in self.SAVED_GLOBALS:
+            for name in self.SAVED_GLOBALS + tuple(n for n in self.OPTIONAL_GLOBALS if n in arrays):
                 setattr(self, name, np.array(arrays[name], dtype=np.float64))
             for name in self.SAVED_POINT_ARRAYS:
                 self.backend.assign(name, arrays[name])

@@ -5,8 +5,9 @@ x_i . x_j, with the impact factor (one-step look-ahead). The n x n problem of AS
 rewritten through K = I_r - X^T diag(rho) X (r x r), so that
 
 - initialization costs three passes over X and O(n r^2 + r^3) work;
-- each label costs a Sherman-Morrison update of K^-1 (O(r^2)) and ONE pass over X
-  (O(n r)) that updates f, J = diag(X K^-1 X^T) and the impact factor together.
+- each label costs a Sherman-Morrison update of K^-1 (kept as a low-rank correction:
+  engine/rank_updates.py) and ONE pass over X (O(n r)) that updates f,
+  J = diag(X K^-1 X^T) and the impact factor together.
 
 f, the impact factor and the queries are those of the dense ASG (tests check this
 against a direct solve and a brute-force impact factor). Formulas: docs/algorithm.md.
@@ -31,7 +32,7 @@ from .base import PointArray, PrunableSearch, StoreLike
 from .fantasy import FantasizedBatch, check_fantasy
 from .params import DriftCheck, LASParams
 from .pruning import LASPruning
-from .rank_updates import DeferredK, batch_update
+from .rank_updates import DeferredK, LowRankInverse, advance_score_vectors, batch_update
 from .select import PassSummary, Ranked
 from .steps import COLSUM, FUSED_LABELS, GRAM, LAS_REFRESH, LAS_RESCORE, LAS_UPDATE, Compared
 
@@ -76,6 +77,7 @@ class LAS(PrunableSearch):
                    PointArray("J", np.float64, 0.0), PointArray("f", np.float64, 0.0),
                    PointArray("im", np.float64, 0.0))
     SAVED_GLOBALS: ClassVar[tuple[str, ...]] = ("s", "K", "Kinv", "xq", "xz")
+    OPTIONAL_GLOBALS: ClassVar[tuple[str, ...]] = ("V",)   # kept incrementally: saved so a restore continues exactly
     SAVED_POINT_ARRAYS = ("J",)   # f, the impact factor and the degrees follow in one pass
 
     def __init__(self, store: StoreLike, *, pi: float | None = None, eta: float = 0.5, w0: float | None = None,
@@ -206,6 +208,7 @@ class LAS(PrunableSearch):
         self.Kinv = self._invert(self.K)
         self.xq = np.sum([q.xq for q in grams], axis=0) + self._graded_xq()
         self.xz = np.sum([q.xz for q in grams], axis=0)
+        self._V = None                # computed from K^-1, xq and xz by the pass below
         drift = self._rescore(J_from_Kinv=True, compare=refresh)
         if self.pruning is not None:
             self.pruning.after_full_pass(G)
@@ -286,10 +289,16 @@ class LAS(PrunableSearch):
         degrees(stored, self.s, deg)  # the kernel the passes use: bit-identical degrees
         b_unl = 1.0 / (1.0 + p.w0)
         gamma = (b_unl - (1.0 - p.eta)) / deg
-        G, cs = batch_update(self.Kinv, rows, gamma, idx)
+        V = self.score_vectors()
+        G, cs, G0, folded = batch_update(self._inverse, rows, gamma, idx)
         self._K.add(rows, gamma)
-        self.xq += (p.eta * self.label_values(idx) - p.pi * p.w0 / (1.0 + p.w0)) @ rows
+        a = p.eta * self.label_values(idx) - p.pi * p.w0 / (1.0 + p.w0)
+        self.xq += a @ rows
         self.xz -= (b_unl / deg) @ rows
+        # V follows the labels in O(r B); after a fold it is recomputed from K^-1, so it
+        # never carries the rounding of more than one fold's labels.
+        self._V = None if folded else advance_score_vectors(V, G0, G, cs, np.stack([a, -b_unl / deg]),
+                                                            np.stack([self.xq, self.xz]))
         pruning = self._pruned()
         products = 0                                  # dot products per row in this update's pass
         if pruning is not None:
@@ -326,10 +335,33 @@ class LAS(PrunableSearch):
         return True
 
     def score_vectors(self):
-        """[K^-1 xq, K^-1 xz] (2 x r): every pass computes them with this one function, so
-        rebuilt and incrementally updated state agree to the bit. One pass over K^-1 in one
-        thread: a threaded BLAS on a busy machine took 8x longer at r = 2,048."""
-        return times_columns(self.Kinv, np.vstack([self.xq, self.xz])).T.copy()
+        """V = [K^-1 xq, K^-1 xz] (2 x r), which every pass reads: rebuilt and incrementally
+        updated state use this one array, so they agree to the bit. Labels update it in
+        O(r B) (``_update``); it is computed from K^-1 after initialization, a fold of the
+        correction of K^-1, or a new K^-1: one pass over K^-1 in one thread (a threaded
+        BLAS on a busy machine took 8x longer at r = 2,048)."""
+        if self._V is None:
+            self._V = times_columns(self.Kinv, np.vstack([self.xq, self.xz])).T.copy()
+        return self._V
+
+    @property
+    def V(self):
+        return self.score_vectors()
+
+    @V.setter
+    def V(self, value):
+        self._V = value
+
+    @property
+    def Kinv(self):
+        """K^-1 (float64, r x r): reading it folds the labels kept as a low-rank
+        correction (engine/rank_updates.py) into the matrix."""
+        return self._inverse.value()
+
+    @Kinv.setter
+    def Kinv(self, value):
+        self._inverse = LowRankInverse(value)
+        self._V = None
 
     @property
     def K(self):
