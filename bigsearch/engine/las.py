@@ -77,7 +77,6 @@ class LAS(PrunableSearch):
                    PointArray("J", np.float64, 0.0), PointArray("f", np.float64, 0.0),
                    PointArray("im", np.float64, 0.0))
     SAVED_GLOBALS: ClassVar[tuple[str, ...]] = ("s", "K", "Kinv", "xq", "xz")
-    OPTIONAL_GLOBALS: ClassVar[tuple[str, ...]] = ("V",)   # kept incrementally: saved so a restore continues exactly
     SAVED_POINT_ARRAYS = ("J",)   # f, the impact factor and the degrees follow in one pass
 
     def __init__(self, store: StoreLike, *, pi: float | None = None, eta: float = 0.5, w0: float | None = None,
@@ -345,17 +344,10 @@ class LAS(PrunableSearch):
         return self._V
 
     @property
-    def V(self):
-        return self.score_vectors()
-
-    @V.setter
-    def V(self, value):
-        self._V = value
-
-    @property
     def Kinv(self):
-        """K^-1 (float64, r x r): reading it folds the labels kept as a low-rank
-        correction (engine/rank_updates.py) into the matrix."""
+        """K^-1 (float64, r x r). The labels since the last fold are kept as a low-rank
+        correction of a base matrix (engine/rank_updates.py); then this is a new matrix,
+        and changing it changes nothing until it is assigned back (``las.Kinv = ...``)."""
         return self._inverse.value()
 
     @Kinv.setter
@@ -401,6 +393,31 @@ class LAS(PrunableSearch):
         if self.pruning is not None:
             meta["prune"] = {"block_rows": self.pruning.block_rows}
         return meta
+
+    def _saved_globals(self) -> dict[str, np.ndarray]:
+        """SAVED_GLOBALS, but K^-1 as it is kept: the base "Kinv_base" and the labels since
+        the last fold as its correction, "Kinv_G" and "Kinv_c" (K^-1 = Kinv_base -
+        Kinv_G^T diag(Kinv_c) Kinv_G), and V = [K^-1 xq, K^-1 xz] as the labels left it.
+        Saving folds and recomputes nothing, so a restored search continues to the bit as
+        the saved one; and an older bigsearch, which reads "Kinv" as K^-1, finds none and
+        takes the state as damaged (a session then replays its journal) instead of
+        reading the base as K^-1."""
+        inverse = self._inverse
+        arrays = {name: getattr(self, name) for name in self.SAVED_GLOBALS if name != "Kinv"}
+        arrays.update(Kinv_base=inverse.base, Kinv_G=inverse.Gt[:inverse.k], Kinv_c=inverse.c[:inverse.k],
+                      V=self.score_vectors())
+        return {name: np.array(value, copy=True) for name, value in arrays.items()}
+
+    def _load_globals(self, arrays: dict[str, np.ndarray]) -> None:
+        """A state saved by ``_saved_globals``, or one saved before the correction existed
+        (K^-1 as "Kinv"; V is then computed from it)."""
+        for name in self.SAVED_GLOBALS:
+            value = arrays["Kinv_base" if name == "Kinv" and "Kinv_base" in arrays else name]
+            setattr(self, name, np.array(value, dtype=np.float64))
+        if "Kinv_base" in arrays:
+            self._inverse.add(np.array(arrays["Kinv_G"], dtype=np.float64),
+                              np.array(arrays["Kinv_c"], dtype=np.float64))
+            self._V = np.array(arrays["V"], dtype=np.float64)
 
     @classmethod
     def _options_from_meta(cls, meta: dict[str, Any]) -> dict[str, Any]:

@@ -31,7 +31,6 @@ BLAS thread made them 2-2.5x slower), and the fold is a symmetric product S S^T
 """
 
 import functools
-import math
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
@@ -45,14 +44,17 @@ SPARSE_ROWS = 0.25   # labeled rows with fewer nonzeros than this share: K^-1 x_
 
 def fold_rank(r):
     """Labels kept as a correction before it is folded into K0^-1. A label costs about
-    4 r k operations on the correction (k labels so far) and a fold costs a read and a
-    write of the r x r base, so per label r^2 / m + r m: least at m ~ sqrt(r)
-    (benchmarks/rank_updates.py measured m from 8 to 256 at r = 128 to 2,048)."""
-    return max(FEW_LABELS, int(2 * math.sqrt(r)))
+    4 r k operations on the correction (k labels so far, in cache); a fold costs r^2 k
+    multiply-adds at BLAS speed plus a few memory-bound passes over the r x r base, which
+    dominate until k is large: benchmarks/rank_updates.py (AMD EPYC, r = 128 to 2,048,
+    m = 8 to 512) found the per-label time falling up to m ~ r / 2 and flat beyond 256."""
+    return max(FEW_LABELS, min(256, r // 2))
 
 
 class LowRankInverse:
-    """K^-1 = base - Gt[:k]^T diag(c[:k]) Gt[:k]; ``value()`` folds and returns the base."""
+    """K^-1 = base - Gt[:k]^T diag(c[:k]) Gt[:k]. ``value()`` is K^-1 as one matrix (the
+    base itself when there is no correction, else a new matrix): reading it changes
+    nothing, so the numbers that follow do not depend on who read it."""
 
     def __init__(self, base):
         self.base = base
@@ -63,8 +65,11 @@ class LowRankInverse:
         self.k = 0
 
     def value(self):
-        self.fold()
-        return self.base
+        if not self.k:
+            return self.base
+        out = self.base.copy()
+        _subtract(out, self.Gt[:self.k], self.c[:self.k])
+        return out
 
     def times_rows(self, rows):
         """K^-1 x_b for each row x_b of ``rows`` (B x r, decoded), as rows (B x r)."""
@@ -89,11 +94,6 @@ class LowRankInverse:
         self.k = 0
         _subtract(self.base, G, c)
         return True
-
-    def fold(self):
-        if self.k:
-            k, self.k = self.k, 0
-            _subtract(self.base, self.Gt[:k], self.c[:k])
 
 
 def batch_update(inverse, rows, gamma, indices):
