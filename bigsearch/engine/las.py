@@ -99,6 +99,7 @@ class LAS(PrunableSearch):
         self._labels_since_check = 0
         self._work_since_check = 0.0  # floating-point operations of the updates since the last check
         self._J_stale = False        # a batch's J update was deferred (alpha = 0): see _update
+        self._V: np.ndarray | None = None   # [K^-1 xq, K^-1 xz]: see score_vectors
         self._start_pruning(LASPruning(self, block_rows) if prune else None)
         if prune and self.fantasy is not None:
             self.close()
