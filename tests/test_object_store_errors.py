@@ -9,12 +9,13 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import bigsearch
-from bigsearch.errors import StoreError
+from bigsearch.errors import ParameterError, StoreError
 from bigsearch.testing import clustered_points
 from bigsearch.testing.s3_server import ACCESS, NO_METADATA, S3Server
 
@@ -109,9 +110,44 @@ def iam_s3(data, tmp_path_factory):
         server.stop()
 
 
-def test_a_store_opens_with_the_right_credentials(s3):
+def test_a_store_opens_with_the_right_credentials(s3, tmp_path):
     done = cli("info", "s3://features/s.zarr", env=s3.env_for_cli)
     assert done.returncode == 0, done.stderr
+    # the same from --storage-option alone (no AWS_* variables), and the cache where --cache-dir says
+    options = [f"endpoint={s3.endpoint}", "access_key_id=testing", "secret_access_key=testing", "region=us-east-1"]
+    cache = ["--cache-dir", tmp_path / "cache", "--cache-size", "5M"]
+    done = cli("info", "s3://features/s.zarr", "--json", *cache, *[a for o in options for a in ("--storage-option", o)])
+    assert done.returncode == 0, done.stderr
+    info = json.loads(done.stdout)
+    assert info["n"] == 300 and info["cache"]["limit_bytes"] == 5 * 2**20
+    assert info["cache"]["dir"].startswith(str(tmp_path / "cache"))
+
+
+def test_results_sessions_and_exports_must_be_local(tmp_path):
+    """Only feature stores can be in object storage: a URL given for what bigsearch writes
+    locally is refused at once (as a Path, s3://b/x would become a local directory s3:)."""
+    from bigsearch.experiments import run_pairs
+    from bigsearch.session import Session
+
+    X, y = clustered_points(60, 4, prevalence=0.1, seed=1)
+    store = bigsearch.create_store(tmp_path / "s.zarr", X, y)
+    done = cli("run", store, "--budget", 3, "--out", "s3://features/runs", cwd=tmp_path)
+    assert_one_line_error(done, "s3://features/runs is a URL", "local path")
+    done = cli("session", "new", store, "s3://features/session", cwd=tmp_path)
+    assert_one_line_error(done, "s3://features/session is a URL")
+    with pytest.raises(ParameterError, match="out gs://b/pairs is a URL"):
+        run_pairs(store, "gs://b/pairs", pairs=1)
+    with Session.create(store, tmp_path / "session") as session:
+        session.tell(int(np.flatnonzero(y)[0]), 1)
+        with pytest.raises(ParameterError, match="out s3://b/labels.csv is a URL"):
+            session.export("s3://b/labels.csv")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr", "session"]
+    tool = Path(__file__).resolve().parents[1] / "tools" / "make_store.py"
+    done = subprocess.run(
+        [sys.executable, tool, "s3://features/x.zarr", "--n", "10"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert done.returncode == 2 and "make_store writes local stores" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr", "session"]
 
 
 def test_no_credentials(s3):
