@@ -5,7 +5,11 @@ chunk cache. (Errors and a server stopped mid-run: test_object_store_errors.py.)
 
 import json
 import os
+import re
+import subprocess
+import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -385,6 +389,26 @@ def test_a_session_on_s3_keeps_its_files_local_and_asks_what_a_local_one_asks(s3
         nexts[name] = json.loads(run_cli("session", "next", d, "-k", 5, "--json").stdout)
     assert nexts["s3"] == nexts["local"]
     assert json.loads((tmp_path / "session-s3" / "session.json").read_text())["body"]["store"]["path"] == url
+    # the labelling page over it, with the endpoint and credentials from --storage-option alone
+    options = [f"endpoint={s3.endpoint}", "access_key_id=testing", "secret_access_key=testing", "region=us-east-1"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "bigsearch", "serve", tmp_path / "session-s3", "--port", "0"]
+        + [a for o in options for a in ("--storage-option", o)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, **NO_METADATA},
+    )
+    try:
+        line = serve.stdout.readline()
+        assert " at http://" in line, line + serve.stderr.read()
+        page = re.search(r"at (http://\S+)", line).group(1)
+        state = json.loads(urllib.request.urlopen(f"{page}/api/state", timeout=60).read())
+        assert state["item"]["index"] == nexts["local"][0]["index"]
+    finally:
+        serve.terminate()
+        serve.wait(30)
 
 
 def test_an_http_store_reads_like_the_local_one_through_the_cache(data, tmp_path):

@@ -4,10 +4,13 @@ permission denied, a URL scheme or format that cannot be written; and the server
 away mid-run (retries with backoff, then a clear error; a session loses nothing).
 Against real moto servers on 127.0.0.1, one of them enforcing IAM permissions."""
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -270,6 +273,87 @@ def test_the_server_stopping_mid_run_is_a_clear_error_after_retries(data):
                 search.ask()
             assert time.monotonic() - t0 < 30
     finally:
+        server.stop()
+
+
+class CuttingProxy:
+    """A TCP proxy to a server on 127.0.0.1 that can cut the network: ``down()`` breaks
+    every open connection and closes each new one at once until ``up`` is set again."""
+
+    def __init__(self, target_port):
+        self.target, self.up, self.open, self.refused = target_port, True, [], 0
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            if not self.up:
+                self.refused += 1
+                client.close()
+                continue
+            server = socket.create_connection(("127.0.0.1", self.target))
+            self.open += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b):
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (a, b):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+    def down(self):
+        self.up = False
+        for end in self.open:
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+        self.open = []
+
+    def close(self):
+        self.sock.close()
+
+
+def test_a_network_failure_that_passes_is_retried_with_backoff(data, tmp_path):
+    """The network goes away mid-run for 1.5 s: the reads are retried (with backoff) until it
+    is back, and the search goes on with the queries of the same store on local disk."""
+    X, y = data
+    server = S3Server().start()
+    proxy = CuttingProxy(server.port)
+    try:
+        server.create_bucket("features")
+        options = {"endpoint": f"http://127.0.0.1:{proxy.port}", "retries": "10", "retry_timeout": "60"}
+        options.update(access_key_id="testing", secret_access_key="testing", region="us-east-1")
+        from bigsearch.storage.remote import remote_defaults
+
+        local = bigsearch.create_store(tmp_path / "s.zarr", X, y, chunk_rows=50)
+        with remote_defaults(options, cache_size=0):  # no cache: every pass goes to the server
+            bigsearch.create_store("s3://features/s.zarr", X, y, chunk_rows=50)
+            searches = [bigsearch.LAS(where, pi=0.05) for where in ("s3://features/s.zarr", local)]
+            asked = []
+            for s in searches:
+                s.tell(int(np.flatnonzero(y)[0]), 1)
+                asked.append(s.ask())
+            proxy.down()
+            threading.Timer(1.5, lambda: setattr(proxy, "up", True)).start()
+            t0 = time.monotonic()
+            for s, i in zip(searches, list(asked)):
+                s.tell(i, int(y[i]))
+                asked.append(s.ask())
+            assert time.monotonic() - t0 >= 1.5 and proxy.refused >= 2  # it waited, retrying
+        assert asked[0] == asked[1] and asked[2] == asked[3]
+    finally:
+        proxy.close()
         server.stop()
 
 
