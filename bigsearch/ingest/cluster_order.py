@@ -88,7 +88,7 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
                    overwrite=overwrite, attrs={**_kept_attrs(store.attrs, display), "cluster_order": {
                        "clusters": k, "iterations": iterations, "seed": seed, "source": str(store.path)}},
                    summaries=lambda tmp: written.update(block_summaries=write_block_summaries(
-                       tmp, n_threads=n_threads)))
+                       tmp, n_threads=n_threads, in_place=True)))
         finally:
             remove(spill)
     return {"out": str(out), "clusters": k, "sizes": sizes.tolist(), "kmeans_seconds": t_kmeans,
