@@ -401,8 +401,7 @@ class LAS(PrunableSearch):
         Kinv_G^T diag(Kinv_c) Kinv_G), and V = [K^-1 xq, K^-1 xz] as the labels left it.
         Saving folds and recomputes nothing, so a restored search continues to the bit as
         the saved one; and an older bigsearch, which reads "Kinv" as K^-1, finds none and
-        takes the state as damaged (a session then replays its journal) instead of
-        reading the base as K^-1."""
+        takes the state as damaged instead of reading the base as K^-1."""
         inverse = self._inverse
         arrays = {name: getattr(self, name) for name in self.SAVED_GLOBALS if name != "Kinv"}
         arrays.update(Kinv_base=inverse.base, Kinv_G=inverse.Gt[:inverse.k], Kinv_c=inverse.c[:inverse.k],
