@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bigsearch.ingest.cluster_order import cluster_order  # noqa: E402
 from bigsearch.ingest.pipeline import compressors_for  # noqa: E402
-from bigsearch.storage import default_chunk_rows, open_store, store_kind_for  # noqa: E402
+from bigsearch.storage import default_chunk_rows, is_url, open_store, store_kind_for  # noqa: E402
 from bigsearch.storage.atomic import remove, temp_sibling  # noqa: E402
 from bigsearch.storage.base import disk_bytes  # noqa: E402
 from bigsearch.synthetic import make_clustered_store  # noqa: E402
@@ -71,6 +71,9 @@ def parse_args(argv=None):
         ap.error("--n must be >= 1 and --r >= 2 (features plus the bias)")
     if not 0 < args.prevalence < 1:
         ap.error("--prevalence must be in (0, 1), e.g. 0.005")
+    if is_url(args.out):   # as a Path, s3://b/x.zarr would become a local directory s3:
+        ap.error(f"{args.out}: make_store writes local stores; write it to a local path, then copy the "
+                 "directory to object storage as it is (e.g. aws s3 sync)")
     if Path(args.out).exists() and not args.overwrite:
         ap.error(f"{args.out} exists; pass --overwrite to replace it")
     return args

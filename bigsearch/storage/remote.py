@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import StoreError, StoreExistsError, StoreNotFoundError
+from ..errors import ParameterError, StoreError, StoreExistsError, StoreNotFoundError
 from .base import advise_willneed, map_file_array, release_nothing
 from .chunk_cache import ChunkCache, cache_settings
 from .zarr_store import ZarrStore
@@ -86,6 +86,17 @@ def store_location(path, resolve=False):
     return str(Path(path).resolve()) if resolve else os.path.abspath(path)
 
 
+def require_local(path, name):
+    """``path`` (parameter ``name``) as a local Path; a URL is refused: results, sessions
+    and exports are written to the local disk, only feature stores live in object storage
+    (as a Path, ``s3://b/x`` would silently become a local directory ``s3:``)."""
+    if is_url(str(path)):
+        raise ParameterError(
+            f"{name} {path} is a URL: it must be a local path (only feature stores can be in object storage)"
+        )
+    return Path(local_path(str(path)))
+
+
 def local_dir_beside(path, name):
     """A local directory for files derived from the store at ``path``: ``name`` beside a
     local store; for a URL, under the chunk cache's root (nothing beside it is local)."""
@@ -105,6 +116,17 @@ def check_url(url, write=False):
         raise StoreError(
             f"{url}: unknown URL scheme {scheme}://; bigsearch reads s3://, gs://, az:// "
             "and http(s):// stores, and local paths"
+        )
+
+
+def check_writable(url, kind):
+    """Refuse what cannot be written at ``url``: a read-only or unknown scheme, or a store
+    of a format other than Zarr (``kind``)."""
+    check_url(url, write=True)
+    if kind != "zarr":
+        raise StoreError(
+            f"{url}: HDF5 files cannot be written to object storage; write a Zarr store "
+            "(a URL not ending in .h5, or --output-format zarr)"
         )
 
 
@@ -155,13 +177,15 @@ def object_store(url, storage_options=None):
     except BaseError as e:
         detail = str(e).splitlines()[0]
         raise ObjectStoreError(f"{url}: bad storage option: {detail}; see docs/cluster.md for the keys") from None
+    except ValueError as e:  # obstore's own URL checks (e.g. "empty host")
+        raise ObjectStoreError(f"{url}: not an object-store URL ({e}); give SCHEME://BUCKET/PATH") from None
 
 
 def _split_options(url, options):
     """Storage options as obstore's (config, client options, retry config)."""
     retry = {
-        "max_retries": int(options.pop("retries", 10)),
-        "retry_timeout": datetime.timedelta(seconds=float(options.pop("retry_timeout", 180))),
+        "max_retries": _option_number(options, "retries", 10, int, most=1000),
+        "retry_timeout": datetime.timedelta(seconds=_option_number(options, "retry_timeout", 180, float, most=86400)),
     }
     client = {
         k: _bool(options.pop(k)) if k.startswith("allow") else options.pop(k)
@@ -180,6 +204,18 @@ def _split_options(url, options):
         if k in options:
             options[k] = _bool(options[k])
     return options, client, retry
+
+
+def _option_number(options, key, default, kind, most):
+    """Storage option ``key`` as a number of ``kind`` (int, or float seconds) in [0, most]."""
+    text = options.pop(key, default)
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        value = -1
+    if not 0 <= value <= most:
+        raise ObjectStoreError(f"--storage-option {key}={text}: give a number from 0 to {most} (e.g. {key}={default})")
+    return value
 
 
 def _bool(value):
