@@ -109,9 +109,22 @@ def measured(fn, *args):
 
 
 def init_time(path):
+    """(wall s, CPU s, {pass: CPU s}, search) of LAS's initialization: the CPU time of each
+    pass over X (column sums, the Gram pass, the rescoring pass) tells reads from products."""
     las = new_las(path)
+    backend, passes = las.backend, {}
+    plain_map = backend.map
+
+    def timed_map(step, *args):
+        c0 = time.process_time()
+        out = plain_map(step, *args)
+        name = step.run.__name__.removesuffix("_step")
+        passes[name] = passes.get(name, 0.0) + time.process_time() - c0
+        return out
+    backend.map = timed_map
     wall, cpu, _, _ = measured(las.sync)
-    return wall, cpu, las
+    backend.map = plain_map
+    return wall, cpu, passes, las
 
 
 def start(las):
@@ -140,7 +153,7 @@ def compare_encodings(paths, rounds_warm, rounds_cold, init_rounds=1):
     inits = {e: [] for e in paths}
     for _ in range(init_rounds):
         for e, p in paths.items():
-            inits[e].append(init_time(p)[:2])
+            inits[e].append(init_time(p)[:3])
     searches = {e: new_las(p) for e, p in paths.items()}
     backends = {e: LocalBackend(s.store) for e, s in searches.items()}
     V = rng_vectors(searches["float32"].store.r)
@@ -170,7 +183,8 @@ def compare_encodings(paths, rounds_warm, rounds_cold, init_rounds=1):
                "init_s": median([t[0] for t in inits[e]]),
                "init_vs_float32": median([t[0] for t in inits[e]]) / median([t[0] for t in inits["float32"]]),
                "init_cpu_s": median([t[1] for t in inits[e]]),
-               "init_cpu_vs_float32": median([t[1] for t in inits[e]]) / median([t[1] for t in inits["float32"]])}
+               "init_cpu_vs_float32": median([t[1] for t in inits[e]]) / median([t[1] for t in inits["float32"]]),
+               "init_pass_cpu_s": {k: median([t[2].get(k, 0.0) for t in inits[e]]) for k in inits[e][0][2]}}
         for c in ("warm", "cold"):
             ms = med(e, c, "iter", 0) * 1e3
             row[f"{c}_ms"] = ms
@@ -376,6 +390,10 @@ def batches(n, r, batch, rounds):
     return out
 
 
+def _rounded(times):
+    return {k: round(v, 3) for k, v in times.items()}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default="dense,binary,widths,batch")
@@ -394,7 +412,9 @@ def main():
         paths = {"float32": f32, **{e: encoded_copy(f32, e) for e in ("float16", "int8")}}
         record["dense"] = compare_encodings(paths, args.rounds, args.cold_rounds)
         print("dense data, r = 128:")
-        table(record["dense"], [c for c in record["dense"][0] if c != "rounds"])
+        table(record["dense"], [c for c in record["dense"][0] if c not in ("rounds", "init_pass_cpu_s")])
+        for row in record["dense"]:
+            print(f"  {row['encoding']} init, CPU s per pass:", _rounded(row["init_pass_cpu_s"]))
     if "readpath" in only:
         f32 = bench_store(args.n, 128)
         paths = {"float32": f32, **{e: encoded_copy(f32, e) for e in ("float16", "int8")}}
@@ -406,7 +426,9 @@ def main():
         paths = {"float32": f32, **{e: encoded_copy(f32, e, chunks=8) for e in ("float16", "int8", "binary")}}
         record["binary"] = compare_encodings(paths, args.rounds, args.cold_rounds)
         print("0/1 data, r = 2,048, 4% of bits set:")
-        table(record["binary"], [c for c in record["binary"][0] if c != "rounds"])
+        table(record["binary"], [c for c in record["binary"][0] if c not in ("rounds", "init_pass_cpu_s")])
+        for row in record["binary"]:
+            print(f"  {row['encoding']} init, CPU s per pass:", _rounded(row["init_pass_cpu_s"]))
     if "widths" in only:
         record["widths"] = widths(args.widths_mb, args.rounds)
         print("float32, ms per GB of X (warm):")
