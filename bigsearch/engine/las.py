@@ -356,6 +356,11 @@ class LAS(PrunableSearch):
         self._inverse = LowRankInverse(value)
         self._V = None
 
+    def inverse_times(self, rows: np.ndarray) -> np.ndarray:
+        """K^-1 x for each row x of ``rows`` (B x r, float64), as rows: from the base and
+        its correction, without forming K^-1 (``Kinv`` does, at r^2 k operations)."""
+        return self._inverse.times_rows(np.ascontiguousarray(rows, dtype=np.float64))
+
     @property
     def K(self):
         """K = I_r - X^T diag(rho) X (float64, r x r)."""
