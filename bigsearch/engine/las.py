@@ -320,8 +320,9 @@ class LAS(PrunableSearch):
     def _drift_check_due(self, n_labels: int, products: int) -> bool:
         """Whether to check ||K K^-1 - I|| now: every ``check_every`` labels, but no more
         often than keeps the check's 2 r^3 operations under DRIFT_CHECK_SHARE of those
-        of the updates since the last check (2 n r per dot product of the passes, about
-        6 r^2 per label on K^-1). While n is large against r^2 nothing changes (r = 128);
+        of the updates since the last check (2 n r per dot product of the passes, and
+        6 r^2 per label on K^-1, what updating K^-1 in place cost: the low-rank update
+        costs less, so this counts generously). While n is large against r^2 nothing changes (r = 128);
         at r = 2,048 and n = 50,000, where the check takes 2-3.5 s on a busy machine, it
         runs every ~270 single labels instead of 100, after every second batch of 500 at
         alpha > 0 and every 13th at alpha = 0 (whose batches cost no O(n r B) products)."""
