@@ -64,7 +64,7 @@ def session():
     """Interactive sessions: you label what the engine proposes; nothing is ever lost.
 
     \b
-    bigsearch session new STORE DIR [--method las|wnas] [--pi ...]
+    bigsearch session new STORE DIR [--method METHOD] [--pi ...]
     bigsearch session next DIR [-k K]
     bigsearch session label DIR INDEX Y [INDEX Y ...]   (Y: 0, 1 or graded in [0, 1]; or --from labels.csv)
     bigsearch session undo DIR [N]

@@ -125,6 +125,17 @@ def wrap_array(x, options=None):
     raise StoreError(unsupported(x))
 
 
+def is_feature_store(path):
+    """Whether ``path`` is a whole feature store of a registered format: what an overwrite
+    may replace (nothing else)."""
+    path = Path(path)
+    try:
+        head = None if path.is_dir() else _head(path)
+    except StoreError:
+        return False
+    return any(cls.replaceable(path, head) for cls in STORE_FORMATS.values())
+
+
 def _head(path):
     try:
         with open(path, "rb") as fh:
