@@ -80,3 +80,24 @@ def test_the_check_sees_every_form_of_import():
         ["engine", "session", "serve", "cli", "storage"]
     layers = {target for _, target in imported_layers(PACKAGE / "engine" / "anchors.py")}
     assert {"storage", "kernels", "backends"} <= layers and "session" not in layers
+
+
+def private_imports(path):
+    """Names with a leading underscore that the module at ``path`` imports from another module."""
+    return sorted(a.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)
+                  for a in node.names if a.name.startswith("_") and not a.name.startswith("__"))
+
+
+# Helpers one module shares with another are public names (wnas.py once imported a private
+# helper of las.py). Still shared under private names, in modules issue 11's pruning work is
+# editing this session (rename them when it has landed):
+PRIVATE_STILL_SHARED = {
+    "engine/fantasy.py": ["_best", "_blocks"],
+    "engine/pruning.py": ["_best"],
+    "engine/pruning_wnas.py": ["_apply_labels", "_best", "_rows"],
+}
+
+
+def test_modules_share_only_public_names():
+    found = {str(p.relative_to(PACKAGE)): private_imports(p) for p in MODULES}
+    assert {k: v for k, v in found.items() if v} == PRIVATE_STILL_SHARED

@@ -16,6 +16,7 @@ from bigsearch.storage import (
     ZarrStore,
     is_feature_store,
     open_store,
+    registry,
     store_codecs,
     store_kind_for,
 )
@@ -140,3 +141,9 @@ class TestHDF5(StoreFormatTests):
 def test_every_registered_format_runs_the_suite():
     tested = {cls.fmt for cls in StoreFormatTests.__subclasses__()}
     assert set(STORE_FORMATS.values()) <= tested
+
+
+def test_the_default_format_is_zarr_whatever_the_order(monkeypatch):
+    """A directory format registered before Zarr (to be recognized first) does not become the default."""
+    monkeypatch.setattr(registry, "STORE_FORMATS", {"hdf5": HDF5Store, "zarr": ZarrStore})
+    assert store_kind_for("plain-name") == "zarr" and store_kind_for("x.h5") == "hdf5"

@@ -25,13 +25,20 @@ def _session():
     return Session
 
 
+@contextlib.contextmanager
+def session_warnings():
+    """Warnings about a recovered session (SessionWarning) as "Warning: ..." lines."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", SessionWarning)
+        warnings.showwarning = _show_warning
+        yield
+
+
 class SessionGroup(Group):
     """Warnings about recovered damage as "Warning: ..." lines."""
 
     def invoke(self, ctx):
-        with warnings.catch_warnings():
-            warnings.simplefilter("always", SessionWarning)
-            warnings.showwarning = _show_warning
+        with session_warnings():
             return super().invoke(ctx)
 
 

@@ -379,6 +379,13 @@ class PrunableSearch(ChunkedSearch):
         """The pruning when queries are pruned, else None."""
         return self.pruning if self.pruning is not None and self.pruning.active else None
 
+    def _top(self, k: int) -> Ranked:
+        pruning = self._pruned()
+        out = Ranked(*pruning.top(k)) if pruning is not None else super()._top(k)
+        self.query_bytes.append(self.bytes_since_query)   # what choosing this round's queries read
+        self.bytes_since_query = 0
+        return out
+
     def f_costs_a_pass(self) -> bool:
         pruning = self._pruned()
         return pruning is not None and bool(pruning.stale)
