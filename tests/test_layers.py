@@ -101,3 +101,66 @@ PRIVATE_STILL_SHARED = {
 def test_modules_share_only_public_names():
     found = {str(p.relative_to(PACKAGE)): private_imports(p) for p in MODULES}
     assert {k: v for k, v in found.items() if v} == PRIVATE_STILL_SHARED
+
+
+def module_graph():
+    """module -> the package's modules it imports anywhere in it (inside functions too);
+    package __init__ modules are left out (importing a package is not a cycle to break)."""
+    names = {p: ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts) for p in PACKAGE.rglob("*.py")}
+    modules = {n for p, n in names.items() if p.name != "__init__.py"}
+    graph = {}
+    for path, name in names.items():
+        if path.name == "__init__.py":
+            continue
+        here = name.split(".")[:-1]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = here[:len(here) - node.level + 1] if node.level else []
+                target = base + (node.module.split(".") if node.module else [])
+                for a in node.names:
+                    whole = ".".join(target + [a.name])
+                    deps.add(whole if whole in modules else ".".join(target))
+        graph[name] = {d for d in deps if d in modules and d != name}
+    return graph
+
+
+def cycles(graph):
+    """The groups of modules that import each other in a circle (strongly connected)."""
+    index, low, stack, found = {}, {}, [], []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while group[-1:] != [v]:
+                group.append(stack.pop())
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+# Circles of imports kept apart only by an import inside a function (the review found
+# ingest's featurize/stats/labels so). Still present, in modules other issues' work edits
+# this session: break them when it has landed.
+CIRCLES_STILL_THERE = [
+    ["bigsearch.engine.pruning", "bigsearch.engine.summaries"],
+    ["bigsearch.storage.base", "bigsearch.storage.remote", "bigsearch.storage.zarr_store"],
+    ["bigsearch.storage.remote_writer", "bigsearch.storage.writer"],
+]
+
+
+def test_no_new_import_circles():
+    assert cycles(module_graph()) == CIRCLES_STILL_THERE
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
