@@ -332,3 +332,49 @@ def test_plain_readers_still_read_x_and_other_block_sizes_compute(data, tmp_path
     s = bigsearch.LAS(z, pi=0.08, prune=True, block_rows=128)
     s.sync()
     assert s.pruning.summaries_from == "computed: the store has summaries of blocks of 64 rows"
+
+
+def test_bound_kernel_is_the_numpy_formula_and_bounds_f(data, store_factory):
+    """The kernel's bounds are the NumPy formula's (to rounding, which the margin covers),
+    with blocks at several versions, and bound every unlabeled row's f at the new u."""
+    X, y = data
+    path = store_factory(X, y, "zarr", "float64", 100)
+    s = bigsearch.LAS(path, pi=0.08, prune=True, block_rows=64)
+    s.tell(start(y), 1)
+    run_top(s, y, 8)
+    pr = s.pruning.pruner
+    assert (pr.table_count > 0).sum() > 2 and pr.table_count.sum() == pr.sm.n_blocks
+    s.tell(int(np.flatnonzero(s._label < 0)[0]), 0)
+    s._sync()
+    u = s.pruning.u()
+    kernel, ref = pr.bounds(u), pr.reference_bounds(u)
+    assert np.array_equal(np.isinf(kernel), np.isinf(ref)) and np.isfinite(kernel).any()
+    fin = np.isfinite(ref)
+    assert np.all(np.abs(kernel[fin] - ref[fin]) <= 1e-12 * np.abs(ref[fin]))
+    deg = X @ X.sum(axis=0)
+    f = s.params.pi * s.params.w0 / (1 + s.params.w0) + (X @ u) / deg / (1 + s.params.w0)
+    f_unl = np.where(s._label < 0, f, -np.inf)
+    assert np.all(np.maximum.reduceat(f_unl, pr.sm.start) <= kernel)
+
+
+def test_descending_order_is_the_stable_sort():
+    """The lazily sorted order of blocks is the full stable sort's (ties, -inf and NaN
+    blocks dropped), as far as any head asks, whatever the floor."""
+    from bigsearch.engine.pruning import Descending
+
+    rng = np.random.default_rng(3)
+    bound = np.round(rng.normal(size=5000), 1)           # many ties
+    bound[rng.choice(5000, 300, replace=False)] = -np.inf
+    bound[rng.choice(5000, 10, replace=False)] = np.nan
+    bound[:3] = np.inf
+    full = np.argsort(-np.where(np.isnan(bound), -np.inf, bound), kind="stable")
+    full = full[np.where(np.isnan(bound), -np.inf, bound)[full] > -np.inf]
+    for stop in (1, 2, 63, 64, 65, 700, 5000, 6000):
+        assert np.array_equal(Descending(bound).head(stop, -np.inf), full[:stop])
+    for floor in (1.0, 0.0, -2.5):
+        order = Descending(bound)
+        above = full[bound[full] >= floor]
+        head = order.head(1, floor)
+        for stop in (5, 80, 1000, 6000):
+            head = order.head(stop, floor)
+            assert np.array_equal(head[: len(above)], above[:stop])

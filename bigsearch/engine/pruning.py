@@ -45,6 +45,7 @@ from ..backends import ChunkStep
 from ..errors import ParameterError
 from ..kernels.common import ROW_BLOCK
 from ..kernels.las import update_scores
+from ..kernels.pruning import block_bounds
 from ..storage.encoding import Encoded, decode, n_rows
 from .select import _best
 from .steps import BLAS_ROWS
@@ -141,7 +142,12 @@ def compute_summaries(mapper, chunks, basis, block_rows):
 
 
 class Pruner:
-    """Cached block maxima and the bound of every block at a new u (see the module)."""
+    """Cached block maxima and the bound of every block at a new u (see the module).
+
+    Each block remembers the clock of the u at which it was last read (``version``: forks
+    compare them, serve/fork.py) and the row of the version table holding that u
+    (``slot``). The table counts its blocks per version, so a query finds the versions
+    still in use without scanning all blocks, and a version no block holds frees its row."""
 
     def __init__(self, summaries, s, b_unl):
         self.sm = summaries
@@ -151,21 +157,27 @@ class Pruner:
         nb = summaries.n_blocks
         self.best = np.full(nb, -np.inf)     # max f of unlabeled rows, at the block's version
         self.version = np.zeros(nb, np.int64)
-        self.us = {}                         # version -> u
+        self.slot = np.zeros(nb, np.int32)
         self.clock = 0
+        self._every_block_at(np.zeros(len(s)), 0)
+
+    def _every_block_at(self, u, version):
+        self.table_u = u.astype(np.float64)[None, :].copy()   # (slots, r): the u of each version in use
+        self.table_version = np.array([version], np.int64)
+        self.table_count = np.array([self.sm.n_blocks], np.int64)
+        self.version[:] = version
+        self.slot[:] = 0
 
     def unknown(self, u):
         """No block read yet: each must be read once (its bound is +inf)."""
         self.clock += 1
-        self.us = {self.clock: u.copy()}
-        self.version[:] = self.clock
+        self._every_block_at(u, self.clock)
         self.best[:] = np.inf
 
     def reset(self, u, f, label):
         """Every block's maximum from f computed at u (after a full pass)."""
         self.clock += 1
-        self.us = {self.clock: u.copy()}
-        self.version[:] = self.clock
+        self._every_block_at(u, self.clock)
         fu = np.where(label < 0, f, -np.inf)
         self.best = np.maximum.reduceat(fu, self.sm.start)
 
@@ -180,27 +192,65 @@ class Pruner:
     def block_of(self, idx):
         return np.searchsorted(self.sm.start, np.asarray(idx), side="right") - 1
 
-    def bounds(self, u):
-        """Per block, an upper bound (rounding margin included) on f at u of its unlabeled rows."""
-        sm = self.sm
-        versions, inv = np.unique(self.version, return_inverse=True)
-        U = np.stack([self.us[int(v)] for v in versions])
-        delta = u[None, :] - U
+    def _slot_of_clock(self, u):
+        """The table row of the current clock's u (a free row, or a new one)."""
+        hit = np.flatnonzero(self.table_version == self.clock)
+        if len(hit):
+            return int(hit[0])
+        free = np.flatnonzero(self.table_count == 0)
+        if len(free):
+            s = int(free[0])
+        else:
+            s = len(self.table_count)
+            self.table_u = np.vstack([self.table_u, np.zeros((1, self.table_u.shape[1]))])
+            self.table_version = np.append(self.table_version, 0)
+            self.table_count = np.append(self.table_count, 0)
+        self.table_u[s] = u
+        self.table_version[s] = self.clock
+        return s
+
+    def _now_at(self, blocks, u):
+        """These blocks were just read at u (the current clock)."""
+        s = self._slot_of_clock(u)
+        self.table_count -= np.bincount(self.slot[blocks], minlength=len(self.table_count))
+        self.table_count[s] += len(blocks)
+        self.slot[blocks] = s
+        self.version[blocks] = self.clock
+
+    def version_terms(self, u):
+        """Per row of the version table (u_v): a, with u - u_v = a s + w, w, P^T w,
+        ||w - P P^T w||, ||w||, and ||u_v|| + ||u|| (the rounding margin's scale)."""
+        delta = u[None, :] - self.table_u
         a = delta @ self.s / self.ss
         W = delta - a[:, None] * self.s[None, :]
-        PW = W @ sm.basis
-        w_perp = np.linalg.norm(W - PW @ sm.basis.T, axis=1)
+        PW = W @ self.sm.basis
+        w_perp = np.linalg.norm(W - PW @ self.sm.basis.T, axis=1)
         w_norm = np.linalg.norm(W, axis=1)
+        u_norms = np.linalg.norm(self.table_u, axis=1) + np.linalg.norm(u)
+        return a, np.ascontiguousarray(W), np.ascontiguousarray(PW), w_perp, w_norm, u_norms
+
+    def bounds(self, u):
+        """Per block, an upper bound (rounding margin included) on f at u of its unlabeled
+        rows: one pass of the kernel over the summaries."""
+        sm = self.sm
+        return block_bounds(self.best, self.slot, *self.version_terms(u), sm.centre, sm.lo, sm.hi,
+                            sm.radius_perp, sm.radius, sm.norm_max, sm.deg_min, sm.deg_max, self.b, SAFETY,
+                            np.empty(sm.n_blocks))
+
+    def reference_bounds(self, u):
+        """``bounds`` in NumPy, the formula the kernel follows (kept for the tests)."""
+        sm, inv = self.sm, self.slot
+        a, W, PW, w_perp, w_norm, u_norms = self.version_terms(u)
         cw = np.einsum("ij,ij->i", sm.centre, W[inv])
         box = np.maximum(sm.lo * PW[inv], sm.hi * PW[inv]).sum(axis=1)
         spread = np.minimum(box + sm.radius_perp * w_perp[inv], sm.radius * w_norm[inv])
         ub = cw + spread
         drift = np.where(ub >= 0, ub / sm.deg_min, ub / sm.deg_max)
-        u_norms = np.linalg.norm(U, axis=1) + np.linalg.norm(u)
         scale = (np.abs(self.best) + self.b * np.abs(a[inv])
                  + self.b * (np.abs(cw) + spread + sm.norm_max * u_norms[inv]) / sm.deg_min)
-        with np.errstate(invalid="ignore"):          # -inf (no unlabeled row) stays -inf
-            return self.best + self.b * (a[inv] + drift) + SAFETY * scale
+        with np.errstate(invalid="ignore"):
+            out = self.best + self.b * (a[inv] + drift) + SAFETY * scale
+        return np.where(self.best == -np.inf, -np.inf, out)   # no unlabeled row: -inf
 
     def top(self, k, u, read, f, label, floor=-np.inf):
         """The k best unlabeled points at u: (indices, scores, rows read); with ``floor``,
@@ -208,18 +258,47 @@ class Pruner:
 
         ``read(blocks)`` recomputes f for those blocks' rows (into ``f``)."""
         self.clock += 1
-        self.us[self.clock] = u.copy()
 
         def visit(blocks):
             read(blocks)
             idx, fu, first = rows_of(self.sm.start[blocks], self.sm.stop[blocks], f, label)
             self.best[blocks] = np.maximum.reduceat(fu, first)
-            self.version[blocks] = self.clock
+            self._now_at(blocks, u)
             return idx, fu
-        out = best_first(self.bounds(u), k, visit, floor)
-        live = set(np.unique(self.version).tolist())
-        self.us = {v: w for v, w in self.us.items() if v in live}
-        return out
+        return best_first(self.bounds(u), k, visit, floor)
+
+
+class Descending:
+    """Blocks in decreasing order of their bound (ties: the lower index first), without
+    the blocks whose bound is -inf, sorted lazily: a query visits a few blocks from the
+    top, so only the blocks above a cut are sorted, and the cut moves down (4x as many
+    blocks each time) only when the visits get there."""
+
+    FIRST = 64
+
+    def __init__(self, bound):
+        if np.isnan(bound).any():            # no block to visit (as argsort puts NaN last)
+            bound = np.where(np.isnan(bound), -np.inf, bound)
+        self.bound = bound
+        self.order = np.zeros(0, np.int64)
+        self.cut = np.inf                    # order = every block with bound >= cut, sorted
+        self.complete = False                # ... and every block that can still be visited
+
+    def head(self, stop, floor):
+        """order[:stop], or fewer when all blocks with bound >= floor are in it."""
+        while len(self.order) < stop and not self.complete:
+            self._extend(max(self.FIRST, 4 * len(self.order), stop), floor)
+        return self.order[:stop]
+
+    def _extend(self, count, floor):
+        b = self.bound
+        cut = floor
+        if count < len(b):
+            cut = max(cut, np.partition(b, len(b) - count)[len(b) - count])
+        self.complete = cut <= floor
+        sel = np.flatnonzero(b >= cut) if cut > -np.inf else np.flatnonzero(b > -np.inf)
+        self.order = sel[np.argsort(-b[sel], kind="stable")]
+        self.cut = cut
 
 
 def best_first(bound, k, visit, floor=-np.inf):
@@ -229,13 +308,14 @@ def best_first(bound, k, visit, floor=-np.inf):
     blocks up to date and returns their rows and scores (-inf for labeled rows).
     ``floor``: a score known to be at most the k-th best overall (blocks below it are
     not visited, and fewer than k points may come back)."""
-    order = np.argsort(-bound, kind="stable")
-    order = order[bound[order] > -np.inf]         # not the blocks with no unlabeled row
+    order = Descending(bound)
     top_idx, top_f = np.zeros(0, np.int64), np.zeros(0)
     kth, p, batch, rows = floor, 0, 1, 0
-    while p < len(order) and bound[order[p]] >= kth:
-        take = order[p:p + batch]
+    while True:
+        take = order.head(p + batch, kth)[p:]
         take = take[bound[take] >= kth]
+        if not len(take):
+            break
         idx, fu = visit(take)
         rows += len(idx)
         keep = (fu >= kth) & (fu > -np.inf)       # unlabeled rows that can still make the top k
