@@ -357,19 +357,29 @@ class GroupedOrder:
     group is bounded (GROUP_BLOCKS times fewer than blocks), and a group's blocks only
     once the group's bound reaches the blocks about to be visited, so a query that
     visits a few blocks bounds a few groups' blocks. A group whose blocks are at several
-    versions has the bound +inf (its blocks are bounded at the first visit)."""
+    versions (some were read since the last full pass) is bounded by its blocks' largest
+    bound."""
 
     def __init__(self, pruner, terms):
         self.pr, self.terms = pruner, terms
-        gs = pruner.sm.grouped()
+        gs = self.gs = pruner.sm.grouped()
         ng = gs.n_blocks
         best, slot = np.empty(ng), np.empty(ng, np.int32)
         group_state(pruner.best, pruner.slot, gs.start, best, slot)
-        self.group_bound = block_bounds(np.arange(ng), best, slot, terms, gs.centre, gs.lo, gs.hi, gs.radii,
-                                        np.empty(ng))
+        mixed = np.flatnonzero(slot < 0)
+        slot[mixed] = 0
+        self.group_bound = self._bounds(np.arange(ng), best, slot, gs)
+        if len(mixed):
+            blocks, first = ranges(gs.start[mixed], gs.stop[mixed])
+            self.group_bound[mixed] = np.maximum.reduceat(self._bounds(blocks), first)
         self.groups = Descending(self.group_bound)
-        self.gs = gs
         self.pending, self.pending_bound = np.zeros(0, np.int64), np.zeros(0)  # bounded, not visited, in order
+
+    def _bounds(self, items, best=None, slot=None, sm=None):
+        """The kernel's bounds of these blocks (or, given their state and summaries, groups)."""
+        if sm is None:
+            best, slot, sm = self.pr.best, self.pr.slot, self.pr.sm
+        return block_bounds(items, best, slot, self.terms, sm.centre, sm.lo, sm.hi, sm.radii, np.empty(len(items)))
 
     def next(self, count, floor):
         """The next (at most) ``count`` blocks in order whose bound is >= floor, and their bounds."""
@@ -387,12 +397,9 @@ class GroupedOrder:
         return take, bound
 
     def _bound_blocks(self, groups):
-        sm, pr = self.pr.sm, self.pr
         first, stop = self.gs.start[groups], self.gs.stop[groups]
         blocks, _ = ranges(first, stop)
-        bound = block_bounds(blocks, pr.best, pr.slot, self.terms, sm.centre, sm.lo, sm.hi, sm.radii,
-                             np.empty(len(blocks)))
-        bound = np.minimum(bound, np.repeat(self.group_bound[groups], stop - first))
+        bound = np.minimum(self._bounds(blocks), np.repeat(self.group_bound[groups], stop - first))
         keep = bound > -np.inf
         blocks = np.concatenate([self.pending, blocks[keep]])
         bound = np.concatenate([self.pending_bound, bound[keep]])

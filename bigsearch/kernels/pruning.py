@@ -52,9 +52,8 @@ def block_bounds(items, best, slot, terms, centre, lo, hi, radii, out):
 
 @numba.njit(nogil=True, cache=True)
 def group_state(best, slot, first, group_best, group_slot):
-    """Per group of blocks (first[g] to first[g + 1]): the largest cached maximum and the
-    version its blocks share; a group whose blocks are at several versions gets +inf
-    (its blocks are then bounded one by one)."""
+    """Per group of blocks (first[g] to first[g + 1]): the largest cached maximum, and the
+    version its blocks share (-1 when they are at several)."""
     ng, nb = len(first), len(best)
     for g in range(ng):
         a, z = first[g], first[g + 1] if g + 1 < ng else nb
@@ -63,5 +62,5 @@ def group_state(best, slot, first, group_best, group_slot):
             top = max(top, best[i])
             if slot[i] != v:
                 v = -1
-        group_best[g] = top if v >= 0 else np.inf
-        group_slot[g] = max(v, 0)
+        group_best[g] = top
+        group_slot[g] = v
