@@ -87,11 +87,25 @@ def new_las(path, threads=None):
     return bigsearch.LAS(path, alpha=1e-3, n_threads=threads)
 
 
+def minor_faults():
+    """This process's minor page faults so far (/proc/self/stat): mapping page-cache pages."""
+    with open("/proc/self/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[7])
+
+
+def measured(fn, *args):
+    """(wall s, CPU s of every thread of this process, minor faults, result) of fn(*args).
+    On a shared machine the CPU time is the steadier figure: the wall time also counts
+    the time other processes held the cores."""
+    f0, c0, t0 = minor_faults(), time.process_time(), time.perf_counter()
+    out = fn(*args)
+    return time.perf_counter() - t0, time.process_time() - c0, minor_faults() - f0, out
+
+
 def init_time(path):
     las = new_las(path)
-    t = time.perf_counter()
-    las.sync()
-    return time.perf_counter() - t, las
+    wall, cpu, _, _ = measured(las.sync)
+    return wall, cpu, las
 
 
 def start(las):
@@ -109,38 +123,63 @@ def iteration(las, i, y):
     return time.perf_counter() - t, nxt
 
 
+def _tell_ask(las, i, y):
+    las.tell(int(i), int(y[i]))
+    return las.ask()
+
+
 def compare_encodings(paths, rounds_warm, rounds_cold, init_rounds=1):
-    """Per encoding: init and iteration medians (warm and cold), interleaved round by round."""
+    """Per encoding: init, iteration and bare pass medians (warm and cold; wall and CPU
+    time, minor faults of the bare pass), interleaved round by round."""
     inits = {e: [] for e in paths}
     for _ in range(init_rounds):
         for e, p in paths.items():
-            inits[e].append(init_time(p)[0])
+            inits[e].append(init_time(p)[:2])
     searches = {e: new_las(p) for e, p in paths.items()}
+    backends = {e: LocalBackend(s.store) for e, s in searches.items()}
+    V = rng_vectors(searches["float32"].store.r)
     labels = {e: s.store.labels() for e, s in searches.items()}
     nxt = {e: start(s) for e, s in searches.items()}
     for e, s in searches.items():                          # compile and settle: not kept
         _, nxt[e] = iteration(s, nxt[e], labels[e])
-    times = {(e, c): [] for e in paths for c in ("warm", "cold")}
+        backends[e].map(bare_pass_step, V)
+    times = {(e, c, what): [] for e in paths for c in ("warm", "cold") for what in ("iter", "bare")}
     for cache, rounds in (("warm", rounds_warm), ("cold", rounds_cold)):
         for _ in range(rounds):
             for e, s in searches.items():
                 if cache == "cold":
                     evict(paths[e])
-                dt, nxt[e] = iteration(s, nxt[e], labels[e])
-                times[(e, cache)].append(dt)
+                *m, nxt[e] = measured(_tell_ask, s, nxt[e], labels[e])
+                times[(e, cache, "iter")].append(m)
+                if cache == "cold":
+                    evict(paths[e])
+                times[(e, cache, "bare")].append(measured(backends[e].map, bare_pass_step, V)[:3])
     rows = []
-    base = {c: median(times[("float32", c)]) for c in ("warm", "cold")}
+
+    def med(e, c, what, k):
+        return median([t[k] for t in times[(e, c, what)]])
     for e, s in searches.items():
         st = s.store
         row = {"encoding": e, "bytes_per_point": st.bytes_per_point, "X_MB": st.nbytes / 1e6,
-               "init_s": median(inits[e]), "init_vs_float32": median(inits[e]) / median(inits["float32"])}
+               "init_s": median([t[0] for t in inits[e]]),
+               "init_vs_float32": median([t[0] for t in inits[e]]) / median([t[0] for t in inits["float32"]]),
+               "init_cpu_s": median([t[1] for t in inits[e]]),
+               "init_cpu_vs_float32": median([t[1] for t in inits[e]]) / median([t[1] for t in inits["float32"]])}
         for c in ("warm", "cold"):
-            ms = median(times[(e, c)]) * 1e3
+            ms = med(e, c, "iter", 0) * 1e3
             row[f"{c}_ms"] = ms
-            row[f"{c}_vs_float32"] = ms / (base[c] * 1e3)
+            row[f"{c}_vs_float32"] = med(e, c, "iter", 0) / med("float32", c, "iter", 0)
             row[f"{c}_GBps"] = st.nbytes / 1e9 / (ms / 1e3)
+            row[f"{c}_cpu_ms"] = med(e, c, "iter", 1) * 1e3
+            row[f"{c}_cpu_vs_float32"] = med(e, c, "iter", 1) / med("float32", c, "iter", 1)
+            row[f"{c}_bare_ms"] = med(e, c, "bare", 0) * 1e3
+            row[f"{c}_bare_vs_float32"] = med(e, c, "bare", 0) / med("float32", c, "bare", 0)
+            row[f"{c}_bare_cpu_vs_float32"] = med(e, c, "bare", 1) / med("float32", c, "bare", 1)
+            row[f"{c}_bare_faults"] = med(e, c, "bare", 2)
+        row["rounds"] = {f"{c}_{w}": times[(e, c, w)] for c in ("warm", "cold") for w in ("iter", "bare")}
         rows.append(row)
         s.close()
+        backends[e].close()
     return rows
 
 
@@ -281,13 +320,13 @@ def main():
         paths = {"float32": f32, **{e: encoded_copy(f32, e) for e in ("float16", "int8")}}
         record["dense"] = compare_encodings(paths, args.rounds, args.cold_rounds)
         print("dense data, r = 128:")
-        table(record["dense"], list(record["dense"][0]))
+        table(record["dense"], [c for c in record["dense"][0] if c != "rounds"])
     if "binary" in only:
         f32 = binary_rows_store(args.n_bits, 2048)
         paths = {"float32": f32, **{e: encoded_copy(f32, e, chunks=8) for e in ("float16", "int8", "binary")}}
         record["binary"] = compare_encodings(paths, args.rounds, args.cold_rounds)
         print("0/1 data, r = 2,048, 4% of bits set:")
-        table(record["binary"], list(record["binary"][0]))
+        table(record["binary"], [c for c in record["binary"][0] if c != "rounds"])
     if "widths" in only:
         record["widths"] = widths(args.widths_mb, args.rounds)
         print("float32, ms per GB of X (warm):")

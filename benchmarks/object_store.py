@@ -81,6 +81,7 @@ def main():
     ap.add_argument("--r", type=int, default=128)
     ap.add_argument("--iterations", type=int, default=15)
     args = ap.parse_args()
+    load_before = os.getloadavg()
     path = bench_store(args.n, args.r)
     server = S3Server().start()
     os.environ.update({**ACCESS, **NO_METADATA, "AWS_ENDPOINT_URL": server.endpoint})
@@ -143,7 +144,9 @@ def main():
                 "per_query": per_query,
                 "iterations": args.iterations,
                 "lscpu_model": model,
-                "note": "2-core machine shared with other jobs; moto server on 127.0.0.1",
+                "load_average": {"start": load_before, "end": os.getloadavg()},
+                "note": "2-core machine shared with other jobs (see load_average: 1, 5, 15 minutes); "
+                "moto server on 127.0.0.1",
             },
         )
     finally:

@@ -51,7 +51,7 @@ def clustered_points(n, r, prevalence=0.01, seed=0, spread=1.0):
 
 def make_clustered_store(path, n, r, *, prevalence=0.01, seed=0, spread=1.0, dtype="float32",
                          chunk_rows=None, kind=None, overwrite=False, progress=None, compressors=None,
-                         order="rows"):
+                         order="rows", summaries=None):
     """Write a synthetic store of n points and r features; returns its path.
 
     ``order="generated"`` writes the same rows grouped by their generating cluster (for
@@ -62,7 +62,10 @@ def make_clustered_store(path, n, r, *, prevalence=0.01, seed=0, spread=1.0, dty
     peak for 60M x 128 float32 with 32 MiB chunks and 23 clusters).
 
     ``progress(rows_written)`` is called after each block, if given; ``compressors``
-    goes to the store writer (None: uncompressed, the fast read path).
+    goes to the store writer (None: uncompressed, the fast read path). ``summaries``: a
+    dict, filled with what ``engine.summaries.write_block_summaries`` wrote: the pruning
+    block summaries, computed on the complete store before it is published (three passes
+    over it; None: not written).
     """
     if r < 2:
         raise ValueError("a synthetic store needs r >= 2 (features plus the constant one)")
@@ -75,6 +78,8 @@ def make_clustered_store(path, n, r, *, prevalence=0.01, seed=0, spread=1.0, dty
     with StoreWriter(path, r, dtype=dtype, chunk_rows=chunk_rows, kind=kind, labels=True,
                      ids_dtype=np.int64 if order == "generated" else None,
                      attrs=attrs, overwrite=overwrite, compressors=compressors) as w:
+        if summaries is not None:
+            w.before_publish = lambda tmp: summaries.update(_block_summaries(tmp))
         blocks = _blocks(n, seed, centres, prevalence, spread)
         if order == "generated":
             _write_grouped(w, blocks, _cluster_sizes(n, seed, centres, prevalence), progress)
@@ -84,6 +89,11 @@ def make_clustered_store(path, n, r, *, prevalence=0.01, seed=0, spread=1.0, dty
                 if progress:
                     progress(w.rows_appended)
     return path
+
+
+def _block_summaries(path):
+    from .engine.summaries import write_block_summaries
+    return write_block_summaries(path, in_place=True) or {}
 
 
 def _blocks(n, seed, centres, prevalence, spread):

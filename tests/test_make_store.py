@@ -14,8 +14,10 @@ import bigsearch
 TOOL = Path(__file__).resolve().parent.parent / "tools" / "make_store.py"
 
 
-def make(*args):
-    return subprocess.run([sys.executable, str(TOOL), *map(str, args)], capture_output=True, text=True)
+def make(*args, summaries=False):
+    """The tool in a subprocess; without the block summaries (three passes) unless asked."""
+    extra = () if summaries else ("--no-summaries",)
+    return subprocess.run([sys.executable, str(TOOL), *map(str, args), *extra], capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("name", ["s.zarr", "s.h5"])
@@ -87,3 +89,16 @@ def test_generated_order_groups_the_same_rows_by_cluster(tmp_path, name):
     assert (np.diff(cluster[ids]) >= 0).all()                        # grouped by cluster
     for c in np.unique(cluster):                                     # each group in row order
         assert (np.diff(ids[cluster[ids] == c]) > 0).all()
+
+
+@pytest.mark.parametrize("name,order", [("rows.zarr", "rows"), ("generated.h5", "generated")])
+def test_stores_carry_valid_block_summaries(tmp_path, name, order):
+    """Written before the store appears; a pruned search uses them (they describe X)."""
+    out = tmp_path / name
+    res = make(out, "--n", 3000, "--r", 8, "--chunk-rows", 1000, "--order", order, "--quiet", summaries=True)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["summaries_MiB"] > 0
+    las = bigsearch.LAS(out, prune=True)
+    las.sync()
+    assert las.pruning.summaries_from == "store"
+    assert bigsearch.open_store(out).describe()["block_summaries"]["fingerprint_matches"]

@@ -5,6 +5,11 @@ chunk cache. (Errors and a server stopped mid-run: test_object_store_errors.py.)
 
 import json
 import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +19,7 @@ from distributed import Client, LocalCluster
 import bigsearch
 from bigsearch.backends.distributed import Distributed
 from bigsearch.storage import open_store
+from bigsearch.storage.remote import remote_defaults
 from bigsearch.testing import clustered_points, dense_las_run
 from bigsearch.testing.s3_server import ACCESS, NO_METADATA, S3Server
 
@@ -21,6 +27,7 @@ from conftest import run_cli, run_queries
 
 BUCKET = "features"
 LAS_OPTIONS = {"pi": 0.05, "eta": 0.6, "alpha": 0.05}
+CREDENTIALS = {"access_key_id": "testing", "secret_access_key": "testing"}
 
 
 @pytest.fixture(scope="module")
@@ -247,6 +254,96 @@ def test_local_cluster_workers_read_their_shards_from_s3(s3, client, data, tmp_p
     assert run_queries(wnas[1], y, 6) == run_queries(wnas[0], y, 6)
 
 
+def test_each_worker_fetches_only_its_shards_chunks(s3, client, data, tmp_path, url):
+    """The workers read X from the object store themselves, each only its own shard's
+    chunks: with a chunk cache directory per worker, each holds exactly its shard's."""
+    X, y = data
+    bigsearch.create_store(url, X, y, chunk_rows=50)
+    base = tmp_path / "worker-caches"
+
+    def own_cache(dask_worker, base=str(base)):
+        old = os.environ.get("BIGSEARCH_CHUNK_CACHE")
+        os.environ["BIGSEARCH_CHUNK_CACHE"] = os.path.join(base, dask_worker.address.rsplit(":", 1)[1])
+        return old
+
+    def restore(dask_worker, old):
+        os.environ.pop("BIGSEARCH_CHUNK_CACHE", None)
+        if old[dask_worker.address] is not None:
+            os.environ["BIGSEARCH_CHUNK_CACHE"] = old[dask_worker.address]
+
+    old = client.run(own_cache)
+    try:
+        search = bigsearch.LAS(url, backend=client, **LAS_OPTIONS)  # the cache directory: each worker's own
+        search.tell(first_positive(y), 1)
+        search.ask()
+        shards = {s.address.rsplit(":", 1)[1]: set(s.chunks) for s in search.backend.shards}
+        search.close()
+    finally:
+        client.run(restore, old=old)
+    assert len(shards) == 2 and set.union(*shards.values()) == set(range(12))
+
+    def cached(port):
+        return {int(f.name.split("-")[0]) for f in (base / port).rglob("*.raw")}
+
+    deadline = time.monotonic() + 60  # the cache writes in the background
+    while any(cached(port) != chunks for port, chunks in shards.items()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert {port: cached(port) for port in shards} == shards
+
+
+def test_the_server_stopping_mid_run_on_a_cluster_is_the_same_clear_error(client, data):
+    """A worker that cannot reach the object store (after its retries) stops the search
+    with the one-line error, not a worker-loss recovery or a dask traceback."""
+    X, y = data
+    server = S3Server().start()
+    try:
+        server.create_bucket("features")
+        options = {
+            "storage_options": {"endpoint": server.endpoint, "retries": "1", "retry_timeout": "2", **CREDENTIALS},
+            "cache_size": 0,  # no cache: every pass goes to the server
+        }
+        with remote_defaults(options["storage_options"]):
+            bigsearch.create_store("s3://features/s.zarr", X, y, chunk_rows=100)
+        search = bigsearch.LAS(open_store("s3://features/s.zarr", options), backend=client, **LAS_OPTIONS)
+        search.tell(first_positive(y), 1)
+        i = search.ask()
+        server.stop()
+        search.tell(i, int(y[i]))
+        with pytest.raises(bigsearch.errors.StoreError, match="cannot reach the object store.*after 1 retries"):
+            search.ask()
+        assert search.backend.recoveries == []
+        search.close()
+    finally:
+        server.stop()
+
+
+def test_ingest_cluster_order_to_s3_writes_the_ordered_store_there(s3, data, tmp_path, url):
+    """`ingest ... s3://... --cluster-order K`: the ordered store at the URL, its temporary
+    copies local and removed, no local directory named s3:."""
+    X, y = data
+    csv = tmp_path / "d.csv"
+    np.savetxt(csv, np.c_[X, y], delimiter=",", fmt="%.6f")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    args = ["--label-column", X.shape[1], "--positive", 1, "--chunk-rows", 100, "--cluster-order", 4, "-q"]
+    done = run_cli("ingest", csv, url, *args, cwd=tmp_path, env={"TMPDIR": str(tmp)})
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.csv", "tmp"] and not any(tmp.iterdir())
+    with open_store(url) as s:
+        rows = s.ids()
+        assert sorted(rows.tolist()) == list(range(len(X)))  # a permutation naming the original rows
+        assert s.attrs["cluster_order"]["clusters"] == 4 and s.chunk_rows == 100
+        np.testing.assert_allclose(s.read_rows(np.arange(len(X))), X[rows], atol=1e-6)
+        np.testing.assert_array_equal(s.labels(), y[rows])
+    from bigsearch.ingest.cluster_order import cluster_order
+
+    local = bigsearch.create_store(tmp_path / "s.zarr", X, y)
+    with pytest.raises(bigsearch.errors.StoreExistsError, match="already exists"):
+        cluster_order(local, url, clusters=2)
+    with pytest.raises(bigsearch.errors.StoreError, match="HDF5 files cannot be written to object storage"):
+        cluster_order(local, url.replace(".zarr", ".h5"), clusters=2)
+
+
 def test_storage_options_travel_to_the_workers(s3, client, data, url):
     """A store sent to a worker is opened there with the driver's storage options and
     cache settings (not the worker's defaults)."""
@@ -292,6 +389,26 @@ def test_a_session_on_s3_keeps_its_files_local_and_asks_what_a_local_one_asks(s3
         nexts[name] = json.loads(run_cli("session", "next", d, "-k", 5, "--json").stdout)
     assert nexts["s3"] == nexts["local"]
     assert json.loads((tmp_path / "session-s3" / "session.json").read_text())["body"]["store"]["path"] == url
+    # the labelling page over it, with the endpoint and credentials from --storage-option alone
+    options = [f"endpoint={s3.endpoint}", "access_key_id=testing", "secret_access_key=testing", "region=us-east-1"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "bigsearch", "serve", tmp_path / "session-s3", "--port", "0"]
+        + [a for o in options for a in ("--storage-option", o)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, **NO_METADATA},
+    )
+    try:
+        line = serve.stdout.readline()
+        assert " at http://" in line, line + serve.stderr.read()
+        page = re.search(r"at (http://\S+)", line).group(1)
+        state = json.loads(urllib.request.urlopen(f"{page}/api/state", timeout=60).read())
+        assert state["item"]["index"] == nexts["local"][0]["index"]
+    finally:
+        serve.terminate()
+        serve.wait(30)
 
 
 def test_an_http_store_reads_like_the_local_one_through_the_cache(data, tmp_path):

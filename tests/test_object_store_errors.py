@@ -4,17 +4,21 @@ permission denied, a URL scheme or format that cannot be written; and the server
 away mid-run (retries with backoff, then a clear error; a session loses nothing).
 Against real moto servers on 127.0.0.1, one of them enforcing IAM permissions."""
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import bigsearch
-from bigsearch.errors import StoreError
+from bigsearch.errors import ParameterError, StoreError
 from bigsearch.testing import clustered_points
 from bigsearch.testing.s3_server import ACCESS, NO_METADATA, S3Server
 
@@ -109,9 +113,44 @@ def iam_s3(data, tmp_path_factory):
         server.stop()
 
 
-def test_a_store_opens_with_the_right_credentials(s3):
+def test_a_store_opens_with_the_right_credentials(s3, tmp_path):
     done = cli("info", "s3://features/s.zarr", env=s3.env_for_cli)
     assert done.returncode == 0, done.stderr
+    # the same from --storage-option alone (no AWS_* variables), and the cache where --cache-dir says
+    options = [f"endpoint={s3.endpoint}", "access_key_id=testing", "secret_access_key=testing", "region=us-east-1"]
+    cache = ["--cache-dir", tmp_path / "cache", "--cache-size", "5M"]
+    done = cli("info", "s3://features/s.zarr", "--json", *cache, *[a for o in options for a in ("--storage-option", o)])
+    assert done.returncode == 0, done.stderr
+    info = json.loads(done.stdout)
+    assert info["n"] == 300 and info["cache"]["limit_bytes"] == 5 * 2**20
+    assert info["cache"]["dir"].startswith(str(tmp_path / "cache"))
+
+
+def test_results_sessions_and_exports_must_be_local(tmp_path):
+    """Only feature stores can be in object storage: a URL given for what bigsearch writes
+    locally is refused at once (as a Path, s3://b/x would become a local directory s3:)."""
+    from bigsearch.experiments import run_pairs
+    from bigsearch.session import Session
+
+    X, y = clustered_points(60, 4, prevalence=0.1, seed=1)
+    store = bigsearch.create_store(tmp_path / "s.zarr", X, y)
+    done = cli("run", store, "--budget", 3, "--out", "s3://features/runs", cwd=tmp_path)
+    assert_one_line_error(done, "s3://features/runs is a URL", "local path")
+    done = cli("session", "new", store, "s3://features/session", cwd=tmp_path)
+    assert_one_line_error(done, "s3://features/session is a URL")
+    with pytest.raises(ParameterError, match="out gs://b/pairs is a URL"):
+        run_pairs(store, "gs://b/pairs", pairs=1)
+    with Session.create(store, tmp_path / "session") as session:
+        session.tell(int(np.flatnonzero(y)[0]), 1)
+        with pytest.raises(ParameterError, match="out s3://b/labels.csv is a URL"):
+            session.export("s3://b/labels.csv")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr", "session"]
+    tool = Path(__file__).resolve().parents[1] / "tools" / "make_store.py"
+    done = subprocess.run(
+        [sys.executable, tool, "s3://features/x.zarr", "--n", "10"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert done.returncode == 2 and "make_store writes local stores" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr", "session"]
 
 
 def test_no_credentials(s3):
@@ -234,6 +273,87 @@ def test_the_server_stopping_mid_run_is_a_clear_error_after_retries(data):
                 search.ask()
             assert time.monotonic() - t0 < 30
     finally:
+        server.stop()
+
+
+class CuttingProxy:
+    """A TCP proxy to a server on 127.0.0.1 that can cut the network: ``down()`` breaks
+    every open connection and closes each new one at once until ``up`` is set again."""
+
+    def __init__(self, target_port):
+        self.target, self.up, self.open, self.refused = target_port, True, [], 0
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            if not self.up:
+                self.refused += 1
+                client.close()
+                continue
+            server = socket.create_connection(("127.0.0.1", self.target))
+            self.open += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b):
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (a, b):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+    def down(self):
+        self.up = False
+        for end in self.open:
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+        self.open = []
+
+    def close(self):
+        self.sock.close()
+
+
+def test_a_network_failure_that_passes_is_retried_with_backoff(data, tmp_path):
+    """The network goes away mid-run for 1.5 s: the reads are retried (with backoff) until it
+    is back, and the search goes on with the queries of the same store on local disk."""
+    X, y = data
+    server = S3Server().start()
+    proxy = CuttingProxy(server.port)
+    try:
+        server.create_bucket("features")
+        options = {"endpoint": f"http://127.0.0.1:{proxy.port}", "retries": "10", "retry_timeout": "60"}
+        options.update(access_key_id="testing", secret_access_key="testing", region="us-east-1")
+        from bigsearch.storage.remote import remote_defaults
+
+        local = bigsearch.create_store(tmp_path / "s.zarr", X, y, chunk_rows=50)
+        with remote_defaults(options, cache_size=0):  # no cache: every pass goes to the server
+            bigsearch.create_store("s3://features/s.zarr", X, y, chunk_rows=50)
+            searches = [bigsearch.LAS(where, pi=0.05) for where in ("s3://features/s.zarr", local)]
+            asked = []
+            for s in searches:
+                s.tell(int(np.flatnonzero(y)[0]), 1)
+                asked.append(s.ask())
+            proxy.down()
+            threading.Timer(1.5, lambda: setattr(proxy, "up", True)).start()
+            t0 = time.monotonic()
+            for s, i in zip(searches, list(asked)):
+                s.tell(i, int(y[i]))
+                asked.append(s.ask())
+            assert time.monotonic() - t0 >= 1.5 and proxy.refused >= 2  # it waited, retrying
+        assert asked[0] == asked[1] and asked[2] == asked[3]
+    finally:
+        proxy.close()
         server.stop()
 
 

@@ -10,6 +10,9 @@ n fits in bounded memory, and is reproducible from --seed.
     python tools/make_store.py c.zarr --n 1000000 --cluster-order 0   # rows grouped by k-means cluster
     python tools/make_store.py g.zarr --n 60000000 --order generated  # rows grouped by generating cluster
 
+Every store is written with its pruning block summaries (docs/store-format.md), computed
+on the complete store before it appears (three passes over it; --no-summaries: none).
+
 Prints one JSON line: the store, its size, and the time and rate of writing it; progress
 (rows written, rate, time left) goes to stderr every few seconds (--quiet: none).
 """
@@ -24,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bigsearch.ingest.cluster_order import cluster_order  # noqa: E402
 from bigsearch.ingest.pipeline import compressors_for  # noqa: E402
-from bigsearch.storage import default_chunk_rows, open_store, store_kind_for  # noqa: E402
+from bigsearch.storage import default_chunk_rows, is_url, open_store, store_kind_for  # noqa: E402
 from bigsearch.storage.atomic import remove, temp_sibling  # noqa: E402
 from bigsearch.storage.base import disk_bytes  # noqa: E402
 from bigsearch.synthetic import make_clustered_store  # noqa: E402
@@ -57,6 +60,10 @@ def parse_args(argv=None):
                        help="generated: the same rows grouped by their generating cluster, written in one "
                             "streaming pass (no k-means, no second copy), ids keeping the row numbers of the "
                             "default order (rows)")
+    ap.add_argument("--no-summaries", action="store_true",
+                    help="do not store the pruning block summaries (by default they are computed on the "
+                         "complete store before it appears: three more passes over it; --cluster-order always "
+                         "writes them)")
     ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     ap.add_argument("--overwrite", action="store_true")
     args = ap.parse_args(argv)
@@ -64,6 +71,9 @@ def parse_args(argv=None):
         ap.error("--n must be >= 1 and --r >= 2 (features plus the bias)")
     if not 0 < args.prevalence < 1:
         ap.error("--prevalence must be in (0, 1), e.g. 0.005")
+    if is_url(args.out):   # as a Path, s3://b/x.zarr would become a local directory s3:
+        ap.error(f"{args.out}: make_store writes local stores; write it to a local path, then copy the "
+                 "directory to object storage as it is (e.g. aws s3 sync)")
     if Path(args.out).exists() and not args.overwrite:
         ap.error(f"{args.out} exists; pass --overwrite to replace it")
     return args
@@ -101,12 +111,13 @@ def main(argv=None):
     kind = store_kind_for(args.out, args.format)
     t = time.perf_counter()
     target = Path(args.out) if args.cluster_order is None else temp_sibling(Path(args.out), "unordered")
-    ordering = None
+    ordering, summaries = None, None if args.no_summaries or args.cluster_order is not None else {}
     try:
         make_clustered_store(target, args.n, args.r, prevalence=args.prevalence, seed=args.seed,
                              spread=args.spread, dtype=args.dtype, chunk_rows=chunk_rows(args), kind=kind,
                              overwrite=args.overwrite, compressors=compressors_for(kind, args.codec),
-                             order=args.order, progress=None if args.quiet else Progress(args.n))
+                             order=args.order, progress=None if args.quiet else Progress(args.n),
+                             summaries=summaries)
         if args.cluster_order is not None:
             ordering = cluster_order(target, args.out, clusters=args.cluster_order or None, kind=kind,
                                      compressors=compressors_for(kind, args.codec), overwrite=args.overwrite)
@@ -122,6 +133,9 @@ def main(argv=None):
                "MB_per_s": round(store.nbytes / seconds / 1e6, 1), "order": args.order}
         if ordering:
             out.update(clusters=ordering["clusters"], cluster_order_seconds=round(ordering["seconds"], 2))
+            summaries = ordering.get("block_summaries")
+        if summaries:
+            out.update(summaries_seconds=round(summaries["seconds"], 2), summaries_MiB=round(summaries["MiB"], 2))
     print(json.dumps(out))
     return out
 

@@ -44,7 +44,20 @@ def info(store, as_json, dataset):
         click.echo(f"featurization: {_featurization_text(attrs['featurization'])}")
     elif "featurization" in attrs:
         click.echo(f"featurization: {json.dumps(attrs['featurization'], default=str)}")
+    click.echo(f"block summaries: {_summaries_text(d['block_summaries'])}")
     click.echo("(--json shows everything)")
+
+
+def _summaries_text(b):
+    if b is None:
+        return "none (pruned searches compute them; `bigsearch summarize` stores them)"
+    if not b["complete"]:
+        return f"incomplete or unreadable, not used ({b.get('error', 'a write was cut short')}); " \
+               "`bigsearch summarize` writes them again"
+    if not b["fingerprint_matches"]:
+        return f"blocks of {b['block_rows']} rows, but X changed since they were written: not used; " \
+               "`bigsearch summarize` writes them again"
+    return f"blocks of {b['block_rows']} rows, basis of {b['basis_dim']} (used by --prune with that block size)"
 
 
 def _read_path(d):

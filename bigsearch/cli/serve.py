@@ -6,6 +6,7 @@ import click
 
 from ..errors import BigsearchError, SessionWarning
 from . import main
+from .options import object_store_options
 from .session import _show_warning, store_option
 
 
@@ -27,6 +28,7 @@ class ServeCommand(click.Command):
 @click.option("--budget", type=click.IntRange(1), default=None, help="Labels planned, shown as progress.")
 @click.option("--no-prefetch", is_flag=True, help="Do not compute the next item ahead (for measurements).")
 @store_option
+@object_store_options
 def serve(directory, host, port, budget, no_prefetch, store):
     """Label the session in DIRECTORY in a web browser (docs/serve.md).
 

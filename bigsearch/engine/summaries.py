@@ -22,10 +22,11 @@ import time
 
 import numpy as np
 
-from ..backends.local import LocalBackend
+from ..backends.local import LocalBackend, pass_progress
 from ..errors import BigsearchError
 from ..storage import open_store
 from ..storage.fingerprint import store_fingerprint
+from ..storage.format import SUMMARIES_GROUP
 from .pruning import (
     DEFAULT_BASIS,
     BlockSummaries,
@@ -36,58 +37,64 @@ from .pruning import (
 )
 from .steps import COLSUM, GRAM
 
-GROUP = "block_summaries"
+GROUP = SUMMARIES_GROUP
 VERSION = 1
 FIELDS = ("basis", "centre", "lo", "hi", "radius_perp", "radius", "norm_max", "deg_min", "deg_max")
 
 
-def summaries_of_store(store, block_rows=None, basis_dim=DEFAULT_BASIS, n_threads=None):
+PASSES = ("column sums", "degrees and basis", "block summaries")   # what progress reports
+
+
+def summaries_of_store(store, block_rows=None, basis_dim=DEFAULT_BASIS, n_threads=None, progress=None):
     """(BlockSummaries, s, per-block degree sums) of a store with no labels, in three
     passes (column sums; degrees and X^T diag(1/d) X; the summaries), by the steps a LAS
-    search runs; None when some degree is <= 0 or X is not finite (LAS cannot search it)."""
+    search runs; None when some degree is <= 0 or X is not finite (LAS cannot search it).
+    ``progress(what, chunks done, chunks)``, if given, is called as each pass moves."""
     block_rows = check_block_rows(block_rows)
     backend = LocalBackend(store, n_threads)
+
+    def run(what, step, *args):
+        if progress is None:
+            return backend.map(step, *args)
+        with pass_progress(lambda done, total: progress(what, done, total)):
+            return backend.map(step, *args)
     try:
         backend.alloc("label", np.int8, -1)
         backend.alloc("deg", np.float64, 0.0)
-        parts = backend.map(COLSUM)
+        parts = run(PASSES[0], COLSUM)
         s = np.sum([q.sums for q in parts], axis=0)
         if any(q.first_bad >= 0 for q in parts) or not np.all(np.isfinite(s)):
             return None
         none = np.zeros(0, np.int64)
-        grams = backend.map(GRAM, s, none, none.astype(np.int8), 0.5, 1.0 / store.n, 0.5)
+        grams = run(PASSES[1], GRAM, s, none, none.astype(np.int8), 0.5, 1.0 / store.n, 0.5)
         if any(q.n_bad for q in grams):
             return None
         basis = gram_basis(np.sum([q.G for q in grams], axis=0), basis_dim)
-        sm = compute_summaries(backend.map, store.chunks, basis, block_rows)
+        sm = compute_summaries(lambda *a: run(PASSES[2], *a), store.chunks, basis, block_rows)
         return sm, s, np.add.reduceat(backend.gather("deg"), sm.start)
     finally:
         backend.close()
 
 
-def write_block_summaries(path, block_rows=None, basis_dim=DEFAULT_BASIS, n_threads=None):
-    """Compute a store's block summaries and write them into it (replacing old ones).
+def write_block_summaries(path, block_rows=None, basis_dim=DEFAULT_BASIS, n_threads=None, *, in_place=False,
+                          progress=None):
+    """Compute a store's block summaries and write them into it (replacing old ones),
+    atomically and durably (``FeatureStore.publish_group``; ``in_place=True``: a store
+    not yet published, e.g. in ``StoreWriter.before_publish``, written as it is).
     Returns what was written (blocks, MiB, seconds), or None when LAS cannot search the
-    store (some degree <= 0), so there is nothing to write. The store must be closed."""
+    store (some degree <= 0), so there is nothing to write. The store must be closed.
+    ``progress``: as for ``summaries_of_store``."""
     t0 = time.perf_counter()
     with open_store(path) as store:
-        computed = summaries_of_store(store, block_rows, basis_dim, n_threads)
+        computed = summaries_of_store(store, block_rows, basis_dim, n_threads, progress)
         if computed is None:
             return None
         sm, s, deg_sum = computed
         fmt, fingerprint = type(store), store_fingerprint(store)
     arrays = {**{k: getattr(sm, k) for k in FIELDS}, "s": s, "deg_sum": deg_sum}
-    fmt.write_group(
-        path,
-        GROUP,
-        arrays,
-        {
-            "version": VERSION,
-            "block_rows": sm.block_rows,
-            "basis_dim": int(sm.basis.shape[1]),
-            "fingerprint": fingerprint,
-        },
-    )
+    attrs = {"version": VERSION, "block_rows": sm.block_rows, "basis_dim": int(sm.basis.shape[1]),
+             "fingerprint": fingerprint}
+    (fmt.write_group if in_place else fmt.publish_group)(path, GROUP, arrays, attrs)
     return {
         "blocks": sm.n_blocks,
         "block_rows": sm.block_rows,
@@ -96,12 +103,18 @@ def write_block_summaries(path, block_rows=None, basis_dim=DEFAULT_BASIS, n_thre
     }
 
 
-def stored_summaries(store, block_rows, s, deg):
-    """(BlockSummaries, "store") when the store holds summaries of blocks of ``block_rows``
-    rows that still describe X (see the module), else (None, why not). ``s`` and ``deg``
-    are the search's column sums and degrees."""
+CHANGED = "computed: X changed since the stored summaries were written"
+DEGREES = ("deg_min", "deg_max", "deg_sum")
+
+
+def stored_header(store, block_rows):
+    """The stored summaries' column sums ``s`` and per-block degrees (``DEGREES``), when
+    the store holds whole summaries of blocks of ``block_rows`` rows whose fingerprint is
+    X's: (arrays, None); else (None, why not). What remains to check is the search's own
+    column sums and degrees against these (``matches``)."""
+    select = {**{k: slice(0, 0) for k in FIELDS}, **dict.fromkeys(("s", *DEGREES))}
     try:
-        found = store.read_group(GROUP)
+        found = store.read_group(GROUP, select)
     except BigsearchError as e:
         return None, f"computed: the stored summaries cannot be read ({e})"
     if found is None:
@@ -111,15 +124,56 @@ def stored_summaries(store, block_rows, s, deg):
         return None, "computed: the stored summaries are incomplete or of another version"
     if attrs.get("block_rows") != block_rows:
         return None, f"computed: the store has summaries of blocks of {attrs.get('block_rows')} rows"
+    if attrs.get("fingerprint") != store_fingerprint(store) or len(arrays["deg_sum"]) != len(
+            block_layout(store.chunks, block_rows)[0]):
+        return None, CHANGED
+    return {k: arrays[k] for k in ("s", *DEGREES)}, None
+
+
+def block_degrees(deg, start):
+    """Per block (first rows ``start``): the smallest, largest and summed degree, as stored."""
+    return {"deg_min": np.minimum.reduceat(deg, start), "deg_max": np.maximum.reduceat(deg, start),
+            "deg_sum": np.add.reduceat(deg, start)}
+
+
+def matches(stored, computed):
+    """Whether stored and computed per-block degrees (and ``s``, when both have it) are equal, bit for bit."""
+    return all(np.array_equal(stored[k], computed[k]) for k in computed)
+
+
+def stored_summaries(store, block_rows, s, deg):
+    """(BlockSummaries, "store") when the store holds summaries of blocks of ``block_rows``
+    rows that still describe X (see the module), else (None, why not). ``s`` and ``deg``
+    are the search's column sums and degrees."""
+    header, why = stored_header(store, block_rows)
+    if header is None:
+        return None, why
     chunk, start, stop = block_layout(store.chunks, block_rows)
-    changed = (
-        attrs.get("fingerprint") != store_fingerprint(store)
-        or not np.array_equal(arrays["s"], s)
-        or len(arrays["deg_sum"]) != len(start)
-        or not np.array_equal(arrays["deg_sum"], np.add.reduceat(deg, start))
-        or not np.array_equal(arrays["deg_min"], np.minimum.reduceat(deg, start))
-        or not np.array_equal(arrays["deg_max"], np.maximum.reduceat(deg, start))
-    )
-    if changed:
-        return None, "computed: X changed since the stored summaries were written"
+    if not matches(header, {"s": s, **block_degrees(deg, start)}):
+        return None, CHANGED
+    arrays = read_stored(store, FIELDS)
     return BlockSummaries(block_rows, chunk, start, stop, *(arrays[k] for k in FIELDS)), "store"
+
+
+def read_stored(store, fields, blocks=None):
+    """Arrays ``fields`` of the stored summaries; with ``blocks`` (a slice), only those
+    blocks' rows (``basis`` and ``s`` whole)."""
+    whole = ("basis", "s")
+    return store.read_group(GROUP, {k: None if k in whole else blocks for k in fields})[1]
+
+
+def store_source(store):
+    """How a dask worker reopens the store to read its chunks' slice of the summaries."""
+    return {"path": store.reopen_path(), "options": store._reopen_options()}
+
+
+def read_chunk_summaries(source, first_block, n_blocks, fields):
+    """A chunk's slice of the stored summaries (``fields``), read where the chunk is (a
+    dask worker), from the store at ``source`` (``store_source``)."""
+    with open_store(source["path"], source["options"]) as store:
+        return read_stored(store, fields, slice(first_block, first_block + n_blocks))
+
+
+def first_blocks(chunks, block_rows):
+    """The global index of each chunk's first block."""
+    return np.concatenate([[0], np.cumsum([-(-(b - a) // block_rows) for a, b in chunks])[:-1]]).astype(np.int64)

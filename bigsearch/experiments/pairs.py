@@ -21,7 +21,7 @@ from .. import __version__
 from ..engine.registry import method_spec, saving_class
 from ..errors import ParameterError
 from ..simulate import make_search
-from ..storage import open_store
+from ..storage import open_store, require_local
 from ..storage.atomic import atomic_open, atomic_write_json
 
 
@@ -29,6 +29,7 @@ def run_pairs(store, out, methods=("las", "wnas"), **kwargs):
     """Run the experiment (:func:`pair_experiment`'s keywords) and write directory ``out``:
     pairs.json (the record), pairs.csv (one row per pair and method) and table2.md.
     Returns (record, the table)."""
+    require_local(out, "out")                     # before the experiment, not after it
     record = pair_experiment(store, methods, **kwargs)
     return record, write_pairs(record, out)
 

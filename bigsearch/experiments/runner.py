@@ -24,7 +24,7 @@ from ..engine.registry import method_spec
 from ..engine.seeding import resolve_start
 from ..errors import ParameterError
 from ..simulate import check_budget, initial_labels, make_search, simulate
-from ..storage import open_store
+from ..storage import open_store, require_local
 from ..storage.atomic import atomic_write_json
 from ..storage.fingerprint import store_fingerprint
 from .graded import load_answers
@@ -107,7 +107,7 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
     (e.g. a progress bar); an ``update.initializing(what, done, total)``, if it has one,
     hears of the steps before the first query (AGR's k-means). ``notes`` lists outputs that were skipped, with why.
     """
-    out = Path(out)
+    out = require_local(out, "out")
     progress = progress or (lambda method, run: contextlib.nullcontext(None))
     with open_store(exp.store, {"dataset": exp.dataset}) as store:
         y = store.labels()

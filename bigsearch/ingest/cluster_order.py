@@ -25,6 +25,7 @@ twice (docs/performance.md).
 
 import contextlib
 import json
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,10 +35,11 @@ from ..backends.local import LocalBackend
 from ..engine.anchors import kmeans, squared_distances
 from ..engine.summaries import write_block_summaries
 from ..errors import ParameterError, StoreExistsError
-from ..storage import StoreWriter, open_store, store_kind_for
+from ..storage import StoreWriter, is_url, open_store, store_kind_for, store_location
 from ..storage.atomic import remove, remove_stale_leftovers, temp_sibling
 from ..storage.encoding import ENCODING_ATTR
 from ..storage.format import DISPLAY_ATTR, FORMAT_ATTR, PIXELS_NAME
+from ..storage.remote import check_writable, store_exists
 
 ROWS_PER_CLUSTER = 8192        # the default k: about this many rows per cluster (at least 16)
 MAX_CLUSTERS = 256
@@ -58,10 +60,10 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
     the clusters, their sizes, and the seconds spent clustering and rewriting.
     """
     t0 = time.perf_counter()
-    out = Path(out)
-    if out.exists() and not overwrite:
+    out = out if is_url(str(out)) else Path(out)      # a URL is never a local path (s3:// is not ./s3:)
+    if _store_exists(out, kind) and not overwrite:
         raise StoreExistsError(f"{out} already exists; pass overwrite=True (--overwrite) to replace it")
-    if out.resolve() == Path(getattr(source, "path", source)).resolve():
+    if store_location(out, resolve=True) == store_location(getattr(source, "path", source), resolve=True):
         raise ParameterError("cluster order writes a new store: give an output path other than the source")
     with open_store(source) as store:
         if store.encoding not in ("float32", "float64"):
@@ -76,10 +78,7 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
         finally:
             backend.close()
         t_kmeans = time.perf_counter() - t0
-        out.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_leftovers(out, tags=("clusters", "unordered"))    # what killed runs left
-        spill = temp_sibling(out, "clusters")
-        spill.mkdir()
+        spill = _spill_dir(out)
         written = {}
         try:
             display = DisplaySpill.of(store)
@@ -89,11 +88,30 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
                    overwrite=overwrite, attrs={**_kept_attrs(store.attrs, display), "cluster_order": {
                        "clusters": k, "iterations": iterations, "seed": seed, "source": str(store.path)}},
                    summaries=lambda tmp: written.update(block_summaries=write_block_summaries(
-                       tmp, n_threads=n_threads)))
+                       tmp, n_threads=n_threads, in_place=True)))
         finally:
             remove(spill)
     return {"out": str(out), "clusters": k, "sizes": sizes.tolist(), "kmeans_seconds": t_kmeans,
             "seconds": time.perf_counter() - t0, **written}
+
+
+def _store_exists(out, kind):
+    if isinstance(out, str):
+        check_writable(out, store_kind_for(out, kind))
+        return store_exists(out)
+    return out.exists()
+
+
+def _spill_dir(out):
+    """Where the clusters are spilled: beside a local output (removing what killed runs
+    left there); for an object-store URL, in a local temporary directory."""
+    if isinstance(out, str):
+        return Path(tempfile.mkdtemp(prefix="bigsearch-clusters-"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_leftovers(out, tags=("clusters", "unordered"))
+    spill = temp_sibling(out, "clusters")
+    spill.mkdir()
+    return spill
 
 
 def _kept_attrs(attrs, display):

@@ -19,7 +19,7 @@ from ..storage import StoreWriter, default_chunk_rows, is_url, store_format, sto
 from ..storage.atomic import remove, temp_sibling
 from ..storage.encoding import SCALED, stored_columns, stored_dtype
 from ..storage.format import is_feature_store
-from ..storage.remote import check_url, store_exists
+from ..storage.remote import check_writable, store_exists
 from .columns import resolve_columns as _resolve
 from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, featurize, finish_plan, prepare
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
@@ -66,7 +66,7 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     out = out if is_url(out) else Path(out)       # a URL is never a local path
     kind = store_kind_for(out, output.format)
     compressors = compressors_for(kind, output.codec)
-    _check_output(out, sources, output.overwrite)
+    _check_output(out, kind, sources, output.overwrite)
     block_bytes = source.block_bytes
     readers = _open_inputs(sources, source, progress)
     label_readers = _label_readers(labels.files, readers)
@@ -130,7 +130,7 @@ def _unordered_path(out):
     a local temporary directory (the ordered store is what goes to the object store)."""
     if is_url(out):
         import tempfile
-        return Path(tempfile.mkdtemp(prefix="bigsearch-unordered-")) / "unordered.zarr"
+        return temp_sibling(Path(tempfile.gettempdir()) / "bigsearch.zarr", "unordered")
     return temp_sibling(out, "unordered")
 
 
@@ -198,10 +198,10 @@ def _check_plan_size(plan):
         limits.check_rff(known, plan.rff["dim"])
 
 
-def _check_output(out, sources, overwrite):
+def _check_output(out, kind, sources, overwrite):
     """OUT may be replaced only when it is a store, and never when it holds an input."""
     if is_url(out):
-        check_url(out, write=True)
+        check_writable(out, kind)           # before any pass (--cluster-order writes OUT last)
         if not overwrite and store_exists(out):
             raise StoreExistsError(f"{out} already exists; choose another OUT or pass --overwrite")
         return

@@ -7,7 +7,8 @@ chunk (``storage/encoding.py``):
 - float32 / float64 arrays: ``common.row_dots``;
 - float16 (raw 16-bit patterns): the float arrays' kernels, each code converted to
   float64 where it is read (``common.as_float64``: exact, in hardware where the CPU can);
-- int8 codes with a scale per row: sum_j c_ij V[c, j] in float64, times the scale;
+- int8 codes with a scale per row: the float arrays' kernels over the codes (sum_j
+  c_ij V[c, j] in float64), times the scale;
 - binary (packed bits) with a scale per row: per-byte lookup tables of partial dot
   products, T[p, byte, c] = sum of V[c, 8p + b] over the bits b set in ``byte``, so a
   row of r bits costs r / 8 lookups per column (bytes that are 0 are skipped); for many
@@ -91,21 +92,13 @@ def buffer_dots(buf, scale, V, P, t):
 
 @numba.njit(nogil=True, cache=True, fastmath=FAST)
 def int8_dots(codes, scale, i0, i1, V, P):
-    k, r = V.shape
+    """P[t, c] = scale_i * (codes_i . V[c]): the float kernels' shapes over the codes
+    (each converted to float64 where it is read), the row's scale applied once."""
+    row_dots(codes, i0, i1, V, P)
     for i in range(i0, i1):
         s = np.float64(scale[i])
-        for c in range(0, k, 3):
-            s0 = 0.0
-            s1 = 0.0
-            s2 = 0.0
-            for j in range(r):
-                v = np.float64(codes[i, j])
-                s0 += v * V[c, j]
-                s1 += v * V[c + 1, j]
-                s2 += v * V[c + 2, j]
-            P[i - i0, c] = s * s0
-            P[i - i0, c + 1] = s * s1
-            P[i - i0, c + 2] = s * s2
+        for c in range(V.shape[0]):
+            P[i - i0, c] *= s
 
 
 @numba.njit(nogil=True, cache=True)

@@ -44,7 +44,7 @@ from ..errors import (
     SessionNotFoundError,
     SessionWarning,
 )
-from ..storage import open_store, store_location, store_source
+from ..storage import open_store, require_local, store_location, store_source
 from ..storage.atomic import (
     atomic_path,
     atomic_write_json,
@@ -90,7 +90,7 @@ class Session:
 
     def __init__(self, directory: str | PathLike[str], *, writable: bool, store: str | PathLike[str] | None = None,
                  backend: Any = "local", n_threads: int | None = None) -> None:
-        self.directory = Path(directory)
+        self.directory = require_local(directory, "directory")
         self.writable = writable
         self._store_override, self._backend, self._n_threads = store, backend, n_threads
         self._lock: SessionLock | None = None
@@ -132,7 +132,7 @@ class Session:
         ``store``: a path or URL (``dataset``: the array holding X, default X), or a
         zarr.Array / h5py.Dataset in a file, which the session reopens by its file and name.
         """
-        directory = Path(directory)
+        directory = require_local(directory, "directory")
         _check_new(method, checkpoint_every, keep_checkpoints, params, directory)
         path, options = store_source(store, dataset)       # what reopens it: a path, and the dataset when not X
         store = open_store(path, options)          # our own handle, closed with the session
@@ -489,6 +489,8 @@ class Session:
         csv, json or parquet (default: from ``out``'s suffix, else csv) to a new file
         ``out``, ``-`` (stdout) or an open text file; returns the number of rows."""
         fmt = export_format(out, format)
+        if isinstance(out, (str, PathLike)) and str(out) != "-":
+            require_local(out, "out")
         rows = list(self._history.rows())
         ids = self._ids([i for i, _, _ in rows])
         rows = [(i, "" if ids is None else _plain(ids[k]), y, t) for k, (i, y, t) in enumerate(rows)]

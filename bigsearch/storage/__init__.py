@@ -19,11 +19,12 @@ from .registry import (
     store_kind_for,
     store_source,
 )
-from .remote import is_url, local_dir_beside, store_location
+from .remote import is_url, local_dir_beside, require_local, store_location
 from .writer import StoreWriter, create_store
 from .zarr_store import ZarrStore
 
 __all__ = ["FeatureStore", "HDF5Store", "ZarrStore", "StoreWriter", "create_store", "open_store",
            "store_kind_for", "store_format", "store_codecs", "register_store_format", "STORE_FORMATS",
            "register_array_type", "store_source",
-           "default_chunk_rows", "FORMAT_VERSION", "is_url", "store_location", "local_dir_beside"]
+           "default_chunk_rows", "FORMAT_VERSION", "is_url", "store_location", "local_dir_beside",
+           "require_local"]

@@ -11,13 +11,17 @@ big-endian data) take the slow path: a decode into a reused per-thread buffer.
 import contextlib
 import mmap
 import os
+import shutil
 import threading
+from pathlib import Path
 
 import numpy as np
 
-from ..errors import ParameterError
+from ..errors import ParameterError, StoreError
+from .atomic import fsync_tree, publish_over, remove, remove_stale_leftovers, temp_sibling
 from .encoding import SCALE_NAME, SCALED, as_chunk, bytes_per_point, concat, decode, encoding_of, take
-from .format import check_format_version, check_labels
+from .fingerprint import store_fingerprint
+from .format import SUMMARIES_GROUP, check_format_version, check_labels
 
 PAGE = mmap.PAGESIZE
 
@@ -99,15 +103,38 @@ class FeatureStore:
         """The whole ``X_scale`` array, or None when the store has none."""
         raise NotImplementedError
 
-    def _read_group(self, name):
-        """(attributes, arrays) of the group ``name`` beside X, or None when there is none."""
+    def _read_group(self, name, select=None):
+        """(attributes, arrays) of the group ``name`` beside X, or None when there is none;
+        ``select``: {array: slice or None} reads only those arrays (those it has), each
+        sliced along its first axis (None: whole)."""
         return None
 
     @classmethod
     def write_group(cls, path, name, arrays, attrs):
         """Write a group of arrays beside X (replacing one of that name), its attributes
-        last; the store must not be open for reading in this process (HDF5 locks it)."""
+        last, in place: for a store being written, before it is published
+        (``StoreWriter.before_publish``); ``publish_group`` adds one to a published store.
+        The store must not be open for reading in this process (HDF5 locks it)."""
         raise NotImplementedError(f"{cls.label} stores cannot hold extra groups")
+
+    @classmethod
+    def publish_group(cls, path, name, arrays, attrs):
+        """``write_group`` on a published store, atomically and durably (storage/atomic.py):
+        a reader, or a crash at any moment, sees the old group (or none) or the whole new
+        one, and the store is never damaged. A store in one file (HDF5) is copied with the
+        group added, then swapped in: it needs free space for a second copy."""
+        path = Path(path)
+        remove_stale_leftovers(path, tags=(name,))
+        tmp = temp_sibling(path, name)
+        try:
+            shutil.copyfile(path, tmp)
+            shutil.copymode(path, tmp)
+            cls.write_group(tmp, name, arrays, attrs)
+            fsync_tree(tmp)
+            publish_over(tmp, path)
+        except BaseException:
+            remove(tmp)
+            raise
 
     def close(self):
         pass
@@ -194,10 +221,11 @@ class FeatureStore:
         order[np.concatenate(picks)] = np.arange(len(indices))
         return take(concat(parts, self.r), order)
 
-    def read_group(self, name):
+    def read_group(self, name, select=None):
         """(attributes, arrays) of a group stored beside X (block summaries:
-        engine/summaries.py), or None when the store has none."""
-        return self._read_group(name)
+        engine/summaries.py), or None when the store has none. ``select``: {array name:
+        slice or None}: only those arrays, each sliced along its first axis (None: whole)."""
+        return self._read_group(name, select)
 
     def labels(self):
         """The stored labels (int8, -1 unknown) or None when the store has none."""
@@ -234,7 +262,24 @@ class FeatureStore:
             known = counts["1"] + counts["0"]
             out["labels"] = counts
             out["prevalence"] = counts["1"] / known if known else None
+        out["block_summaries"] = self._summaries_description()
         return out
+
+    def _summaries_description(self):
+        """The pruning block summaries stored beside X (engine/summaries.py): None when
+        there are none; else their block size, and whether they were written whole and
+        for this X as far as its fingerprint tells (a search checks more before using them)."""
+        try:
+            found = self.read_group(SUMMARIES_GROUP, select={})
+        except StoreError as e:
+            return {"complete": False, "error": str(e)}
+        if found is None:
+            return None
+        attrs = found[0]
+        if "fingerprint" not in attrs:
+            return {"complete": False}
+        return {"complete": True, "block_rows": attrs.get("block_rows"), "basis_dim": attrs.get("basis_dim"),
+                "version": attrs.get("version"), "fingerprint_matches": attrs["fingerprint"] == store_fingerprint(self)}
 
     def _disk_bytes(self):
         return disk_bytes(self.path)

@@ -203,14 +203,16 @@ class HDF5Store(FeatureStore):
             values = np.array([v.decode() if isinstance(v, bytes) else v for v in values], dtype=object)
         return values
 
-    def _read_group(self, name):
+    def _read_group(self, name, select=None):
         import h5py
         group = self._file.get(name)
         if not isinstance(group, h5py.Group):
             return None
         try:
+            datasets = {k: d for k, d in group.items() if isinstance(d, h5py.Dataset)
+                        and (select is None or k in select)}
             return ({k: attribute_value(v) for k, v in group.attrs.items()},
-                    {k: d[()] for k, d in group.items() if isinstance(d, h5py.Dataset)})
+                    {k: d[()] if select is None or select[k] is None else d[select[k]] for k, d in datasets.items()})
         except (OSError, ValueError, RuntimeError) as e:
             raise StoreError(f"{self.path}: the group {name} cannot be read ({e})") from e
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import StoreError, StoreExistsError, StoreNotFoundError
+from ..errors import ParameterError, StoreError, StoreExistsError, StoreNotFoundError
 from .base import advise_willneed, map_file_array, release_nothing
 from .chunk_cache import ChunkCache, cache_settings
 from .zarr_store import ZarrStore
@@ -86,6 +86,17 @@ def store_location(path, resolve=False):
     return str(Path(path).resolve()) if resolve else os.path.abspath(path)
 
 
+def require_local(path, name):
+    """``path`` (parameter ``name``) as a local Path; a URL is refused: results, sessions
+    and exports are written to the local disk, only feature stores live in object storage
+    (as a Path, ``s3://b/x`` would silently become a local directory ``s3:``)."""
+    if is_url(str(path)):
+        raise ParameterError(
+            f"{name} {path} is a URL: it must be a local path (only feature stores can be in object storage)"
+        )
+    return Path(local_path(str(path)))
+
+
 def local_dir_beside(path, name):
     """A local directory for files derived from the store at ``path``: ``name`` beside a
     local store; for a URL, under the chunk cache's root (nothing beside it is local)."""
@@ -105,6 +116,17 @@ def check_url(url, write=False):
         raise StoreError(
             f"{url}: unknown URL scheme {scheme}://; bigsearch reads s3://, gs://, az:// "
             "and http(s):// stores, and local paths"
+        )
+
+
+def check_writable(url, kind):
+    """Refuse what cannot be written at ``url``: a read-only or unknown scheme, or a store
+    of a format other than Zarr (``kind``)."""
+    check_url(url, write=True)
+    if kind != "zarr":
+        raise StoreError(
+            f"{url}: HDF5 files cannot be written to object storage; write a Zarr store "
+            "(a URL not ending in .h5, or --output-format zarr)"
         )
 
 

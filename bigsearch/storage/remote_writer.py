@@ -8,7 +8,7 @@ Replacing an existing store (``overwrite=True``) deletes it first.
 """
 
 from ..errors import StoreError
-from .remote import check_url, zarr_group_for_writing
+from .remote import check_url, check_writable, zarr_group_for_writing
 from .writer import StoreWriter
 
 
@@ -23,11 +23,7 @@ class ObjectStoreWriter(StoreWriter):
         return path.rstrip("/")
 
     def _prepare(self):
-        if self.kind != "zarr":
-            raise StoreError(
-                f"{self.path}: HDF5 files cannot be written to object storage; write a Zarr store "
-                "(a URL not ending in .h5, or --output-format zarr)"
-            )
+        check_writable(self.path, self.kind)
         group, self._publish, self._abort = zarr_group_for_writing(self.path, None, self.overwrite)
         return group
 

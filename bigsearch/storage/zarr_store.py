@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StoreError, StoreNotFoundError
+from .atomic import fsync_tree, publish, publish_over, remove, remove_stale_leftovers, temp_sibling
 from .base import FeatureStore, advise_willneed, map_file_array
 from .encoding import SCALE_NAME
 from .format import (
@@ -240,7 +241,7 @@ class ZarrStore(FeatureStore):
     def _reopen_options(self):
         return {"dataset": self.dataset} if self.dataset != X_NAME else {}
 
-    def _read_group(self, name):
+    def _read_group(self, name, select=None):
         import zarr
         try:
             if name not in self._group:
@@ -248,7 +249,11 @@ class ZarrStore(FeatureStore):
             group = self._group[name]
             if not isinstance(group, zarr.Group):
                 return None
-            return dict(group.attrs), {k: np.asarray(a[...]) for k, a in group.arrays()}
+            if select is None:
+                return dict(group.attrs), {k: np.asarray(a[...]) for k, a in group.arrays()}
+            arrays = {k: group[k] for k in select if k in group}
+            return dict(group.attrs), {k: np.asarray(a[select[k] if select[k] is not None else ...])
+                                       for k, a in arrays.items()}
         except Exception as e:
             raise StoreError(f"{self.path}: the group {name} cannot be read: {_one_line(e)}") from e
 
@@ -258,13 +263,38 @@ class ZarrStore(FeatureStore):
         group = zarr.open_group(str(path), mode="r+")
         if name in group:
             del group[name]
-        sub = group.create_group(name)
-        for key, values in arrays.items():
-            sub.create_array(key, shape=values.shape, dtype=values.dtype, fill_value=0)[...] = values
-        sub.attrs.update(attrs)       # last: a group without them is one a crash cut short
+        _write_group_dir(Path(path) / name, arrays, attrs)
+
+    @classmethod
+    def publish_group(cls, path, name, arrays, attrs):
+        """The group is written as a directory beside the store, fsync'd, then renamed
+        into it (exchanged with an old one): X is not copied."""
+        path = Path(path)
+        remove_stale_leftovers(path, tags=(name,))
+        tmp = temp_sibling(path, name)
+        try:
+            _write_group_dir(tmp, arrays, attrs)
+            fsync_tree(tmp)
+            if (path / name).exists():
+                publish_over(tmp, path / name)
+            else:
+                publish(tmp, path / name)
+        except BaseException:
+            remove(tmp)
+            raise
 
     def codec(self):
         return " + ".join(_codec_name(c) for c in (*self._x.filters, *self._x.compressors)) or "none"
+
+
+def _write_group_dir(target, arrays, attrs):
+    """A Zarr group of ``arrays`` at the directory ``target``, its attributes last (a
+    group without them is one a crash cut short)."""
+    import zarr
+    sub = zarr.open_group(str(target), mode="w")
+    for key, values in arrays.items():
+        sub.create_array(key, shape=values.shape, dtype=values.dtype, fill_value=0)[...] = values
+    sub.attrs.update(attrs)
 
 
 def _arrays(group):
