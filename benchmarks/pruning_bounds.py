@@ -180,8 +180,9 @@ class QueryClock:
         self.pr = engine.pruning.pruner
         self.parts = dict.fromkeys(self.PARTS, 0.0)
         self.gap = 0.0
-        kernel, top, read = module.block_bounds, self.pr.top, self.pruning._read
-        module.block_bounds = lambda *a: self._time("bounds", kernel, *a) if self._count(len(a[0])) else None
+        blocks, groups, top, read = module.block_bounds, module.group_bounds, self.pr.top, self.pruning._read
+        module.block_bounds = lambda *a: self._time("bounds", blocks, *a) if self._count(len(a[0])) else None
+        module.group_bounds = lambda *a: self._time("bounds", groups, *a) if self._count(len(a[0])) else None
         self.pr.top = lambda k, u, *a, **kw: self._top(top, k, u, *a, **kw)
         self.pruning._read = lambda *a: self._time("reads", read, *a)
 
@@ -260,8 +261,11 @@ def store_queries(path, queries):
     return rows
 
 
-def synthetic_pruner(nb, versions, r=128, p=32, seed=0):
-    """A Pruner over random summaries of nb blocks, its blocks at ``versions`` versions."""
+def synthetic_pruner(nb, versions, scattered, r=128, p=32, seed=0):
+    """A Pruner over random summaries of nb blocks. After the last full pass, ``versions``
+    - 1 queries each read nb / 600 blocks (783 at 60M x 128, as the 60M run did): one run
+    of blocks among the first 2% (a search staying in a cluster of positives), or
+    ``scattered`` blocks anywhere (the worst case for groups: every group mixed)."""
     from bigsearch.engine.pruning import BlockSummaries, Pruner, gram_basis
 
     rng = np.random.default_rng(seed)
@@ -277,20 +281,25 @@ def synthetic_pruner(nb, versions, r=128, p=32, seed=0):
     pr.clock += 1
     pr._every_block_at(u, pr.clock)
     pr.best = rng.random(nb) * 0.01
-    for v in range(1, versions):            # a few blocks read at later u's
+    read = max(1, nb // 600)
+    for v in range(1, versions):
         pr.clock += 1
-        pr._now_at(rng.choice(nb, size=max(1, nb // 500), replace=False), u + 1e-3 * v * rng.normal(size=r))
+        if scattered:
+            blocks = rng.choice(nb, size=read, replace=False)
+        else:
+            blocks = rng.integers(0, max(1, nb // 50 - read)) + np.arange(read)
+        pr._now_at(blocks, u + 1e-3 * v * rng.normal(size=r))
     return pr, u + 1e-3 * rng.normal(size=r)
 
 
-def synthetic_blocks(nb, versions, repeats, expanded):
+def synthetic_blocks(nb, versions, repeats, expanded, scattered):
     """Per query, the parts of the bookkeeping that grow with the number of blocks, on
     random summaries of nb blocks (the bounds' values do not matter for their cost):
     before (NumPy bounds, a full sort), the one-level kernel, and the grouped order
     (every group's bound, the blocks of ``expanded`` groups)."""
     from bigsearch.engine.pruning import GroupedOrder
 
-    pr, u = synthetic_pruner(nb, versions)
+    pr, u = synthetic_pruner(nb, versions, scattered)
     terms = pr.version_terms(u)
 
     def grouped():
@@ -318,7 +327,8 @@ def synthetic_blocks(nb, versions, repeats, expanded):
            "grouped: every group's bound and the order of the first 16": grouped,
            f"grouped: the same and the blocks of {expanded} groups": expand}
     gb = pr.sm.nbytes() / 1e9
-    print(f"{nb:,} synthetic blocks (summaries {gb:.2f} GB), {len(pr.table_count)} versions; "
+    print(f"{nb:,} synthetic blocks (summaries {gb:.2f} GB), {len(pr.table_count)} versions"
+          f"{' scattered' if scattered else ''}; "
           f"ms per query (best of {repeats}):")
     for name, fn in out.items():
         times = []
@@ -347,6 +357,7 @@ def main():
     s.add_argument("--versions", type=int, default=20)
     s.add_argument("--repeats", type=int, default=5)
     s.add_argument("--expanded", type=int, default=32, help="groups whose blocks a query bounds")
+    s.add_argument("--scattered", action="store_true", help="the blocks read since the full pass anywhere")
     args = ap.parse_args()
     from common import machine
 
@@ -355,7 +366,7 @@ def main():
     elif args.what == "store":
         store_queries(args.path, args.queries)
     else:
-        synthetic_blocks(args.nb, args.versions, args.repeats, args.expanded)
+        synthetic_blocks(args.nb, args.versions, args.repeats, args.expanded, args.scattered)
     print(machine(), "load", os.getloadavg())
 
 

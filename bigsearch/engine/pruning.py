@@ -45,7 +45,7 @@ from ..backends import ChunkStep
 from ..errors import ParameterError
 from ..kernels.common import ROW_BLOCK
 from ..kernels.las import update_scores
-from ..kernels.pruning import block_bounds, group_state
+from ..kernels.pruning import block_bounds, group_bounds
 from ..storage.encoding import Encoded, decode, n_rows
 from .select import _best
 from .steps import BLAS_ROWS
@@ -354,32 +354,18 @@ class Descending:
 class GroupedOrder:
     """Blocks in decreasing order of their bound, ties to the lower index, where a block's
     bound is the smaller of its own and its group's (both hold for its rows): every
-    group is bounded (GROUP_BLOCKS times fewer than blocks), and a group's blocks only
-    once the group's bound reaches the blocks about to be visited, so a query that
-    visits a few blocks bounds a few groups' blocks. A group whose blocks are at several
-    versions (some were read since the last full pass) is bounded by its blocks' largest
-    bound."""
+    group is bounded (GROUP_BLOCKS times fewer than blocks; a group whose blocks are at
+    several versions once per version, with the largest cached maximum at each), and a
+    group's blocks only once the group's bound reaches the blocks about to be visited,
+    so a query that visits a few blocks bounds a few groups' blocks."""
 
     def __init__(self, pruner, terms):
         self.pr, self.terms = pruner, terms
         gs = self.gs = pruner.sm.grouped()
-        ng = gs.n_blocks
-        best, slot = np.empty(ng), np.empty(ng, np.int32)
-        group_state(pruner.best, pruner.slot, gs.start, best, slot)
-        mixed = np.flatnonzero(slot < 0)
-        slot[mixed] = 0
-        self.group_bound = self._bounds(np.arange(ng), best, slot, gs)
-        if len(mixed):
-            blocks, first = ranges(gs.start[mixed], gs.stop[mixed])
-            self.group_bound[mixed] = np.maximum.reduceat(self._bounds(blocks), first)
+        self.group_bound = group_bounds(gs.start, pruner.best, pruner.slot, terms, gs.centre, gs.lo, gs.hi,
+                                        gs.radii, np.empty(gs.n_blocks))
         self.groups = Descending(self.group_bound)
         self.pending, self.pending_bound = np.zeros(0, np.int64), np.zeros(0)  # bounded, not visited, in order
-
-    def _bounds(self, items, best=None, slot=None, sm=None):
-        """The kernel's bounds of these blocks (or, given their state and summaries, groups)."""
-        if sm is None:
-            best, slot, sm = self.pr.best, self.pr.slot, self.pr.sm
-        return block_bounds(items, best, slot, self.terms, sm.centre, sm.lo, sm.hi, sm.radii, np.empty(len(items)))
 
     def next(self, count, floor):
         """The next (at most) ``count`` blocks in order whose bound is >= floor, and their bounds."""
@@ -399,7 +385,10 @@ class GroupedOrder:
     def _bound_blocks(self, groups):
         first, stop = self.gs.start[groups], self.gs.stop[groups]
         blocks, _ = ranges(first, stop)
-        bound = np.minimum(self._bounds(blocks), np.repeat(self.group_bound[groups], stop - first))
+        pr = self.pr
+        bound = block_bounds(blocks, pr.best, pr.slot, self.terms, pr.sm.centre, pr.sm.lo, pr.sm.hi, pr.sm.radii,
+                             np.empty(len(blocks)))
+        bound = np.minimum(bound, np.repeat(self.group_bound[groups], stop - first))
         keep = bound > -np.inf
         blocks = np.concatenate([self.pending, blocks[keep]])
         bound = np.concatenate([self.pending_bound, bound[keep]])
