@@ -218,6 +218,10 @@ def _run_cases():
                                                "--init-positives", "1000"], results, "initial positives"),
         _case("overwrite-bad-agr-anchors", ["run", "s.zarr", "--budget", "3", "--out", "runs", "--overwrite",
                                             "--method", "agr", "--agr-anchors", "5000"], results, "anchors"),
+        # a method that would finish its run (replacing the journal) before the bad one fails
+        _case("overwrite-bad-agr-anchors-after-las", ["run", "s.zarr", "--budget", "3", "--out", "runs",
+                                                      "--overwrite", "--method", "las,agr", "--agr-anchors", "5000"],
+              results, "anchors"),
         _case("overwrite-budget-beyond-the-points", ["run", "s.zarr", "--budget", "500", "--out", "runs",
                                                      "--overwrite"], results, "budget"),
         _case("overwrite-missing-store", ["run", "gone.zarr", "--budget", "3", "--out", "runs", "--overwrite"],
@@ -276,7 +280,65 @@ def _session_cases():
     ]
 
 
-CASES = _ingest_cases() + _store_cases() + _run_cases() + _parameter_cases() + _session_cases()
+def _scores(d):
+    """A store and --scores files: a CSV column, one with a NaN, one a line short."""
+    labeled_store(d)
+    text(d / "sc.csv", "name,score\n" + "".join(f"p{i},{i / 10}\n" for i in range(60)))
+    text(d / "nan.txt", "".join(f"{'nan' if i == 3 else i}\n" for i in range(60)))
+    text(d / "short.txt", "".join(f"{i}\n" for i in range(59)))
+    text(d / "word.csv", "name,score\n" + "".join(f"p{i},{'high' if i == 5 else i}\n" for i in range(60)))
+
+
+def _feature_cases():
+    """Options added after the first round (encodings, feature maps, data sets, object
+    stores, graded answers, start-from, skips, the labelling page): each bad value is
+    refused, and an option that would be silently ignored is an error."""
+    out = "o.zarr"
+    run = ["run", "s.zarr", "--budget", "3", "--out", "r"]
+    s3 = ["info", "s3://b/s.zarr", "--storage-option", "endpoint=http://127.0.0.1:9"]
+    return [
+        _case("encoding-binary-non-01", ["ingest", "in.csv", out, "--encoding", "binary"],
+              lambda d: text(d / "in.csv", "a,b\n0,1\n2,1\n"), "0/1"),
+        _case("encoding-float16-overflow", ["ingest", "in.csv", out, "--encoding", "float16"],
+              lambda d: text(d / "in.csv", "a,b\n0,1\n1e6,1\n"), "too large"),
+        _case("counts-without-smiles", ["ingest", "in.csv", out, "--counts"], small_csv, "--smiles-column"),
+        _case("fingerprint-without-smiles", ["ingest", "in.csv", out, "--fingerprint", "morgan"], small_csv,
+              "--smiles-column"),
+        _case("minmax-buckets-without-minmax", ["ingest", "in.csv", out, "--minmax-buckets", "4"], small_csv,
+              "--minmax"),
+        _case("gamma-without-rff", ["ingest", "in.csv", out, "--gamma", "2"], small_csv, "--rff"),
+        _case("minmax-negative-features", ["ingest", "in.csv", out, "--minmax", "8"],
+              lambda d: text(d / "in.csv", "a,b\n-1,2\n3,4\n"), "non-negative"),
+        _case("minmax-buckets-1", ["ingest", "in.csv", out, "--minmax", "8", "--minmax-buckets", "1"], small_csv,
+              "--minmax-buckets"),
+        _case("fetch-from-a-missing-mirror", ["datasets", "fetch", "sklearn_digits", "--source", "nowhere"], None,
+              "not in the mirror"),
+        _case("storage-option-not-key-value", [*s3, "--storage-option", "garbage"], None, "KEY=VALUE"),
+        _case("storage-option-retries-text", [*s3, "--storage-option", "retries=many"], None, "retries"),
+        _case("storage-option-retry-timeout-text", [*s3, "--storage-option", "retry_timeout=soon"], None,
+              "retry_timeout"),
+        _case("url-without-host", ["info", "https://"], None, "https://"),
+        _case("cache-size-garbage", [*run, "--cache-size", "lots"], labeled_store, "cache size"),
+        _case("scores-missing-column", [*run, "--scores", "sc.csv:nope", "--grade", "5,0"], _scores, "no such column"),
+        _case("scores-column-holding-a-word", [*run, "--scores", "word.csv:score", "--grade", "5,0"], _scores,
+              "not as a header"),
+        _case("scores-not-finite", [*run, "--scores", "nan.txt", "--grade", "5,0"], _scores, "not finite"),
+        _case("scores-one-short", [*run, "--scores", "short.txt", "--grade", "5,0"], _scores, "59 scores"),
+        _case("grade-infinite", [*run, "--scores", "sc.csv:score", "--grade", "inf,0"], _scores, "--grade"),
+        _case("grade-nan", [*run, "--scores", "sc.csv:score", "--grade", "5,nan"], _scores, "--grade"),
+        _case("start-from-nonsense", [*run, "--start-from", "nonsense"], labeled_store, "--start-from"),
+        _case("start-from-vector-too-short", [*run, "--start-from", "vector:v.npy"],
+              lambda d: (labeled_store(d), np.save(d / "v.npy", np.ones(3))), "expected 5 values"),
+        _case("skip-unknown-index", ["session", "skip", "sess", "100000"], session, "out of range"),
+        _case("unskip-not-skipped", ["session", "unskip", "sess", "5"], session, "not skipped"),
+        _case("label-graded-above-1", ["session", "label", "sess", "3", "1.5"], session, "[0, 1]"),
+        _case("label-from-graded-2", ["session", "label", "sess", "--from", "l.csv"],
+              lambda d: (session(d), text(d / "l.csv", "index,label\n3,2\n")), "line 2"),
+        _case("serve-unlistenable-host", ["serve", "sess", "--host", "256.1.1.1", "--port", "0"], session, "--host"),
+    ]
+
+
+CASES = _ingest_cases() + _store_cases() + _run_cases() + _parameter_cases() + _session_cases() + _feature_cases()
 
 
 # -- running a case -------------------------------------------------------------------
@@ -286,6 +348,8 @@ def _limit_memory():
 
 def cli(*args, cwd=None, limit=True, timeout=120):
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if cwd is not None:          # data sets fetched go into the case: a refused fetch leaves none
+        env["BIGSEARCH_DATA_DIR"] = str(Path(cwd) / "datasets-cache")
     return subprocess.run([sys.executable, "-m", "bigsearch", *map(str, args)], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=timeout, preexec_fn=_limit_memory if limit else None)
 
@@ -362,6 +426,9 @@ def test_bad_input_is_refused_cleanly(tmp_path, setup, argv, match):
     bad = non_finite_stores(d)
     if bad:
         problems.append(f"stores with non-finite values: {bad}")
+    fetched = [str(p) for p in (d / "datasets-cache").rglob("*") if p.is_file()]
+    if fetched:
+        problems.append(f"files left in the data set cache: {fetched[:3]}")
     assert not problems, f"{' '.join(argv)}: {problems}\n{done.stderr[-2000:]}"
 
 

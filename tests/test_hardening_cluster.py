@@ -80,3 +80,16 @@ def test_tls_files_are_for_a_scheduler_only(tmp_path):
     done = run_cli("run", store, "--budget", 2, "--out", tmp_path / "o", "--cluster", "local:1",
                    "--tls-ca-file", tmp_path / "ca.pem")
     assert done.returncode == 2 and "for --scheduler" in done.stderr
+
+
+def test_tls_files_for_a_plain_tcp_scheduler_are_a_one_line_error(tls_cluster, tmp_path):
+    """Credentials mean "authenticate the scheduler": a tcp:// address cannot, and is refused
+    before anything is sent (dask checks the scheme first, so no cluster is needed)."""
+    _, files = tls_cluster
+    X, y = clustered_points(30, 3, prevalence=0.2, seed=1, spread=0.8)
+    store = bigsearch.create_store(tmp_path / "s.zarr", X, y)
+    done = run_cli("run", store, "--budget", 2, "--out", tmp_path / "o", "--scheduler", "tcp://127.0.0.1:9",
+                   "--tls-ca-file", files / "ca.pem", "--tls-cert", files / "cert.pem", "--tls-key", files / "key.pem")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("Error:"), done.stderr
+    assert "tls://" in lines[0] and not (tmp_path / "o").exists()

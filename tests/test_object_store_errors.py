@@ -136,8 +136,8 @@ def test_results_sessions_and_exports_must_be_local(tmp_path):
     store = bigsearch.create_store(tmp_path / "s.zarr", X, y)
     done = cli("run", store, "--budget", 3, "--out", "s3://features/runs", cwd=tmp_path)
     assert_one_line_error(done, "s3://features/runs is a URL", "local path")
-    done = cli("session", "new", store, "s3://features/session", cwd=tmp_path)
-    assert_one_line_error(done, "s3://features/session is a URL")
+    with pytest.raises(ParameterError, match="directory s3://features/session is a URL"):
+        Session.create(store, "s3://features/session")
     with pytest.raises(ParameterError, match="out gs://b/pairs is a URL"):
         run_pairs(store, "gs://b/pairs", pairs=1)
     with Session.create(store, tmp_path / "session") as session:

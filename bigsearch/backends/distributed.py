@@ -118,9 +118,17 @@ def _client(scheduler, security):
         if os.path.isfile(scheduler):
             return Client(scheduler_file=scheduler, security=security)
         return Client(scheduler, security=security)
-    except (OSError, TypeError, ValueError) as e:     # TypeError: a tls:// address without credentials
-        hint = ("; it speaks TLS: give its CA and this client's certificate and key (--tls-ca-file, --tls-cert, "
-                "--tls-key)" if str(scheduler).startswith("tls://") and not security.tls_ca_file else "")
+    except (OSError, TypeError, ValueError, RuntimeError) as e:
+        # TypeError: a tls:// address without credentials; RuntimeError: credentials
+        # (require_encryption) for a tcp:// address, which cannot authenticate the scheduler
+        if str(scheduler).startswith("tls://") and not security.tls_ca_file:
+            hint = ("; it speaks TLS: give its CA and this client's certificate and key (--tls-ca-file, --tls-cert, "
+                    "--tls-key)")
+        elif security.require_encryption and "encryption required" in str(e):
+            hint = ("; TLS credentials were given but the scheduler's address is plain TCP: give its tls:// address "
+                    "(or drop the --tls options on a trusted network, docs/cluster.md)")
+        else:
+            hint = ""
         raise ClusterError(f"cannot connect to the dask scheduler at {scheduler}: {str(e).splitlines()[0]}"
                            f"{hint}") from None
 

@@ -2,6 +2,7 @@
 `bigsearch demo`: a run on a built-in store."""
 
 import contextlib
+import math
 import sys
 from pathlib import Path
 
@@ -211,14 +212,17 @@ def _graded(scores, grade):
     best, sep, zero = grade.partition(",")
     if not sep:
         raise ParameterError(f"--grade {grade!r}: give BEST,ZERO, e.g. --grade -9.5,-8.7")
-    return (scores, _number(best, "--grade BEST"), _number(zero, "--grade ZERO"))
+    return (scores, _number(best, "--grade BEST", finite=True), _number(zero, "--grade ZERO", finite=True))
 
 
-def _number(text, option):
+def _number(text, option, finite=False):
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise ParameterError(f"{option} {text!r} is not a number") from None
+    if finite and not math.isfinite(value):
+        raise ParameterError(f"{option} {text!r} is not a finite number")
+    return value
 
 
 @main.command()

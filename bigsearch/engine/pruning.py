@@ -454,6 +454,7 @@ class LASPruning:
         self.stale = False           # J, IM (and f of unread blocks) lag behind the labels
         self.local = getattr(engine.backend, "name", "") == "local"
         self.basis, self.generation, self.u_reset = None, 0, None    # for the workers' pruners
+        self.stored = None           # for the workers: where their slices of the stored summaries are
         p, b = engine.params, engine.backend
         if p.alpha != 0:
             self.status = ("off: alpha > 0 needs sums of the impact factor over all unlabeled points "
@@ -479,6 +480,8 @@ class LASPruning:
                                                                    e.backend.gather("deg"))
             if self.summaries is not None:
                 self.basis = self.summaries.basis
+        elif not self.local and self.summaries_from is None:
+            self._find_stored_for_workers()
         if self.basis is None:
             self.basis = gram_basis(G if G is not None else np.eye(e.store.r) - e.K, self.basis_dim)
         if not self.local:       # the workers reset their chunks' caches at the next query
@@ -493,6 +496,32 @@ class LASPruning:
             self.pruner = Pruner(self.summaries, e.s, 1.0 / (1.0 + e.params.w0))
         self.pruner.reset(self.u(), e.backend.gather("f"), e._label)
         self.stale = False
+
+    def _find_stored_for_workers(self):
+        """The dask backend: when the store's summaries fit X as far as the driver can tell
+        (fingerprint, column sums), their basis is used and each worker reads its chunks'
+        slice, which it uses only if its chunks' degrees match (``chunk_summaries``)."""
+        from .summaries import CHANGED, first_blocks, read_stored, store_source, stored_header
+        e = self.engine
+        header, self.summaries_from = stored_header(e.store, self.block_rows)
+        if header is None:
+            return
+        if not np.array_equal(header["s"], e.s):
+            self.summaries_from = CHANGED
+            return
+        got = read_stored(e.store, ("basis",), self.block_rows)
+        if got is None:
+            self.summaries_from = CHANGED
+            return
+        self.basis = got["basis"]
+        self.stored = (store_source(e.store), first_blocks(e.store.chunks, self.block_rows))
+        self.summaries_from = "store, where each worker's chunks' degrees match (chunk_summaries_from())"
+
+    def chunk_summaries_from(self):
+        """The dask backend: per chunk, where its summaries came from ("store", or
+        "computed: why"), None before its first pruned query."""
+        e = self.engine
+        return e.backend.map_state(_summaries_from, list(range(e.store.n_chunks)))
 
     def u(self):
         e = self.engine
@@ -525,9 +554,9 @@ class LASPruning:
         args = (u, np.stack([u, e.score_vectors()[1]]), k, self.generation, self.u_reset, self.basis, self.block_rows,
                 e.s, p.eta, p.w0, p.pi)
         floor, rows = self._floor(k, u)
-        parts = e.backend.map(CHUNK_TOP, *args, floor)
+        parts = e.backend.map(CHUNK_TOP, *args, floor, self.stored)
         if not all(isinstance(part, ChunkTop) for part in parts):
-            parts = e.backend.map(CHUNK_TOP, *args, floor)     # a lost worker's chunks were rebuilt: again
+            parts = e.backend.map(CHUNK_TOP, *args, floor, self.stored)   # a lost worker's chunks were rebuilt: again
         found = np.concatenate([q[0] for q in parts])
         idx, sc = _best(found, np.concatenate([q[1] for q in parts]), k)
         self.candidates = found
@@ -579,15 +608,17 @@ class ChunkTop(tuple):
     """(global indices, scores, rows read): a chunk's part of a pruned query."""
 
 
-def chunk_top_step(x, state, u, V, k, generation, u_reset, basis, block_rows, s, eta, w0, pi, floor=-np.inf):
+def chunk_top_step(x, state, u, V, k, generation, u_reset, basis, block_rows, s, eta, w0, pi, floor=-np.inf,
+                   stored=None):
     """A chunk's exact top k at u, reading only the blocks that could hold it; the
     chunk's summaries and cache live in its state (built here at the first call, when
-    every block is read once). ``generation`` changes after each full pass, at
+    every block is read once; the summaries from the store's, given ``stored``, when they
+    fit: ``chunk_summaries``). ``generation`` changes after each full pass, at
     ``u_reset``: the cache is then rebuilt from the chunk's f. Blocks whose bound is
     below ``floor`` (at most the k-th best score over all chunks) are not read."""
     pr = getattr(state, "pruner", None)
     if pr is None:
-        cols = summary_step(x, state, basis, block_rows)
+        cols = chunk_summaries(x, state, basis, block_rows, stored)
         start = np.arange(0, n_rows(x), block_rows)
         sm = BlockSummaries(block_rows, np.zeros(len(start), np.int64), start,
                             np.minimum(start + block_rows, n_rows(x)), basis, *cols)
@@ -609,6 +640,30 @@ def chunk_top_step(x, state, u, V, k, generation, u_reset, basis, block_rows, s,
 # It updates state it did not create: a lost chunk is rebuilt by the engine's recipe,
 # whose partials are not a ChunkTop, and the query is asked again (LASPruning).
 CHUNK_TOP = ChunkStep(chunk_top_step)
+
+
+def chunk_summaries(x, state, basis, block_rows, stored):
+    """A chunk's block summaries (``summary_step``'s columns): with ``stored`` (the store's
+    source, each chunk's first block), its slice of the stored ones when they were made
+    with ``basis`` and its blocks' degrees are the stored ones (engine/summaries.py), read
+    where the chunk is; else computed from x. ``state.summaries_from`` says which."""
+    if stored is not None:
+        from .summaries import CHANGED, block_degrees, matches, read_chunk_summaries
+        from .summaries import FIELDS as stored_fields
+        start = np.arange(0, n_rows(x), block_rows)
+        got = read_chunk_summaries(stored[0], int(stored[1][state.chunk_id]), len(start), (*stored_fields, "deg_sum"),
+                                   block_rows)
+        if got is not None and np.array_equal(got["basis"], basis) and matches(got, block_degrees(state.deg, start)):
+            state.summaries_from = "store"
+            return tuple(got[k] for k in stored_fields if k != "basis")
+        state.summaries_from = CHANGED
+    else:
+        state.summaries_from = "computed"
+    return summary_step(x, state, basis, block_rows)
+
+
+def _summaries_from(state):
+    return getattr(state, "summaries_from", None)
 
 
 def _rows(x, a, z):

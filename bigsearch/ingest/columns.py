@@ -63,7 +63,13 @@ def resolve_columns(reader, refs, option):
             out.append(j)
         else:
             shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
-            raise InputError(f"{reader.path}: {option} {ref!r}: no such column (columns: {shown})")
+            # a text cell in a column of numbers makes the header look like data
+            hint = (
+                "; the first line was read as data, not as a header: does a column of numbers hold text?"
+                if getattr(reader, "header", None) is False
+                else ""
+            )
+            raise InputError(f"{reader.path}: {option} {ref!r}: no such column (columns: {shown}){hint}")
     return out
 
 

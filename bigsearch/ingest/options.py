@@ -81,6 +81,12 @@ class LabelOptions(_Group):
             raise ParameterError(f"prevalence must be in (0, 1), got {self.prevalence}")
 
 
+# Options of one feature map, and the option that turns the map on: set without it, they
+# would be ignored silently.
+_APPLIES_ONLY_WITH = (("counts", False, "smiles_column"), ("fingerprint", "atompair", "smiles_column"),
+                      ("gamma", 1.0, "rff"), ("minmax_buckets", 8, "minmax"), ("minmax_power", 1, "minmax"))
+
+
 @dataclass(frozen=True)
 class FeatureOptions(_Group):
     categorical: tuple = ()           # columns to one-hot encode (names or indices)
@@ -115,6 +121,10 @@ class FeatureOptions(_Group):
             check_minmax(self.minmax_spec)
         if self.minmax and self.rff:
             raise ParameterError("--minmax and --rff are two feature maps; choose one")
+        for option, default, needs in _APPLIES_ONLY_WITH:
+            if getattr(self, option) != default and getattr(self, needs) is None:
+                raise ParameterError(f"--{option.replace('_', '-')} applies only with --{needs.replace('_', '-')} "
+                                     "(without it, it would be ignored)")
 
     @property
     def fingerprint_spec(self):

@@ -44,8 +44,8 @@ def parse_size(text):
         value = float(s[: len(s) - len(unit)])
     except ValueError:
         raise ValueError(f"cache size {text!r} is not a size such as 20G, 512M or 0") from None
-    if value < 0:
-        raise ValueError(f"cache size {text!r} is negative")
+    if not 0 <= value < float("inf"):
+        raise ValueError(f"cache size {text!r} is not a size >= 0 such as 20G, 512M or 0")
     return int(value * SIZE_UNITS[unit])
 
 

@@ -177,13 +177,15 @@ def object_store(url, storage_options=None):
     except BaseError as e:
         detail = str(e).splitlines()[0]
         raise ObjectStoreError(f"{url}: bad storage option: {detail}; see docs/cluster.md for the keys") from None
+    except ValueError as e:  # obstore's own URL checks (e.g. "empty host")
+        raise ObjectStoreError(f"{url}: not an object-store URL ({e}); give SCHEME://BUCKET/PATH") from None
 
 
 def _split_options(url, options):
     """Storage options as obstore's (config, client options, retry config)."""
     retry = {
-        "max_retries": int(options.pop("retries", 10)),
-        "retry_timeout": datetime.timedelta(seconds=float(options.pop("retry_timeout", 180))),
+        "max_retries": _option_number(options, "retries", 10, int, most=1000),
+        "retry_timeout": datetime.timedelta(seconds=_option_number(options, "retry_timeout", 180, float, most=86400)),
     }
     client = {
         k: _bool(options.pop(k)) if k.startswith("allow") else options.pop(k)
@@ -202,6 +204,18 @@ def _split_options(url, options):
         if k in options:
             options[k] = _bool(options[k])
     return options, client, retry
+
+
+def _option_number(options, key, default, kind, most):
+    """Storage option ``key`` as a number of ``kind`` (int, or float seconds) in [0, most]."""
+    text = options.pop(key, default)
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        value = -1
+    if not 0 <= value <= most:
+        raise ObjectStoreError(f"--storage-option {key}={text}: give a number from 0 to {most} (e.g. {key}={default})")
+    return value
 
 
 def _bool(value):
