@@ -211,3 +211,19 @@ def test_wnas_recomputes_summaries_of_an_older_x(tmp_path, data, kind):
     full, pruned = bigsearch.WNAS(path), bigsearch.WNAS(path, prune=True, block_rows=64)
     assert queries(pruned, y, 25) == queries(full, y, 25)
     assert pruned.pruning.summaries_from == CHANGED
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_failed_publish_leaves_the_old_summaries(tmp_path, data, kind):
+    """``publish_group`` fails midway (an array its format cannot store): the store keeps
+    the summaries it had, whole, and nothing is left beside it."""
+    path = make(tmp_path, data, kind)
+    write_block_summaries(path, block_rows=64)
+    before, files = bigsearch.open_store(path).read_group(GROUP), siblings(path)
+    fmt = type(bigsearch.open_store(path))
+    arrays = {"good": np.ones(3), "bad": np.array([object(), None], dtype=object)}
+    with pytest.raises(Exception):  # the format library's own error
+        fmt.publish_group(path, GROUP, arrays, {"version": 1})
+    after = bigsearch.open_store(path).read_group(GROUP)
+    assert after[0] == before[0] and all(np.array_equal(after[1][k], before[1][k]) for k in before[1])
+    assert siblings(path) == files
