@@ -71,6 +71,17 @@ def test_summarize_writes_what_pruned_searches_use(tmp_path, data, kind):
     assert siblings(path) == before
 
 
+def test_summarize_shows_a_bar_per_pass_on_a_terminal(tmp_path, data):
+    from conftest import run_on_a_terminal
+
+    path = make(tmp_path, data, "hdf5")
+    done, shown = run_on_a_terminal("summarize", path)
+    assert done.returncode == 0
+    assert all(f"{label}  [" in shown for label in ("column sums", "degrees and basis", "block summaries"))
+    assert "100%" in shown
+    assert "[" not in run_cli("summarize", path).stderr  # off a terminal: none
+
+
 def test_summarize_an_encoded_store(tmp_path, data):
     path = make(tmp_path, data, "zarr", encoding="int8")
     assert run_cli("summarize", path, "--block-rows", 64).returncode == 0
