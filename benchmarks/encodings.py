@@ -1,11 +1,14 @@
 """Encodings, kernel shapes, wide rows and batches (issue 12), as ratios measured in one run.
 
-Sections (``--only dense,binary,widths,batch``):
+Sections (``--only dense,readpath,binary,widths,batch``; readpath is not in the default):
 
 - dense: the same 1M x 128 data (tools' clustered store) as float32, float16 and int8;
   LAS initialization and iterations (tell + ask, alpha = 1e-3), warm and cold (the
   store's pages dropped from the page cache before every measured pass with
   posix_fadvise(DONTNEED), which needs no root and leaves other processes' caches alone).
+- readpath: the dense data's bare pass with the chunks mapped per pass (the package),
+  kept mapped across passes, read into a buffer, or held in RAM: where a warm pass's time
+  goes (wall, CPU of all threads, minor page faults).
 - binary: the same 2,048-bit rows (about 4% of bits set, rows scaled to unit norm) as
   float32, float16, int8 and binary; the same measurements.
 - widths: float32 stores of the same size at r = 128, 512, 2,048: a bare pass with each
@@ -22,7 +25,9 @@ Results: benchmarks/results/encodings.json; docs/performance.md has the tables.
 import argparse
 import os
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numba
@@ -36,6 +41,7 @@ import bigsearch  # noqa: E402
 from bigsearch.backends import ChunkStep  # noqa: E402
 from bigsearch.backends.local import LocalBackend  # noqa: E402
 from bigsearch.kernels import common as kc  # noqa: E402
+from bigsearch.kernels.encoded import stream_dots  # noqa: E402
 from bigsearch.storage import StoreWriter, open_store  # noqa: E402
 from bigsearch.storage.encoding import decode  # noqa: E402
 
@@ -103,9 +109,22 @@ def measured(fn, *args):
 
 
 def init_time(path):
+    """(wall s, CPU s, {pass: CPU s}, search) of LAS's initialization: the CPU time of each
+    pass over X (column sums, the Gram pass, the rescoring pass) tells reads from products."""
     las = new_las(path)
+    backend, passes = las.backend, {}
+    plain_map = backend.map
+
+    def timed_map(step, *args):
+        c0 = time.process_time()
+        out = plain_map(step, *args)
+        name = step.run.__name__.removesuffix("_step")
+        passes[name] = passes.get(name, 0.0) + time.process_time() - c0
+        return out
+    backend.map = timed_map
     wall, cpu, _, _ = measured(las.sync)
-    return wall, cpu, las
+    backend.map = plain_map
+    return wall, cpu, passes, las
 
 
 def start(las):
@@ -134,7 +153,7 @@ def compare_encodings(paths, rounds_warm, rounds_cold, init_rounds=1):
     inits = {e: [] for e in paths}
     for _ in range(init_rounds):
         for e, p in paths.items():
-            inits[e].append(init_time(p)[:2])
+            inits[e].append(init_time(p)[:3])
     searches = {e: new_las(p) for e, p in paths.items()}
     backends = {e: LocalBackend(s.store) for e, s in searches.items()}
     V = rng_vectors(searches["float32"].store.r)
@@ -164,7 +183,8 @@ def compare_encodings(paths, rounds_warm, rounds_cold, init_rounds=1):
                "init_s": median([t[0] for t in inits[e]]),
                "init_vs_float32": median([t[0] for t in inits[e]]) / median([t[0] for t in inits["float32"]]),
                "init_cpu_s": median([t[1] for t in inits[e]]),
-               "init_cpu_vs_float32": median([t[1] for t in inits[e]]) / median([t[1] for t in inits["float32"]])}
+               "init_cpu_vs_float32": median([t[1] for t in inits[e]]) / median([t[1] for t in inits["float32"]]),
+               "init_pass_cpu_s": {k: median([t[2].get(k, 0.0) for t in inits[e]]) for k in inits[e][0][2]}}
         for c in ("warm", "cold"):
             ms = med(e, c, "iter", 0) * 1e3
             row[f"{c}_ms"] = ms
@@ -180,6 +200,74 @@ def compare_encodings(paths, rounds_warm, rounds_cold, init_rounds=1):
         rows.append(row)
         s.close()
         backends[e].close()
+    return rows
+
+
+# -- where a warm pass's time goes: mapping the chunks or computing ---------------------------
+def _chunk_of(store, j, raw):
+    a, b = store.chunks[j]
+    return store._as_chunk(raw[: b - a], a, b)
+
+
+def _read_into(store, j, local):
+    """Chunk j's stored rows read (pread) into this thread's reused buffer (Zarr chunk files)."""
+    shape = (store.chunk_rows, store.columns)
+    buf = getattr(local, "buf", None)
+    if buf is None or buf.shape != shape or buf.dtype != store.dtype:
+        buf = local.buf = np.empty(shape, store.dtype)
+    with open(store._chunk_file(j), "rb", buffering=0) as fh:
+        fh.readinto(memoryview(buf).cast("B"))
+    return _chunk_of(store, j, buf)
+
+
+def read_paths(paths, rounds, threads=2):
+    """The bare pass (X @ V, V of 3 x r) over each encoding's store with the chunks read
+    four ways, interleaved round by round, wall and CPU time and minor faults:
+    ``mapped`` maps each chunk and unmaps it after (the package's fast path), ``kept``
+    maps every chunk once and keeps the maps across passes (no page faults after the first
+    pass, but X's pages then count in the process's RSS), ``pread`` copies each chunk into a
+    reused buffer, ``ram`` reads copies held in memory (the kernel alone)."""
+    stores = {e: open_store(p) for e, p in paths.items()}
+    kept = {e: [st._map_chunk(j) for j in range(st.n_chunks)] for e, st in stores.items()}
+    ram = {e: [np.array(raw) for raw, _ in kept[e]] for e in stores}
+    local = threading.local()
+    V = rng_vectors(stores["float32"].r)
+
+    def one(e, how, j):
+        st = stores[e]
+        if how == "mapped":
+            with st.chunk(j) as x:
+                return stream_dots(x, V)
+        if how == "pread":
+            return stream_dots(_read_into(st, j, local), V)
+        raw = kept[e][j][0] if how == "kept" else ram[e][j]
+        return stream_dots(_chunk_of(st, j, raw), V)
+
+    ways = ("mapped", "kept", "pread", "ram")
+    times = {(e, w): [] for e in stores for w in ways}
+    with ThreadPoolExecutor(threads) as pool:
+        for k in range(rounds + 1):                       # round 0 compiles and settles: not kept
+            for w in ways:
+                for e, st in stores.items():
+                    m = measured(lambda: list(pool.map(lambda j: one(e, w, j), range(st.n_chunks))))[:3]
+                    if k:
+                        times[(e, w)].append(m)
+    rows = []
+    for e, st in stores.items():
+        row = {"encoding": e, "X_MB": st.nbytes / 1e6}
+        for w in ways:
+            wall, cpu = (median([t[i] for t in times[(e, w)]]) for i in (0, 1))
+            base_wall, base_cpu = (median([t[i] for t in times[("float32", w)]]) for i in (0, 1))
+            row[f"{w}_ms"] = wall * 1e3
+            row[f"{w}_cpu_ms"] = cpu * 1e3
+            row[f"{w}_cpu_vs_float32"] = cpu / base_cpu
+            row[f"{w}_vs_float32"] = wall / base_wall
+            row[f"{w}_faults"] = median([t[2] for t in times[(e, w)]])
+        row["rounds"] = {w: times[(e, w)] for w in ways}
+        rows.append(row)
+    for e in stores:
+        for _, release in kept[e]:
+            release()
     return rows
 
 
@@ -302,6 +390,10 @@ def batches(n, r, batch, rounds):
     return out
 
 
+def _rounded(times):
+    return {k: round(v, 3) for k, v in times.items()}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default="dense,binary,widths,batch")
@@ -320,13 +412,23 @@ def main():
         paths = {"float32": f32, **{e: encoded_copy(f32, e) for e in ("float16", "int8")}}
         record["dense"] = compare_encodings(paths, args.rounds, args.cold_rounds)
         print("dense data, r = 128:")
-        table(record["dense"], [c for c in record["dense"][0] if c != "rounds"])
+        table(record["dense"], [c for c in record["dense"][0] if c not in ("rounds", "init_pass_cpu_s")])
+        for row in record["dense"]:
+            print(f"  {row['encoding']} init, CPU s per pass:", _rounded(row["init_pass_cpu_s"]))
+    if "readpath" in only:
+        f32 = bench_store(args.n, 128)
+        paths = {"float32": f32, **{e: encoded_copy(f32, e) for e in ("float16", "int8")}}
+        record["readpath"] = read_paths(paths, args.rounds)
+        print("bare pass, r = 128, chunks mapped / kept mapped / read into a buffer / in RAM:")
+        table(record["readpath"], [c for c in record["readpath"][0] if c != "rounds" and "faults" not in c])
     if "binary" in only:
         f32 = binary_rows_store(args.n_bits, 2048)
         paths = {"float32": f32, **{e: encoded_copy(f32, e, chunks=8) for e in ("float16", "int8", "binary")}}
         record["binary"] = compare_encodings(paths, args.rounds, args.cold_rounds)
         print("0/1 data, r = 2,048, 4% of bits set:")
-        table(record["binary"], [c for c in record["binary"][0] if c != "rounds"])
+        table(record["binary"], [c for c in record["binary"][0] if c not in ("rounds", "init_pass_cpu_s")])
+        for row in record["binary"]:
+            print(f"  {row['encoding']} init, CPU s per pass:", _rounded(row["init_pass_cpu_s"]))
     if "widths" in only:
         record["widths"] = widths(args.widths_mb, args.rounds)
         print("float32, ms per GB of X (warm):")

@@ -125,10 +125,12 @@ def test_cli_ingest_to_s3_then_info_and_run_as_on_local_disk(s3, data, tmp_path,
     csv = tmp_path / "d.csv"
     np.savetxt(csv, np.c_[X, y], delimiter=",", fmt="%.6f")
     local = tmp_path / "d.zarr"
-    common = ["--label-column", X.shape[1], "--positive", 1, "--chunk-rows", 100, "-q"]
-    for out in (url, local):
-        done = run_cli("ingest", csv, out, *common, cwd=tmp_path)
-        assert done.returncode == 0, done.stderr
+    common = ["--label-column", X.shape[1], "--positive", 1, "--chunk-rows", 100]
+    done = run_cli("ingest", csv, url, *common, "--cluster", "local:1", cwd=tmp_path)  # blocks on a dask worker
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"blocks featurized on the cluster: [1-9]", done.stderr), done.stderr
+    done = run_cli("ingest", csv, local, *common, "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
     assert not (tmp_path / "s3:").exists()  # the old bug: a local directory named s3:
     infos = [json.loads(run_cli("info", s, "--json").stdout) for s in (url, local)]
     for key in ("n", "r", "dtype", "chunk_rows", "labels"):

@@ -122,3 +122,42 @@ def test_pruned_wnas_continues_after_a_worker_is_killed(client, data, store_fact
     assert before[0] + after[0] == wnas_rounds(full, y, 20, 1)[0]
     assert max(remote.query_bytes[8:]) >= remote.store.nbytes     # every chunk's sums recomputed
     remote.close()
+
+
+# -- block summaries stored with the store (engine/summaries.py) ----------------------
+def swap_unsampled_rows(values):
+    """Rows of two blocks of chunk 1 (of 100-row chunks: not sampled by the fingerprint),
+    swapped: the column sums stay (X holds multiples of 2^-12: every sum is exact in any
+    order), so only that chunk's worker can tell (its degrees)."""
+    values[[110, 190]] = values[[190, 110]]
+
+
+@pytest.mark.parametrize("kind,dtype,edit", [("zarr", "float32", None), ("hdf5", "float64", None),
+                                             ("zarr", "float32", swap_unsampled_rows)])
+def test_workers_read_their_slice_of_the_stored_summaries(client, data, store_factory, kind, dtype, edit):
+    from test_pruning import edit_x
+
+    from bigsearch.engine.summaries import CHANGED, write_block_summaries
+
+    X, y = data
+    path = store_factory(np.round(X * 4096) / 4096 if edit else X, y, kind, dtype, 100)
+    write_block_summaries(path, block_rows=64)
+    if edit:
+        edit_x(path, kind, edit)
+    full = bigsearch.LAS(path, pi=0.08)
+    remote = bigsearch.LAS(path, pi=0.08, backend=client, prune=True, block_rows=64)
+    for s in (full, remote):
+        s.tell(int(np.flatnonzero(y)[0]), 1)
+    assert rounds(remote, y, 20, 2) == rounds(full, y, 20, 2)
+    assert remote.pruning.summaries_from.startswith("store")
+    expected = ["store"] * 6
+    if edit:
+        expected[1] = CHANGED
+    assert remote.pruning.chunk_summaries_from() == expected
+    remote.close()
+    full, remote = bigsearch.WNAS(path), bigsearch.WNAS(path, backend=client, prune=True, block_rows=64)
+    assert wnas_rounds(remote, y, 20, 2) == wnas_rounds(full, y, 20, 2)
+    assert remote.pruning.summaries_from == (CHANGED if edit else "store")
+    if not edit:     # the workers' first query read only the blocks it needed, not their chunks
+        assert remote.query_bytes[0] < 2 * remote.store.nbytes
+    remote.close()

@@ -170,3 +170,60 @@ def test_summaries_of_another_x_are_recomputed(tmp_path, data):
     las = bigsearch.LAS(other, prune=True, block_rows=128)
     las.sync()
     assert las.pruning.summaries_from == "computed: the store has summaries of blocks of 64 rows"
+
+
+# -- WNAS reads them ---------------------------------------------------------------
+def swap_unsampled_rows(values):
+    """Swap two rows of two blocks of chunk 1 of 150-row chunks, a chunk the fingerprint
+    does not sample: every column sum stays, so only the blocks' degrees tell."""
+    values[[160, 230]] = values[[230, 160]]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_pruned_wnas_reads_stored_summaries(tmp_path, data, kind):
+    _, y = data
+    path = make(tmp_path, data, kind)
+    write_block_summaries(path, block_rows=64)
+    full, pruned = bigsearch.WNAS(path), bigsearch.WNAS(path, prune=True, block_rows=64)
+    assert queries(pruned, y, 25, k=2) == queries(full, y, 25, k=2)  # queries and scores, bit for bit
+    assert pruned.pruning.summaries_from == "store"
+    assert np.array_equal(pruned.f, full.f)
+    computed = bigsearch.WNAS(make(tmp_path, data, kind, name="plain"), prune=True, block_rows=64)
+    computed.tell(0, 1)
+    computed.ask()
+    assert computed.pruning.summaries_from == "computed: the store has none"
+    a, b = pruned.pruning.blocks, computed.pruning.blocks
+    assert np.array_equal(a.centre, b.centre) and np.array_equal(a.radius, b.radius)  # the same numbers
+    other_size = bigsearch.WNAS(path, prune=True, block_rows=128)
+    other_size.tell(0, 1)
+    other_size.ask()
+    assert other_size.pruning.summaries_from == "computed: the store has summaries of blocks of 64 rows"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_wnas_recomputes_summaries_of_an_older_x(tmp_path, data, kind):
+    from test_pruning import edit_x
+
+    _, y = data
+    path = make(tmp_path, data, kind)
+    write_block_summaries(path, block_rows=64)
+    edit_x(path, kind, swap_unsampled_rows)
+    full, pruned = bigsearch.WNAS(path), bigsearch.WNAS(path, prune=True, block_rows=64)
+    assert queries(pruned, y, 25) == queries(full, y, 25)
+    assert pruned.pruning.summaries_from == CHANGED
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_failed_publish_leaves_the_old_summaries(tmp_path, data, kind):
+    """``publish_group`` fails midway (an array its format cannot store): the store keeps
+    the summaries it had, whole, and nothing is left beside it."""
+    path = make(tmp_path, data, kind)
+    write_block_summaries(path, block_rows=64)
+    before, files = bigsearch.open_store(path).read_group(GROUP), siblings(path)
+    fmt = type(bigsearch.open_store(path))
+    arrays = {"good": np.ones(3), "bad": np.array([object(), None], dtype=object)}
+    with pytest.raises(Exception):  # the format library's own error
+        fmt.publish_group(path, GROUP, arrays, {"version": 1})
+    after = bigsearch.open_store(path).read_group(GROUP)
+    assert after[0] == before[0] and all(np.array_equal(after[1][k], before[1][k]) for k in before[1])
+    assert siblings(path) == files

@@ -45,6 +45,7 @@ from ..backends import ChunkStep
 from ..errors import ParameterError
 from ..kernels.common import ROW_BLOCK
 from ..kernels.las import update_scores
+from ..kernels.pruning import block_bounds, group_bounds
 from ..storage.encoding import Encoded, decode, n_rows
 from .select import _best
 from .steps import BLAS_ROWS
@@ -54,6 +55,8 @@ DEFAULT_BASIS = 32
 SAFETY = 1e-9          # relative margin for rounding (dot products of length r err ~1e-14)
 NO_LABELS = np.zeros(0)
 MAX_BATCH = 64         # blocks read per round, at most (rounds grow 1, 2, 4, ...)
+GROUP_BLOCKS = 64      # blocks per group: a query bounds every group, then the blocks of the groups that can win
+WIDEN = 1e-12          # a group's box and radii widened by this times its largest row norm (their rounding)
 
 
 @dataclass
@@ -72,10 +75,23 @@ class BlockSummaries:
     norm_max: np.ndarray     # (nb,) max ||x||
     deg_min: np.ndarray      # (nb,)
     deg_max: np.ndarray
+    groups: "BlockSummaries | None" = None   # of groups of GROUP_BLOCKS blocks (``grouped``)
 
     @property
     def n_blocks(self):
         return len(self.start)
+
+    @property
+    def radii(self):
+        """What the bound kernel takes besides the centre and the box."""
+        return self.radius_perp, self.radius, self.norm_max, self.deg_min, self.deg_max
+
+    def grouped(self):
+        """The summaries of groups of GROUP_BLOCKS consecutive blocks (made once; their
+        ``start`` is each group's first block)."""
+        if self.groups is None:
+            self.groups = group_summaries(self, GROUP_BLOCKS)
+        return self.groups
 
     def nbytes(self):
         return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
@@ -140,8 +156,42 @@ def compute_summaries(mapper, chunks, basis, block_rows):
     return BlockSummaries(block_rows, chunk, start, stop, basis, *cols)
 
 
+def group_summaries(sm, group_blocks):
+    """Summaries of groups of consecutive blocks, of the blocks' form, from the blocks'
+    alone: a group's centre C is the mean of its blocks' centres, and a row x of block b
+    has x - C = (x - c_b) + (c_b - C), so the group's box, residual radius and radius are
+    its blocks' shifted by c_b - C (the triangle inequality), widened by WIDEN relative
+    for the rounding of that shift. Bounds of a group hold for every row in it."""
+    first = np.arange(0, sm.n_blocks, group_blocks)
+    sizes = np.diff(np.append(first, sm.n_blocks))
+    cols = []
+    step = max(1, (1 << 16) // group_blocks)          # groups per slice: bounded temporaries
+    for g0 in range(0, len(first), step):
+        b0, b1 = first[g0], first[g0 + step] if g0 + step < len(first) else sm.n_blocks
+        local, n = first[g0:g0 + step] - b0, sizes[g0:g0 + step]
+        C = np.add.reduceat(sm.centre[b0:b1], local, axis=0) / n[:, None]
+        D = sm.centre[b0:b1] - np.repeat(C, n, axis=0)
+        Z = D @ sm.basis
+        perp = np.linalg.norm(D - Z @ sm.basis.T, axis=1)
+        norm_max = np.maximum.reduceat(sm.norm_max[b0:b1], local)
+        pad = WIDEN * norm_max
+        cols.append((C, np.minimum.reduceat(Z + sm.lo[b0:b1], local, axis=0) - pad[:, None],
+                     np.maximum.reduceat(Z + sm.hi[b0:b1], local, axis=0) + pad[:, None],
+                     np.maximum.reduceat(perp + sm.radius_perp[b0:b1], local) + pad,
+                     np.maximum.reduceat(np.linalg.norm(D, axis=1) + sm.radius[b0:b1], local) + pad,
+                     norm_max, np.minimum.reduceat(sm.deg_min[b0:b1], local),
+                     np.maximum.reduceat(sm.deg_max[b0:b1], local)))
+    return BlockSummaries(sm.block_rows, sm.chunk[first], first, np.append(first[1:], sm.n_blocks), sm.basis,
+                          *(np.concatenate(col) for col in zip(*cols)))
+
+
 class Pruner:
-    """Cached block maxima and the bound of every block at a new u (see the module)."""
+    """Cached block maxima and the bound of every block at a new u (see the module).
+
+    Each block remembers the clock of the u at which it was last read (``version``: forks
+    compare them, serve/fork.py) and the row of the version table holding that u
+    (``slot``). The table counts its blocks per version, so a query finds the versions
+    still in use without scanning all blocks, and a version no block holds frees its row."""
 
     def __init__(self, summaries, s, b_unl):
         self.sm = summaries
@@ -151,21 +201,27 @@ class Pruner:
         nb = summaries.n_blocks
         self.best = np.full(nb, -np.inf)     # max f of unlabeled rows, at the block's version
         self.version = np.zeros(nb, np.int64)
-        self.us = {}                         # version -> u
+        self.slot = np.zeros(nb, np.int32)
         self.clock = 0
+        self._every_block_at(np.zeros(len(s)), 0)
+
+    def _every_block_at(self, u, version):
+        self.table_u = u.astype(np.float64)[None, :].copy()   # (slots, r): the u of each version in use
+        self.table_version = np.array([version], np.int64)
+        self.table_count = np.array([self.sm.n_blocks], np.int64)
+        self.version[:] = version
+        self.slot[:] = 0
 
     def unknown(self, u):
         """No block read yet: each must be read once (its bound is +inf)."""
         self.clock += 1
-        self.us = {self.clock: u.copy()}
-        self.version[:] = self.clock
+        self._every_block_at(u, self.clock)
         self.best[:] = np.inf
 
     def reset(self, u, f, label):
         """Every block's maximum from f computed at u (after a full pass)."""
         self.clock += 1
-        self.us = {self.clock: u.copy()}
-        self.version[:] = self.clock
+        self._every_block_at(u, self.clock)
         fu = np.where(label < 0, f, -np.inf)
         self.best = np.maximum.reduceat(fu, self.sm.start)
 
@@ -180,27 +236,65 @@ class Pruner:
     def block_of(self, idx):
         return np.searchsorted(self.sm.start, np.asarray(idx), side="right") - 1
 
-    def bounds(self, u):
-        """Per block, an upper bound (rounding margin included) on f at u of its unlabeled rows."""
-        sm = self.sm
-        versions, inv = np.unique(self.version, return_inverse=True)
-        U = np.stack([self.us[int(v)] for v in versions])
-        delta = u[None, :] - U
+    def _slot_of_clock(self, u):
+        """The table row of the current clock's u (a free row, or a new one)."""
+        hit = np.flatnonzero(self.table_version == self.clock)
+        if len(hit):
+            return int(hit[0])
+        free = np.flatnonzero(self.table_count == 0)
+        if len(free):
+            s = int(free[0])
+        else:
+            s = len(self.table_count)
+            self.table_u = np.vstack([self.table_u, np.zeros((1, self.table_u.shape[1]))])
+            self.table_version = np.append(self.table_version, 0)
+            self.table_count = np.append(self.table_count, 0)
+        self.table_u[s] = u
+        self.table_version[s] = self.clock
+        return s
+
+    def _now_at(self, blocks, u):
+        """These blocks were just read at u (the current clock)."""
+        s = self._slot_of_clock(u)
+        self.table_count -= np.bincount(self.slot[blocks], minlength=len(self.table_count))
+        self.table_count[s] += len(blocks)
+        self.slot[blocks] = s
+        self.version[blocks] = self.clock
+
+    def version_terms(self, u):
+        """What the bound kernel needs per row of the version table (u_v): a, with
+        u - u_v = a s + w, ||w - P P^T w||, ||w||, ||u_v|| + ||u|| (the rounding margin's
+        scale), w and P^T w; then b_unl and the margin."""
+        delta = u[None, :] - self.table_u
         a = delta @ self.s / self.ss
         W = delta - a[:, None] * self.s[None, :]
-        PW = W @ sm.basis
-        w_perp = np.linalg.norm(W - PW @ sm.basis.T, axis=1)
+        PW = W @ self.sm.basis
+        w_perp = np.linalg.norm(W - PW @ self.sm.basis.T, axis=1)
         w_norm = np.linalg.norm(W, axis=1)
+        u_norms = np.linalg.norm(self.table_u, axis=1) + np.linalg.norm(u)
+        return a, w_perp, w_norm, u_norms, np.ascontiguousarray(W), np.ascontiguousarray(PW), self.b, SAFETY
+
+    def bounds(self, u):
+        """Per block, an upper bound (rounding margin included) on f at u of its unlabeled
+        rows: one pass of the kernel over the summaries."""
+        sm = self.sm
+        return block_bounds(np.arange(sm.n_blocks), self.best, self.slot, self.version_terms(u), sm.centre, sm.lo,
+                            sm.hi, sm.radii, np.empty(sm.n_blocks))
+
+    def reference_bounds(self, u):
+        """``bounds`` in NumPy, the formula the kernel follows (kept for the tests)."""
+        sm, inv = self.sm, self.slot
+        a, w_perp, w_norm, u_norms, W, PW, _, _ = self.version_terms(u)
         cw = np.einsum("ij,ij->i", sm.centre, W[inv])
         box = np.maximum(sm.lo * PW[inv], sm.hi * PW[inv]).sum(axis=1)
         spread = np.minimum(box + sm.radius_perp * w_perp[inv], sm.radius * w_norm[inv])
         ub = cw + spread
         drift = np.where(ub >= 0, ub / sm.deg_min, ub / sm.deg_max)
-        u_norms = np.linalg.norm(U, axis=1) + np.linalg.norm(u)
         scale = (np.abs(self.best) + self.b * np.abs(a[inv])
                  + self.b * (np.abs(cw) + spread + sm.norm_max * u_norms[inv]) / sm.deg_min)
-        with np.errstate(invalid="ignore"):          # -inf (no unlabeled row) stays -inf
-            return self.best + self.b * (a[inv] + drift) + SAFETY * scale
+        with np.errstate(invalid="ignore"):
+            out = self.best + self.b * (a[inv] + drift) + SAFETY * scale
+        return np.where(self.best == -np.inf, -np.inf, out)   # no unlabeled row: -inf
 
     def top(self, k, u, read, f, label, floor=-np.inf):
         """The k best unlabeled points at u: (indices, scores, rows read); with ``floor``,
@@ -208,51 +302,138 @@ class Pruner:
 
         ``read(blocks)`` recomputes f for those blocks' rows (into ``f``)."""
         self.clock += 1
-        self.us[self.clock] = u.copy()
 
         def visit(blocks):
             read(blocks)
             idx, fu, first = rows_of(self.sm.start[blocks], self.sm.stop[blocks], f, label)
             self.best[blocks] = np.maximum.reduceat(fu, first)
-            self.version[blocks] = self.clock
+            self._now_at(blocks, u)
             return idx, fu
-        out = best_first(self.bounds(u), k, visit, floor)
-        live = set(np.unique(self.version).tolist())
-        self.us = {v: w for v, w in self.us.items() if v in live}
-        return out
+        return best_first(GroupedOrder(self, self.version_terms(u)), k, visit, floor)
 
 
-def best_first(bound, k, visit, floor=-np.inf):
+class Descending:
+    """Blocks in decreasing order of their bound (ties: the lower index first), without
+    the blocks whose bound is -inf, sorted lazily: a query visits a few blocks from the
+    top, so only the blocks above a cut are sorted, and the cut moves down (4x as many
+    blocks each time) only when the visits get there."""
+
+    FIRST = 64
+
+    def __init__(self, bound):
+        if np.isnan(bound).any():            # no block to visit (as argsort puts NaN last)
+            bound = np.where(np.isnan(bound), -np.inf, bound)
+        self.bound = bound
+        self.order = np.zeros(0, np.int64)   # every block with bound >= cut, sorted
+        self.cut = np.inf
+        self.p = 0                           # blocks already taken by ``next``
+
+    def head(self, stop, floor):
+        """order[:stop], or fewer when all blocks with bound >= floor are in it."""
+        while len(self.order) < stop and self.cut > floor:
+            self._extend(max(self.FIRST, 4 * len(self.order), stop), floor)
+        return self.order[:stop]
+
+    def _extend(self, count, floor):
+        b = self.bound
+        cut = floor
+        if count < len(b):
+            cut = max(cut, np.partition(b, len(b) - count)[len(b) - count])
+        sel = np.flatnonzero(b >= cut) if cut > -np.inf else np.flatnonzero(b > -np.inf)
+        self.order = sel[np.argsort(-b[sel], kind="stable")]
+        self.cut = cut
+
+    def next(self, count, floor):
+        """The next (at most) ``count`` blocks in order whose bound is >= floor, and their bounds."""
+        take = self.head(self.p + count, floor)[self.p:]
+        take = take[self.bound[take] >= floor]
+        self.p += len(take)
+        return take, self.bound[take]
+
+
+class GroupedOrder:
+    """Blocks in decreasing order of their bound, ties to the lower index, where a block's
+    bound is the smaller of its own and its group's (both hold for its rows): every
+    group is bounded (GROUP_BLOCKS times fewer than blocks; a group whose blocks are at
+    several versions once per version, with the largest cached maximum at each), and a
+    group's blocks only once the group's bound reaches the blocks about to be visited,
+    so a query that visits a few blocks bounds a few groups' blocks."""
+
+    def __init__(self, pruner, terms):
+        self.pr, self.terms = pruner, terms
+        gs = self.gs = pruner.sm.grouped()
+        self.group_bound = group_bounds(gs.start, pruner.best, pruner.slot, terms, gs.centre, gs.lo, gs.hi,
+                                        gs.radii, np.empty(gs.n_blocks))
+        self.groups = Descending(self.group_bound)
+        self.pending, self.pending_bound = np.zeros(0, np.int64), np.zeros(0)  # bounded, not visited, in order
+
+    def next(self, count, floor):
+        """The next (at most) ``count`` blocks in order whose bound is >= floor, and their bounds."""
+        wave = 1
+        while True:      # bound the blocks of every group that could reach the next ``count``
+            cut = floor if len(self.pending) < count else max(floor, self.pending_bound[count - 1])
+            groups, _ = self.groups.next(wave, cut)
+            if not len(groups):
+                break
+            self._bound_blocks(groups)
+            wave *= 2
+        n = int(np.count_nonzero(self.pending_bound[:count] >= floor))
+        take, bound = self.pending[:n], self.pending_bound[:n]
+        self.pending, self.pending_bound = self.pending[n:], self.pending_bound[n:]
+        return take, bound
+
+    def _bound_blocks(self, groups):
+        first, stop = self.gs.start[groups], self.gs.stop[groups]
+        blocks, _ = ranges(first, stop)
+        pr = self.pr
+        bound = block_bounds(blocks, pr.best, pr.slot, self.terms, pr.sm.centre, pr.sm.lo, pr.sm.hi, pr.sm.radii,
+                             np.empty(len(blocks)))
+        bound = np.minimum(bound, np.repeat(self.group_bound[groups], stop - first))
+        keep = bound > -np.inf
+        blocks = np.concatenate([self.pending, blocks[keep]])
+        bound = np.concatenate([self.pending_bound, bound[keep]])
+        order = np.lexsort((blocks, -bound))
+        self.pending, self.pending_bound = blocks[order], bound[order]
+
+
+def best_first(order, k, visit, floor=-np.inf):
     """Visit blocks in decreasing order of their bound, in batches of 1, 2, 4, ... 64,
     until the k-th best score seen exceeds every remaining bound: (indices, scores of
-    the k best, ties to the lowest index; rows visited). ``visit(blocks)`` brings those
-    blocks up to date and returns their rows and scores (-inf for labeled rows).
-    ``floor``: a score known to be at most the k-th best overall (blocks below it are
-    not visited, and fewer than k points may come back)."""
-    order = np.argsort(-bound, kind="stable")
-    order = order[bound[order] > -np.inf]         # not the blocks with no unlabeled row
+    the k best, ties to the lowest index; rows visited). ``order``: every block's bound,
+    or an object giving blocks in that order (``Descending``, ``GroupedOrder``).
+    ``visit(blocks)`` brings those blocks up to date and returns their rows and scores
+    (-inf for labeled rows). ``floor``: a score known to be at most the k-th best overall
+    (blocks below it are not visited, and fewer than k points may come back)."""
+    if isinstance(order, np.ndarray):
+        order = Descending(order)
     top_idx, top_f = np.zeros(0, np.int64), np.zeros(0)
-    kth, p, batch, rows = floor, 0, 1, 0
-    while p < len(order) and bound[order[p]] >= kth:
-        take = order[p:p + batch]
-        take = take[bound[take] >= kth]
+    kth, batch, rows = floor, 1, 0
+    while True:
+        take, _ = order.next(batch, kth)
+        if not len(take):
+            break
         idx, fu = visit(take)
         rows += len(idx)
         keep = (fu >= kth) & (fu > -np.inf)       # unlabeled rows that can still make the top k
         top_idx, top_f = _best(np.concatenate([top_idx, idx[keep]]), np.concatenate([top_f, fu[keep]]), k)
         if len(top_f) == k:
             kth = top_f[-1]
-        p += len(take)
         batch = min(2 * batch, MAX_BATCH)
     return top_idx, top_f, rows
+
+
+def ranges(start, stop):
+    """The integers of the ranges [start, stop), one after the other, and where each
+    range begins among them."""
+    lens = stop - start
+    first = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+    return np.arange(lens.sum()) + np.repeat(start - first, lens), first
 
 
 def rows_of(start, stop, f, label):
     """The rows of blocks [start, stop), their f (-inf when labeled), and where each
     block's rows begin."""
-    lens = stop - start
-    first = np.concatenate([[0], np.cumsum(lens)[:-1]])
-    idx = np.arange(lens.sum()) + np.repeat(start - first, lens)
+    idx, first = ranges(start, stop)
     return idx, np.where(label[idx] < 0, f[idx], -np.inf), first
 
 
@@ -273,6 +454,7 @@ class LASPruning:
         self.stale = False           # J, IM (and f of unread blocks) lag behind the labels
         self.local = getattr(engine.backend, "name", "") == "local"
         self.basis, self.generation, self.u_reset = None, 0, None    # for the workers' pruners
+        self.stored = None           # for the workers: where their slices of the stored summaries are
         p, b = engine.params, engine.backend
         if p.alpha != 0:
             self.status = ("off: alpha > 0 needs sums of the impact factor over all unlabeled points "
@@ -298,6 +480,8 @@ class LASPruning:
                                                                    e.backend.gather("deg"))
             if self.summaries is not None:
                 self.basis = self.summaries.basis
+        elif not self.local and self.summaries_from is None:
+            self._find_stored_for_workers()
         if self.basis is None:
             self.basis = gram_basis(G if G is not None else np.eye(e.store.r) - e.K, self.basis_dim)
         if not self.local:       # the workers reset their chunks' caches at the next query
@@ -312,6 +496,32 @@ class LASPruning:
             self.pruner = Pruner(self.summaries, e.s, 1.0 / (1.0 + e.params.w0))
         self.pruner.reset(self.u(), e.backend.gather("f"), e._label)
         self.stale = False
+
+    def _find_stored_for_workers(self):
+        """The dask backend: when the store's summaries fit X as far as the driver can tell
+        (fingerprint, column sums), their basis is used and each worker reads its chunks'
+        slice, which it uses only if its chunks' degrees match (``chunk_summaries``)."""
+        from .summaries import CHANGED, first_blocks, read_stored, store_source, stored_header
+        e = self.engine
+        header, self.summaries_from = stored_header(e.store, self.block_rows)
+        if header is None:
+            return
+        if not np.array_equal(header["s"], e.s):
+            self.summaries_from = CHANGED
+            return
+        got = read_stored(e.store, ("basis",), self.block_rows)
+        if got is None:
+            self.summaries_from = CHANGED
+            return
+        self.basis = got["basis"]
+        self.stored = (store_source(e.store), first_blocks(e.store.chunks, self.block_rows))
+        self.summaries_from = "store, where each worker's chunks' degrees match (chunk_summaries_from())"
+
+    def chunk_summaries_from(self):
+        """The dask backend: per chunk, where its summaries came from ("store", or
+        "computed: why"), None before its first pruned query."""
+        e = self.engine
+        return e.backend.map_state(_summaries_from, list(range(e.store.n_chunks)))
 
     def u(self):
         e = self.engine
@@ -344,9 +554,9 @@ class LASPruning:
         args = (u, np.stack([u, e.score_vectors()[1]]), k, self.generation, self.u_reset, self.basis, self.block_rows,
                 e.s, p.eta, p.w0, p.pi)
         floor, rows = self._floor(k, u)
-        parts = e.backend.map(CHUNK_TOP, *args, floor)
+        parts = e.backend.map(CHUNK_TOP, *args, floor, self.stored)
         if not all(isinstance(part, ChunkTop) for part in parts):
-            parts = e.backend.map(CHUNK_TOP, *args, floor)     # a lost worker's chunks were rebuilt: again
+            parts = e.backend.map(CHUNK_TOP, *args, floor, self.stored)   # a lost worker's chunks were rebuilt: again
         found = np.concatenate([q[0] for q in parts])
         idx, sc = _best(found, np.concatenate([q[1] for q in parts]), k)
         self.candidates = found
@@ -398,15 +608,17 @@ class ChunkTop(tuple):
     """(global indices, scores, rows read): a chunk's part of a pruned query."""
 
 
-def chunk_top_step(x, state, u, V, k, generation, u_reset, basis, block_rows, s, eta, w0, pi, floor=-np.inf):
+def chunk_top_step(x, state, u, V, k, generation, u_reset, basis, block_rows, s, eta, w0, pi, floor=-np.inf,
+                   stored=None):
     """A chunk's exact top k at u, reading only the blocks that could hold it; the
     chunk's summaries and cache live in its state (built here at the first call, when
-    every block is read once). ``generation`` changes after each full pass, at
+    every block is read once; the summaries from the store's, given ``stored``, when they
+    fit: ``chunk_summaries``). ``generation`` changes after each full pass, at
     ``u_reset``: the cache is then rebuilt from the chunk's f. Blocks whose bound is
     below ``floor`` (at most the k-th best score over all chunks) are not read."""
     pr = getattr(state, "pruner", None)
     if pr is None:
-        cols = summary_step(x, state, basis, block_rows)
+        cols = chunk_summaries(x, state, basis, block_rows, stored)
         start = np.arange(0, n_rows(x), block_rows)
         sm = BlockSummaries(block_rows, np.zeros(len(start), np.int64), start,
                             np.minimum(start + block_rows, n_rows(x)), basis, *cols)
@@ -428,6 +640,30 @@ def chunk_top_step(x, state, u, V, k, generation, u_reset, basis, block_rows, s,
 # It updates state it did not create: a lost chunk is rebuilt by the engine's recipe,
 # whose partials are not a ChunkTop, and the query is asked again (LASPruning).
 CHUNK_TOP = ChunkStep(chunk_top_step)
+
+
+def chunk_summaries(x, state, basis, block_rows, stored):
+    """A chunk's block summaries (``summary_step``'s columns): with ``stored`` (the store's
+    source, each chunk's first block), its slice of the stored ones when they were made
+    with ``basis`` and its blocks' degrees are the stored ones (engine/summaries.py), read
+    where the chunk is; else computed from x. ``state.summaries_from`` says which."""
+    if stored is not None:
+        from .summaries import CHANGED, block_degrees, matches, read_chunk_summaries
+        from .summaries import FIELDS as stored_fields
+        start = np.arange(0, n_rows(x), block_rows)
+        got = read_chunk_summaries(stored[0], int(stored[1][state.chunk_id]), len(start), (*stored_fields, "deg_sum"),
+                                   block_rows)
+        if got is not None and np.array_equal(got["basis"], basis) and matches(got, block_degrees(state.deg, start)):
+            state.summaries_from = "store"
+            return tuple(got[k] for k in stored_fields if k != "basis")
+        state.summaries_from = CHANGED
+    else:
+        state.summaries_from = "computed"
+    return summary_step(x, state, basis, block_rows)
+
+
+def _summaries_from(state):
+    return getattr(state, "summaries_from", None)
 
 
 def _rows(x, a, z):

@@ -31,9 +31,12 @@ chunk's sums the same way (one pass) and asks again.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..backends import ChunkStep
+from ..kernels.las import degrees
 from ..kernels.wnas import add_similarities
 from ..storage.encoding import decode, n_rows
 from .pruning import (
@@ -46,8 +49,18 @@ from .pruning import (
     check_block_rows,
     rows_of,
 )
-from .select import _best
-from .steps import BLAS_ROWS, FUSED_LABELS, WNAS_UPDATE
+from .select import ChunkPartials, _best
+from .steps import BLAS_ROWS, FUSED_LABELS, WNAS_UPDATE, colsum_step, wnas_update_step
+from .summaries import (
+    CHANGED,
+    block_degrees,
+    first_blocks,
+    matches,
+    read_chunk_summaries,
+    read_stored,
+    store_source,
+    stored_header,
+)
 
 
 def ball_step(x, state, block_rows):
@@ -65,6 +78,29 @@ def ball_step(x, state, block_rows):
 
 
 BALLS = ChunkStep(ball_step, from_scratch=True)
+
+
+class Checked(NamedTuple):
+    """What ``checked_update_step`` returns: the full pass's partials, and what the
+    stored block summaries are checked with (engine/summaries.py)."""
+    partials: ChunkPartials
+    sums: np.ndarray          # the chunk's column sums (COLSUM's kernel)
+    degrees: dict             # per block: smallest, largest, summed x_i . s_stored
+
+
+def checked_update_step(x, state, s_stored, block_rows, *update):
+    """``wnas_update_step``, and, from the chunk it has in hand, its column sums and its
+    blocks' degrees against the stored column sums, computed as a LAS search computes
+    them (bit for bit, when X is what the summaries describe)."""
+    partials = wnas_update_step(x, state, *update)
+    deg = np.empty(n_rows(x))
+    degrees(x, s_stored, deg)
+    return Checked(partials, colsum_step(x, state).sums, block_degrees(deg, np.arange(0, n_rows(x), block_rows)))
+
+
+# It updates state it did not create: a lost chunk is rebuilt by the engine's recipe,
+# whose partials are a ChunkPartials: then the stored summaries are not used.
+CHECKED_UPDATE = ChunkStep(checked_update_step)
 
 
 class BlockBounds:
@@ -153,21 +189,54 @@ class WNASPruning:
             "" if self.local else ", each worker pruning its own chunks")
         self.blocks = None
         self.generation, self.base, self.unsent = 0, 0, []     # for the workers' bounds
+        self.summaries_from = None   # "store", or "computed: why not from the store"
+        self.stored = None           # for the workers: where their slices of the stored summaries are
 
     @property
     def active(self):
         return self.status.startswith("on")
 
+    def full_pass(self, args):
+        """The full pass that applies a batch of labels (``WNAS_UPDATE``'s partials). The
+        first one also checks the block summaries stored with the store against X
+        (engine/summaries.py: column sums and every block's degrees, from the chunks it
+        reads anyway), so that their centres and radii replace the pass that computes them."""
+        e = self.engine
+        if self.summaries_from is not None:
+            return e.backend.map(WNAS_UPDATE, *args)
+        header, self.summaries_from = stored_header(e.store, self.block_rows)
+        if header is None:
+            return e.backend.map(WNAS_UPDATE, *args)
+        parts = e.backend.map(CHECKED_UPDATE, header["s"], self.block_rows, *args)
+        if not all(isinstance(p, Checked) for p in parts):
+            self.summaries_from = "computed: a worker was lost while the stored summaries were checked"
+            return [p.partials if isinstance(p, Checked) else p for p in parts]
+        found = {"s": np.sum([p.sums for p in parts], axis=0),
+                 **{k: np.concatenate([p.degrees[k] for p in parts]) for k in parts[0].degrees}}
+        self.summaries_from = "store" if matches(header, found) else CHANGED
+        if self.summaries_from == "store" and not self.local:
+            self.stored = (store_source(e.store), first_blocks(e.store.chunks, self.block_rows))
+        return [p.partials for p in parts]
+
     def after_full_pass(self):
         """Every block has seen every label: no pending raise or fall."""
         e = self.engine
+        if self.summaries_from is None:    # (a restored state: its pass checked nothing)
+            self.summaries_from = "computed: a restored search does not check stored summaries"
         if not self.local:        # the workers reset their chunks' bounds at the next query
             self.generation += 1
             self.base, self.unsent, self.stale = e.n_labeled, [], False
             return
         if self.blocks is None:
             self.chunk, start, stop = block_layout(e.store.chunks, self.block_rows)
-            centre, radius = (np.concatenate(c) for c in zip(*e.backend.map(BALLS, self.block_rows)))
+            stored = read_stored(e.store, ("centre", "radius"), self.block_rows) \
+                if self.summaries_from == "store" else None
+            if stored is not None:
+                centre, radius = stored["centre"], stored["radius"]
+            else:
+                if self.summaries_from == "store":
+                    self.summaries_from = "computed: the stored summaries were replaced meanwhile"
+                centre, radius = (np.concatenate(c) for c in zip(*e.backend.map(BALLS, self.block_rows)))
             self.blocks = BlockBounds(centre, radius, start, stop, e.n_labeled)
         self.blocks.reset(e.n_labeled)
         self.stale = False
@@ -221,14 +290,14 @@ class WNASPruning:
         worker (its chunks rebuilt from every label by the recipe), every chunk's sums
         recomputed the same way, and asked again."""
         e = self.engine
-        parts = e.backend.map(step, k, self.generation, self.base, self.unsent, self.block_rows)
+        parts = e.backend.map(step, k, self.generation, self.base, self.unsent, self.block_rows, self.stored)
         self.base += sum(len(b[1]) for b in self.unsent)
         self.unsent = []
         if not all(isinstance(p, ChunkTop) for p in parts):
             e._pass(WNAS_UPDATE, *e.rebuild_recipe().args)
             e.bytes_since_query += e.store.nbytes
             self.after_full_pass()
-            parts = e.backend.map(step, k, self.generation, self.base, self.unsent, self.block_rows)
+            parts = e.backend.map(step, k, self.generation, self.base, self.unsent, self.block_rows, self.stored)
         return parts
 
     def _read(self, blocks):
@@ -242,18 +311,26 @@ class WNASPruning:
         bb.mark_read(blocks)
 
 
-def chunk_top_step(x, state, k, generation, base, batches, block_rows):
+def chunk_top_step(x, state, k, generation, base, batches, block_rows, stored=None):
     """A chunk's exact top k (k = 0: every block brought up to date), reading only the
     blocks that could hold it. Its bounds live in its state: built at the first call
-    (reading the chunk once), reset when ``generation`` changes (a full pass applied the
-    first ``base`` labels everywhere); ``batches`` are the labels told since the last
-    call, (labels before it, Z, signs, indices, labels)."""
+    (reading the chunk once, or, with ``stored``, its blocks' centres and radii from the
+    stored summaries, which the engine checked: (store source, each chunk's first
+    block)), reset when ``generation`` changes (a full pass applied the first ``base``
+    labels everywhere); ``batches`` are the labels told since the last call, (labels
+    before it, Z, signs, indices, labels)."""
     bb = getattr(state, "wnas_blocks", None)
-    built = bb is None
-    if built:
+    built = False                                # built by reading the chunk
+    if bb is None:
         start = np.arange(0, n_rows(x), block_rows)
-        bb = state.wnas_blocks = BlockBounds(*ball_step(x, state, block_rows), start,
-                                             np.minimum(start + block_rows, n_rows(x)), base)
+        got = None if stored is None else read_chunk_summaries(
+            stored[0], int(stored[1][state.chunk_id]), len(start), ("centre", "radius"), block_rows)
+        if got is None:
+            centre, radius = ball_step(x, state, block_rows)
+            built = True
+        else:
+            centre, radius = got["centre"], got["radius"]
+        bb = state.wnas_blocks = BlockBounds(centre, radius, start, np.minimum(start + block_rows, n_rows(x)), base)
     elif state.wnas_generation != generation:
         bb.reset(base)
     state.wnas_generation = generation

@@ -105,14 +105,17 @@ def write_block_summaries(path, block_rows=None, basis_dim=DEFAULT_BASIS, n_thre
 
 CHANGED = "computed: X changed since the stored summaries were written"
 DEGREES = ("deg_min", "deg_max", "deg_sum")
+WHOLE = ("basis", "s")      # not per block
 
 
-def stored_header(store, block_rows):
-    """The stored summaries' column sums ``s`` and per-block degrees (``DEGREES``), when
-    the store holds whole summaries of blocks of ``block_rows`` rows whose fingerprint is
-    X's: (arrays, None); else (None, why not). What remains to check is the search's own
-    column sums and degrees against these (``matches``)."""
-    select = {**{k: slice(0, 0) for k in FIELDS}, **dict.fromkeys(("s", *DEGREES))}
+def stored_header(store, block_rows, fields=()):
+    """The stored summaries' column sums ``s`` and per-block degrees (``DEGREES``), and
+    the arrays ``fields``, when the store holds whole summaries of blocks of ``block_rows``
+    rows whose fingerprint is X's: (arrays, None); else (None, why not). What remains to
+    check is the search's own column sums and degrees against these (``matches``). One
+    read of the group: what it returns belongs together, even if the summaries are being
+    replaced meanwhile (``bigsearch summarize``)."""
+    select = {**{k: slice(0, 0) for k in FIELDS}, **dict.fromkeys(("s", *DEGREES, *fields))}
     try:
         found = store.read_group(GROUP, select)
     except BigsearchError as e:
@@ -124,10 +127,11 @@ def stored_header(store, block_rows):
         return None, "computed: the stored summaries are incomplete or of another version"
     if attrs.get("block_rows") != block_rows:
         return None, f"computed: the store has summaries of blocks of {attrs.get('block_rows')} rows"
-    if attrs.get("fingerprint") != store_fingerprint(store) or len(arrays["deg_sum"]) != len(
-            block_layout(store.chunks, block_rows)[0]):
+    n_blocks = len(block_layout(store.chunks, block_rows)[0])
+    if attrs.get("fingerprint") != store_fingerprint(store) or not all(
+            len(arrays[k]) == n_blocks for k in (*DEGREES, *fields) if k not in WHOLE):
         return None, CHANGED
-    return {k: arrays[k] for k in ("s", *DEGREES)}, None
+    return {k: arrays[k] for k in ("s", *DEGREES, *fields)}, None
 
 
 def block_degrees(deg, start):
@@ -145,21 +149,25 @@ def stored_summaries(store, block_rows, s, deg):
     """(BlockSummaries, "store") when the store holds summaries of blocks of ``block_rows``
     rows that still describe X (see the module), else (None, why not). ``s`` and ``deg``
     are the search's column sums and degrees."""
-    header, why = stored_header(store, block_rows)
-    if header is None:
+    stored, why = stored_header(store, block_rows, FIELDS)
+    if stored is None:
         return None, why
     chunk, start, stop = block_layout(store.chunks, block_rows)
-    if not matches(header, {"s": s, **block_degrees(deg, start)}):
+    if not matches(stored, {"s": s, **block_degrees(deg, start)}):
         return None, CHANGED
-    arrays = read_stored(store, FIELDS)
-    return BlockSummaries(block_rows, chunk, start, stop, *(arrays[k] for k in FIELDS)), "store"
+    return BlockSummaries(block_rows, chunk, start, stop, *(stored[k] for k in FIELDS)), "store"
 
 
-def read_stored(store, fields, blocks=None):
+def read_stored(store, fields, block_rows, blocks=None):
     """Arrays ``fields`` of the stored summaries; with ``blocks`` (a slice), only those
-    blocks' rows (``basis`` and ``s`` whole)."""
-    whole = ("basis", "s")
-    return store.read_group(GROUP, {k: None if k in whole else blocks for k in fields})[1]
+    blocks' rows (``basis`` and ``s`` whole). None when they are no longer summaries of
+    blocks of ``block_rows`` rows with those blocks (replaced meanwhile)."""
+    attrs, arrays = store.read_group(GROUP, {k: None if k in WHOLE else blocks for k in fields}) or ({}, {})
+    n_blocks = len(block_layout(store.chunks, block_rows)[0]) if blocks is None else blocks.stop - blocks.start
+    if attrs.get("block_rows") != block_rows or not all(
+            k in arrays and (k in WHOLE or len(arrays[k]) == n_blocks) for k in fields):
+        return None
+    return arrays
 
 
 def store_source(store):
@@ -167,11 +175,11 @@ def store_source(store):
     return {"path": store.reopen_path(), "options": store._reopen_options()}
 
 
-def read_chunk_summaries(source, first_block, n_blocks, fields):
+def read_chunk_summaries(source, first_block, n_blocks, fields, block_rows):
     """A chunk's slice of the stored summaries (``fields``), read where the chunk is (a
-    dask worker), from the store at ``source`` (``store_source``)."""
+    dask worker), from the store at ``source`` (``store_source``); None as for ``read_stored``."""
     with open_store(source["path"], source["options"]) as store:
-        return read_stored(store, fields, slice(first_block, first_block + n_blocks))
+        return read_stored(store, fields, block_rows, slice(first_block, first_block + n_blocks))
 
 
 def first_blocks(chunks, block_rows):

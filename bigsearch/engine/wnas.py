@@ -17,7 +17,7 @@ from ..backends import StepCall
 from .base import PointArray, PrunableSearch, StoreLike
 from .params import WNASParams
 from .pruning_wnas import WNASPruning
-from .select import Ranked
+from .select import PassSummary
 from .steps import WNAS_UPDATE
 
 
@@ -62,13 +62,6 @@ class WNAS(PrunableSearch):
         if pruning is not None:
             pruning.catch_up()
 
-    def _top(self, k: int) -> Ranked:
-        pruning = self._pruned()
-        out = Ranked(*pruning.top(k)) if pruning is not None else super()._top(k)
-        self.query_bytes.append(self.bytes_since_query)
-        self.bytes_since_query = 0
-        return out
-
     def export_state(self) -> dict[str, Any]:
         self._sync_scores()            # numerators and denominators of every block current
         return super().export_state()
@@ -92,7 +85,10 @@ class WNAS(PrunableSearch):
             return                     # no pass: the next query reads what it needs
         if pruning is not None:
             pruning.catch_up()         # the blocks behind get the batches they missed first
-        self._pass(WNAS_UPDATE, *self._similarity_args(idx, lab))
+        if self.pruning is not None:   # (its first pass also checks the summaries stored with X)
+            self._summary = PassSummary.from_partials(self.pruning.full_pass(self._similarity_args(idx, lab)))
+        else:
+            self._pass(WNAS_UPDATE, *self._similarity_args(idx, lab))
         self.bytes_since_query += self.store.nbytes
         if self.pruning is not None:
             self.pruning.after_full_pass()

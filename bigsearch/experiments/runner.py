@@ -25,7 +25,7 @@ from ..engine.seeding import resolve_start
 from ..errors import ParameterError
 from ..simulate import check_budget, initial_labels, make_search, simulate
 from ..storage import open_store, require_local
-from ..storage.atomic import atomic_write_json
+from ..storage.atomic import atomic_write_bytes, atomic_write_json
 from ..storage.fingerprint import store_fingerprint
 from .graded import load_answers
 from .reports import markdown_table, recall_curves, summarize, write_ranking_csv, write_runs_csv
@@ -194,7 +194,7 @@ def write_outputs(out, results, curves, plot=True, ids=None):
     atomic_write_json(out / "results.json", results)
     write_runs_csv(results["runs"], out / "runs.csv", ids)
     write_ranking_csv(results["runs"], out / "ranking.csv", ids)
-    (out / "table.md").write_text(markdown_table(results["summary"], results["budget"]))
+    atomic_write_bytes(out / "table.md", markdown_table(results["summary"], results["budget"]).encode())
     notes = []
     if plot and curves["queries"]:
         from .plots import plot_recall

@@ -80,17 +80,17 @@ def _as_float64(v):
     return lambda v: np.float64(v)
 
 
-# Kernel shapes (benchmarks/kernel_shapes.py measures all three on the machine at hand):
+# Kernel shapes (benchmarks/encodings.py --only widths measures all three on the machine):
 # one row and three columns per loop streams float rows of r <= 1,024 about 2x faster
 # than two rows on AMD EPYC hosts, two rows were faster on the Intel hosts of
 # docs/performance.md; wide rows (V of 3 x r no longer fits the L1 cache) go four rows at
 # a time, so each load of V feeds four rows. Codes narrower than float32 (float16
 # patterns, int8) go four rows at a time at every width: a code costs so little to load
-# that the loads of V are what is left, and sharing them made the pass over the codes
-# 1.3-1.8x faster (one thread, in RAM, AMD EPYC; docs/performance.md). The choice is fixed
-# per CPU kind (numba's cache is keyed by the CPU) and per stored type, and a row's value
-# never depends on its position in a block: rows past the end of a block repeat the last
-# row, so every row goes through the same arithmetic.
+# that the loads of V are what is left, and sharing them made the pass over int8 codes
+# 1.5-1.8x faster, float16's up to 1.45x (one thread, in RAM, AMD EPYC; docs/performance.md,
+# encodings). The choice is fixed per CPU kind (numba's cache is keyed by the CPU) and per
+# stored type, and a row's value never depends on its position in a block: rows past the
+# end of a block repeat the last row, so every row goes through the same arithmetic.
 ONE_ROW_SHAPE = _cpu_vendor() == "AuthenticAMD"
 WIDE_ROWS = 1024
 NARROW_CODES = 2        # stored values of at most this many bytes: the four-row shape

@@ -21,6 +21,7 @@ from .format import (
     OPTIONAL_NAMES,
     X_NAME,
     Y_NAME,
+    ZARR_METADATA,
     check_features,
     missing_dataset,
 )
@@ -91,6 +92,16 @@ class ZarrStore(FeatureStore):
     @classmethod
     def recognizes(cls, path, head):
         return head is None     # any directory: ZarrStore explains what is wrong with it
+
+    @classmethod
+    def replaceable(cls, path, head):
+        """A Zarr group with an array X and nothing but Zarr metadata and arrays at its top."""
+        if head is not None:
+            return False
+        entries = list(Path(path).iterdir())
+        names = {e.name for e in entries}
+        return (bool(names & {"zarr.json", ".zgroup"}) and (Path(path) / X_NAME).is_dir()
+                and all(e.is_dir() or e.name in ZARR_METADATA for e in entries))
 
     @classmethod
     def _compressor(cls, codec):
@@ -287,13 +298,19 @@ class ZarrStore(FeatureStore):
         return " + ".join(_codec_name(c) for c in (*self._x.filters, *self._x.compressors)) or "none"
 
 
+GROUP_CHUNK_BYTES = 1 << 20   # chunks of whole rows: a slice of rows (a worker's blocks) decodes little else
+
+
 def _write_group_dir(target, arrays, attrs):
     """A Zarr group of ``arrays`` at the directory ``target``, its attributes last (a
     group without them is one a crash cut short)."""
     import zarr
     sub = zarr.open_group(str(target), mode="w")
     for key, values in arrays.items():
-        sub.create_array(key, shape=values.shape, dtype=values.dtype, fill_value=0)[...] = values
+        row_bytes = values.itemsize * int(np.prod(values.shape[1:]))
+        rows = max(1, min(values.shape[0] if values.ndim else 1, GROUP_CHUNK_BYTES // max(1, row_bytes)))
+        chunks = (rows, *values.shape[1:]) if values.ndim else None
+        sub.create_array(key, shape=values.shape, chunks=chunks, dtype=values.dtype, fill_value=0)[...] = values
     sub.attrs.update(attrs)
 
 
