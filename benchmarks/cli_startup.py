@@ -36,6 +36,14 @@ def measure(argv, tree, repeat):
     return min(walls), min(cpus)
 
 
+def describe(tree):
+    """This checkout as "this checkout (COMMIT)"; another tree by its path."""
+    if tree != REPO:
+        return str(tree)
+    rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return f"this checkout ({rev.stdout.strip() or 'not a git checkout'})"
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=7)
@@ -48,7 +56,7 @@ def main():
             wall, cpu = measure([sys.executable, "-m", "bigsearch", flag], tree, args.repeat)
             rows.append(
                 {
-                    "tree": str(tree),
+                    "tree": describe(tree),
                     "command": f"bigsearch {flag}",
                     "wall_s": round(wall, 3),
                     "cpu_s": round(cpu, 3),

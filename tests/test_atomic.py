@@ -105,6 +105,57 @@ def test_only_the_atomic_module_renames_and_fsyncs():
     assert offenders == []
 
 
+# Files the package writes in place, outside an atomic block, and why that is safe.
+SCRATCH_WRITES = {"ingest/cluster_order.py": "spill files in a temporary directory beside the output"}
+
+
+def in_place_writes(tree):
+    """(line, call) of every write to a file (``open`` for writing, ``write_text``,
+    ``write_bytes``, ``savefig``) not inside a ``with atomic_path/atomic_open(...)`` block."""
+    found = []
+
+    def visit(node, atomic):
+        if isinstance(node, ast.With):
+            atomic = atomic or any(
+                ast.unparse(i.context_expr).startswith(("atomic_path", "atomic_open")) for i in node.items
+            )
+        if isinstance(node, ast.Call) and not atomic:
+            f = node.func
+            if isinstance(f, ast.Name) and f.id == "open":
+                mode = (
+                    node.args[1]
+                    if len(node.args) > 1
+                    else next((k.value for k in node.keywords if k.arg == "mode"), None)
+                )
+                if isinstance(mode, ast.Constant) and set(str(mode.value)) & set("wxa"):
+                    found.append((node.lineno, f"open(..., {mode.value!r})"))
+            elif isinstance(f, ast.Attribute) and f.attr in ("write_text", "write_bytes", "savefig"):
+                found.append((node.lineno, f.attr))
+        for child in ast.iter_child_nodes(node):
+            visit(child, atomic)
+
+    visit(tree, False)
+    return found
+
+
+def test_files_are_published_atomically():
+    """Results, reports, figures, sessions: written at a temporary sibling and published by
+    storage/atomic.py, so a killed writer never leaves half a file."""
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = str(path.relative_to(PACKAGE))
+        if path in DURABLE_MODULES or name in SCRATCH_WRITES or name.startswith("testing/"):
+            continue
+        offenders += [f"{name}:{line} {call}" for line, call in in_place_writes(ast.parse(path.read_text()))]
+    assert offenders == []
+    caught = in_place_writes(
+        ast.parse(
+            "def f(p):\n    p.write_text('x')\n    with atomic_path(p) as t:\n        open(t, 'w')\n    open(p, 'ab')\n"
+        )
+    )
+    assert caught == [(2, "write_text"), (5, "open(..., 'ab')")]
+
+
 def test_journal_round_trip_torn_tail_and_damage(tmp_path):
     path = tmp_path / "j.jsonl"
     with JournalWriter(path) as j:

@@ -8,24 +8,42 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "bigsearch"
 
-# Lower ranks are lower layers. errors (and the root's __version__) are for everyone.
-RANK = {"storage": 1, "kernels": 1, "backends": 2, "engine": 3, "ingest": 4, "simulate": 4, "experiments": 5,
-        "session": 5, "serve": 6, "cli": 7}
+# Every top-level module and package of bigsearch, by layer: lower ranks are lower layers,
+# and a module may import only lower ranks (and its own package). The root's lazy names
+# (bigsearch/__init__.py) are for everyone.
+RANK = {
+    "errors": 0,
+    "limits": 1,                                   # memory limits: errors only
+    "storage": 2, "kernels": 2,                    # neither knows the other
+    "backends": 3,
+    "engine": 4,
+    "ingest": 5, "simulate": 5, "synthetic": 5, "datasets": 5,   # beside the stack: write or fetch stores
+    "experiments": 6, "session": 6,
+    "serve": 7,
+    "cli": 8, "testing": 8,                        # testing: helpers for tests and benchmarks, never the CLI's
+    "__main__": 9,
+}
 
 
 def imported_layers(path):
-    """(line, layer) for every import of a bigsearch package in the module at ``path``."""
-    module = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    """(line, layer) for every import of a bigsearch module in the module at ``path``."""
+    return layers_in(path.read_text(), path.relative_to(PACKAGE.parent).with_suffix("").parts)
+
+
+def layers_in(source, module):
+    """(line, layer) for every bigsearch import in ``source``, the text of ``module``
+    (its dotted name as parts), wherever it stands (inside functions too)."""
     here = module[:-1]              # the package a relative import starts from
     out = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = list(here[:len(here) - node.level + 1])
                 target = base + (node.module.split(".") if node.module else [])
             else:
                 target = (node.module or "").split(".")
-            names = [target]
+            # `from .. import session`: the names imported are modules of the target
+            names = [target] if len(target) > 1 else [target + [a.name] for a in node.names]
         elif isinstance(node, ast.Import):
             names = [a.name.split(".") for a in node.names]
         else:
@@ -38,19 +56,111 @@ def layer_of(path):
     return path.relative_to(PACKAGE).with_suffix("").parts[0]
 
 
-MODULES = [p for p in sorted(PACKAGE.rglob("*.py")) if layer_of(p) in RANK]
+MODULES = [p for p in sorted(PACKAGE.rglob("*.py")) if p != PACKAGE / "__init__.py"]
+
+
+def test_every_module_has_a_layer():
+    assert sorted({layer_of(p) for p in MODULES} - set(RANK)) == []
+    assert len(MODULES) > 60
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_imports_point_down(path):
     layer = layer_of(path)
     wrong = [f"line {line}: imports {target}" for line, target in imported_layers(path)
-             if target in RANK and target != layer and RANK[target] >= RANK[layer]]
+             if target != layer and RANK.get(target, -1) >= RANK[layer]]
     assert not wrong, f"{path.relative_to(PACKAGE)} ({layer}) imports a layer at or above its own: {wrong}"
 
 
-def test_the_check_sees_imports_inside_functions():
-    module = PACKAGE / "engine" / "anchors.py"
-    layers = {target for _, target in imported_layers(module)}
+def test_the_check_sees_every_form_of_import():
+    source = ("import bigsearch\nfrom . import base\n"
+              "def f():\n    from .. import session\n    import bigsearch.serve.app\n"
+              "    from bigsearch.cli import options\n    from ..storage.atomic import atomic_open\n")
+    assert [t for _, t in layers_in(source, ("bigsearch", "engine", "x"))] == \
+        ["engine", "session", "serve", "cli", "storage"]
+    layers = {target for _, target in imported_layers(PACKAGE / "engine" / "anchors.py")}
     assert {"storage", "kernels", "backends"} <= layers and "session" not in layers
-    assert len(MODULES) > 60
+
+
+def private_imports(path):
+    """Names with a leading underscore that the module at ``path`` imports from another module."""
+    return sorted(a.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)
+                  for a in node.names if a.name.startswith("_") and not a.name.startswith("__"))
+
+
+# Helpers one module shares with another are public names (wnas.py once imported a private
+# helper of las.py). Still shared under private names, in modules issue 11's pruning work is
+# editing this session (rename them when it has landed):
+PRIVATE_STILL_SHARED = {
+    "engine/fantasy.py": ["_best", "_blocks"],
+    "engine/pruning.py": ["_best"],
+    "engine/pruning_wnas.py": ["_apply_labels", "_best", "_rows"],
+}
+
+
+def test_modules_share_only_public_names():
+    found = {str(p.relative_to(PACKAGE)): private_imports(p) for p in MODULES}
+    assert {k: v for k, v in found.items() if v} == PRIVATE_STILL_SHARED
+
+
+def module_graph():
+    """module -> the package's modules it imports anywhere in it (inside functions too);
+    package __init__ modules are left out (importing a package is not a cycle to break)."""
+    names = {p: ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts) for p in PACKAGE.rglob("*.py")}
+    modules = {n for p, n in names.items() if p.name != "__init__.py"}
+    graph = {}
+    for path, name in names.items():
+        if path.name == "__init__.py":
+            continue
+        here = name.split(".")[:-1]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = here[:len(here) - node.level + 1] if node.level else []
+                target = base + (node.module.split(".") if node.module else [])
+                for a in node.names:
+                    whole = ".".join(target + [a.name])
+                    deps.add(whole if whole in modules else ".".join(target))
+        graph[name] = {d for d in deps if d in modules and d != name}
+    return graph
+
+
+def cycles(graph):
+    """The groups of modules that import each other in a circle (strongly connected)."""
+    index, low, stack, found = {}, {}, [], []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while group[-1:] != [v]:
+                group.append(stack.pop())
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+# Circles of imports kept apart only by an import inside a function (the review found
+# ingest's featurize/stats/labels so). Still present, in modules other issues' work edits
+# this session: break them when it has landed.
+CIRCLES_STILL_THERE = [
+    ["bigsearch.engine.pruning", "bigsearch.engine.summaries"],
+    ["bigsearch.storage.base", "bigsearch.storage.remote", "bigsearch.storage.zarr_store"],
+    ["bigsearch.storage.remote_writer", "bigsearch.storage.writer"],
+]
+
+
+def test_no_new_import_circles():
+    assert cycles(module_graph()) == CIRCLES_STILL_THERE
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -42,12 +42,12 @@ def store(tmp_path, data):
 def test_every_entry_matches_its_class(name, store):
     spec = METHODS[name]
     cls = spec.cls
-    assert cls.method == name and issubclass(cls, ActiveSearch) and issubclass(spec.params, Params)
+    assert cls.method == name and issubclass(cls, ActiveSearch)
     assert spec.ranks == (cls._top is not ActiveSearch._top)
     assert spec.sessions == (issubclass(cls, ChunkedSearch) and cls._restore is not ChunkedSearch._restore)
-    assert set(spec.params.names()) <= set(spec.settings()) <= set(spec.options())
     with make_search(store, name, seed=3, pi=0.2, anchors=5, backend="local") as search:
-        assert type(search.params) is spec.params
+        assert isinstance(search.params, Params) and set(search.params.names()) <= set(spec.settings())
+        assert set(spec.settings()) <= set(spec.options())
         assert dataclasses.is_dataclass(search.params) and search.params.__dataclass_params__.frozen
 
 
@@ -124,50 +124,63 @@ def test_las_validates_its_drift_check(store):
 
 
 # -- a method added the documented way -------------------------------------------------------
+# docs/architecture.md's worked example, as written there, with a NumPy chunk step
+# standing in for the numba kernel: one module's worth of code and one registry line.
+def centroid_step(x, state, c, label_idx, label_val):
+    state.apply_labels(label_idx, label_val)
+    return ChunkPartials(*centroid_scores(x, c, state.start, state.label, state.f))
+
+
+CENTROID = ChunkStep(centroid_step, from_scratch=True)   # f depends on x and c only
+
+
+@dataclasses.dataclass(frozen=True)
+class CentroidParams(Params):                # no fields: no parameters
+    pass
+
+
 class Centroid(ChunkedSearch):
-    """f_i = x_i . (mean of the positives - mean of the negatives): the example of
-    docs/architecture.md, with a NumPy chunk step standing in for a numba kernel."""
+    """f_i = x_i . (mean of the positives - mean of the negatives)."""
 
     method = "centroid"
     POINT_STATE = (PointArray("label", np.int8, -1), PointArray("f", np.float64, 0.0))
 
     def __init__(self, store, *, backend="local", n_threads=None, store_options=None):
-        super().__init__(store, WNASParams(), backend=backend, n_threads=n_threads, store_options=store_options)
+        super().__init__(store, CentroidParams(), backend=backend, n_threads=n_threads,
+                         store_options=store_options)
 
-    def _direction(self):
+    def _update(self, idx, lab):                 # one pass per group of new labels
+        step, args = self.rebuild_recipe()
+        self._pass(step, *args)
+
+    def rebuild_recipe(self):                    # a chunk's whole state from the global state
         idx, lab = self.history_arrays()
-        X = self.store.read_rows(idx)
+        return StepCall(CENTROID, (self._direction(idx, lab), idx, lab))
+
+    def _direction(self, idx, lab):
+        X = self.store.read_rows(idx).astype(np.float64)
         pos, neg = X[lab == 1], X[lab == 0]
-        return ((pos.mean(axis=0) if len(pos) else 0) - (neg.mean(axis=0) if len(neg) else 0)) * np.ones(self.store.r)
+        return (pos.mean(axis=0) if len(pos) else 0.0) - (neg.mean(axis=0) if len(neg) else 0.0) + np.zeros(X.shape[1])
 
-    def _update(self, idx, lab):
-        self._pass(CENTROID, *self.rebuild_recipe().args)
-
-    def rebuild_recipe(self):
-        return StepCall(CENTROID, (self._direction(), *self.history_arrays()))
-
-    def _restore(self, meta):
+    def _restore(self, meta):                    # after from_state: recompute f (sessions)
         self._update(*self.history_arrays())
 
 
-def centroid_step(x, state, c, label_idx, label_val):
-    state.apply_labels(label_idx, label_val)
-    state.f[:] = np.asarray(x, np.float64) @ c
-    unl = np.flatnonzero(state.label < 0)
-    best = unl[np.lexsort((unl, -state.f[unl]))][:TOP_K]
-    cand, f = np.full((1, TOP_K), -1, np.int64), np.zeros((1, TOP_K))
-    cand[0, :len(best)], f[0, :len(best)] = best + state.start, state.f[best]
-    kth = np.array([f[0, -1] if len(best) == TOP_K else -np.inf])
-    return ChunkPartials(np.array([state.f[unl].sum(), 0.0, len(unl)]), cand, f, np.zeros((1, TOP_K)), kth)
-
-
-CENTROID = ChunkStep(centroid_step, from_scratch=True)
+def centroid_scores(x, c, offset, label, f):
+    """The kernel's contract in NumPy: f of the chunk's rows, and its ChunkPartials fields."""
+    f[:] = np.asarray(x, np.float64) @ c
+    unl = np.flatnonzero(label < 0)
+    best = unl[np.lexsort((unl, -f[unl]))][:TOP_K]
+    cand, top_f = np.full((1, TOP_K), -1, np.int64), np.full((1, TOP_K), -np.inf)
+    cand[0, :len(best)], top_f[0, :len(best)] = best + offset, f[best]
+    kth = top_f[:, -1].copy()
+    return np.array([f[unl].sum(), 0.0, len(unl)]), cand, np.where(cand >= 0, top_f, 0.0), np.zeros((1, TOP_K)), kth
 
 
 @pytest.fixture
 def centroid_registered(monkeypatch):
-    monkeypatch.setitem(METHODS, "centroid", MethodSpec("centroid", f"{__name__}:Centroid", WNASParams,
-                                                        "difference of class means", sessions=True))
+    monkeypatch.setitem(METHODS, "centroid", MethodSpec("centroid", f"{__name__}:Centroid", "difference of class means",
+                                                        sessions=True))
 
 
 def dense_centroid_queries(X, y, start, steps):
@@ -204,8 +217,30 @@ def test_a_registered_method_survives_a_session(centroid_registered, tmp_path, d
             i = s.ask()
             s.tell(i, int(y[i]))
         expected = s.top(5)
+        # what `session next` and `status` ask of any method: nothing it does not declare
+        assert s.reads() is None and not s.search.f_costs_a_pass() and s.remaining()["unlabeled"] == 52
     with bigsearch.Session.open(tmp_path / "s", readonly=True) as s:
         np.testing.assert_array_equal(s.top(5).indices, expected.indices)
         with Centroid(path) as fresh:
             fresh.tell([i for i, _ in s.history], [lab for _, lab in s.history])
             assert run_queries(fresh, y, 3) == run_queries(s.search, y, 3)
+
+
+def test_a_registered_method_is_served(centroid_registered, tmp_path, data):
+    """The labelling page's labeler takes any session method; scores it cannot explain
+    (serve/explain.py knows LAS's and WNAS's) go without the explanation."""
+    from bigsearch.serve.labeler import Labeler
+    X, y = data
+    path = write_store(tmp_path, X, y, dtype="float64")
+    with bigsearch.Session.create(path, tmp_path / "s", method="centroid") as s:
+        s.tell(int(np.flatnonzero(y == 1)[0]), 1)
+        labeler = Labeler(s, prefetch=True)
+        try:
+            for _ in range(3):
+                labeler.settle()            # both answers' next items computed ahead
+                item = labeler.view()["item"]
+                assert item["index"] == s.candidates(1)[0]["index"] and item["why"] is None
+                labeler.answer(item["index"], int(y[item["index"]]))
+            assert s.n_labels == 4 and labeler.adopted == 3
+        finally:
+            labeler.close()

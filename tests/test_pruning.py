@@ -332,3 +332,103 @@ def test_plain_readers_still_read_x_and_other_block_sizes_compute(data, tmp_path
     s = bigsearch.LAS(z, pi=0.08, prune=True, block_rows=128)
     s.sync()
     assert s.pruning.summaries_from == "computed: the store has summaries of blocks of 64 rows"
+
+
+def unlabeled_f(search, X, u):
+    """f at u of every unlabeled row (NumPy), -inf for labeled ones."""
+    p = search.params
+    f = p.pi * p.w0 / (1 + p.w0) + (X @ u) / (X @ X.sum(axis=0)) / (1 + p.w0)
+    return np.where(search._label < 0, f, -np.inf)
+
+
+def test_bound_kernel_is_the_numpy_formula_and_bounds_f(data, store_factory):
+    """The kernel's bounds are the NumPy formula's (to rounding, which the margin covers),
+    with blocks at several versions, and bound every unlabeled row's f at the new u."""
+    X, y = data
+    path = store_factory(X, y, "zarr", "float64", 100)
+    s = bigsearch.LAS(path, pi=0.08, prune=True, block_rows=64)
+    s.tell(start(y), 1)
+    run_top(s, y, 8)
+    pr = s.pruning.pruner
+    assert (pr.table_count > 0).sum() > 2 and pr.table_count.sum() == pr.sm.n_blocks
+    s.tell(int(np.flatnonzero(s._label < 0)[0]), 0)
+    s._sync()
+    u = s.pruning.u()
+    kernel, ref = pr.bounds(u), pr.reference_bounds(u)
+    assert np.array_equal(np.isinf(kernel), np.isinf(ref)) and np.isfinite(kernel).any()
+    fin = np.isfinite(ref)
+    assert np.all(np.abs(kernel[fin] - ref[fin]) <= 1e-12 * np.abs(ref[fin]))
+    assert np.all(np.maximum.reduceat(unlabeled_f(s, X, u), pr.sm.start) <= kernel)
+
+
+def test_groups_of_blocks_bound_their_rows_and_keep_the_order(store_factory):
+    """Groups of 3 blocks (instead of 64, so that a small store has many): a pruned search
+    keeps the full pass's queries; at each query every group's bound holds for its rows,
+    and the blocks come in the order of min(own bound, group's bound), ties to the lower
+    index, as a full sort of those gives."""
+    from bigsearch.engine.pruning import Descending, GroupedOrder, group_summaries
+
+    X, y = clustered_points(3000, 12, prevalence=0.02, seed=4, spread=0.5)
+    order = np.lexsort((X[:, 1], X[:, 0]))
+    X, y = X[order], y[order]
+    path = store_factory(X, y, "zarr", "float32", 700)
+    full, pruned = (bigsearch.LAS(path, pi=0.02, prune=prune, block_rows=64) for prune in (False, True))
+    for s in (full, pruned):
+        s.tell(start(y), 1)
+        s.sync()
+    pr = pruned.pruning.pruner
+    gs = pr.sm.groups = group_summaries(pr.sm, 3)
+    row_starts = pr.sm.start[gs.start]            # each group's rows: a box, balls and degrees hold them
+    group = np.repeat(np.arange(gs.n_blocks), np.diff(np.append(row_starts, len(X))))
+    x = X.astype(np.float32).astype(np.float64)   # the stored rows
+    D = x - gs.centre[group]
+    Z = D @ gs.basis
+    tol = 1e-13 * np.linalg.norm(x, axis=1).max()
+    assert np.all((gs.lo[group] - tol <= Z) & (Z <= gs.hi[group] + tol))
+    assert np.all(np.linalg.norm(D - Z @ gs.basis.T, axis=1) <= gs.radius_perp[group] + tol)
+    assert np.all(np.linalg.norm(D, axis=1) <= gs.radius[group] + tol)
+    assert np.all(np.linalg.norm(x, axis=1) <= gs.norm_max[group] + tol)
+    deg = pruned.backend.gather("deg")
+    assert np.all((gs.deg_min[group] <= deg) & (deg <= gs.deg_max[group]))
+    checked = 0
+    for _ in range(25):
+        u = pruned.pruning.u()
+        grouped = GroupedOrder(pr, pr.version_terms(u))
+        f_max = np.maximum.reduceat(unlabeled_f(pruned, X, u), pr.sm.start)
+        assert np.all(np.maximum.reduceat(f_max, gs.start) <= grouped.group_bound)
+        effective = np.minimum(pr.bounds(u), np.repeat(grouped.group_bound, gs.stop - gs.start))
+        plain, count = Descending(effective), 1
+        while True:
+            a, b = grouped.next(count, -np.inf), plain.next(count, -np.inf)
+            assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+            if not len(a[0]):
+                break
+            checked, count = checked + len(a[0]), count * 2
+        q = pruned.ask()
+        assert q == full.ask()
+        for s in (full, pruned):
+            s.tell(q, int(y[q]))
+    assert checked > 25 * 30
+
+
+def test_descending_order_is_the_stable_sort():
+    """The lazily sorted order of blocks is the full stable sort's (ties, -inf and NaN
+    blocks dropped), as far as any head asks, whatever the floor."""
+    from bigsearch.engine.pruning import Descending
+
+    rng = np.random.default_rng(3)
+    bound = np.round(rng.normal(size=5000), 1)           # many ties
+    bound[rng.choice(5000, 300, replace=False)] = -np.inf
+    bound[rng.choice(5000, 10, replace=False)] = np.nan
+    bound[:3] = np.inf
+    full = np.argsort(-np.where(np.isnan(bound), -np.inf, bound), kind="stable")
+    full = full[np.where(np.isnan(bound), -np.inf, bound)[full] > -np.inf]
+    for stop in (1, 2, 63, 64, 65, 700, 5000, 6000):
+        assert np.array_equal(Descending(bound).head(stop, -np.inf), full[:stop])
+    for floor in (1.0, 0.0, -2.5):
+        order = Descending(bound)
+        above = full[bound[full] >= floor]
+        head = order.head(1, floor)
+        for stop in (5, 80, 1000, 6000):
+            head = order.head(stop, floor)
+            assert np.array_equal(head[: len(above)], above[:stop])

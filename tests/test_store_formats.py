@@ -9,7 +9,17 @@ import pytest
 
 import bigsearch
 from bigsearch.errors import ParameterError, StoreExistsError
-from bigsearch.storage import STORE_FORMATS, HDF5Store, StoreWriter, ZarrStore, open_store, store_codecs, store_kind_for
+from bigsearch.storage import (
+    STORE_FORMATS,
+    HDF5Store,
+    StoreWriter,
+    ZarrStore,
+    is_feature_store,
+    open_store,
+    registry,
+    store_codecs,
+    store_kind_for,
+)
 
 from conftest import DTYPES, read_all
 
@@ -76,9 +86,10 @@ class StoreFormatTests:
         path = bigsearch.create_store(tmp_path / "plain-name", np.eye(3), kind=self.fmt.kind)
         with open_store(path) as s:
             assert type(s) is self.fmt
-        others = [cls for cls in STORE_FORMATS.values() if cls is not self.fmt]
+        formats = list(STORE_FORMATS.values())
+        earlier = formats[: formats.index(self.fmt)]  # the first format that recognizes a path opens it
         head = None if path.is_dir() else path.read_bytes()[:8]
-        assert not any(cls.recognizes(path, head) for cls in others)
+        assert not any(cls.recognizes(path, head) for cls in earlier)
 
     def test_failed_write_leaves_nothing(self, tmp_path):
         with pytest.raises(RuntimeError):
@@ -95,6 +106,20 @@ class StoreFormatTests:
         bigsearch.create_store(path, np.full((5, 2), 2.0), overwrite=True)
         np.testing.assert_array_equal(read_all(open_store(path)), np.full((5, 2), 2.0))
         assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+    def test_overwrite_replaces_only_a_whole_store(self, tmp_path):
+        path = bigsearch.create_store(self.path(tmp_path), np.ones((4, 2)))
+        assert is_feature_store(path)
+        other = tmp_path / "other" / path.name  # the user's files under a store's name
+        other.parent.mkdir()
+        if path.is_dir():
+            other.mkdir()
+            (other / "notes.txt").write_text("mine")
+        else:
+            other.write_bytes(b"not a store")
+        assert not is_feature_store(other)
+        with pytest.raises(StoreExistsError, match="not a bigsearch store"):
+            bigsearch.create_store(other, np.ones((4, 2)), overwrite=True)
 
     def test_survives_pickling(self, tmp_path):
         """Stores travel to dask workers by path."""
@@ -116,3 +141,9 @@ class TestHDF5(StoreFormatTests):
 def test_every_registered_format_runs_the_suite():
     tested = {cls.fmt for cls in StoreFormatTests.__subclasses__()}
     assert set(STORE_FORMATS.values()) <= tested
+
+
+def test_the_default_format_is_zarr_whatever_the_order(monkeypatch):
+    """A directory format registered before Zarr (to be recognized first) does not become the default."""
+    monkeypatch.setattr(registry, "STORE_FORMATS", {"hdf5": HDF5Store, "zarr": ZarrStore})
+    assert store_kind_for("plain-name") == "zarr" and store_kind_for("x.h5") == "hdf5"

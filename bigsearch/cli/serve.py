@@ -1,22 +1,18 @@
 """`bigsearch serve SESSION`: the labelling page over a session."""
 
-import warnings
-
 import click
 
-from ..errors import BigsearchError, SessionWarning
+from ..errors import BigsearchError
 from . import main
 from .options import object_store_options
-from .session import _show_warning, store_option
+from .session import session_warnings, store_option
 
 
 class ServeCommand(click.Command):
     """Warnings about a recovered session as "Warning: ..." lines, as for `session`."""
 
     def invoke(self, ctx):
-        with warnings.catch_warnings():
-            warnings.simplefilter("always", SessionWarning)
-            warnings.showwarning = _show_warning
+        with session_warnings():
             return super().invoke(ctx)
 
 

@@ -25,13 +25,20 @@ def _session():
     return Session
 
 
+@contextlib.contextmanager
+def session_warnings():
+    """Warnings about a recovered session (SessionWarning) as "Warning: ..." lines."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", SessionWarning)
+        warnings.showwarning = _show_warning
+        yield
+
+
 class SessionGroup(Group):
     """Warnings about recovered damage as "Warning: ..." lines."""
 
     def invoke(self, ctx):
-        with warnings.catch_warnings():
-            warnings.simplefilter("always", SessionWarning)
-            warnings.showwarning = _show_warning
+        with session_warnings():
             return super().invoke(ctx)
 
 
@@ -64,7 +71,7 @@ def session():
     """Interactive sessions: you label what the engine proposes; nothing is ever lost.
 
     \b
-    bigsearch session new STORE DIR [--method las|wnas] [--pi ...]
+    bigsearch session new STORE DIR [--method METHOD] [--pi ...]
     bigsearch session next DIR [-k K]
     bigsearch session label DIR INDEX Y [INDEX Y ...]   (Y: 0, 1 or graded in [0, 1]; or --from labels.csv)
     bigsearch session undo DIR [N]

@@ -107,6 +107,11 @@ class ActiveSearch:
         the bytes of X read per query); JSON-able."""
         return {}
 
+    def f_costs_a_pass(self) -> bool:
+        """Whether reading ``f`` now costs a pass over X (pruned queries leave the f of
+        the blocks they did not read behind)."""
+        return False
+
     def engine_options(self) -> dict[str, Any]:
         """Constructor options besides the parameters that change the numbers (not the
         backend or threads): what a saved search must be recreated with."""
@@ -373,3 +378,14 @@ class PrunableSearch(ChunkedSearch):
     def _pruned(self) -> Any:
         """The pruning when queries are pruned, else None."""
         return self.pruning if self.pruning is not None and self.pruning.active else None
+
+    def _top(self, k: int) -> Ranked:
+        pruning = self._pruned()
+        out = Ranked(*pruning.top(k)) if pruning is not None else super()._top(k)
+        self.query_bytes.append(self.bytes_since_query)   # what choosing this round's queries read
+        self.bytes_since_query = 0
+        return out
+
+    def f_costs_a_pass(self) -> bool:
+        pruning = self._pruned()
+        return pruning is not None and bool(pruning.stale)

@@ -32,7 +32,7 @@ from .fantasy import FantasizedBatch, check_fantasy
 from .params import DriftCheck, LASParams
 from .pruning import LASPruning
 from .rank_updates import DeferredK, batch_update
-from .select import PassSummary, Ranked
+from .select import PassSummary
 from .steps import COLSUM, FUSED_LABELS, GRAM, LAS_REFRESH, LAS_RESCORE, LAS_UPDATE, Compared
 
 DRIFT_CHECK_SHARE = 0.1  # the O(r^3) drift check costs at most this share of the updates it checks
@@ -164,13 +164,6 @@ class LAS(PrunableSearch):
         assert self._summary is not None
         self._t_prev = self._summary.selection_weight(self.params.alpha)
         return self._t_prev
-
-    def _top(self, k: int) -> Ranked:
-        pruning = self._pruned()
-        out = Ranked(*pruning.top(k)) if pruning is not None else super()._top(k)
-        self.query_bytes.append(self.bytes_since_query)
-        self.bytes_since_query = 0
-        return out
 
     def _initialize(self) -> None:
         self._initial_passes()

@@ -20,14 +20,20 @@ block's box in that basis, R_perp the largest norm of a row's part outside it an
 block's radius. Dividing the smaller of the two by the block's smallest degree (largest
 when it is negative) bounds every unlabeled f_i of the block without reading it.
 
-A query computes every block's bound (O(blocks x r), no reads), reads blocks best-first
-in growing batches, recomputes their f exactly (the full pass's kernel,
-``update_scores``, run on the block's rows: the same arithmetic, bit for bit), and stops
-when the k-th best f read so far exceeds every remaining bound plus a rounding margin
-(``SAFETY`` relative to the magnitudes involved). Unread points all score strictly below it, so the answer,
-ties to the lowest
-index included, is the full pass's. A label lowers its block's cached maximum to the
-best remaining row's f (kept in memory), so a block is re-read only when u moved enough.
+A query reads blocks best bound first in growing batches, recomputes their f exactly
+(the full pass's kernel, ``update_scores``, run on the block's rows: the same
+arithmetic, bit for bit), and stops when the k-th best f read so far exceeds every
+remaining bound plus a rounding margin (``SAFETY`` relative to the magnitudes involved).
+Unread points all score strictly below it, so the answer, ties to the lowest index
+included, is the full pass's. A label lowers its block's cached maximum to the best
+remaining row's f (kept in memory), so a block is re-read only when u moved enough.
+
+The bookkeeping stays small at any n (``GroupedOrder``): blocks are grouped by
+GROUP_BLOCKS, a group has summaries of a block's form (``group_summaries``), and a query
+bounds every group (kernels/pruning.py, one pass, no temporaries), then the blocks of a
+group only when the group's bound reaches the blocks about to be read, sorting only
+those; a block's bound is the smaller of its own and its group's. Each block's version
+is a row of a small table of the u's in use, counted as blocks move.
 
 alpha > 0 is not pruned: the rescaling of the impact factor needs sums of IM over all
 unlabeled points, so those queries keep the full pass (``status`` says which).
@@ -45,6 +51,7 @@ from ..backends import ChunkStep
 from ..errors import ParameterError
 from ..kernels.common import ROW_BLOCK
 from ..kernels.las import update_scores
+from ..kernels.pruning import block_bounds, group_bounds
 from ..storage.encoding import Encoded, decode, n_rows
 from .select import _best
 from .steps import BLAS_ROWS
@@ -54,6 +61,8 @@ DEFAULT_BASIS = 32
 SAFETY = 1e-9          # relative margin for rounding (dot products of length r err ~1e-14)
 NO_LABELS = np.zeros(0)
 MAX_BATCH = 64         # blocks read per round, at most (rounds grow 1, 2, 4, ...)
+GROUP_BLOCKS = 64      # blocks per group: a query bounds every group, then the blocks of the groups that can win
+WIDEN = 1e-12          # a group's box and radii widened by this times its largest row norm (their rounding)
 
 
 @dataclass
@@ -72,10 +81,23 @@ class BlockSummaries:
     norm_max: np.ndarray     # (nb,) max ||x||
     deg_min: np.ndarray      # (nb,)
     deg_max: np.ndarray
+    groups: "BlockSummaries | None" = None   # of groups of GROUP_BLOCKS blocks (``grouped``)
 
     @property
     def n_blocks(self):
         return len(self.start)
+
+    @property
+    def radii(self):
+        """What the bound kernel takes besides the centre and the box."""
+        return self.radius_perp, self.radius, self.norm_max, self.deg_min, self.deg_max
+
+    def grouped(self):
+        """The summaries of groups of GROUP_BLOCKS consecutive blocks (made once; their
+        ``start`` is each group's first block)."""
+        if self.groups is None:
+            self.groups = group_summaries(self, GROUP_BLOCKS)
+        return self.groups
 
     def nbytes(self):
         return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
@@ -140,8 +162,42 @@ def compute_summaries(mapper, chunks, basis, block_rows):
     return BlockSummaries(block_rows, chunk, start, stop, basis, *cols)
 
 
+def group_summaries(sm, group_blocks):
+    """Summaries of groups of consecutive blocks, of the blocks' form, from the blocks'
+    alone: a group's centre C is the mean of its blocks' centres, and a row x of block b
+    has x - C = (x - c_b) + (c_b - C), so the group's box, residual radius and radius are
+    its blocks' shifted by c_b - C (the triangle inequality), widened by WIDEN relative
+    for the rounding of that shift. Bounds of a group hold for every row in it."""
+    first = np.arange(0, sm.n_blocks, group_blocks)
+    sizes = np.diff(np.append(first, sm.n_blocks))
+    cols = []
+    step = max(1, (1 << 16) // group_blocks)          # groups per slice: bounded temporaries
+    for g0 in range(0, len(first), step):
+        b0, b1 = first[g0], first[g0 + step] if g0 + step < len(first) else sm.n_blocks
+        local, n = first[g0:g0 + step] - b0, sizes[g0:g0 + step]
+        C = np.add.reduceat(sm.centre[b0:b1], local, axis=0) / n[:, None]
+        D = sm.centre[b0:b1] - np.repeat(C, n, axis=0)
+        Z = D @ sm.basis
+        perp = np.linalg.norm(D - Z @ sm.basis.T, axis=1)
+        norm_max = np.maximum.reduceat(sm.norm_max[b0:b1], local)
+        pad = WIDEN * norm_max
+        cols.append((C, np.minimum.reduceat(Z + sm.lo[b0:b1], local, axis=0) - pad[:, None],
+                     np.maximum.reduceat(Z + sm.hi[b0:b1], local, axis=0) + pad[:, None],
+                     np.maximum.reduceat(perp + sm.radius_perp[b0:b1], local) + pad,
+                     np.maximum.reduceat(np.linalg.norm(D, axis=1) + sm.radius[b0:b1], local) + pad,
+                     norm_max, np.minimum.reduceat(sm.deg_min[b0:b1], local),
+                     np.maximum.reduceat(sm.deg_max[b0:b1], local)))
+    return BlockSummaries(sm.block_rows, sm.chunk[first], first, np.append(first[1:], sm.n_blocks), sm.basis,
+                          *(np.concatenate(col) for col in zip(*cols)))
+
+
 class Pruner:
-    """Cached block maxima and the bound of every block at a new u (see the module)."""
+    """Cached block maxima and the bound of every block at a new u (see the module).
+
+    Each block remembers the clock of the u at which it was last read (``version``: forks
+    compare them, serve/fork.py) and the row of the version table holding that u
+    (``slot``). The table counts its blocks per version, so a query finds the versions
+    still in use without scanning all blocks, and a version no block holds frees its row."""
 
     def __init__(self, summaries, s, b_unl):
         self.sm = summaries
@@ -151,21 +207,27 @@ class Pruner:
         nb = summaries.n_blocks
         self.best = np.full(nb, -np.inf)     # max f of unlabeled rows, at the block's version
         self.version = np.zeros(nb, np.int64)
-        self.us = {}                         # version -> u
+        self.slot = np.zeros(nb, np.int32)
         self.clock = 0
+        self._every_block_at(np.zeros(len(s)), 0)
+
+    def _every_block_at(self, u, version):
+        self.table_u = u.astype(np.float64)[None, :].copy()   # (slots, r): the u of each version in use
+        self.table_version = np.array([version], np.int64)
+        self.table_count = np.array([self.sm.n_blocks], np.int64)
+        self.version[:] = version
+        self.slot[:] = 0
 
     def unknown(self, u):
         """No block read yet: each must be read once (its bound is +inf)."""
         self.clock += 1
-        self.us = {self.clock: u.copy()}
-        self.version[:] = self.clock
+        self._every_block_at(u, self.clock)
         self.best[:] = np.inf
 
     def reset(self, u, f, label):
         """Every block's maximum from f computed at u (after a full pass)."""
         self.clock += 1
-        self.us = {self.clock: u.copy()}
-        self.version[:] = self.clock
+        self._every_block_at(u, self.clock)
         fu = np.where(label < 0, f, -np.inf)
         self.best = np.maximum.reduceat(fu, self.sm.start)
 
@@ -180,27 +242,65 @@ class Pruner:
     def block_of(self, idx):
         return np.searchsorted(self.sm.start, np.asarray(idx), side="right") - 1
 
-    def bounds(self, u):
-        """Per block, an upper bound (rounding margin included) on f at u of its unlabeled rows."""
-        sm = self.sm
-        versions, inv = np.unique(self.version, return_inverse=True)
-        U = np.stack([self.us[int(v)] for v in versions])
-        delta = u[None, :] - U
+    def _slot_of_clock(self, u):
+        """The table row of the current clock's u (a free row, or a new one)."""
+        hit = np.flatnonzero(self.table_version == self.clock)
+        if len(hit):
+            return int(hit[0])
+        free = np.flatnonzero(self.table_count == 0)
+        if len(free):
+            s = int(free[0])
+        else:
+            s = len(self.table_count)
+            self.table_u = np.vstack([self.table_u, np.zeros((1, self.table_u.shape[1]))])
+            self.table_version = np.append(self.table_version, 0)
+            self.table_count = np.append(self.table_count, 0)
+        self.table_u[s] = u
+        self.table_version[s] = self.clock
+        return s
+
+    def _now_at(self, blocks, u):
+        """These blocks were just read at u (the current clock)."""
+        s = self._slot_of_clock(u)
+        self.table_count -= np.bincount(self.slot[blocks], minlength=len(self.table_count))
+        self.table_count[s] += len(blocks)
+        self.slot[blocks] = s
+        self.version[blocks] = self.clock
+
+    def version_terms(self, u):
+        """What the bound kernel needs per row of the version table (u_v): a, with
+        u - u_v = a s + w, ||w - P P^T w||, ||w||, ||u_v|| + ||u|| (the rounding margin's
+        scale), w and P^T w; then b_unl and the margin."""
+        delta = u[None, :] - self.table_u
         a = delta @ self.s / self.ss
         W = delta - a[:, None] * self.s[None, :]
-        PW = W @ sm.basis
-        w_perp = np.linalg.norm(W - PW @ sm.basis.T, axis=1)
+        PW = W @ self.sm.basis
+        w_perp = np.linalg.norm(W - PW @ self.sm.basis.T, axis=1)
         w_norm = np.linalg.norm(W, axis=1)
+        u_norms = np.linalg.norm(self.table_u, axis=1) + np.linalg.norm(u)
+        return a, w_perp, w_norm, u_norms, np.ascontiguousarray(W), np.ascontiguousarray(PW), self.b, SAFETY
+
+    def bounds(self, u):
+        """Per block, an upper bound (rounding margin included) on f at u of its unlabeled
+        rows: one pass of the kernel over the summaries."""
+        sm = self.sm
+        return block_bounds(np.arange(sm.n_blocks), self.best, self.slot, self.version_terms(u), sm.centre, sm.lo,
+                            sm.hi, sm.radii, np.empty(sm.n_blocks))
+
+    def reference_bounds(self, u):
+        """``bounds`` in NumPy, the formula the kernel follows (kept for the tests)."""
+        sm, inv = self.sm, self.slot
+        a, w_perp, w_norm, u_norms, W, PW, _, _ = self.version_terms(u)
         cw = np.einsum("ij,ij->i", sm.centre, W[inv])
         box = np.maximum(sm.lo * PW[inv], sm.hi * PW[inv]).sum(axis=1)
         spread = np.minimum(box + sm.radius_perp * w_perp[inv], sm.radius * w_norm[inv])
         ub = cw + spread
         drift = np.where(ub >= 0, ub / sm.deg_min, ub / sm.deg_max)
-        u_norms = np.linalg.norm(U, axis=1) + np.linalg.norm(u)
         scale = (np.abs(self.best) + self.b * np.abs(a[inv])
                  + self.b * (np.abs(cw) + spread + sm.norm_max * u_norms[inv]) / sm.deg_min)
-        with np.errstate(invalid="ignore"):          # -inf (no unlabeled row) stays -inf
-            return self.best + self.b * (a[inv] + drift) + SAFETY * scale
+        with np.errstate(invalid="ignore"):
+            out = self.best + self.b * (a[inv] + drift) + SAFETY * scale
+        return np.where(self.best == -np.inf, -np.inf, out)   # no unlabeled row: -inf
 
     def top(self, k, u, read, f, label, floor=-np.inf):
         """The k best unlabeled points at u: (indices, scores, rows read); with ``floor``,
@@ -208,51 +308,138 @@ class Pruner:
 
         ``read(blocks)`` recomputes f for those blocks' rows (into ``f``)."""
         self.clock += 1
-        self.us[self.clock] = u.copy()
 
         def visit(blocks):
             read(blocks)
             idx, fu, first = rows_of(self.sm.start[blocks], self.sm.stop[blocks], f, label)
             self.best[blocks] = np.maximum.reduceat(fu, first)
-            self.version[blocks] = self.clock
+            self._now_at(blocks, u)
             return idx, fu
-        out = best_first(self.bounds(u), k, visit, floor)
-        live = set(np.unique(self.version).tolist())
-        self.us = {v: w for v, w in self.us.items() if v in live}
-        return out
+        return best_first(GroupedOrder(self, self.version_terms(u)), k, visit, floor)
 
 
-def best_first(bound, k, visit, floor=-np.inf):
+class Descending:
+    """Blocks in decreasing order of their bound (ties: the lower index first), without
+    the blocks whose bound is -inf, sorted lazily: a query visits a few blocks from the
+    top, so only the blocks above a cut are sorted, and the cut moves down (4x as many
+    blocks each time) only when the visits get there."""
+
+    FIRST = 64
+
+    def __init__(self, bound):
+        if np.isnan(bound).any():            # no block to visit (as argsort puts NaN last)
+            bound = np.where(np.isnan(bound), -np.inf, bound)
+        self.bound = bound
+        self.order = np.zeros(0, np.int64)   # every block with bound >= cut, sorted
+        self.cut = np.inf
+        self.p = 0                           # blocks already taken by ``next``
+
+    def head(self, stop, floor):
+        """order[:stop], or fewer when all blocks with bound >= floor are in it."""
+        while len(self.order) < stop and self.cut > floor:
+            self._extend(max(self.FIRST, 4 * len(self.order), stop), floor)
+        return self.order[:stop]
+
+    def _extend(self, count, floor):
+        b = self.bound
+        cut = floor
+        if count < len(b):
+            cut = max(cut, np.partition(b, len(b) - count)[len(b) - count])
+        sel = np.flatnonzero(b >= cut) if cut > -np.inf else np.flatnonzero(b > -np.inf)
+        self.order = sel[np.argsort(-b[sel], kind="stable")]
+        self.cut = cut
+
+    def next(self, count, floor):
+        """The next (at most) ``count`` blocks in order whose bound is >= floor, and their bounds."""
+        take = self.head(self.p + count, floor)[self.p:]
+        take = take[self.bound[take] >= floor]
+        self.p += len(take)
+        return take, self.bound[take]
+
+
+class GroupedOrder:
+    """Blocks in decreasing order of their bound, ties to the lower index, where a block's
+    bound is the smaller of its own and its group's (both hold for its rows): every
+    group is bounded (GROUP_BLOCKS times fewer than blocks; a group whose blocks are at
+    several versions once per version, with the largest cached maximum at each), and a
+    group's blocks only once the group's bound reaches the blocks about to be visited,
+    so a query that visits a few blocks bounds a few groups' blocks."""
+
+    def __init__(self, pruner, terms):
+        self.pr, self.terms = pruner, terms
+        gs = self.gs = pruner.sm.grouped()
+        self.group_bound = group_bounds(gs.start, pruner.best, pruner.slot, terms, gs.centre, gs.lo, gs.hi,
+                                        gs.radii, np.empty(gs.n_blocks))
+        self.groups = Descending(self.group_bound)
+        self.pending, self.pending_bound = np.zeros(0, np.int64), np.zeros(0)  # bounded, not visited, in order
+
+    def next(self, count, floor):
+        """The next (at most) ``count`` blocks in order whose bound is >= floor, and their bounds."""
+        wave = 1
+        while True:      # bound the blocks of every group that could reach the next ``count``
+            cut = floor if len(self.pending) < count else max(floor, self.pending_bound[count - 1])
+            groups, _ = self.groups.next(wave, cut)
+            if not len(groups):
+                break
+            self._bound_blocks(groups)
+            wave *= 2
+        n = int(np.count_nonzero(self.pending_bound[:count] >= floor))
+        take, bound = self.pending[:n], self.pending_bound[:n]
+        self.pending, self.pending_bound = self.pending[n:], self.pending_bound[n:]
+        return take, bound
+
+    def _bound_blocks(self, groups):
+        first, stop = self.gs.start[groups], self.gs.stop[groups]
+        blocks, _ = ranges(first, stop)
+        pr = self.pr
+        bound = block_bounds(blocks, pr.best, pr.slot, self.terms, pr.sm.centre, pr.sm.lo, pr.sm.hi, pr.sm.radii,
+                             np.empty(len(blocks)))
+        bound = np.minimum(bound, np.repeat(self.group_bound[groups], stop - first))
+        keep = bound > -np.inf
+        blocks = np.concatenate([self.pending, blocks[keep]])
+        bound = np.concatenate([self.pending_bound, bound[keep]])
+        order = np.lexsort((blocks, -bound))
+        self.pending, self.pending_bound = blocks[order], bound[order]
+
+
+def best_first(order, k, visit, floor=-np.inf):
     """Visit blocks in decreasing order of their bound, in batches of 1, 2, 4, ... 64,
     until the k-th best score seen exceeds every remaining bound: (indices, scores of
-    the k best, ties to the lowest index; rows visited). ``visit(blocks)`` brings those
-    blocks up to date and returns their rows and scores (-inf for labeled rows).
-    ``floor``: a score known to be at most the k-th best overall (blocks below it are
-    not visited, and fewer than k points may come back)."""
-    order = np.argsort(-bound, kind="stable")
-    order = order[bound[order] > -np.inf]         # not the blocks with no unlabeled row
+    the k best, ties to the lowest index; rows visited). ``order``: every block's bound,
+    or an object giving blocks in that order (``Descending``, ``GroupedOrder``).
+    ``visit(blocks)`` brings those blocks up to date and returns their rows and scores
+    (-inf for labeled rows). ``floor``: a score known to be at most the k-th best overall
+    (blocks below it are not visited, and fewer than k points may come back)."""
+    if isinstance(order, np.ndarray):
+        order = Descending(order)
     top_idx, top_f = np.zeros(0, np.int64), np.zeros(0)
-    kth, p, batch, rows = floor, 0, 1, 0
-    while p < len(order) and bound[order[p]] >= kth:
-        take = order[p:p + batch]
-        take = take[bound[take] >= kth]
+    kth, batch, rows = floor, 1, 0
+    while True:
+        take, _ = order.next(batch, kth)
+        if not len(take):
+            break
         idx, fu = visit(take)
         rows += len(idx)
         keep = (fu >= kth) & (fu > -np.inf)       # unlabeled rows that can still make the top k
         top_idx, top_f = _best(np.concatenate([top_idx, idx[keep]]), np.concatenate([top_f, fu[keep]]), k)
         if len(top_f) == k:
             kth = top_f[-1]
-        p += len(take)
         batch = min(2 * batch, MAX_BATCH)
     return top_idx, top_f, rows
+
+
+def ranges(start, stop):
+    """The integers of the ranges [start, stop), one after the other, and where each
+    range begins among them."""
+    lens = stop - start
+    first = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+    return np.arange(lens.sum()) + np.repeat(start - first, lens), first
 
 
 def rows_of(start, stop, f, label):
     """The rows of blocks [start, stop), their f (-inf when labeled), and where each
     block's rows begin."""
-    lens = stop - start
-    first = np.concatenate([[0], np.cumsum(lens)[:-1]])
-    idx = np.arange(lens.sum()) + np.repeat(start - first, lens)
+    idx, first = ranges(start, stop)
     return idx, np.where(label[idx] < 0, f[idx], -np.inf), first
 
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ParameterError
-from .params import AGRParams, LASParams, Params, RandomParams, RFParams, WNASParams
 
 if TYPE_CHECKING:
     from .base import ActiveSearch, ChunkedSearch
@@ -29,16 +28,16 @@ class MethodSpec:
     """One search method.
 
     name: what users type (``--method NAME``); target: "module:Class" of its
-    :class:`~bigsearch.engine.base.ActiveSearch` subclass; params: its parameters
-    record; description: one line for help texts; ranks: it has scores to rank points
-    by (``top(k)``, batches, the pairs experiment); sessions: it can save and restore
+    :class:`~bigsearch.engine.base.ActiveSearch` subclass (a search's ``params`` is its
+    frozen parameters record, defined where the method wants: engine/params.py for the
+    built-in ones); description: one line for help texts; ranks: it has scores to rank
+    points by (``top(k)``, batches, the pairs experiment); sessions: it can save and restore
     its state (``export_state`` / ``from_state``), which sessions need; warm_start: its
     initialization costs passes over X before any label, so experiments that start many
     searches restore one initialized state instead.
     """
     name: str
     target: str
-    params: type[Params]
     description: str
     ranks: bool = True
     sessions: bool = False
@@ -75,15 +74,13 @@ class MethodSpec:
 
 
 METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
-    MethodSpec("las", "bigsearch.engine.las:LAS", LASParams,
-               "Linearized Active Search: label propagation with the impact factor", sessions=True, warm_start=True),
-    MethodSpec("wnas", "bigsearch.engine.wnas:WNAS", WNASParams,
-               "weighted-neighbour Active Search (no parameters)", sessions=True),
-    MethodSpec("agr", "bigsearch.engine.agr:AGR", AGRParams, "Anchor Graph Regularization (k-means anchors)"),
-    MethodSpec("asg", "bigsearch.engine.asg:ASG", LASParams, "dense Active Search on Graphs (n x n: small stores)"),
-    MethodSpec("random", "bigsearch.engine.random:RandomSearch", RandomParams,
-               "uniform random queries (the baseline)", ranks=False),
-    MethodSpec("rf", "bigsearch.engine.rf:RandomForestSearch", RFParams,
+    MethodSpec("las", "bigsearch.engine.las:LAS", "Linearized Active Search: label propagation with the impact factor",
+               sessions=True, warm_start=True),
+    MethodSpec("wnas", "bigsearch.engine.wnas:WNAS", "weighted-neighbour Active Search (no parameters)", sessions=True),
+    MethodSpec("agr", "bigsearch.engine.agr:AGR", "Anchor Graph Regularization (k-means anchors)"),
+    MethodSpec("asg", "bigsearch.engine.asg:ASG", "dense Active Search on Graphs (n x n: small stores)"),
+    MethodSpec("random", "bigsearch.engine.random:RandomSearch", "uniform random queries (the baseline)", ranks=False),
+    MethodSpec("rf", "bigsearch.engine.rf:RandomForestSearch",
                "random forest retrained per batch, greedy (MolPAL's model; a baseline, needs scikit-learn)"),
 )}
 

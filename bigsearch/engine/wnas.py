@@ -17,7 +17,7 @@ from ..backends import StepCall
 from .base import PointArray, PrunableSearch, StoreLike
 from .params import WNASParams
 from .pruning_wnas import WNASPruning
-from .select import PassSummary, Ranked
+from .select import PassSummary
 from .steps import WNAS_UPDATE
 
 
@@ -61,13 +61,6 @@ class WNAS(PrunableSearch):
         pruning = self._pruned()
         if pruning is not None:
             pruning.catch_up()
-
-    def _top(self, k: int) -> Ranked:
-        pruning = self._pruned()
-        out = Ranked(*pruning.top(k)) if pruning is not None else super()._top(k)
-        self.query_bytes.append(self.bytes_since_query)
-        self.bytes_since_query = 0
-        return out
 
     def export_state(self) -> dict[str, Any]:
         self._sync_scores()            # numerators and denominators of every block current

@@ -6,6 +6,8 @@ a plot is drawn.
 
 from pathlib import Path
 
+from ..storage.atomic import atomic_path
+
 PLOTS_HINT = "plotting needs matplotlib: pip install 'bigsearch[plots]'"
 
 
@@ -75,7 +77,8 @@ def plot_recall(curves, path, title=None):
     try:
         written = [path.with_suffix(f".{fmt}") for fmt in FORMATS]
         for p in written:
-            fig.savefig(p)
+            with atomic_path(p) as tmp:       # a killed run leaves the old figure, never half of one
+                fig.savefig(tmp, format=p.suffix[1:])
     finally:
         plt.close(fig)
     return written

@@ -12,6 +12,8 @@ import csv
 
 import numpy as np
 
+from ..storage.atomic import atomic_open
+
 
 def checkpoints(budget):
     """The query counts the tables report: half the budget and the whole budget."""
@@ -102,7 +104,7 @@ def write_runs_csv(records, path, ids=None):
     """One row per query: method, run, step, index, id (the store's, empty if it has
     none), label, hits, seconds (elapsed since the run began, initialization included,
     when the label was told). ``ids(indices)``: the store's ids of those points, or None."""
-    with open(path, "w", newline="") as fh:
+    with atomic_open(path, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["method", "run", "step", "index", "id", "label", "hits", "seconds"])
         for r in records:
@@ -116,7 +118,7 @@ def write_ranking_csv(records, path, ids=None):
     """The final ranking of each run: the unlabeled points with the highest selection
     scores once the budget is spent, best first (method, run, rank, index, id, score).
     Methods with no scores (random) have none."""
-    with open(path, "w", newline="") as fh:
+    with atomic_open(path, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["method", "run", "rank", "index", "id", "score"])
         for r in records:

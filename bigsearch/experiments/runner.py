@@ -25,7 +25,7 @@ from ..engine.seeding import resolve_start
 from ..errors import ParameterError
 from ..simulate import check_budget, initial_labels, make_search, simulate
 from ..storage import open_store, require_local
-from ..storage.atomic import atomic_write_json
+from ..storage.atomic import atomic_write_bytes, atomic_write_json
 from ..storage.fingerprint import store_fingerprint
 from .graded import load_answers
 from .reports import markdown_table, recall_curves, summarize, write_ranking_csv, write_runs_csv
@@ -144,7 +144,19 @@ def _check_experiment(exp, store, y, start=None):
     _check_budget(exp, store.n, len(starts[0]))
     for method in exp.methods:
         make_search(store, method, seed=exp.seed, backend="local", n_threads=1, **exp.options).close()
+    _check_fantasy(exp)                   # after the methods' own check of its value
     return starts
+
+
+def _check_fantasy(exp):
+    """fantasy chooses the points of a batch: without batches, or without a method that
+    takes it, it would be ignored."""
+    if exp.options.get("fantasy") is None:
+        return
+    if exp.batch_size == 1:
+        raise ParameterError("fantasy chooses the points of each batch: it needs batch_size > 1")
+    if not any("fantasy" in method_spec(m).options() for m in exp.methods):
+        raise ParameterError(f"fantasy applies to none of the methods run ({', '.join(exp.methods)})")
 
 
 def _initial(exp, y, run, start):
@@ -182,7 +194,7 @@ def write_outputs(out, results, curves, plot=True, ids=None):
     atomic_write_json(out / "results.json", results)
     write_runs_csv(results["runs"], out / "runs.csv", ids)
     write_ranking_csv(results["runs"], out / "ranking.csv", ids)
-    (out / "table.md").write_text(markdown_table(results["summary"], results["budget"]))
+    atomic_write_bytes(out / "table.md", markdown_table(results["summary"], results["budget"]).encode())
     notes = []
     if plot and curves["queries"]:
         from .plots import plot_recall

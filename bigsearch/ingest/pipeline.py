@@ -15,10 +15,9 @@ import numpy as np
 
 from .. import __version__, limits
 from ..errors import InputError, ParameterError, StoreExistsError
-from ..storage import StoreWriter, default_chunk_rows, is_url, store_format, store_kind_for
+from ..storage import StoreWriter, default_chunk_rows, is_feature_store, is_url, store_format, store_kind_for
 from ..storage.atomic import remove, temp_sibling
 from ..storage.encoding import SCALED, stored_columns, stored_dtype
-from ..storage.format import is_feature_store
 from ..storage.remote import check_writable, store_exists
 from .columns import resolve_columns as _resolve
 from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, featurize, finish_plan, prepare

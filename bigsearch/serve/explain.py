@@ -23,9 +23,13 @@ from ..kernels.dense import times_columns
 def explain(engine, index, history, top=5, f=None):
     """{"f": f_i, "prior": the prior's share (LAS), "labeled": the labeled points' total
     share, "points": the ``top`` labeled points that add most to f_i, then those with the
-    largest weight: [{"index", "label", "weight", "contribution"}]}.
+    largest weight: [{"index", "label", "weight", "contribution"}]}; None for a method
+    whose scores this module cannot explain (only LAS's and WNAS's: EXPLAINED).
     ``history``: [(index, label)] in force, the engine's. ``f``: f_i when the caller has
     it (a query's score with alpha = 0): ``engine.f`` of a pruned search costs a pass."""
+    terms = EXPLAINED.get(engine.method)
+    if terms is None:
+        return None
     f = float(engine.f[index]) if f is None else float(f)
     if not history:
         return {"f": f, "prior": f, "labeled": 0.0, "points": []}
@@ -33,10 +37,7 @@ def explain(engine, index, history, top=5, f=None):
     lab = np.array([y for _, y in history], np.float64)
     rows = engine.store.read_rows(np.append(idx, index))
     X_L, x = rows[:-1], rows[-1]
-    if engine.method == "las":
-        weight, contribution, prior = _las_terms(engine, x, X_L, lab)
-    else:
-        weight, contribution, prior = _wnas_terms(x, X_L, lab)
+    weight, contribution, prior = terms(engine, x, X_L, lab)
     order = np.lexsort((-np.abs(weight), -contribution))[:top]
     points = [{"index": int(idx[k]), "label": int(lab[k]), "weight": float(weight[k]),
                "contribution": float(contribution[k])} for k in order]
@@ -61,8 +62,13 @@ def _las_terms(engine, x, X_L, lab):
     return weight, weight * lab, prior
 
 
-def _wnas_terms(x, X_L, lab):
+def _wnas_terms(engine, x, X_L, lab):
     sim = X_L @ x
     den = np.abs(sim).sum()
     weight = sim / den if den > 0 else np.zeros_like(sim)
     return weight, weight * (2.0 * lab - 1.0), None
+
+
+# The methods whose f this module writes as a sum over the labeled points: a method's
+# (weight, contribution, prior) from its row x, the labeled rows and their labels.
+EXPLAINED = {"las": _las_terms, "wnas": _wnas_terms}

@@ -194,12 +194,13 @@ class Labeler:
         ids = store.ids([index])
         item = {"index": index, "id": None if ids is None else _plain(ids[0]), "score": score, "rank": rank,
                 "display": read_display(store, index)}
-        f_is_score = engine.method == "wnas" or not engine.params.alpha    # the score is f_i itself
-        item["why"] = explain(engine, index, history, self.explain_top, f=score if f_is_score else None)
-        if engine.method == "las" and engine.params.alpha:
+        alpha = engine.params.as_dict().get("alpha", 0.0)    # LAS's weight of the impact factor
+        item["why"] = explain(engine, index, history, self.explain_top, f=None if alpha else score)
+        if alpha:
             item["impact"] = float(engine.impact[index])
-        labels_of = store.ids([p["index"] for p in item["why"]["points"]]) if item["why"]["points"] else None
-        for k, p in enumerate(item["why"]["points"]):
+        points = item["why"]["points"] if item["why"] else []
+        labels_of = store.ids([p["index"] for p in points]) if points else None
+        for k, p in enumerate(points):
             p["id"] = None if labels_of is None else _plain(labels_of[k])
         return item
 
@@ -218,7 +219,8 @@ class Labeler:
         in_memory = self.copy_in_memory and forkable(engine)
         source = engine if in_memory else self.session.export_engine_state()
         history, skipped = self.session.history, self.session.skipped
-        likely = 1 if self._current["why"]["f"] >= 0.5 else 0
+        why = self._current["why"]
+        likely = 1 if (why["f"] if why else self._current["score"]) >= 0.5 else 0   # the answer computed first
         ahead = {"index": index, "futures": {}}
         for label in (likely, 1 - likely):
             ahead["futures"][label] = self._worker.submit(self._branch, in_memory, source, history, skipped,

@@ -375,9 +375,8 @@ class Session:
         """How the engine chooses queries and what each cost: ``pruning`` (on, or off and
         why), ``bytes_read`` (bytes of X read to choose each query asked since the session
         was opened; restoring the engine is not counted), ``x_bytes``; None for engines
-        without (AGR)."""
-        details = getattr(self.search, "run_details", None)
-        return None if details is None else details()
+        that do not say (their ``run_details()`` is empty)."""
+        return self.search.run_details() or None
 
     @property
     def history(self) -> list[tuple[int, int]]:
@@ -431,7 +430,7 @@ class Session:
         from ..engine.remaining import remaining_summary
         try:
             search = self.search
-            costly = _f_costs_a_pass(search)
+            costly = search.f_costs_a_pass()
             f = search.f if search.PROBABILITY_SCORES and not costly else None
             out = remaining_summary(f, search.labels, np.array([y for _, y in self.history], np.float64))
         except BigsearchError as e:
@@ -714,14 +713,6 @@ def ranked_unskipped(engine, skipped, k, top=None):
     aside = np.fromiter((int(i) in skip for i in indices), bool, len(indices))
     order = np.concatenate([np.flatnonzero(~aside), np.flatnonzero(aside)])[:k]
     return indices[order], scores[order], order + 1
-
-
-def _f_costs_a_pass(engine):
-    """Whether reading ``engine.f`` now costs a pass over X (pruned queries leave the f
-    of the blocks they did not read behind)."""
-    pruned = getattr(engine, "_pruned", None)
-    pruning = pruned() if pruned is not None else None
-    return pruning is not None and bool(getattr(pruning, "stale", False))
 
 
 def apply_group(engine, index, label):

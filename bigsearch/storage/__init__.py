@@ -11,6 +11,7 @@ from .format import FORMAT_VERSION, default_chunk_rows
 from .hdf5_store import HDF5Store
 from .registry import (
     STORE_FORMATS,
+    is_feature_store,
     open_store,
     register_array_type,
     register_store_format,
@@ -25,6 +26,6 @@ from .zarr_store import ZarrStore
 
 __all__ = ["FeatureStore", "HDF5Store", "ZarrStore", "StoreWriter", "create_store", "open_store",
            "store_kind_for", "store_format", "store_codecs", "register_store_format", "STORE_FORMATS",
-           "register_array_type", "store_source",
+           "register_array_type", "store_source", "is_feature_store",
            "default_chunk_rows", "FORMAT_VERSION", "is_url", "store_location", "local_dir_beside",
            "require_local"]

@@ -52,6 +52,13 @@ class FeatureStore:
         return cls(path)
 
     @classmethod
+    def replaceable(cls, path, head):
+        """True when ``path`` is a whole store of this format, which ``overwrite=True``
+        may replace (stricter than ``recognizes``, which may claim a path to explain what
+        is wrong with it)."""
+        return cls.recognizes(path, head)
+
+    @classmethod
     def compressors(cls, codec):
         """What the format's writer takes for a codec name (None: uncompressed)."""
         if codec not in cls.codecs:

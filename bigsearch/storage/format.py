@@ -99,25 +99,3 @@ def check_labels(y, n, where):
 
 ZARR_METADATA = {"zarr.json", ".zgroup", ".zattrs", ".zarray", ".zmetadata"}
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
-
-
-def is_feature_store(path):
-    """Whether ``path`` holds a feature store (an overwrite may replace nothing else): a
-    Zarr group directory with an X array and nothing but Zarr metadata and arrays at its
-    top, or an HDF5 file with a dataset X."""
-    from pathlib import Path
-    path = Path(path)
-    if path.is_dir():
-        entries = list(path.iterdir())
-        names = {e.name for e in entries}
-        return (bool(names & {"zarr.json", ".zgroup"}) and (path / X_NAME).is_dir()
-                and all(e.is_dir() or e.name in ZARR_METADATA for e in entries))
-    try:
-        with open(path, "rb") as fh:
-            if fh.read(8) != HDF5_SIGNATURE:
-                return False
-        import h5py
-        with h5py.File(path, "r") as f:
-            return X_NAME in f
-    except OSError:
-        return False

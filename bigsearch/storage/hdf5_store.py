@@ -88,6 +88,18 @@ class HDF5Store(FeatureStore):
         return head == HDF5_SIGNATURE
 
     @classmethod
+    def replaceable(cls, path, head):
+        """An HDF5 file with a dataset X."""
+        if head != HDF5_SIGNATURE:
+            return False
+        import h5py
+        try:
+            with h5py.File(path, "r") as f:
+                return X_NAME in f
+        except OSError:
+            return False
+
+    @classmethod
     def open(cls, path, options):
         return cls(path, **options)
 

@@ -21,7 +21,8 @@ from .hdf5_store import HDF5Store
 from .remote import is_url, local_path, open_object_store
 from .zarr_store import ZarrStore
 
-STORE_FORMATS = {}  # kind -> FeatureStore subclass, the default first
+STORE_FORMATS = {}  # kind -> FeatureStore subclass, in the order open_store asks them
+DEFAULT_KIND = "zarr"  # what a path without a known suffix is written as
 ARRAY_STORES = []  # FeatureStore subclasses wrapping an array object (storage/arrays.py)
 HEAD_BYTES = 8  # what ``recognizes`` sees of a file
 
@@ -53,11 +54,11 @@ def store_format(kind):
 
 def store_kind_for(path, kind=None):
     """The format to write ``path`` in: ``kind`` when given, else the format whose suffix
-    the name has, else the default (the first registered: Zarr)."""
+    the name has, else the default (DEFAULT_KIND: Zarr)."""
     if kind is not None:
         return store_format(kind).kind
     suffix = Path(path).suffix.lower()
-    return next((k for k, cls in STORE_FORMATS.items() if suffix in cls.suffixes), next(iter(STORE_FORMATS)))
+    return next((k for k, cls in STORE_FORMATS.items() if suffix in cls.suffixes), DEFAULT_KIND)
 
 
 def store_codecs():
@@ -123,6 +124,17 @@ def wrap_array(x, options=None):
         if cls.wraps(x):
             return cls(x, **options)
     raise StoreError(unsupported(x))
+
+
+def is_feature_store(path):
+    """Whether ``path`` is a whole feature store of a registered format: what an overwrite
+    may replace (nothing else)."""
+    path = Path(path)
+    try:
+        head = None if path.is_dir() else _head(path)
+    except StoreError:
+        return False
+    return any(cls.replaceable(path, head) for cls in STORE_FORMATS.values())
 
 
 def _head(path):

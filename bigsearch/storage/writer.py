@@ -25,8 +25,8 @@ from .atomic import (
     temp_sibling,
 )
 from .encoding import SCALED, binary_rows, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
-from .format import FEATURE_DTYPES, FORMAT_ATTR, check_labels, default_chunk_rows, is_feature_store
-from .registry import store_format, store_kind_for
+from .format import FEATURE_DTYPES, FORMAT_ATTR, check_labels, default_chunk_rows
+from .registry import is_feature_store, store_format, store_kind_for
 from .remote import is_url, local_path
 
 

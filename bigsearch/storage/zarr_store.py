@@ -21,6 +21,7 @@ from .format import (
     OPTIONAL_NAMES,
     X_NAME,
     Y_NAME,
+    ZARR_METADATA,
     check_features,
     missing_dataset,
 )
@@ -91,6 +92,16 @@ class ZarrStore(FeatureStore):
     @classmethod
     def recognizes(cls, path, head):
         return head is None     # any directory: ZarrStore explains what is wrong with it
+
+    @classmethod
+    def replaceable(cls, path, head):
+        """A Zarr group with an array X and nothing but Zarr metadata and arrays at its top."""
+        if head is not None:
+            return False
+        entries = list(Path(path).iterdir())
+        names = {e.name for e in entries}
+        return (bool(names & {"zarr.json", ".zgroup"}) and (Path(path) / X_NAME).is_dir()
+                and all(e.is_dir() or e.name in ZARR_METADATA for e in entries))
 
     @classmethod
     def _compressor(cls, codec):

@@ -38,14 +38,14 @@ FORMATS = tuple(READERS)
 
 def open_reader(path, fmt=None, options=None):
     """A reader for one input file (format given or detected), configured by ``options``
-    (a SourceOptions; the defaults when None)."""
-    from ..options import SourceOptions
+    (a SourceOptions; the defaults when None). ingest/options.py validates formats against
+    READERS, so the readers never import it (no cycle)."""
     path = str(path)
     _check_readable(path)
     fmt = fmt or detect_format(path)
     if fmt not in READERS:
         raise InputError(f"{path}: unknown format {fmt!r}; choose one of {', '.join(READERS)}")
-    return READERS[fmt].open(path, fmt, options or SourceOptions())
+    return READERS[fmt].open(path, fmt, options)
 
 
 def _reader_classes():

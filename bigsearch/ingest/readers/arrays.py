@@ -24,7 +24,7 @@ class ArrayReader(Reader):
 
     @classmethod
     def open(cls, path, fmt, options):
-        return cls(path, options.dataset)
+        return cls(path, None if options is None else options.dataset)
 
     def __init__(self, path, dataset=None):
         super().__init__(path)

@@ -67,7 +67,7 @@ class Reader:
     methods with defaults below are its capabilities, which the pipeline reads instead of
     probing for attributes. ``formats`` are the --format names it reads; ``open`` builds
     it from :class:`~bigsearch.ingest.options.SourceOptions` (each reader takes the
-    options it understands). Register a new reader in readers/__init__.py.
+    options it understands; None: the defaults). Register a new reader in readers/__init__.py.
     """
 
     formats = ()                # the format names this class reads ("csv", "tsv", ...)

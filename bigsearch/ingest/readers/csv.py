@@ -38,6 +38,8 @@ class CsvReader(Reader):
 
     @classmethod
     def open(cls, path, fmt, options):
+        if options is None:
+            return cls(path, fmt=fmt)
         return cls(path, delimiter=options.delimiter, header=options.header, fmt=fmt)
 
     def __init__(self, path, *, delimiter=None, header=None, fmt="csv"):

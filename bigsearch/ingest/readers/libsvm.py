@@ -49,7 +49,7 @@ class LibsvmReader(Reader):
 
     @classmethod
     def open(cls, path, fmt, options):
-        return cls(path, n_features=options.n_features)
+        return cls(path, n_features=None if options is None else options.n_features)
 
     @classmethod
     def align(cls, readers):

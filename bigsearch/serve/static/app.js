@@ -162,6 +162,8 @@ function image(d) {
 function renderWhy(why) {
   const tbody = $("why-table").tBodies[0];
   tbody.replaceChildren();
+  $("why").hidden = !why;          // null: the method's scores have no explanation here
+  if (!why) return;
   let text = `f = ${fmt(why.f)}`;
   if (why.prior !== null && why.prior !== undefined) {
     text += ` = ${fmt(why.prior)} from the prior + ${fmt(why.labeled)} from the labeled points` +
