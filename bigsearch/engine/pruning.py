@@ -20,14 +20,20 @@ block's box in that basis, R_perp the largest norm of a row's part outside it an
 block's radius. Dividing the smaller of the two by the block's smallest degree (largest
 when it is negative) bounds every unlabeled f_i of the block without reading it.
 
-A query computes every block's bound (O(blocks x r), no reads), reads blocks best-first
-in growing batches, recomputes their f exactly (the full pass's kernel,
-``update_scores``, run on the block's rows: the same arithmetic, bit for bit), and stops
-when the k-th best f read so far exceeds every remaining bound plus a rounding margin
-(``SAFETY`` relative to the magnitudes involved). Unread points all score strictly below it, so the answer,
-ties to the lowest
-index included, is the full pass's. A label lowers its block's cached maximum to the
-best remaining row's f (kept in memory), so a block is re-read only when u moved enough.
+A query reads blocks best bound first in growing batches, recomputes their f exactly
+(the full pass's kernel, ``update_scores``, run on the block's rows: the same
+arithmetic, bit for bit), and stops when the k-th best f read so far exceeds every
+remaining bound plus a rounding margin (``SAFETY`` relative to the magnitudes involved).
+Unread points all score strictly below it, so the answer, ties to the lowest index
+included, is the full pass's. A label lowers its block's cached maximum to the best
+remaining row's f (kept in memory), so a block is re-read only when u moved enough.
+
+The bookkeeping stays small at any n (``GroupedOrder``): blocks are grouped by
+GROUP_BLOCKS, a group has summaries of a block's form (``group_summaries``), and a query
+bounds every group (kernels/pruning.py, one pass, no temporaries), then the blocks of a
+group only when the group's bound reaches the blocks about to be read, sorting only
+those; a block's bound is the smaller of its own and its group's. Each block's version
+is a row of a small table of the u's in use, counted as blocks move.
 
 alpha > 0 is not pruned: the rescaling of the impact factor needs sums of IM over all
 unlabeled points, so those queries keep the full pass (``status`` says which).
