@@ -136,7 +136,9 @@ def test_run_command_on_a_local_cluster_and_on_a_scheduler(client, tmp_path):
     store = bigsearch.create_store(tmp_path / "s.zarr", X, y, chunk_rows=250)
     common = ["run", store, "--method", "las,wnas", "--budget", 15, "--alpha", 1e-3, "-q"]
     local = run_cli(*common, "--out", tmp_path / "local")
-    spawned = run_cli(*common, "--cluster", "local:2", "--out", tmp_path / "spawned")
+    # with encryption required, only a TLS cluster can run: --cluster local:N speaks TLS by default
+    spawned = run_cli(*common, "--cluster", "local:2", "--out", tmp_path / "spawned",
+                      env={"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True"})
     attached = run_cli(*common, "--scheduler", client.scheduler.address, "--persist", "--out", tmp_path / "attached")
     # what `dask scheduler --scheduler-file` writes (Client.write_scheduler_file cannot encode
     # this dask version's worker metrics once workers have run something)

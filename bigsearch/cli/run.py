@@ -23,7 +23,7 @@ from .options import (
 )
 
 # Parameters the library names in its errors, and the flags users give them by here.
-RUN_FLAGS = ("init_index", "init_positives", "init_negatives", "batch_size", "overwrite", "start_from")
+RUN_FLAGS = ("init_index", "init_positives", "init_negatives", "batch_size", "overwrite", "start_from", "fantasy")
 
 
 def run_and_report(store, methods, budget, out, *, quiet=False, table=True, **kwargs):

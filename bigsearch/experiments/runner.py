@@ -144,7 +144,19 @@ def _check_experiment(exp, store, y, start=None):
     _check_budget(exp, store.n, len(starts[0]))
     for method in exp.methods:
         make_search(store, method, seed=exp.seed, backend="local", n_threads=1, **exp.options).close()
+    _check_fantasy(exp)                   # after the methods' own check of its value
     return starts
+
+
+def _check_fantasy(exp):
+    """fantasy chooses the points of a batch: without batches, or without a method that
+    takes it, it would be ignored."""
+    if exp.options.get("fantasy") is None:
+        return
+    if exp.batch_size == 1:
+        raise ParameterError("fantasy chooses the points of each batch: it needs batch_size > 1")
+    if not any("fantasy" in method_spec(m).options() for m in exp.methods):
+        raise ParameterError(f"fantasy applies to none of the methods run ({', '.join(exp.methods)})")
 
 
 def _initial(exp, y, run, start):
