@@ -64,7 +64,7 @@ def in_place(Kinv, rows, gamma, xqz):
     sparse = np.count_nonzero(rows) < 0.25 * rows.size
     t = time.perf_counter()
     for b in range(len(rows)):
-        x = rows[b:b + 1]
+        x = rows[b : b + 1]
         g = sparse_rows_times(x, Kinv)[0] if sparse else times_columns(Kinv, x)[:, 0]
         c = gamma[b] / (1.0 + gamma[b] * (x[0] @ g))
         subtract_outer(Kinv, g[None, :], np.array([c]))
@@ -81,11 +81,14 @@ def low_rank(Kinv, rows, gamma, xqz, m):
     V = times_columns(Kinv, xqz).T.copy()
     t = time.perf_counter()
     for b in range(len(rows)):
-        x = rows[b:b + 1]
-        G, c, G0, folded = batch_update(inverse, x, gamma[b:b + 1], [b])
+        x = rows[b : b + 1]
+        G, c, G0, folded = batch_update(inverse, x, gamma[b : b + 1], [b])
         xqz = xqz + 0.1 * x
-        V = times_columns(inverse.value(), xqz).T.copy() if folded else \
-            advance_score_vectors(V, G0, G, c, np.full((2, 1), 0.1), xqz)
+        V = (
+            times_columns(inverse.value(), xqz).T.copy()
+            if folded
+            else advance_score_vectors(V, G0, G, c, np.full((2, 1), 0.1), xqz)
+        )
     return (time.perf_counter() - t) / len(rows), inverse.value()
 
 
@@ -102,7 +105,7 @@ def main():
         for sparse in (False, True):
             Kinv, rows, gamma, xqz = problem(r, args.labels, sparse)
             times = {"in place": [], **{f"m={m}": [] for m in folds}}
-            low_rank(Kinv, rows[:9], gamma[:9], xqz, 8)               # compile
+            low_rank(Kinv, rows[:9], gamma[:9], xqz, 8)  # compile
             ref = in_place(Kinv, rows, gamma, xqz)[1]
             for _ in range(args.rounds):
                 times["in place"].append(in_place(Kinv, rows, gamma, xqz)[0])
@@ -114,14 +117,26 @@ def main():
             base = float(np.median(times["in place"]))
             for name, ts in times.items():
                 med = float(np.median(ts))
-                rows_out.append({"r": r, "rows": "sparse 4%" if sparse else "dense", "variant": name,
-                                 "engine": name == f"m={fold_rank(r)}", "ms_per_label": med * 1e3,
-                                 "min_ms": min(ts) * 1e3,
-                                 "vs_in_place": med / base, "all_ms": [t * 1e3 for t in ts]})
-            table([x for x in rows_out if x["r"] == r and x["rows"] == rows_out[-1]["rows"]],
-                  ["r", "rows", "variant", "engine", "ms_per_label", "min_ms", "vs_in_place"])
-    save("rank_updates", {"cpu": cpu, "load": os.getloadavg(), "labels": args.labels, "rounds": args.rounds,
-                    "rows": rows_out})
+                rows_out.append(
+                    {
+                        "r": r,
+                        "rows": "sparse 4%" if sparse else "dense",
+                        "variant": name,
+                        "engine": name == f"m={fold_rank(r)}",
+                        "ms_per_label": med * 1e3,
+                        "min_ms": min(ts) * 1e3,
+                        "vs_in_place": med / base,
+                        "all_ms": [t * 1e3 for t in ts],
+                    }
+                )
+            table(
+                [x for x in rows_out if x["r"] == r and x["rows"] == rows_out[-1]["rows"]],
+                ["r", "rows", "variant", "engine", "ms_per_label", "min_ms", "vs_in_place"],
+            )
+    save(
+        "rank_updates",
+        {"cpu": cpu, "load": os.getloadavg(), "labels": args.labels, "rounds": args.rounds, "rows": rows_out},
+    )
 
 
 if __name__ == "__main__":
