@@ -2,6 +2,9 @@
 arrays, chunk steps in chunk order, state-only calls, and what the engine sees of them.
 A new backend adds a subclass of BackendTests with its ``make``."""
 
+import ast
+from pathlib import Path
+
 import numpy as np
 import pytest
 from distributed import Client, LocalCluster
@@ -121,3 +124,49 @@ class TestDistributedBackend(BackendTests):
 
     def engine_backend(self, backend):
         return self.client
+
+
+def declared_steps(tree):
+    """The functions a module declares as chunk steps (``NAME = ChunkStep(function, ...)``)."""
+    return {node.value.args[0].id for node in ast.walk(tree)
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+            and getattr(node.value.func, "id", None) == "ChunkStep" and isinstance(node.value.args[0], ast.Name)}
+
+
+def own_returns(fn):
+    """The return statements of ``fn`` itself (not of functions defined inside it)."""
+    todo, out = list(fn.body), []
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Return):
+            out.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.Lambda)):
+            todo += ast.iter_child_nodes(node)
+    return out
+
+
+def bare_tuple_returns(tree, names):
+    """(function, line) of each ``return (a, b)`` / ``return tuple(...)`` in the functions ``names``."""
+    found = []
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef) and fn.name in names:
+            for node in own_returns(fn):
+                v = node.value
+                if isinstance(v, ast.Tuple) or (isinstance(v, ast.Call) and getattr(v.func, "id", None) == "tuple"):
+                    found.append((fn.name, node.lineno))
+    return sorted(found)
+
+
+def test_chunk_steps_return_named_partials():
+    """Partials travel from workers to the driver and are read by field name (NamedTuples),
+    never as bare tuples read by position."""
+    package = Path(bigsearch.__file__).parent
+    found, steps = [], 0
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        names = declared_steps(tree)
+        steps += len(names)
+        found += [f"{path.relative_to(package)}:{line} {fn}" for fn, line in bare_tuple_returns(tree, names)]
+    assert steps >= 15 and found == []
+    example = ast.parse("def f(x):\n    def g():\n        return 1, 2\n    return (x, g())\nF = ChunkStep(f)\n")
+    assert bare_tuple_returns(example, declared_steps(example)) == [("f", 4)]

@@ -89,18 +89,10 @@ def private_imports(path):
 
 
 # Helpers one module shares with another are public names (wnas.py once imported a private
-# helper of las.py). Still shared under private names, in modules issue 11's pruning work is
-# editing this session (rename them when it has landed):
-PRIVATE_STILL_SHARED = {
-    "engine/fantasy.py": ["_best", "_blocks"],
-    "engine/pruning.py": ["_best"],
-    "engine/pruning_wnas.py": ["_apply_labels", "_best", "_rows"],
-}
-
-
+# helper of las.py).
 def test_modules_share_only_public_names():
     found = {str(p.relative_to(PACKAGE)): private_imports(p) for p in MODULES}
-    assert {k: v for k, v in found.items() if v} == PRIVATE_STILL_SHARED
+    assert {k: v for k, v in found.items() if v} == {}
 
 
 def module_graph():

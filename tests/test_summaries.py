@@ -3,7 +3,6 @@ subprocess (what it writes, what `info` says, each refusal), and pruned LAS and 
 reading them (local backend and a real dask LocalCluster) with exactly the full pass's
 queries; summaries that no longer describe X are recomputed, never used."""
 
-import json
 import shutil
 import subprocess
 
@@ -59,7 +58,7 @@ def test_summarize_writes_what_pruned_searches_use(tmp_path, data, kind):
     assert done.returncode == 0, done.stderr
     assert "block summaries of 10 blocks of 64 rows" in done.stdout  # 3 chunks of 150 rows (3 each) + 50 rows
     assert siblings(path) == before  # nothing left beside it
-    info = json.loads(run_cli("info", path, "--json").stdout)["block_summaries"]
+    info = bigsearch.open_store(path).describe()["block_summaries"]  # what `info --json` prints
     assert info == {"complete": True, "block_rows": 64, "basis_dim": 6, "version": 1, "fingerprint_matches": True}
     assert "block summaries: blocks of 64 rows" in run_cli("info", path).stdout
     las = bigsearch.LAS(path, prune=True, block_rows=64)
@@ -67,8 +66,19 @@ def test_summarize_writes_what_pruned_searches_use(tmp_path, data, kind):
     assert las.pruning.summaries_from == "store"
     # again with another block size: replaced, atomically
     assert run_cli("summarize", path, "--quiet").returncode == 0
-    assert json.loads(run_cli("info", path, "--json").stdout)["block_summaries"]["block_rows"] == 128
+    assert bigsearch.open_store(path).describe()["block_summaries"]["block_rows"] == 128
     assert siblings(path) == before
+
+
+def test_summarize_shows_a_bar_per_pass_on_a_terminal(tmp_path, data):
+    from conftest import run_on_a_terminal
+
+    path = make(tmp_path, data, "hdf5")
+    done, shown = run_on_a_terminal("summarize", path)
+    assert done.returncode == 0
+    assert all(f"{label}  [" in shown for label in ("column sums", "degrees and basis", "block summaries"))
+    assert "100%" in shown
+    assert "[" not in run_cli("summarize", path).stderr  # off a terminal: none
 
 
 def test_summarize_an_encoded_store(tmp_path, data):
@@ -85,7 +95,7 @@ def test_info_says_when_there_are_none_and_when_x_changed(tmp_path, data):
 
     path = make(tmp_path, data, "zarr")
     assert "block summaries: none" in run_cli("info", path).stdout
-    assert json.loads(run_cli("info", path, "--json").stdout)["block_summaries"] is None
+    assert bigsearch.open_store(path).describe()["block_summaries"] is None
     write_block_summaries(path, block_rows=64)
     x = zarr.open_group(str(path), mode="r+")["X"]
     x[0, 0] = x[0, 0] + 1.0  # chunk 0 is in the fingerprint's sample

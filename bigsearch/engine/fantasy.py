@@ -45,8 +45,8 @@ from ..backends import ChunkStep
 from ..errors import NumericalError, ParameterError
 from ..kernels.dense import times_columns
 from ..storage.encoding import decode, take
-from .select import _best
-from .steps import _blocks
+from .select import best_ranked
+from .steps import decoded_blocks
 
 SAFETY = 1e-9  # relative rounding margin (dot products of length r err ~1e-13 relative)
 CAP = 8  # points per step returned by a verification pass, at most, per chunk
@@ -152,7 +152,7 @@ class FantasizedBatch:
     def _first_candidates(self, m):
         f = np.where(self.labeled, -np.inf, self.las.backend.gather("f"))
         free = np.flatnonzero(~self.labeled)
-        idx = _best(free, f[free], m)[0]
+        idx = best_ranked(free, f[free], m)[0]
         self.C, self.XC = np.zeros(0, np.int64), np.zeros((0, self.las.store.r))
         self._add(idx, self.las.store.read_rows(idx))
         self.chunks_read += len(np.unique([self.las.store.chunk_of(i) for i in idx]))
@@ -208,7 +208,7 @@ class FantasizedBatch:
         keep = []
         for t in np.unique(step[step >= first]):  # the best cap per step over all chunks
             at = np.flatnonzero(step == t)
-            keep.append(_best(idx[at], score[at], int(caps[t]))[0])
+            keep.append(best_ranked(idx[at], score[at], int(caps[t]))[0])
         new = np.unique(np.concatenate(keep))
         rows = {int(i): r for q in parts for i, r in zip(q.row_index, q.rows)}
         self._add(new, np.array([rows[int(i)] for i in new]).reshape(len(new), -1))
@@ -240,7 +240,7 @@ def fantasy_check_step(x, state, V, fstar, caps, candidates, q_unl, b_unl):
     outside[candidates[lo:hi] - state.start] = False
     v_norm = np.linalg.norm(V, axis=0)
     found = []
-    for a, xb in _blocks(x):
+    for a, xb in decoded_blocks(x):
         local = np.flatnonzero(outside[a : a + len(xb)])
         if not len(local):
             continue

@@ -44,6 +44,7 @@ top k; the driver merges them (one round trip per query).
 """
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -53,7 +54,7 @@ from ..kernels.common import ROW_BLOCK
 from ..kernels.las import update_scores
 from ..kernels.pruning import block_bounds, group_bounds, unlabeled_maxima
 from ..storage.encoding import Encoded, decode, n_rows
-from .select import _best
+from .select import best_ranked
 from .steps import BLAS_ROWS
 
 DEFAULT_BLOCK_ROWS = 128
@@ -127,6 +128,18 @@ def gram_basis(G, p):
     return np.ascontiguousarray(vecs[:, ::-1][:, :min(p, G.shape[0])])
 
 
+class SummaryColumns(NamedTuple):
+    """One chunk's block summaries: BlockSummaries' per-block fields, centre to deg_max."""
+    centre: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    radius_perp: np.ndarray
+    radius: np.ndarray
+    norm_max: np.ndarray
+    deg_min: np.ndarray
+    deg_max: np.ndarray
+
+
 def summary_step(x, state, basis, block_rows):
     """One chunk's block summaries (see BlockSummaries), from x and the chunk's degrees."""
     m = n_rows(x)
@@ -148,7 +161,7 @@ def summary_step(x, state, basis, block_rows):
                       np.sqrt(np.maximum.reduceat(np.einsum("ij,ij->i", xb, xb), local)),
                       np.minimum.reduceat(deg, local), np.maximum.reduceat(deg, local)))
     assert sum(len(p[0]) for p in parts) == len(starts)
-    return tuple(np.concatenate(col) for col in zip(*parts))
+    return SummaryColumns(*(np.concatenate(col) for col in zip(*parts)))
 
 
 # It reads the chunk's degrees, state it did not create.
@@ -420,7 +433,7 @@ def best_first(order, k, visit, floor=-np.inf):
         idx, fu = visit(take)
         rows += len(idx)
         keep = (fu >= kth) & (fu > -np.inf)       # unlabeled rows that can still make the top k
-        top_idx, top_f = _best(np.concatenate([top_idx, idx[keep]]), np.concatenate([top_f, fu[keep]]), k)
+        top_idx, top_f = best_ranked(np.concatenate([top_idx, idx[keep]]), np.concatenate([top_f, fu[keep]]), k)
         if len(top_f) == k:
             kth = top_f[-1]
         batch = min(2 * batch, MAX_BATCH)
@@ -536,7 +549,7 @@ class LASPruning:
         """Apply new labels to the per-point state without a pass over X."""
         e = self.engine
         chunks = np.unique([e.store.chunk_of(i) for i in idx]).tolist()
-        e.backend.map_state(_apply_labels, chunks, idx, lab)
+        e.backend.map_state(apply_labels_to_chunk, chunks, idx, lab)
         if self.local:
             self.pruner.labeled(idx, e.backend.gather("f"), e._label)
         self.stale = True
@@ -563,7 +576,7 @@ class LASPruning:
         if not all(isinstance(part, ChunkTop) for part in parts):
             parts = e.backend.map(CHUNK_TOP, *args, floor, self.stored)   # a lost worker's chunks were rebuilt: again
         found = np.concatenate([q[0] for q in parts])
-        idx, sc = _best(found, np.concatenate([q[1] for q in parts]), k)
+        idx, sc = best_ranked(found, np.concatenate([q[1] for q in parts]), k)
         self.candidates = found
         return idx, sc, rows + sum(q[2] for q in parts)
 
@@ -605,12 +618,15 @@ class LASPruning:
 def _score_rows(x, st, a, z, V, eta, w0, pi):
     """f (and, as a by-product, IM from the stale J) of a chunk's rows a:z, by the full
     pass's kernel."""
-    update_scores(_rows(x, a, z), V, NO_LABELS, 0, st.label[a:z], st.deg[a:z], st.J[a:z], st.f[a:z], st.im[a:z],
+    update_scores(row_range(x, a, z), V, NO_LABELS, 0, st.label[a:z], st.deg[a:z], st.J[a:z], st.f[a:z], st.im[a:z],
                   eta, w0, pi, 0.0)
 
 
-class ChunkTop(tuple):
-    """(global indices, scores, rows read): a chunk's part of a pruned query."""
+class ChunkTop(NamedTuple):
+    """A chunk's part of a pruned query."""
+    indices: np.ndarray       # global indices of its top k
+    scores: np.ndarray
+    rows_read: int            # rows of X the query read in this chunk
 
 
 def chunk_top_step(x, state, u, V, k, generation, u_reset, basis, block_rows, s, eta, w0, pi, floor=-np.inf,
@@ -639,7 +655,7 @@ def chunk_top_step(x, state, u, V, k, generation, u_reset, basis, block_rows, s,
         for run in runs:
             _score_rows(x, state, pr.sm.start[run[0]], pr.sm.stop[run[-1]], V, eta, w0, pi)
     idx, sc, rows = pr.top(k, u, read, state.f, state.label, floor)
-    return ChunkTop((idx + state.start, sc, rows))
+    return ChunkTop(idx + state.start, sc, rows)
 
 
 # It updates state it did not create: a lost chunk is rebuilt by the engine's recipe,
@@ -660,7 +676,7 @@ def chunk_summaries(x, state, basis, block_rows, stored):
                                    block_rows)
         if got is not None and np.array_equal(got["basis"], basis) and matches(got, block_degrees(state.deg, start)):
             state.summaries_from = "store"
-            return tuple(got[k] for k in stored_fields if k != "basis")
+            return SummaryColumns(*(got[k] for k in stored_fields if k != "basis"))
         state.summaries_from = CHANGED
     else:
         state.summaries_from = "computed"
@@ -671,14 +687,15 @@ def _summaries_from(state):
     return getattr(state, "summaries_from", None)
 
 
-def _rows(x, a, z):
+def row_range(x, a, z):
     """Rows a:z of a chunk, as a view (a copy of every block read cost more than the kernel)."""
     if isinstance(x, Encoded):
         return Encoded(x.codes[a:z], x.scale[a:z] if len(x.scale) else x.scale, x.n_features)
     return x[a:z]
 
 
-def _apply_labels(state, idx, lab):
+def apply_labels_to_chunk(state, idx, lab):
+    """Labels into a chunk's state, and into its pruner's block cache when it has one."""
     state.apply_labels(idx, lab)
     pr = getattr(state, "pruner", None)        # a worker's chunk (dask backend)
     if pr is not None:

@@ -42,14 +42,14 @@ from ..storage.encoding import decode, n_rows
 from .pruning import (
     SAFETY,
     ChunkTop,
-    _apply_labels,
-    _rows,
+    apply_labels_to_chunk,
     best_first,
     block_layout,
     check_block_rows,
+    row_range,
     rows_of,
 )
-from .select import ChunkPartials, _best
+from .select import ChunkPartials, best_ranked
 from .steps import BLAS_ROWS, FUSED_LABELS, WNAS_UPDATE, colsum_step, wnas_update_step
 from .summaries import (
     CHANGED,
@@ -63,6 +63,12 @@ from .summaries import (
 )
 
 
+class Balls(NamedTuple):
+    """Each block of a chunk: its centroid, and the largest distance of a row from it."""
+    centre: np.ndarray
+    radius: np.ndarray
+
+
 def ball_step(x, state, block_rows):
     """Centroid and radius of each block of a chunk."""
     parts = []
@@ -74,7 +80,7 @@ def ball_step(x, state, block_rows):
         centre = np.add.reduceat(xb, local, axis=0) / sizes[:, None]
         D = xb - np.repeat(centre, sizes, axis=0)
         parts.append((centre, np.sqrt(np.maximum.reduceat(np.einsum("ij,ij->i", D, D), local))))
-    return tuple(np.concatenate(col) for col in zip(*parts))
+    return Balls(*(np.concatenate(col) for col in zip(*parts)))
 
 
 BALLS = ChunkStep(ball_step, from_scratch=True)
@@ -171,7 +177,7 @@ def _catch_up_rows(x, state, a, z, missed):
     """Apply to rows a:z of a chunk the batches they missed, batch by batch as the full
     pass did (one call per batch: the kernel may reorder the sum over a batch's labels,
     so merging batches would change the last bits)."""
-    rows = _rows(x, a, z)
+    rows = row_range(x, a, z)
     for Z, signs in missed:
         add_similarities(rows, Z, signs, 0, state.label[a:z], state.num[a:z], state.den[a:z], state.f[a:z])
 
@@ -248,7 +254,7 @@ class WNASPruning:
         e = self.engine
         Z, signs = e.store.read_rows(idx), 2.0 * e.label_values(idx) - 1.0
         if self.local:
-            e.backend.map_state(_apply_labels, np.unique([e.store.chunk_of(i) for i in idx]).tolist(), idx, lab)
+            e.backend.map_state(apply_labels_to_chunk, np.unique([e.store.chunk_of(i) for i in idx]).tolist(), idx, lab)
             self.blocks.record(Z, signs)
         else:                     # they travel with the next query
             self.unsent.append((self.base + sum(len(b[1]) for b in self.unsent), Z, signs, idx, lab))
@@ -269,7 +275,7 @@ class WNASPruning:
             self.blocks.forget()
         else:
             parts = self._on_workers(CHUNK_TOP, k)
-            idx, sc = _best(np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts]), k)
+            idx, sc = best_ranked(np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts]), k)
             rows = sum(q[2] for q in parts)
         e.bytes_since_query += int(rows) * e.store.bytes_per_point
         return idx, sc
@@ -351,7 +357,7 @@ def chunk_top_step(x, state, k, generation, base, batches, block_rows, stored=No
     else:
         idx, sc, rows = best_first(bb.bounds(state.num, state.den, state.label), k, visit)
     bb.forget()
-    return ChunkTop((idx + state.start, sc, n_rows(x) if built else rows))     # built: the chunk was read
+    return ChunkTop(idx + state.start, sc, n_rows(x) if built else rows)     # built: the chunk was read
 
 
 # It updates state it did not create: a lost chunk is rebuilt by the engine's recipe,

@@ -102,7 +102,7 @@ def select(summary: PassSummary, t: float, rescan: Callable[[list[int], float, i
     f = np.concatenate([p.f.ravel() for p in parts])[keep]
     im = np.concatenate([p.im.ravel() for p in parts])[keep]
     idx, first = np.unique(idx[keep], return_index=True)   # a point may be in several lists
-    top_idx, top_sc = _best(idx, scores(f[first], im[first], t), k)
+    top_idx, top_sc = best_ranked(idx, scores(f[first], im[first], t), k)
     kth = top_sc[-1] if len(top_sc) == k else -np.inf
     bounds = _bounds(np.array([p.kth for p in parts]), t, summary.t_prev)
     counts = np.array([p.sums[2] for p in parts])
@@ -112,11 +112,12 @@ def select(summary: PassSummary, t: float, rescan: Callable[[list[int], float, i
         all_idx = np.concatenate([top_idx, *[i for i, _ in found]])
         all_sc = np.concatenate([top_sc, *[sc for _, sc in found]])
         all_idx, first = np.unique(all_idx, return_index=True)
-        top_idx, top_sc = _best(all_idx, all_sc[first], k)
+        top_idx, top_sc = best_ranked(all_idx, all_sc[first], k)
     return Ranked(top_idx, top_sc)
 
 
-def _best(idx, sc, k):
+def best_ranked(idx, sc, k):
+    """The k highest scores ``sc`` of points ``idx``, best first; equal scores by index."""
     order = np.lexsort((idx, -sc))[:k]
     return Ranked(idx[order].astype(np.int64), sc[order])
 
@@ -141,4 +142,4 @@ def select_dense(f: np.ndarray, im: np.ndarray, unlabeled: np.ndarray, alpha: fl
     if idx.size == 0:
         return Ranked(idx, np.zeros(0))
     summary = PassSummary(float(f[unlabeled].sum()), float(im[unlabeled].sum()), int(unlabeled.sum()), [])
-    return _best(idx, scores(f[idx], im[idx], summary.selection_weight(alpha)), k)
+    return best_ranked(idx, scores(f[idx], im[idx], summary.selection_weight(alpha)), k)

@@ -29,7 +29,7 @@ BLAS_BLOCK_BYTES = 1 << 22   # ... of at most 4 MiB when rows are wide
 FUSED_LABELS = 8         # more new labels than this: their products go to BLAS, not the fused kernel
 
 
-def _blocks(x):
+def decoded_blocks(x):
     """(first row, float64 block of decoded rows) over a chunk."""
     rows = max(16, min(BLAS_ROWS, BLAS_BLOCK_BYTES // (8 * n_features(x))))
     for a in range(0, n_rows(x), rows):
@@ -63,7 +63,7 @@ def colsum_step(x, state):
         s, bad = column_sums(x)
     else:   # decoded by NumPy, which also turns float16 inf/NaN patterns into inf/NaN
         s, bad = np.zeros(x.n_features), -1
-        for a, xb in _blocks(x):
+        for a, xb in decoded_blocks(x):
             sb, bad_b = column_sums(xb)
             s += sb
             if bad < 0 and bad_b >= 0:
@@ -91,7 +91,7 @@ def gram_step(x, state, s, label_idx, label_val, eta, w0, pi):
     if _packed_bits(x):
         binary_gram(x.codes, x.scale, r, rho, q, z, G, xq, xz)
         return GramPartials(0, -1, G, xq, xz)
-    for a, xb in _blocks(x):
+    for a, xb in decoded_blocks(x):
         b = a + len(xb)
         G += xb.T @ (xb * rho[a:b, None])
         xq += q[a:b] @ xb
@@ -111,7 +111,7 @@ def las_rescore_step(x, state, s, label_idx, label_val, Kinv, V, eta, w0, pi, t_
     if Kinv is not None and _packed_bits(x):
         binary_quadratic(x.codes, x.scale, x.n_features, Kinv, state.J)
     elif Kinv is not None:
-        for a, xb in _blocks(x):
+        for a, xb in decoded_blocks(x):
             state.J[a:a + len(xb)] = np.einsum("ij,ij->i", xb @ Kinv, xb)
     return ChunkPartials(*update_scores(x, V, np.zeros(0), state.start, state.label, state.deg,
                                         state.J, state.f, state.im, eta, w0, pi, t_prev))

@@ -42,7 +42,7 @@ VERSION = 1
 FIELDS = ("basis", "centre", "lo", "hi", "radius_perp", "radius", "norm_max", "deg_min", "deg_max")
 
 
-PASSES = ("column sums", "degrees and basis", "block summaries")   # what progress reports
+PASSES = ("column sums", "degrees and basis", "block summaries")  # what progress reports
 
 
 def summaries_of_store(store, block_rows=None, basis_dim=DEFAULT_BASIS, n_threads=None, progress=None):
@@ -58,6 +58,7 @@ def summaries_of_store(store, block_rows=None, basis_dim=DEFAULT_BASIS, n_thread
             return backend.map(step, *args)
         with pass_progress(lambda done, total: progress(what, done, total)):
             return backend.map(step, *args)
+
     try:
         backend.alloc("label", np.int8, -1)
         backend.alloc("deg", np.float64, 0.0)
@@ -76,8 +77,9 @@ def summaries_of_store(store, block_rows=None, basis_dim=DEFAULT_BASIS, n_thread
         backend.close()
 
 
-def write_block_summaries(path, block_rows=None, basis_dim=DEFAULT_BASIS, n_threads=None, *, in_place=False,
-                          progress=None):
+def write_block_summaries(
+    path, block_rows=None, basis_dim=DEFAULT_BASIS, n_threads=None, *, in_place=False, progress=None
+):
     """Compute a store's block summaries and write them into it (replacing old ones),
     atomically and durably (``FeatureStore.publish_group``; ``in_place=True``: a store
     not yet published, e.g. in ``StoreWriter.before_publish``, written as it is).
@@ -92,8 +94,12 @@ def write_block_summaries(path, block_rows=None, basis_dim=DEFAULT_BASIS, n_thre
         sm, s, deg_sum = computed
         fmt, fingerprint = type(store), store_fingerprint(store)
     arrays = {**{k: getattr(sm, k) for k in FIELDS}, "s": s, "deg_sum": deg_sum}
-    attrs = {"version": VERSION, "block_rows": sm.block_rows, "basis_dim": int(sm.basis.shape[1]),
-             "fingerprint": fingerprint}
+    attrs = {
+        "version": VERSION,
+        "block_rows": sm.block_rows,
+        "basis_dim": int(sm.basis.shape[1]),
+        "fingerprint": fingerprint,
+    }
     (fmt.write_group if in_place else fmt.publish_group)(path, GROUP, arrays, attrs)
     return {
         "blocks": sm.n_blocks,
@@ -105,7 +111,7 @@ def write_block_summaries(path, block_rows=None, basis_dim=DEFAULT_BASIS, n_thre
 
 CHANGED = "computed: X changed since the stored summaries were written"
 DEGREES = ("deg_min", "deg_max", "deg_sum")
-WHOLE = ("basis", "s")      # not per block
+WHOLE = ("basis", "s")  # not per block
 
 
 def stored_header(store, block_rows, fields=()):
@@ -129,15 +135,19 @@ def stored_header(store, block_rows, fields=()):
         return None, f"computed: the store has summaries of blocks of {attrs.get('block_rows')} rows"
     n_blocks = len(block_layout(store.chunks, block_rows)[0])
     if attrs.get("fingerprint") != store_fingerprint(store) or not all(
-            len(arrays[k]) == n_blocks for k in (*DEGREES, *fields) if k not in WHOLE):
+        len(arrays[k]) == n_blocks for k in (*DEGREES, *fields) if k not in WHOLE
+    ):
         return None, CHANGED
     return {k: arrays[k] for k in ("s", *DEGREES, *fields)}, None
 
 
 def block_degrees(deg, start):
     """Per block (first rows ``start``): the smallest, largest and summed degree, as stored."""
-    return {"deg_min": np.minimum.reduceat(deg, start), "deg_max": np.maximum.reduceat(deg, start),
-            "deg_sum": np.add.reduceat(deg, start)}
+    return {
+        "deg_min": np.minimum.reduceat(deg, start),
+        "deg_max": np.maximum.reduceat(deg, start),
+        "deg_sum": np.add.reduceat(deg, start),
+    }
 
 
 def matches(stored, computed):
@@ -165,7 +175,8 @@ def read_stored(store, fields, block_rows, blocks=None):
     attrs, arrays = store.read_group(GROUP, {k: None if k in WHOLE else blocks for k in fields}) or ({}, {})
     n_blocks = len(block_layout(store.chunks, block_rows)[0]) if blocks is None else blocks.stop - blocks.start
     if attrs.get("block_rows") != block_rows or not all(
-            k in arrays and (k in WHOLE or len(arrays[k]) == n_blocks) for k in fields):
+        k in arrays and (k in WHOLE or len(arrays[k]) == n_blocks) for k in fields
+    ):
         return None
     return arrays
 
