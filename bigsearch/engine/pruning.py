@@ -52,7 +52,7 @@ from ..backends import ChunkStep
 from ..errors import ParameterError
 from ..kernels.common import ROW_BLOCK
 from ..kernels.las import update_scores
-from ..kernels.pruning import block_bounds, group_bounds
+from ..kernels.pruning import block_bounds, group_bounds, unlabeled_maxima
 from ..storage.encoding import Encoded, decode, n_rows
 from .select import best_ranked
 from .steps import BLAS_ROWS
@@ -241,8 +241,7 @@ class Pruner:
         """Every block's maximum from f computed at u (after a full pass)."""
         self.clock += 1
         self._every_block_at(u, self.clock)
-        fu = np.where(label < 0, f, -np.inf)
-        self.best = np.maximum.reduceat(fu, self.sm.start)
+        self.best = unlabeled_maxima(f, label, self.sm.start, self.sm.stop, np.empty(self.sm.n_blocks))
 
     def labeled(self, idx, f, label):
         """New labels: their blocks' maxima over the rows still unlabeled (f in memory is

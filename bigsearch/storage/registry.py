@@ -21,9 +21,9 @@ from .hdf5_store import HDF5Store
 from .remote import is_url, local_path, open_object_store
 from .zarr_store import ZarrStore
 
-STORE_FORMATS = {}  # kind -> FeatureStore subclass, in the order open_store asks them
+STORE_FORMATS: dict[str, type[FeatureStore]] = {}  # kind -> class, in the order open_store asks them
 DEFAULT_KIND = "zarr"  # what a path without a known suffix is written as
-ARRAY_STORES = []  # FeatureStore subclasses wrapping an array object (storage/arrays.py)
+ARRAY_STORES: list[type[FeatureStore]] = []  # the classes wrapping an array object (storage/arrays.py)
 HEAD_BYTES = 8  # what ``recognizes`` sees of a file
 
 
