@@ -359,14 +359,17 @@ def main():
     s.add_argument("--expanded", type=int, default=32, help="groups whose blocks a query bounds")
     s.add_argument("--scattered", action="store_true", help="the blocks read since the full pass anywhere")
     args = ap.parse_args()
-    from common import machine
+    from common import machine, save
 
     if args.what == "simulate":
         simulate(args.n, args.block_rows, args.order, args.steps)
     elif args.what == "store":
-        store_queries(args.path, args.queries)
+        rows = store_queries(args.path, args.queries)
+        save("pruning_bookkeeping-store", {"args": vars(args), "load": os.getloadavg(), "queries": rows})
     else:
-        synthetic_blocks(args.nb, args.versions, args.repeats, args.expanded, args.scattered)
+        out = synthetic_blocks(args.nb, args.versions, args.repeats, args.expanded, args.scattered)
+        tag = "-scattered" if args.scattered else ""
+        save(f"pruning_bookkeeping-blocks{tag}", {"args": vars(args), "load": os.getloadavg(), "seconds": out})
     print(machine(), "load", os.getloadavg())
 
 

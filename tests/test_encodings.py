@@ -343,31 +343,47 @@ def test_ingest_binary_refuses_non_binary_values_with_one_line(tmp_path):
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("B", [1, 5, 30])
 def test_batch_update_equals_sequential_sherman_morrison(B, sparse):
-    """engine/rank_updates.py: K^-1 after B labels (coefficients of both signs, as when
-    1 - eta > 1 / (1 + w0)) equals B rank-one updates in turn, and the g_b, c_b match;
-    dense rows and sparse ones (K^-1 x_b from the rows of K^-1 at the nonzeros)."""
-    from bigsearch.engine.rank_updates import batch_update
+    """engine/rank_updates.py: K^-1 after batches of B labels (coefficients of both signs,
+    as when 1 - eta > 1 / (1 + w0)), kept as a low-rank correction and folded in when it
+    grows past fold_at, equals the rank-one updates in turn; the g_b, c_b, the K^-1 x_b
+    before each batch and K^-1 [xq, xz] kept in O(r B) match; dense rows and sparse ones
+    (K^-1 x_b from the rows of K^-1 at the nonzeros)."""
+    from bigsearch.engine.rank_updates import LowRankInverse, advance_score_vectors, batch_update, fold_rank
     rng = np.random.default_rng(B)
     r = 40
+    batches = 2 * fold_rank(r) // B + 1              # every run folds
     A = rng.standard_normal((r, r))
     K = A @ A.T / r + np.eye(r)
-    rows = rng.standard_normal((B, r)) / np.sqrt(r)
+    rows = rng.standard_normal((batches * B, r)) / np.sqrt(r)
     if sparse:
-        rows *= rng.random((B, r)) < 0.1
-    gamma = rng.uniform(0.05, 0.5, B) * np.where(np.arange(B) % 3 == 2, -0.2, 1.0)
+        rows *= rng.random(rows.shape) < 0.1
+    gamma = rng.uniform(0.05, 0.5, len(rows)) * np.where(np.arange(len(rows)) % 3 == 2, -0.2, 1.0)
+    coef = rng.standard_normal((2, len(rows)))           # what the labels add to xq and xz
     Kinv = np.linalg.inv(K)
     Kinv = (Kinv + Kinv.T) / 2                 # as LAS keeps it
-    ref, G_ref, c_ref = Kinv.copy(), [], []
-    for x, g in zip(rows, gamma):
-        v = ref @ x
-        c = g / (1.0 + g * (x @ v))
-        ref -= c * np.outer(v, v)
-        G_ref.append(v)
-        c_ref.append(c)
-    G, c = batch_update(Kinv, rows, gamma, np.arange(B))
+    xqz = rng.standard_normal((2, r))
+    inverse, V = LowRankInverse(Kinv.copy()), xqz @ Kinv
+    ref, folds = Kinv.copy(), 0
+    for start in range(0, len(rows), B):
+        part = slice(start, start + B)
+        G0_ref = rows[part] @ ref
+        G_ref, c_ref = [], []
+        for x, g in zip(rows[part], gamma[part]):
+            v = ref @ x
+            c = g / (1.0 + g * (x @ v))
+            ref -= c * np.outer(v, v)
+            G_ref.append(v)
+            c_ref.append(c)
+        G, c, G0, folded = batch_update(inverse, rows[part], gamma[part], np.arange(start, start + B))
+        folds += folded
+        xqz = xqz + coef[:, part] @ rows[part]
+        V = advance_score_vectors(V, G0, G, c, coef[:, part], xqz)
+        np.testing.assert_allclose(G0, G0_ref, rtol=1e-9, atol=1e-13)
+        np.testing.assert_allclose(G, np.array(G_ref), rtol=1e-9, atol=1e-13)
+        np.testing.assert_allclose(c, c_ref, rtol=1e-12)
+        np.testing.assert_allclose(V, xqz @ ref, rtol=1e-9, atol=1e-12)
+    assert folds > 0 and (inverse.k > 0) == (B < inverse.fold_at)   # then value() applies the rest
+    Kinv = inverse.value()
     np.testing.assert_allclose(Kinv, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
     np.testing.assert_allclose(Kinv, np.linalg.inv(K + (rows.T * gamma) @ rows), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(G, np.array(G_ref), rtol=1e-9, atol=1e-13)
-    np.testing.assert_allclose(c, c_ref, rtol=1e-12)
-    assert (c < 0).any() == (B > 2)
-    assert B <= 8 or np.array_equal(Kinv, Kinv.T)   # the symmetric product keeps K^-1 symmetric
+    assert (gamma < 0).any()

@@ -432,3 +432,16 @@ def test_descending_order_is_the_stable_sort():
         for stop in (5, 80, 1000, 6000):
             head = order.head(stop, floor)
             assert np.array_equal(head[: len(above)], above[:stop])
+
+
+def test_unlabeled_maxima_are_numpys():
+    from bigsearch.kernels.pruning import unlabeled_maxima
+
+    rng = np.random.default_rng(1)
+    f, label = rng.normal(size=1000), rng.choice(np.array([-1, 0, 1], np.int8), 1000, p=[0.5, 0.3, 0.2])
+    label[:64] = 0                                       # a block with no unlabeled row: -inf
+    start = np.arange(0, 1000, 64)
+    stop = np.minimum(start + 64, 1000)
+    expected = np.maximum.reduceat(np.where(label < 0, f, -np.inf), start)
+    assert np.array_equal(unlabeled_maxima(f, label, start, stop, np.empty(len(start))), expected)
+    assert expected[0] == -np.inf

@@ -341,7 +341,8 @@ def test_checkpoints_are_written_every_n_labels_and_pruned(tmp_path, store, data
     assert names == ["0000000006", "0000000009", "0000000010"]   # the newest 3; 10 from close
     manifest = read_sealed_json(directory / "checkpoints" / "0000000009" / "manifest.json")
     assert manifest["history"]["labels"] == 9 and manifest["journal"]["seq"] == 9
-    assert set(manifest["arrays"]) == {"history_index", "history_label", "s", "K", "Kinv", "xq", "xz", "J"}
+    assert set(manifest["arrays"]) == {"history_index", "history_label", "s", "K", "Kinv_base", "Kinv_G", "Kinv_c",
+                                       "xq", "xz", "V", "J"}
     assert manifest["params"]["alpha"] == 0.05 and manifest["format"] == 1
 
 

@@ -184,9 +184,9 @@ def test_recoveries_warn_and_go_on(tmp_path, store):
     path, y = store
     d = make_labelled(tmp_path, path, y)
     newest = sorted((d / "checkpoints").iterdir())[-1]
-    (newest / "Kinv.npy").write_bytes(b"\x93NUMPY garbage")
+    (newest / "Kinv_base.npy").write_bytes(b"\x93NUMPY garbage")
     res = ok("session", "next", d)
-    assert f"Warning: skipped damaged checkpoint {newest.name}: Kinv.npy: checksum mismatch" in res.stderr
+    assert f"Warning: skipped damaged checkpoint {newest.name}: Kinv_base.npy: checksum mismatch" in res.stderr
     with open(d / "journal.jsonl", "ab") as fh:
         fh.write(b'{"index":[9],"lab')
     res = ok("session", "label", d, 6, 1)

@@ -301,7 +301,7 @@ class ChunkedSearch(ActiveSearch):
         {name: ndarray}} with the parameters, the labels in order and the declared state."""
         self._sync()
         idx, lab = self.history_arrays()
-        arrays = {name: np.array(getattr(self, name), copy=True) for name in self.SAVED_GLOBALS}
+        arrays = self._saved_globals()
         arrays.update(history_index=idx, history_label=lab)
         arrays.update({name: np.array(self.backend.gather(name)) for name in self.SAVED_POINT_ARRAYS})
         meta = {"method": self.method, "params": self.params.as_dict(), "n": self.n, "r": self.store.r,
@@ -310,6 +310,14 @@ class ChunkedSearch(ActiveSearch):
 
     def _export_meta(self) -> dict[str, Any]:
         return {}
+
+    def _saved_globals(self) -> dict[str, np.ndarray]:
+        """The global arrays a state keeps: by default the attributes named in SAVED_GLOBALS."""
+        return {name: np.array(getattr(self, name), copy=True) for name in self.SAVED_GLOBALS}
+
+    def _load_globals(self, arrays: dict[str, np.ndarray]) -> None:
+        for name in self.SAVED_GLOBALS:
+            setattr(self, name, np.array(arrays[name], dtype=np.float64))
 
     @classmethod
     def _options_from_meta(cls, meta: dict[str, Any]) -> dict[str, Any]:
@@ -327,8 +335,7 @@ class ChunkedSearch(ActiveSearch):
             self._check_shape(meta)
             self.tell(arrays["history_index"].tolist(), arrays["history_label"].tolist())
             self._pending = []
-            for name in self.SAVED_GLOBALS:
-                setattr(self, name, np.array(arrays[name], dtype=np.float64))
+            self._load_globals(arrays)
             for name in self.SAVED_POINT_ARRAYS:
                 self.backend.assign(name, arrays[name])
             self._restore(meta)

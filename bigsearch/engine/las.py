@@ -5,8 +5,9 @@ x_i . x_j, with the impact factor (one-step look-ahead). The n x n problem of AS
 rewritten through K = I_r - X^T diag(rho) X (r x r), so that
 
 - initialization costs three passes over X and O(n r^2 + r^3) work;
-- each label costs a Sherman-Morrison update of K^-1 (O(r^2)) and ONE pass over X
-  (O(n r)) that updates f, J = diag(X K^-1 X^T) and the impact factor together.
+- each label costs a Sherman-Morrison update of K^-1 (kept as a low-rank correction:
+  engine/rank_updates.py) and ONE pass over X (O(n r)) that updates f,
+  J = diag(X K^-1 X^T) and the impact factor together.
 
 f, the impact factor and the queries are those of the dense ASG (tests check this
 against a direct solve and a brute-force impact factor). Formulas: docs/algorithm.md.
@@ -31,7 +32,7 @@ from .base import PointArray, PrunableSearch, StoreLike
 from .fantasy import FantasizedBatch, check_fantasy
 from .params import DriftCheck, LASParams
 from .pruning import LASPruning
-from .rank_updates import DeferredK, batch_update
+from .rank_updates import DeferredK, LowRankInverse, advance_score_vectors, batch_update
 from .select import PassSummary
 from .steps import COLSUM, FUSED_LABELS, GRAM, LAS_REFRESH, LAS_RESCORE, LAS_UPDATE, Compared
 
@@ -98,6 +99,7 @@ class LAS(PrunableSearch):
         self._labels_since_check = 0
         self._work_since_check = 0.0  # floating-point operations of the updates since the last check
         self._J_stale = False        # a batch's J update was deferred (alpha = 0): see _update
+        self._V: np.ndarray | None = None   # [K^-1 xq, K^-1 xz]: see score_vectors
         self._start_pruning(LASPruning(self, block_rows) if prune else None)
         if prune and self.fantasy is not None:
             self.close()
@@ -199,6 +201,7 @@ class LAS(PrunableSearch):
         self.Kinv = self._invert(self.K)
         self.xq = np.sum([q.xq for q in grams], axis=0) + self._graded_xq()
         self.xz = np.sum([q.xz for q in grams], axis=0)
+        self._V = None                # computed from K^-1, xq and xz by the pass below
         drift = self._rescore(J_from_Kinv=True, compare=refresh)
         if self.pruning is not None:
             self.pruning.after_full_pass(G)
@@ -279,10 +282,16 @@ class LAS(PrunableSearch):
         degrees(stored, self.s, deg)  # the kernel the passes use: bit-identical degrees
         b_unl = 1.0 / (1.0 + p.w0)
         gamma = (b_unl - (1.0 - p.eta)) / deg
-        G, cs = batch_update(self.Kinv, rows, gamma, idx)
+        V = self.score_vectors()
+        G, cs, G0, folded = batch_update(self._inverse, rows, gamma, idx)
         self._K.add(rows, gamma)
-        self.xq += (p.eta * self.label_values(idx) - p.pi * p.w0 / (1.0 + p.w0)) @ rows
+        a = p.eta * self.label_values(idx) - p.pi * p.w0 / (1.0 + p.w0)
+        self.xq += a @ rows
         self.xz -= (b_unl / deg) @ rows
+        # V follows the labels in O(r B); after a fold it is recomputed from K^-1, so it
+        # never carries the rounding of more than one fold's labels.
+        self._V = None if folded else advance_score_vectors(V, G0, G, cs, np.stack([a, -b_unl / deg]),
+                                                            np.stack([self.xq, self.xz]))
         pruning = self._pruned()
         products = 0                                  # dot products per row in this update's pass
         if pruning is not None:
@@ -304,8 +313,9 @@ class LAS(PrunableSearch):
     def _drift_check_due(self, n_labels: int, products: int) -> bool:
         """Whether to check ||K K^-1 - I|| now: every ``check_every`` labels, but no more
         often than keeps the check's 2 r^3 operations under DRIFT_CHECK_SHARE of those
-        of the updates since the last check (2 n r per dot product of the passes, about
-        6 r^2 per label on K^-1). While n is large against r^2 nothing changes (r = 128);
+        of the updates since the last check (2 n r per dot product of the passes, and
+        6 r^2 per label on K^-1, what updating K^-1 in place cost: the low-rank update
+        costs less, so this counts generously). While n is large against r^2 nothing changes (r = 128);
         at r = 2,048 and n = 50,000, where the check takes 2-3.5 s on a busy machine, it
         runs every ~270 single labels instead of 100, after every second batch of 500 at
         alpha > 0 and every 13th at alpha = 0 (whose batches cost no O(n r B) products)."""
@@ -319,10 +329,31 @@ class LAS(PrunableSearch):
         return True
 
     def score_vectors(self):
-        """[K^-1 xq, K^-1 xz] (2 x r): every pass computes them with this one function, so
-        rebuilt and incrementally updated state agree to the bit. One pass over K^-1 in one
-        thread: a threaded BLAS on a busy machine took 8x longer at r = 2,048."""
-        return times_columns(self.Kinv, np.vstack([self.xq, self.xz])).T.copy()
+        """V = [K^-1 xq, K^-1 xz] (2 x r), which every pass reads: rebuilt and incrementally
+        updated state use this one array, so they agree to the bit. Labels update it in
+        O(r B) (``_update``); it is computed from K^-1 after initialization, a fold of the
+        correction of K^-1, or a new K^-1: one pass over K^-1 in one thread (a threaded
+        BLAS on a busy machine took 8x longer at r = 2,048)."""
+        if self._V is None:
+            self._V = times_columns(self.Kinv, np.vstack([self.xq, self.xz])).T.copy()
+        return self._V
+
+    @property
+    def Kinv(self):
+        """K^-1 (float64, r x r). The labels since the last fold are kept as a low-rank
+        correction of a base matrix (engine/rank_updates.py); then this is a new matrix,
+        and changing it changes nothing until it is assigned back (``las.Kinv = ...``)."""
+        return self._inverse.value()
+
+    @Kinv.setter
+    def Kinv(self, value):
+        self._inverse = LowRankInverse(value)
+        self._V = None
+
+    def inverse_times(self, rows: np.ndarray) -> np.ndarray:
+        """K^-1 x for each row x of ``rows`` (B x r, float64), as rows: from the base and
+        its correction, without forming K^-1 (``Kinv`` does, at r^2 k operations)."""
+        return self._inverse.times_rows(np.ascontiguousarray(rows, dtype=np.float64))
 
     @property
     def K(self):
@@ -362,6 +393,30 @@ class LAS(PrunableSearch):
         if self.pruning is not None:
             meta["prune"] = {"block_rows": self.pruning.block_rows}
         return meta
+
+    def _saved_globals(self) -> dict[str, np.ndarray]:
+        """SAVED_GLOBALS, but K^-1 as it is kept: the base "Kinv_base" and the labels since
+        the last fold as its correction, "Kinv_G" and "Kinv_c" (K^-1 = Kinv_base -
+        Kinv_G^T diag(Kinv_c) Kinv_G), and V = [K^-1 xq, K^-1 xz] as the labels left it.
+        Saving folds and recomputes nothing, so a restored search continues to the bit as
+        the saved one; and an older bigsearch, which reads "Kinv" as K^-1, finds none and
+        takes the state as damaged instead of reading the base as K^-1."""
+        inverse = self._inverse
+        arrays = {name: getattr(self, name) for name in self.SAVED_GLOBALS if name != "Kinv"}
+        arrays.update(Kinv_base=inverse.base, Kinv_G=inverse.Gt[:inverse.k], Kinv_c=inverse.c[:inverse.k],
+                      V=self.score_vectors())
+        return {name: np.array(value, copy=True) for name, value in arrays.items()}
+
+    def _load_globals(self, arrays: dict[str, np.ndarray]) -> None:
+        """A state saved by ``_saved_globals``, or one saved before the correction existed
+        (K^-1 as "Kinv"; V is then computed from it)."""
+        for name in self.SAVED_GLOBALS:
+            value = arrays["Kinv_base" if name == "Kinv" and "Kinv_base" in arrays else name]
+            setattr(self, name, np.array(value, dtype=np.float64))
+        if "Kinv_base" in arrays:
+            self._inverse.add(np.array(arrays["Kinv_G"], dtype=np.float64),
+                              np.array(arrays["Kinv_c"], dtype=np.float64))
+            self._V = np.array(arrays["V"], dtype=np.float64)
 
     @classmethod
     def _options_from_meta(cls, meta: dict[str, Any]) -> dict[str, Any]:

@@ -52,7 +52,7 @@ from ..backends import ChunkStep
 from ..errors import ParameterError
 from ..kernels.common import ROW_BLOCK
 from ..kernels.las import update_scores
-from ..kernels.pruning import block_bounds, group_bounds
+from ..kernels.pruning import block_bounds, group_bounds, unlabeled_maxima
 from ..storage.encoding import Encoded, decode, n_rows
 from .select import best_ranked
 from .steps import BLAS_ROWS
@@ -205,7 +205,7 @@ def group_summaries(sm, group_blocks):
 
 
 class Pruner:
-    """Cached block maxima and the bound of every block at a new u (see the module).
+    """Cached block maxima, and the blocks' bounds at a new u (see the module).
 
     Each block remembers the clock of the u at which it was last read (``version``: forks
     compare them, serve/fork.py) and the row of the version table holding that u
@@ -241,8 +241,7 @@ class Pruner:
         """Every block's maximum from f computed at u (after a full pass)."""
         self.clock += 1
         self._every_block_at(u, self.clock)
-        fu = np.where(label < 0, f, -np.inf)
-        self.best = np.maximum.reduceat(fu, self.sm.start)
+        self.best = unlabeled_maxima(f, label, self.sm.start, self.sm.stop, np.empty(self.sm.n_blocks))
 
     def labeled(self, idx, f, label):
         """New labels: their blocks' maxima over the rows still unlabeled (f in memory is
@@ -295,7 +294,8 @@ class Pruner:
 
     def bounds(self, u):
         """Per block, an upper bound (rounding margin included) on f at u of its unlabeled
-        rows: one pass of the kernel over the summaries."""
+        rows: one pass of the kernel over every block's summaries. (Queries bound groups
+        first, ``GroupedOrder``; this is for the tests and benchmarks.)"""
         sm = self.sm
         return block_bounds(np.arange(sm.n_blocks), self.best, self.slot, self.version_terms(u), sm.centre, sm.lo,
                             sm.hi, sm.radii, np.empty(sm.n_blocks))

@@ -1,24 +1,33 @@
-"""Sherman-Morrison for a batch of labels, as matrix products.
+"""K^-1 under labels: Sherman-Morrison for one label or a batch, kept as a low-rank
+correction of a base inverse (Woodbury), folded in every few labels.
 
-Labeling point b adds gamma_b x_b x_b^T to K. Applied one label at a time, K^-1 takes B
+Labeling point b adds gamma_b x_b x_b^T to K. Applied one label at a time, K^-1 takes
 rank-one updates K^-1 <- K^-1 - c_b g_b g_b^T with g_b = K^-1 x_b (the K^-1 of the labels
-before b) and c_b = gamma_b / (1 + gamma_b x_b . g_b); each update reads and writes the
-r x r matrix, which at r = 2,048 costs more than a pass over X for every label.
+before b) and c_b = gamma_b / (1 + gamma_b x_b . g_b). At r = 2,048 K^-1 is 32 MiB, and
+updating it in place costs a read and a write of all of it per label, more than a pass
+over a 50,000-row binary store. So ``LowRankInverse`` keeps
 
-Every g_b lies in the span of G0 = K^-1 X_B^T (r x B): g_b = G0 w_b, and with
-H = X_B G0 (B x B)
+    K^-1 = K0^-1 - sum_{a<k} c_a g_a g_a^T          (the g_a as the rows of Gt, k x r)
+
+and a label costs K0^-1 x_b (for the sparse rows of fingerprints: the rows of K0^-1 at
+their nonzeros) minus the correction, O(r k), with no pass over K0^-1 at all; every
+``fold_rank(r)`` labels the correction is folded into K0^-1 by one BLAS product (rank k,
+r^2 k multiply-adds at matrix-multiply speed, against k memory-bound passes).
+
+For a batch of B labels, every g_b lies in the span of G0 = K^-1 X_B^T (r x B): g_b = G0
+w_b, and with H = X_B G0 (B x B)
 
     w_b = e_b - sum_{a<b} c_a w_a (w_a . H[:, b]),      x_b . g_b = w_b . H[:, b],
 
-so the sequential g_b and c_b come from O(B^3) work on B x B matrices plus products
-with K^-1: G0 (one pass over K^-1), G = G0 W, and K^-1 -= G diag(c) G^T (one pass, in
-place). The J update of every point needs exactly these g_b and c_b (the kernels
-subtract sum_b c_b (x_i . g_b)^2). K itself is only read by the drift check and saved
-state, so its updates wait until then (DeferredK).
+so the sequential g_b and c_b come from O(B^3) work on B x B matrices plus products with
+K^-1. The J update of every point needs exactly these g_b and c_b (the kernels subtract
+sum_b c_b (x_i . g_b)^2), and K^-1 [xq, xz], the score vectors, follow in O(r B)
+(``advance_score_vectors``). K itself is only read by the drift check and saved state,
+so its updates wait until then (DeferredK).
 
 For many labels the products are BLAS calls in one thread (on a busy machine a second
-BLAS thread made them 2-2.5x slower), and the rank-B update is a symmetric product
-S S^T (S = G sqrt|c|, syrk: half the multiplications, and K^-1 stays exactly symmetric).
+BLAS thread made them 2-2.5x slower), and the fold is a symmetric product S S^T
+(S = G sqrt|c|, syrk: half the multiplications).
 """
 
 import functools
@@ -27,43 +36,117 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from ..errors import NumericalError
-from ..kernels.dense import sparse_rows_times, subtract_outer, times_columns
+from ..kernels.dense import sparse_rows_times, subtract_low_rank, subtract_outer, times_columns
 
 FEW_LABELS = 8       # up to this many: the numba kernels (one thread); more: BLAS
 SPARSE_ROWS = 0.25   # labeled rows with fewer nonzeros than this share: K^-1 x_b from the rows of K^-1 at them
 
 
-def batch_update(Kinv, rows, gamma, indices):
-    """Apply labels to K^-1 in place: ``rows`` (B x r, decoded), ``gamma`` (B,) their
-    coefficients. Returns (G, c): the g_b as rows (B x r) and c (B,)."""
+def fold_rank(r):
+    """Labels kept as a correction before it is folded into K0^-1. A label costs about
+    4 r k operations on the correction (k labels so far, in cache); a fold costs r^2 k
+    multiply-adds at BLAS speed plus a few memory-bound passes over the r x r base, which
+    dominate until k is large: benchmarks/rank_updates.py (AMD EPYC, r = 128 to 2,048,
+    m = 8 to 512) found the per-label time falling up to m ~ r / 2 and flat beyond 256."""
+    return max(FEW_LABELS, min(256, r // 2))
+
+
+class LowRankInverse:
+    """K^-1 = base - Gt[:k]^T diag(c[:k]) Gt[:k]. ``value()`` is K^-1 as one matrix (the
+    base itself when there is no correction, else a new matrix): reading it changes
+    nothing, so the numbers that follow do not depend on who read it."""
+
+    def __init__(self, base):
+        self.base = base
+        r = len(base)
+        self.fold_at = fold_rank(r)
+        self.Gt = np.empty((self.fold_at, r))
+        self.c = np.empty(self.fold_at)
+        self.k = 0
+
+    def value(self):
+        if not self.k:
+            return self.base
+        out = self.base.copy()
+        _subtract(out, self.Gt[:self.k], self.c[:self.k])
+        return out
+
+    def times_rows(self, rows):
+        """K^-1 x_b for each row x_b of ``rows`` (B x r, decoded), as rows (B x r)."""
+        out = _base_times_rows(self.base, rows)
+        k = self.k
+        if k and len(rows) <= FEW_LABELS:
+            subtract_low_rank(out, self.Gt, self.c, k, rows)
+        elif k:
+            with _blas().limit(limits=1, user_api="blas"):
+                out -= ((rows @ self.Gt[:k].T) * self.c[:k]) @ self.Gt[:k]
+        return out
+
+    def add(self, G, c):
+        """K^-1 <- K^-1 - G^T diag(c) G (G: B x r); True when that folded the correction."""
+        B, k = len(G), self.k
+        if k + B <= self.fold_at:
+            self.Gt[k:k + B], self.c[k:k + B] = G, c
+            self.k += B
+            return False
+        if k:
+            G, c = np.vstack([self.Gt[:k], G]), np.concatenate([self.c[:k], c])
+        self.k = 0
+        _subtract(self.base, G, c)
+        return True
+
+
+def batch_update(inverse, rows, gamma, indices):
+    """Apply labels to ``inverse`` (a LowRankInverse): ``rows`` (B x r, decoded), ``gamma``
+    (B,) their coefficients. Returns (G, c, G0, folded): the g_b as rows (B x r), c (B,),
+    the K^-1 x_b before these labels as rows (B x r), and whether the correction was
+    folded into the base."""
     B = len(rows)
+    G0 = inverse.times_rows(rows)
     if B <= FEW_LABELS:
-        G0 = _times_rows(Kinv, rows)
-        W, c = _coefficients(rows @ G0, gamma, indices)
-        G = G0 if B == 1 else G0 @ W
-        subtract_outer(Kinv, np.ascontiguousarray(G.T), c)
-        return np.ascontiguousarray(G.T), c
+        W, c = _coefficients(rows @ G0.T, gamma, indices)
+        G = G0 if B == 1 else W.T @ G0
+    else:
+        with _blas().limit(limits=1, user_api="blas"):
+            W, c = _coefficients(rows @ G0.T, gamma, indices)
+            G = W.T @ G0
+    folded = inverse.add(G, c)
+    return G, c, G0, folded
+
+
+def advance_score_vectors(V, G0, G, c, A, xqz):
+    """[K^-1 xq, K^-1 xz] after labels, from the V before them, in O(r B): with xq' = xq +
+    X_B^T a and K'^-1 = K^-1 - G^T C G, K'^-1 xq' = K^-1 xq + G0^T a - G^T C (G xq').
+    ``A`` holds the coefficients (a for xq, those of xz) as rows (2 x B), ``xqz`` the new
+    [xq, xz] (2 x r)."""
+    return V + A @ G0 - ((G @ xqz.T) * c[:, None]).T @ G
+
+
+def _base_times_rows(base, rows):
+    """base @ x_b as rows: for sparse rows (fingerprints) the rows of the base at their
+    nonzeros added up (it is symmetric); else one pass over it (few labels) or BLAS."""
+    if np.count_nonzero(rows) < SPARSE_ROWS * rows.size:
+        return sparse_rows_times(rows, base)
+    if len(rows) <= FEW_LABELS:
+        return np.ascontiguousarray(times_columns(base, rows).T)
     with _blas().limit(limits=1, user_api="blas"):
-        G0 = _times_rows(Kinv, rows)
-        W, c = _coefficients(rows @ G0, gamma, indices)
-        G = G0 @ W
+        return rows @ base
+
+
+def _subtract(base, G, c):
+    """base -= G^T diag(c) G in place: one numba pass for few rows, else BLAS syrk."""
+    if len(G) <= FEW_LABELS:
+        subtract_outer(base, np.ascontiguousarray(G), c)
+        return
+    with _blas().limit(limits=1, user_api="blas"):
         for sign in (1.0, -1.0):                     # c_b < 0 only when 1 - eta > 1 / (1 + w0)
             part = sign * c > 0
             if part.any():
-                S = G[:, part] * np.sqrt(sign * c[part])
+                S = G[part].T * np.sqrt(sign * c[part])
                 if sign > 0:
-                    Kinv -= S @ S.T                  # NumPy computes S S^T by syrk
+                    base -= S @ S.T                  # NumPy computes S S^T by syrk
                 else:
-                    Kinv += S @ S.T
-    return np.ascontiguousarray(G.T), c
-
-
-def _times_rows(Kinv, rows):
-    """G0 = K^-1 X_B^T (r x B): for sparse rows (fingerprints) the rows of K^-1 at their
-    nonzeros added up (K^-1 is symmetric); else one pass over K^-1 (few labels) or BLAS."""
-    if np.count_nonzero(rows) < SPARSE_ROWS * rows.size:
-        return sparse_rows_times(rows, Kinv).T
-    return times_columns(Kinv, rows) if len(rows) <= FEW_LABELS else Kinv @ rows.T
+                    base += S @ S.T
 
 
 @functools.cache

@@ -1,4 +1,4 @@
-"""Kernels over the r x r state (K^-1): one pass over the matrix per label batch.
+"""Kernels over the r x r state (K^-1) and its low-rank correction (engine/rank_updates.py).
 
 At r = 2,048, K^-1 is 32 MiB; NumPy's ``Kinv -= c * np.outer(g, g)`` makes three
 passes with temporaries, and a threaded BLAS on a busy machine spent 8x longer on a
@@ -63,3 +63,17 @@ def sparse_rows_times(R, A):
                 for k in range(A.shape[1]):
                     out[b, k] += v * A[j, k]
     return out
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FAST)
+def subtract_low_rank(out, Gt, c, k, rows):
+    """out[b] -= sum_{a<k} c_a (g_a . rows[b]) g_a for each row b, with the g_a the rows of
+    Gt: a few labels' K^-1 x_b corrected by the labels kept as a low-rank term (O(r k))."""
+    for b in range(rows.shape[0]):
+        for a in range(k):
+            s = 0.0
+            for j in range(rows.shape[1]):
+                s += Gt[a, j] * rows[b, j]
+            s *= c[a]
+            for j in range(rows.shape[1]):
+                out[b, j] -= s * Gt[a, j]

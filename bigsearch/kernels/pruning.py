@@ -78,3 +78,16 @@ def group_bounds(first, best, slot, terms, centre, lo, hi, radii, out):
             top = max(top, bound_at(tops[k], versions[k], g, terms, centre, lo, hi, radii))
         out[g] = top
     return out
+
+
+@numba.njit(nogil=True, cache=True)
+def unlabeled_maxima(f, label, start, stop, out):
+    """out[b] = the largest f of the unlabeled rows start[b]:stop[b] (-inf when none):
+    without the temporaries of n floats that NumPy's masked maximum needs."""
+    for b in range(len(start)):
+        top = -np.inf
+        for i in range(start[b], stop[b]):
+            if label[i] < 0 and f[i] > top:
+                top = f[i]
+        out[b] = top
+    return out

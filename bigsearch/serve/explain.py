@@ -17,8 +17,6 @@ labeled j (s_j = +1 / -1), so its weights are (x_i . x_j) / sum_j |x_i . x_j|.
 
 import numpy as np
 
-from ..kernels.dense import times_columns
-
 
 def explain(engine, index, history, top=5, f=None):
     """{"f": f_i, "prior": the prior's share (LAS), "labeled": the labeled points' total
@@ -46,10 +44,10 @@ def explain(engine, index, history, top=5, f=None):
 
 def las_absorption(engine, x, X_L):
     """a_ij for an unlabeled point with row x and the labeled rows X_L; rho_i; K^-1 x
-    (one pass over K^-1 in one thread: a threaded BLAS on a busy machine is far slower)."""
+    (``LAS.inverse_times``: one thread, and K^-1 is not formed from its low-rank parts)."""
     p = engine.params
     rho = (1.0 / (1.0 + p.w0)) / float(x @ engine.s)
-    g = times_columns(engine.Kinv, x[None, :])[:, 0]
+    g = engine.inverse_times(x[None, :])[0]
     return p.eta * rho * (X_L @ g), rho, g
 
 
