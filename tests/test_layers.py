@@ -156,3 +156,18 @@ CIRCLES_STILL_THERE = [
 def test_no_new_import_circles():
     assert cycles(module_graph()) == CIRCLES_STILL_THERE
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_only_storage_calls_the_store_formats_hooks():
+    """The rest of the package reads a store through FeatureStore's public methods; the
+    ``_`` hooks (``_read_optional``, ``_map_chunk``, ...) are the formats' business."""
+    base = ast.parse((PACKAGE / "storage" / "base.py").read_text())
+    store = next(n for n in base.body if isinstance(n, ast.ClassDef) and n.name == "FeatureStore")
+    hooks = {f.name for f in store.body if isinstance(f, ast.FunctionDef)
+             and f.name.startswith("_") and not f.name.startswith("__")}
+    assert {"_read_optional", "_map_chunk", "_decode_chunk"} <= hooks
+    outside = [f"{p.relative_to(PACKAGE)}:{n.lineno} {ast.unparse(n)}" for p in MODULES if layer_of(p) != "storage"
+               for n in ast.walk(ast.parse(p.read_text()))
+               if isinstance(n, ast.Attribute) and n.attr in hooks and not (isinstance(n.value, ast.Name)
+                                                                             and n.value.id in ("self", "cls"))]
+    assert outside == []

@@ -169,7 +169,7 @@ class DistributedBackend:
         self.rebuild: Callable[[], StepCall] | None = None
         self.recoveries: list[dict[str, Any]] = []   # one record per lost shard: {"worker", "chunks", "to"}
         self._allocs: list[tuple[str, Any, Any]] = []  # (name, dtype, fill), replayed on every new shard
-        self._source = {"path": store.reopen_path(), "options": store._reopen_options(),
+        self._source = {"path": store.reopen_path(), "options": store.reopen_options(),
                         "shape": (store.n, store.r), "chunk_rows": store.chunk_rows}
         self.shards = self._place(range(store.n_chunks))
 

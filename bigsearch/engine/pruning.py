@@ -205,7 +205,7 @@ def group_summaries(sm, group_blocks):
 
 
 class Pruner:
-    """Cached block maxima and the bound of every block at a new u (see the module).
+    """Cached block maxima, and the blocks' bounds at a new u (see the module).
 
     Each block remembers the clock of the u at which it was last read (``version``: forks
     compare them, serve/fork.py) and the row of the version table holding that u
@@ -294,7 +294,8 @@ class Pruner:
 
     def bounds(self, u):
         """Per block, an upper bound (rounding margin included) on f at u of its unlabeled
-        rows: one pass of the kernel over the summaries."""
+        rows: one pass of the kernel over every block's summaries. (Queries bound groups
+        first, ``GroupedOrder``; this is for the tests and benchmarks.)"""
         sm = self.sm
         return block_bounds(np.arange(sm.n_blocks), self.best, self.slot, self.version_terms(u), sm.centre, sm.lo,
                             sm.hi, sm.radii, np.empty(sm.n_blocks))

@@ -197,7 +197,7 @@ def from_keyword(store: Any, column: str, words: str, source: str = "keyword") -
     hits = []
     for a in range(0, store.n, BLOCK_ROWS):
         rows = np.arange(a, min(a + BLOCK_ROWS, store.n))
-        for k, text in enumerate(store._read_optional(RECORDS_NAME, rows)):
+        for k, text in enumerate(store.read_per_row(RECORDS_NAME, rows)):
             value = str(json.loads(text.decode() if isinstance(text, bytes) else str(text)).get(column, ""))
             if all(p.search(value) for p in patterns):
                 hits.append(a + k)

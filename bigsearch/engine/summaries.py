@@ -183,7 +183,7 @@ def read_stored(store, fields, block_rows, blocks=None):
 
 def store_source(store):
     """How a dask worker reopens the store to read its chunks' slice of the summaries."""
-    return {"path": store.reopen_path(), "options": store._reopen_options()}
+    return {"path": store.reopen_path(), "options": store.reopen_options()}
 
 
 def read_chunk_summaries(source, first_block, n_blocks, fields, block_rows):

@@ -133,14 +133,14 @@ class DisplaySpill:
         """The spill for ``store``'s display array, or None when it keeps none."""
         spec = store.attrs.get(DISPLAY_ATTR)
         spec = json.loads(spec) if isinstance(spec, str) else spec
-        first = store._read_optional(spec["array"], np.array([0], np.int64)) if spec else None
+        first = store.read_per_row(spec["array"], np.array([0], np.int64)) if spec else None
         if first is None:
             return None
         strings = spec["array"] != PIXELS_NAME
         return cls(store, spec["array"], first.shape[1:], None if strings else first.dtype)
 
     def read(self, a, b):
-        return self.store._read_optional(self.name, np.arange(a, b, dtype=np.int64))
+        return self.store.read_per_row(self.name, np.arange(a, b, dtype=np.int64))
 
     def write(self, fh, values):
         if self.dtype is None:       # strings, one JSON string literal per line (any text survives)

@@ -25,7 +25,7 @@ def read_display(store, index):
     spec = display_spec(store)
     if not spec:
         return None
-    values = store._read_optional(spec["array"], np.array([index], np.int64))
+    values = store.read_per_row(spec["array"], np.array([index], np.int64))
     if values is None:
         return None
     if spec["kind"] == "fields":

@@ -106,6 +106,12 @@ class FeatureStore:
         int64); None when the store has no such array."""
         raise NotImplementedError
 
+    def read_per_row(self, name, rows=None):
+        """An array stored beside X with one entry per row (y, ids, ingest's display
+        records: storage/format.py), or its entries at ``rows`` (sorted, unique int64);
+        None when the store has none."""
+        return self._read_optional(name, rows)
+
     def _read_scale(self):
         """The whole ``X_scale`` array, or None when the store has none."""
         raise NotImplementedError
@@ -306,9 +312,11 @@ class FeatureStore:
     def __reduce__(self):
         # Stores travel to dask workers as their path; each worker maps its own pages.
         from . import open_store
-        return (open_store, (self.path, self._reopen_options()))
+        return (open_store, (self.path, self.reopen_options()))
 
-    def _reopen_options(self):
+    def reopen_options(self):
+        """What ``open_store`` needs besides ``reopen_path()`` to open this store again
+        elsewhere (a dask worker): the options it was opened with."""
         return {}
 
     def location(self):

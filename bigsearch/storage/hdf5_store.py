@@ -240,7 +240,7 @@ class HDF5Store(FeatureStore):
             for k, v in attrs.items():        # last: a group without them is one a crash cut short
                 group.attrs[k] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else json.dumps(v)
 
-    def _reopen_options(self):
+    def reopen_options(self):
         return {"chunk_rows": self._requested_rows, **({"dataset": self.dataset} if self.dataset != X_NAME else {})}
 
     def codec(self):

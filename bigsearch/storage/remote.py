@@ -456,8 +456,8 @@ class ObjectZarrStore(ZarrStore):
     def _disk_bytes(self):
         return sum(size for _, size in self._objects.values())
 
-    def _reopen_options(self):
-        return {"storage_options": self.storage_options, **self._cache_args, **super()._reopen_options()}
+    def reopen_options(self):
+        return {"storage_options": self.storage_options, **self._cache_args, **super().reopen_options()}
 
 
 def _version(meta):

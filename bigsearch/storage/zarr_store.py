@@ -249,7 +249,7 @@ class ZarrStore(FeatureStore):
             raise StoreError(f"{self.path}: the array {name} cannot be read: {_one_line(e)}; the store is "
                              "damaged, write it again") from e
 
-    def _reopen_options(self):
+    def reopen_options(self):
         return {"dataset": self.dataset} if self.dataset != X_NAME else {}
 
     def _read_group(self, name, select=None):
