@@ -120,7 +120,7 @@ def test_fingerprint_errors():
     from bigsearch.ingest.fingerprints import fingerprints, parse_spec
 
     for bad in ("maccs", "morgan:x", "morgan:4"):
-        with pytest.raises(ParameterError, match="--fingerprint"):
+        with pytest.raises(ParameterError, match="^fingerprint "):
             parse_spec(bad)
     with pytest.raises(InputError, match="line 3: 'C1CC' is not a SMILES"):
         fingerprints(["CCO", "CC", "C1CC"], parse_spec("morgan"), where=lambda i: f"mols.csv, line {i + 1}")

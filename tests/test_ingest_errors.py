@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import bigsearch
+from bigsearch.errors import BigsearchError
 
 from conftest import FIXTURES, run_cli
 
@@ -170,3 +171,21 @@ def test_labels_file_of_the_wrong_length(tmp_path):
     np.save(tmp_path / "y.npy", np.ones(49))
     msg = ingest_fails(tmp_path, tmp_path / "x.npy", "--labels", tmp_path / "y.npy")
     assert "y.npy: 49 labels, but" in msg and "x.npy has more rows" in msg
+
+
+@pytest.mark.parametrize("flags, options, library, cli", [
+    (["--rff", "0"], {"features": {"rff": 0}},
+     "rff 0: the number of random Fourier features needs D >= 1",
+     "--rff 0: the number of random Fourier features needs D >= 1"),
+    (["--prevalence", "0.1"], {"labels": {"prevalence": 0.1}},
+     "prevalence needs labels: give labels.column (or labels.files)",
+     "--prevalence needs labels: give --label-column (or --labels)"),
+])
+def test_the_library_names_parameters_and_the_cli_flags(tmp_path, flags, options, library, cli):
+    from bigsearch.ingest import FeatureOptions, LabelOptions, ingest
+    src = write(tmp_path, "rows.csv", "".join(GOOD_ROWS.splitlines(keepends=True)[:50]))
+    groups = {"features": FeatureOptions, "labels": LabelOptions}
+    with pytest.raises(BigsearchError) as e:
+        ingest([src], tmp_path / "lib.zarr", **{k: groups[k](**v) for k, v in options.items()})
+    assert str(e.value) == library
+    assert ingest_fails(tmp_path, src, *flags) == f"Error: {cli}"

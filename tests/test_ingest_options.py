@@ -36,7 +36,7 @@ INGEST = Path(__file__).resolve().parents[1] / "bigsearch" / "ingest"
         (lambda: LabelOptions(prevalence=1.0), "prevalence must be in (0, 1)"),
         (lambda: FeatureOptions(bins=1), "K >= 2"),
         (lambda: FeatureOptions(rff=0), "D >= 1"),
-        (lambda: FeatureOptions(rff=8, gamma=0), "gamma > 0"),
+        (lambda: FeatureOptions(rff=8, gamma=0), "a finite value > 0"),
         (lambda: OutputOptions(format="parquet"), "output format 'parquet' is not one of zarr, hdf5"),
         (lambda: OutputOptions(dtype="int8"), "dtype 'int8' is not one of float32, float64"),
         (lambda: OutputOptions(codec="snappy"), "codec 'snappy' is not one of none"),

@@ -2,6 +2,7 @@
 below it, also inside functions (where an import that dodges a cycle would hide)."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,62 @@ def test_only_storage_calls_the_store_formats_hooks():
                if isinstance(n, ast.Attribute) and n.attr in hooks and not (isinstance(n.value, ast.Name)
                                                                              and n.value.id in ("self", "cls"))]
     assert outside == []
+
+
+# -- library messages name parameters, not flags (issue 15) --------------------------------
+FLAG = re.compile(r"(?<![\w-])--[a-z]")
+QUOTED_COMMAND = re.compile(r"`[^`]*`")    # advice to run a command: "run `bigsearch ingest --bias`"
+
+
+def flags_in_strings(source):
+    """(line, text) of every string of ``source`` (f-strings whole, docstrings left out)
+    that names a --flag outside a quoted command."""
+    tree = ast.parse(source)
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)}
+    inner = {id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for v in node.values}
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in docstrings or id(node) in inner:
+            continue
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        else:
+            continue
+        if FLAG.search(QUOTED_COMMAND.sub("", text)):
+            out.append((node.lineno, text))
+    return out
+
+
+# The CLI speaks flags (it translates library errors with cli/options.py's flags_for);
+# testing drives the CLI and a browser.
+SPEAKS_FLAGS = ("cli", "testing")
+# Not yet converted (issue 15, partial): each file here still quotes flags in messages.
+NOT_YET = {
+    "backends/distributed.py", "datasets.py", "engine/fantasy.py", "engine/las.py", "engine/seeding.py",
+    "experiments/graded.py", "limits.py", "serve/server.py", "storage/encoding.py", "storage/format.py",
+    "storage/remote.py", "storage/writer.py",
+}
+LIBRARY = [p for p in MODULES if p.relative_to(PACKAGE).parts[0] not in SPEAKS_FLAGS
+           and str(p.relative_to(PACKAGE)) not in NOT_YET]
+
+
+@pytest.mark.parametrize("path", LIBRARY, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_library_messages_name_parameters_not_flags(path):
+    assert flags_in_strings(path.read_text()) == [], (
+        f"{path.relative_to(PACKAGE)} quotes CLI flags: name the parameter (the CLI's flags_for says it as the flag)")
+
+
+def test_the_flag_scan_sees_messages_and_allows_quoted_commands():
+    found = flags_in_strings(
+        '"""Docstrings may say --rff."""\n'
+        'def f(d):\n'
+        '    """Nor here: --rff."""\n'
+        '    raise ValueError(f"--rff {d} needs D >= 1")\n'
+        'def g(path):\n'
+        '    raise ValueError(f"{path}: run `bigsearch ingest {path} OUT --bias` to convert it")\n'
+        'HINT = "use fewer features " "(--drop)"\n')
+    assert sorted(line for line, _ in found) == [4, 7]

@@ -6,13 +6,22 @@ import click
 
 from ..errors import ParameterError
 from . import main
-from .options import cluster_backend, cluster_options, object_store_options
+from .options import as_flags, cluster_backend, cluster_options, flags_for, object_store_options
+
+# The library's names for what ingest's flags set (ingest/options.py): errors speak of those.
+INGEST_FLAGS = ("rff", "gamma", "bins", "minmax", "minmax_buckets", "minmax_power", "smiles_column", "fingerprint",
+                "n_features", "prevalence", "cluster_order", "overwrite")
+INGEST_RENAMED = {"labels.column": "--label-column", "labels.files": "--labels", "labels.positive": "--positive",
+                  "features.drop": "--drop", "features.categorical": "--categorical",
+                  "features.normalize": "--normalize", "source.format": "--format", "source.dataset": "--dataset",
+                  "output.encoding": "--encoding"}
 
 
 class BarProgress:
     """A click progress bar per pass on stderr; hidden with --quiet or off a terminal."""
 
-    def __init__(self, quiet):
+    def __init__(self, quiet, flags=lambda message: message):
+        self.flags = flags         # says the parameters a library warning names as flags
         self.show = not quiet and sys.stderr.isatty()
         self.bar, self.done, self._finished = None, 0, None
 
@@ -32,7 +41,7 @@ class BarProgress:
             self.bar = None
 
     def warn(self, message):
-        click.echo(f"Warning: {message}", err=True)
+        click.echo(f"Warning: {self.flags(message)}", err=True)
 
     def step(self, label, done, total):
         """As a ``progress(what, done, total)`` callback: one bar per step, in turn, each
@@ -151,11 +160,10 @@ def ingest(paths, scheduler, cluster, quiet, **flags):
     _choice(flags["dtype"], ("float32", "float64"), "--dtype")
     _choice(flags["encoding"], ENCODINGS, "--encoding")
     _choice(flags["codec"], CODECS, "--codec")
-    groups = _option_groups(flags)
-    progress = BarProgress(quiet)
+    progress = BarProgress(quiet, lambda message: as_flags(message, *INGEST_FLAGS, renamed=INGEST_RENAMED))
     try:
-        with cluster_backend(scheduler, cluster) as backend:
-            summary = run_ingest(list(paths[:-1]), paths[-1], **groups, progress=progress,
+        with flags_for(*INGEST_FLAGS, renamed=INGEST_RENAMED), cluster_backend(scheduler, cluster) as backend:
+            summary = run_ingest(list(paths[:-1]), paths[-1], **_option_groups(flags), progress=progress,
                                  command=["bigsearch", "ingest", *sys.argv[2:]], backend=backend)
     finally:
         progress.end()

@@ -51,16 +51,24 @@ class MethodList(click.ParamType):
         return out
 
 
+def as_flags(message, *parameters, renamed=None):
+    """``message`` with the parameters it names (``init_index``, ``overwrite=True``) said as
+    this command's flags (``--init-index``, ``--overwrite``). ``renamed`` maps parameters
+    whose flag is spelled otherwise, e.g. ``{"labels.column": "--label-column"}``."""
+    flags = {name: "--" + name.replace("_", "-") for name in parameters} | dict(renamed or {})
+    for name, flag in flags.items():
+        # whole names only: not a part of another (labels.column, n_features, --rff)
+        message = re.sub(rf"(?<![\w.-]){re.escape(name)}(=True)?(?![\w-])", flag, message)
+    return message
+
+
 @contextlib.contextmanager
-def flags_for(*parameters):
-    """Library errors name parameters (``init_index``, ``overwrite=True``); say them as
-    this command's flags (``--init-index``, ``--overwrite``)."""
+def flags_for(*parameters, renamed=None):
+    """Library errors name parameters; say them as this command's flags (see as_flags)."""
     try:
         yield
     except BigsearchError as e:
-        message = str(e)
-        for name in parameters:
-            message = re.sub(rf"\b{name}(=True)?\b", "--" + name.replace("_", "-"), message)
+        message = as_flags(str(e), *parameters, renamed=renamed)
         if message == str(e):
             raise
         raise type(e)(message) from e

@@ -62,13 +62,13 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
     t0 = time.perf_counter()
     out = out if is_url(str(out)) else Path(out)      # a URL is never a local path (s3:// is not ./s3:)
     if _store_exists(out, kind) and not overwrite:
-        raise StoreExistsError(f"{out} already exists; pass overwrite=True (--overwrite) to replace it")
+        raise StoreExistsError(f"{out} already exists; pass overwrite=True to replace it")
     if store_location(out, resolve=True) == store_location(getattr(source, "path", source), resolve=True):
         raise ParameterError("cluster order writes a new store: give an output path other than the source")
     with open_store(source) as store:
         if store.encoding not in ("float32", "float64"):
             raise ParameterError(f"{store.path} is {store.encoding}-encoded; cluster order rewrites float stores: "
-                                 "ingest again with --cluster-order (and --encoding), which orders before encoding")
+                                 "ingest again with cluster_order (and output.encoding), which orders before encoding")
         k = default_clusters(store.n) if clusters is None else int(clusters)
         if not 1 <= k <= store.n:
             raise ParameterError(f"clusters must be between 1 and n = {store.n}, got {clusters}")

@@ -54,14 +54,14 @@ def parse_spec(text, counts=False):
     kind, _, bits = str(text).strip().lower().partition(":")
     if kind not in KINDS:
         raise ParameterError(
-            f"--fingerprint {text!r}: the kind must be one of {', '.join(KINDS)} (optionally :BITS, e.g. morgan:2048)"
+            f"fingerprint {text!r}: the kind must be one of {', '.join(KINDS)} (optionally :BITS, e.g. morgan:2048)"
         )
     try:
         n_bits = int(bits) if bits else DEFAULT_BITS
     except ValueError:
-        raise ParameterError(f"--fingerprint {text!r}: BITS must be an integer, e.g. {kind}:2048") from None
+        raise ParameterError(f"fingerprint {text!r}: BITS must be an integer, e.g. {kind}:2048") from None
     if not 8 <= n_bits <= 1 << 20:
-        raise ParameterError(f"--fingerprint {text!r}: BITS must be between 8 and 1048576")
+        raise ParameterError(f"fingerprint {text!r}: BITS must be between 8 and 1048576")
     _rdkit()
     return FingerprintSpec(kind, n_bits, bool(counts))
 
@@ -72,7 +72,7 @@ def _rdkit():
         from rdkit import RDLogger
     except ImportError:
         raise ParameterError(
-            "--fingerprint needs RDKit: pip install 'bigsearch[chem]' (or pip install rdkit)"
+            "smiles_column needs RDKit: pip install 'bigsearch[chem]' (or pip install rdkit)"
         ) from None
     RDLogger.DisableLog("rdApp.*")  # parse failures are reported by us, with the row
     return rdkit

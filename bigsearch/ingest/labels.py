@@ -31,11 +31,11 @@ class LabelRule:
     def __post_init__(self):
         if not self.positives and not self.numeric and not self.stored:
             raise ParameterError(f"label column {self.name} holds text; say which values are positive "
-                                 "with --positive VALUE (repeatable)")
+                                 "with labels.positive VALUE (repeatable)")
         if self.numeric and self.positives:
             bad = [p for p in self.positives if _number(p) is None]
             if bad:
-                raise ParameterError(f"--positive {bad[0]!r} is not a number, but label column "
+                raise ParameterError(f"labels.positive {bad[0]!r} is not a number, but label column "
                                      f"{self.name} holds numbers")
 
 
@@ -81,7 +81,7 @@ def _numeric_labels(block, rule, values):
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise InputError(f"{block.where(i)}: label {values[i]:g} is not binary (1, or 0 / -1); "
-                         "say which values are positive with --positive VALUE")
+                         "say which values are positive with labels.positive VALUE")
     if rule.stored:  # a store's own y: -1 is unknown
         y = np.where(known, values, -1)
     else:
@@ -116,11 +116,11 @@ class PositiveSubsample:
         self.k = int(round(prevalence / (1 - prevalence) * n_neg))
         current = n_pos / max(1, n_pos + n_neg)
         if self.k > n_pos:
-            raise ParameterError(f"--prevalence {prevalence} is above the data's prevalence "
+            raise ParameterError(f"prevalence {prevalence} is above the data's share of positives "
                                  f"({current:.4f}: {n_pos:,} positives, {n_neg:,} negatives); "
                                  "ingest only subsamples positives")
         if self.k < 1:
-            raise ParameterError(f"--prevalence {prevalence} keeps no positive of {n_pos:,} "
+            raise ParameterError(f"prevalence {prevalence} keeps no positive of {n_pos:,} "
                                  f"(with {n_neg:,} negatives)")
         self.rng = np.random.default_rng([seed, 0])
         self.need, self.left = self.k, n_pos

@@ -39,11 +39,11 @@ GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 def check_minmax(spec):
     """spec: {"samples": D, "buckets": B, "power": p, "seed": S}."""
     if spec["samples"] < 1:
-        raise ParameterError("--minmax D needs D >= 1 samples")
+        raise ParameterError("minmax D needs D >= 1 samples")
     if spec["buckets"] < 2:
-        raise ParameterError("--minmax-buckets B needs B >= 2")
+        raise ParameterError("minmax_buckets B needs B >= 2")
     if not 1 <= spec["power"] <= 8:
-        raise ParameterError("--minmax-power p must be between 1 and 8")
+        raise ParameterError("minmax_power p must be between 1 and 8")
 
 
 def minmax_width(spec):
@@ -65,7 +65,7 @@ def minmax_features(Z, spec, params):
     """z(Z) as the module docstring defines it: (m, D * B) float64."""
     if Z.size and Z.min() < 0:
         row = int(np.argwhere(Z < 0)[0][0])
-        raise InputError(f"--minmax needs non-negative features; row {row} of the block has a negative one")
+        raise InputError(f"minmax needs non-negative features; row {row} of the block has a negative one")
     buckets = cws_buckets(np.ascontiguousarray(Z, np.float64), *params, spec["power"], spec["buckets"])
     D, B = spec["samples"], spec["buckets"]
     out = np.zeros((len(Z), D * B))

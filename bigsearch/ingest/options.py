@@ -108,11 +108,11 @@ class FeatureOptions(_Group):
     def __post_init__(self):
         _as_tuple(self, "categorical", "drop")
         if self.bins is not None and self.bins < 2:
-            raise ParameterError(f"--bins {self.bins}: quantile bins need K >= 2")
+            raise ParameterError(f"bins {self.bins}: quantile binning needs K >= 2")
         if self.rff is not None and self.rff < 1:
-            raise ParameterError(f"--rff {self.rff}: the number of random Fourier features needs D >= 1")
+            raise ParameterError(f"rff {self.rff}: the number of random Fourier features needs D >= 1")
         if self.rff and not 0 < self.gamma < math.inf:
-            raise ParameterError(f"--gamma {self.gamma}: the RBF kernel needs a finite gamma > 0")
+            raise ParameterError(f"gamma {self.gamma}: the RBF kernel needs a finite value > 0")
         if self.smiles_column is not None:
             from .fingerprints import parse_spec
             parse_spec(self.fingerprint, self.counts)
@@ -120,10 +120,10 @@ class FeatureOptions(_Group):
             from .minmax import check_minmax
             check_minmax(self.minmax_spec)
         if self.minmax and self.rff:
-            raise ParameterError("--minmax and --rff are two feature maps; choose one")
+            raise ParameterError("minmax and rff are two feature maps; choose one")
         for option, default, needs in _APPLIES_ONLY_WITH:
             if getattr(self, option) != default and getattr(self, needs) is None:
-                raise ParameterError(f"--{option.replace('_', '-')} applies only with --{needs.replace('_', '-')} "
+                raise ParameterError(f"{option} applies only with {needs} "
                                      "(without it, it would be ignored)")
 
     @property

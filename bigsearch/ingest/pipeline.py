@@ -71,7 +71,7 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     label_readers = _label_readers(labels.files, readers)
     rule = _label_rule(readers, label_readers, labels.column, labels.positive)
     if labels.prevalence is not None and rule is None:
-        raise ParameterError("--prevalence needs labels: give --label-column (or --labels)")
+        raise ParameterError("prevalence needs labels: give labels.column (or labels.files)")
     plan = _plan(readers, rule, features)
     _check_plan_size(plan)
     stats = None
@@ -105,7 +105,7 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
         if stats is None:
             _check_positives(readers, rule, totals, progress)
         if totals["zero_rows"]:
-            progress.warn(f"{totals['zero_rows']:,} rows are all zero; --normalize leaves them zero")
+            progress.warn(f"{totals['zero_rows']:,} rows are all zero; features.normalize leaves them zero")
         writer.set_attrs(featurization=_featurization(plan, rule, subsample, features.bins),
                          provenance=_provenance(readers, label_readers, totals, command))
     if output.cluster_order is not None:
@@ -192,7 +192,7 @@ def _check_plan_size(plan):
     """The plan's widths must fit a one-row transform step, and the RFF weights memory."""
     known = sum(1 if c.kind in ("onehot", "bins") and c.categories is None and c.edges is None else c.width
                 for c in plan.columns) + int(plan.bias)     # one-hot and bin widths come with pass 1
-    limits.check_features(known, "the encoded input", "--drop wide columns or one-hot encode fewer")
+    limits.check_features(known, "the encoded input", "drop wide columns (features.drop) or one-hot encode fewer")
     if plan.rff:
         limits.check_rff(known, plan.rff["dim"])
 
@@ -202,17 +202,17 @@ def _check_output(out, kind, sources, overwrite):
     if is_url(out):
         check_writable(out, kind)           # before any pass (--cluster-order writes OUT last)
         if not overwrite and store_exists(out):
-            raise StoreExistsError(f"{out} already exists; choose another OUT or pass --overwrite")
+            raise StoreExistsError(f"{out} already exists; choose another OUT or pass overwrite=True")
         return
     if out.exists() and not overwrite:
-        raise StoreExistsError(f"{out} already exists; choose another OUT or pass --overwrite")
+        raise StoreExistsError(f"{out} already exists; choose another OUT or pass overwrite=True")
     for s in sources:
         if Path(s).resolve() == out.resolve():
             raise ParameterError(f"{out} is both an input and the output")
         if out.resolve() in Path(s).resolve().parents:
             raise ParameterError(f"{out} holds the input {s}; write the store elsewhere")
     if out.exists() and not is_feature_store(out):
-        raise StoreExistsError(f"{out} is not a bigsearch store, so --overwrite will not replace it (it replaces "
+        raise StoreExistsError(f"{out} is not a bigsearch store, so overwrite=True will not replace it (it replaces "
                                "only a store); choose another OUT")
 
 
@@ -234,7 +234,7 @@ def _label_readers(labels, readers):
     if not labels:
         return None
     if len(labels) != len(readers):
-        raise ParameterError(f"{len(labels)} --labels files for {len(readers)} inputs; give one per input, in order")
+        raise ParameterError(f"{len(labels)} labels.files for {len(readers)} inputs; give one per input, in order")
     out = [open_reader(p) for p in labels]
     for lr in out:
         if len(lr.columns) != 1:
@@ -261,8 +261,8 @@ def _label_rule(readers, label_readers, label_column, positive):
     if label_column is not None:
         if not readers[0].label_column_allowed:
             raise ParameterError(f"a {readers[0].format.upper()} file's label is the first value of each line; "
-                                 "leave out --label-column")
-        j = _resolve(readers[0], [label_column], "--label-column")[0]
+                                 "leave out labels.column")
+        j = _resolve(readers[0], [label_column], "labels.column")[0]
         numeric = all(r.columns[j].numeric for r in readers)
         return LabelRule(j, readers[0].columns[j].name, numeric, positive)
     if label_readers:
@@ -275,31 +275,31 @@ def _label_rule(readers, label_readers, label_column, positive):
             raise InputError(f"{missing}: has no labels, but other inputs have")
         return LabelRule(None, f"of {readers[0].path}", True, positive, stored=readers[0].labels_are_stored)
     if positive:
-        raise ParameterError("--positive needs labels: give --label-column NAME|INDEX (or --labels FILE)")
+        raise ParameterError("labels.positive needs labels: give labels.column NAME|INDEX (or labels.files FILE)")
     return None
 
 
 def _plan(readers, rule, features):
     columns = _column_plans(readers, rule, features)
     if not columns:
-        raise ParameterError("no feature columns are left after the label and --drop")
-    dropped = [readers[0].columns[j].name for j in _resolve(readers[0], features.drop, "--drop")]
+        raise ParameterError("no feature columns are left after the label and features.drop")
+    dropped = [readers[0].columns[j].name for j in _resolve(readers[0], features.drop, "features.drop")]
     return Plan(columns, features.normalize, features.bias, features.rff_spec, dropped=dropped,
                 idf={} if features.idf else None, minmax=features.minmax_spec)
 
 
 def _column_plans(readers, rule, features):
     first = readers[0]
-    cat = set(_resolve(first, features.categorical, "--categorical"))
-    skip = set(_resolve(first, features.drop, "--drop"))
+    cat = set(_resolve(first, features.categorical, "features.categorical"))
+    skip = set(_resolve(first, features.drop, "features.drop"))
     if rule is not None and rule.column is not None:
         skip.add(rule.column)
     smiles = None
     if features.smiles_column is not None:
         if not readers[0].label_column_allowed:
-            raise ParameterError(f"--smiles-column needs a file with named columns (CSV, Parquet), "
+            raise ParameterError(f"smiles_column needs a file with named columns (CSV, Parquet), "
                                  f"not {readers[0].format.upper()}")
-        smiles = _resolve(first, [features.smiles_column], "--smiles-column")[0]
+        smiles = _resolve(first, [features.smiles_column], "smiles_column")[0]
     plans = []
     for j, col in enumerate(first.columns):
         if j in skip:
@@ -403,7 +403,7 @@ def _check_categories(plan, stats):
         if c.kind == "onehot" and count > MAX_CATEGORIES:
             raise InputError(f"column {c.name} has more than {MAX_CATEGORIES:,} distinct values ({count:,} "
                              "so far): one-hot encoding it would make a feature per value; it looks like an "
-                             f"identifier or free text: --drop {c.name}")
+                             f"identifier or free text: features.drop {c.name}")
 
 
 def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids, write_ids,
@@ -454,11 +454,11 @@ def _check_positives(readers, rule, stats, progress):
     if not stats["matched"]:
         seen = ", ".join(sorted(stats["label_values"])) or "none"
         files = ", ".join(r.path for r in readers)
-        raise InputError(f"{files}: --positive {' / '.join(rule.positives)} never occurs in label column "
+        raise InputError(f"{files}: labels.positive {' / '.join(rule.positives)} never occurs in label column "
                          f"{rule.name} (values seen: {seen})")
     for p in rule.positives:
         if p not in stats["matched"]:
-            progress.warn(f"--positive {p!r} never occurs in label column {rule.name}")
+            progress.warn(f"labels.positive {p!r} never occurs in label column {rule.name}")
 
 
 # -- what the store records ---------------------------------------------------------------

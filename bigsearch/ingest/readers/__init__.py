@@ -91,12 +91,12 @@ def _sniff_text(path, head):
     if not head:
         raise InputError(f"{path}: empty file")
     if b"\0" in head:
-        raise InputError(f"{path}: cannot tell the format of this binary file; give --format "
+        raise InputError(f"{path}: cannot tell the format of this binary file; give source.format "
                          f"({'|'.join(READERS)})")
     complete = head.splitlines()[:-1] or head.splitlines()   # the last line may be cut
     lines = [ln for ln in complete if ln.strip() and not ln.startswith((b"#", b"|"))]
     if not lines:
-        raise InputError(f"{path}: no data lines; give --format ({'|'.join(READERS)})")
+        raise InputError(f"{path}: no data lines; give source.format ({'|'.join(READERS)})")
     tokens = lines[0].split(b"#", 1)[0].split()
     if len(tokens) >= 2 and all(LIBSVM_TOKEN.match(t) for t in tokens[1:]):
         return "libsvm"

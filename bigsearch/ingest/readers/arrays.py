@@ -68,7 +68,7 @@ class ArrayReader(Reader):
         two_d = [k for k in names if len(self._root[k].shape) == 2]
         if len(two_d) == 1:
             return two_d[0]
-        raise InputError(f"{self.path}: choose the feature matrix with --dataset "
+        raise InputError(f"{self.path}: choose the feature matrix with source.dataset "
                          f"(2-D datasets: {', '.join(two_d) or 'none'})")
 
     def _optional(self, name):

@@ -69,7 +69,7 @@ class LibsvmReader(Reader):
             raise InputError(f"{path}: empty file (no data rows)")
         check_text(path, read_sample(path, 1 << 20)[0], "LIBSVM")
         if n_features is not None:
-            limits.check_features(n_features, f"{path}: --n-features", "pass the number of features the data has")
+            limits.check_features(n_features, f"{path}: n_features", "pass the number of features the data has")
         self.columns = None if n_features is None else self._named(n_features)
 
     def _named(self, n):
@@ -169,7 +169,7 @@ class LibsvmReader(Reader):
             except ValueError as e:
                 reason = str(e)
                 if "Invalid index 0" in reason:
-                    reason += "; indices start at 1 in LIBSVM files (leave out --n-features to detect 0-based files)"
+                    reason += "; indices start at 1 in LIBSVM files (leave out n_features to detect 0-based files)"
                 return InputError(f"{self.path}, line {first_line + i + 1}: {reason}")
         return InputError(f"{self.path}, after line {first_line}: {error}")
 

@@ -70,7 +70,7 @@ def check_text(path, sample, what):
     """Refuse a binary or non-UTF-8 file before a parser meets it, naming the first bad byte."""
     if NUL in sample:
         raise InputError(f"{path}: a binary file (byte {sample.index(NUL)} is NUL), not {what} text; "
-                         "give the right --format or convert it")
+                         "give the right source.format or convert it")
     try:
         sample.decode("utf-8")
     except UnicodeDecodeError as e:
