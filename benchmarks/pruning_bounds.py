@@ -266,7 +266,8 @@ def synthetic_pruner(nb, versions, scattered, r=128, p=32, seed=0):
     - 1 queries each read nb / 600 blocks (783 at 60M x 128, as the 60M run did): one run
     of blocks among the first 2% (a search staying in a cluster of positives), or
     ``scattered`` blocks anywhere (the worst case for groups: every group mixed)."""
-    from bigsearch.engine.pruning import BlockSummaries, Pruner, gram_basis
+    from bigsearch.engine.block_summaries import BlockSummaries, gram_basis
+    from bigsearch.engine.pruning import Pruner
 
     rng = np.random.default_rng(seed)
     start = np.arange(nb, dtype=np.int64) * 128

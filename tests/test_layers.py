@@ -145,17 +145,10 @@ def cycles(graph):
 
 
 # Circles of imports kept apart only by an import inside a function (the review found
-# ingest's featurize/stats/labels so). Still present, in modules other issues' work edits
-# this session: break them when it has landed.
-CIRCLES_STILL_THERE = [
-    ["bigsearch.engine.pruning", "bigsearch.engine.summaries"],
-    ["bigsearch.storage.base", "bigsearch.storage.remote", "bigsearch.storage.zarr_store"],
-    ["bigsearch.storage.remote_writer", "bigsearch.storage.writer"],
-]
-
-
-def test_no_new_import_circles():
-    assert cycles(module_graph()) == CIRCLES_STILL_THERE
+# ingest's featurize/stats/labels so, later engine.pruning/summaries, storage.base/remote/
+# zarr_store and storage.writer/remote_writer, all broken since): none may come back.
+def test_no_import_circles():
+    assert cycles(module_graph()) == []
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 

@@ -366,7 +366,8 @@ def test_groups_of_blocks_bound_their_rows_and_keep_the_order(store_factory):
     keeps the full pass's queries; at each query every group's bound holds for its rows,
     and the blocks come in the order of min(own bound, group's bound), ties to the lower
     index, as a full sort of those gives."""
-    from bigsearch.engine.pruning import Descending, GroupedOrder, group_summaries
+    from bigsearch.engine.block_summaries import group_summaries
+    from bigsearch.engine.pruning import Descending, GroupedOrder
 
     X, y = clustered_points(3000, 12, prevalence=0.02, seed=4, spread=0.5)
     order = np.lexsort((X[:, 1], X[:, 0]))

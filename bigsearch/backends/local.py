@@ -87,6 +87,14 @@ class LocalBackend:
         """Set per-point array ``name`` from a whole array of length n."""
         self._arrays[name][:] = values
 
+    def array_names(self) -> list[str]:
+        """The per-point arrays allocated, in the order they were."""
+        return list(self._arrays)
+
+    def assign_rows(self, name: str, rows: np.ndarray, values: np.ndarray) -> None:
+        """Set rows ``rows`` of per-point array ``name`` to ``values[rows]`` (``values``: length n)."""
+        self._arrays[name][rows] = values[rows]
+
     def gather(self, name: str) -> np.ndarray:
         """The whole per-point array ``name`` (a read-only view; no copy)."""
         view = self._arrays[name].view()

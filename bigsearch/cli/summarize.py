@@ -25,10 +25,9 @@ def summarize(store, block_rows, quiet):
     """Compute STORE's pruning block summaries and store them with it, so pruned searches
     (--prune) skip the pass that computes them (docs/store-format.md). Three passes over X;
     the summaries appear whole or not at all, and replace older ones."""
-    from ..engine.pruning import check_block_rows
+    from ..engine.block_summaries import check_block_rows
     from ..engine.summaries import write_block_summaries
-    from ..storage import open_store
-    from ..storage.remote import is_url
+    from ..storage import is_url, open_store
 
     with flags_for("block_rows"):
         check_block_rows(block_rows)

@@ -61,7 +61,7 @@ class ActiveSearch:
         Methods with ``GRADED`` also take graded labels, any y in [0, 1] (e.g. how good
         a measured score is): label propagation takes y as the point's soft label.
         ``labels`` shows such a point as 1 when y >= 0.5, else 0."""
-        indices, labels = self._validate(index, label)
+        indices, labels = self.validate_labels(index, label)
         for i, y in zip(indices, labels):
             self._label[i] = int(y >= 0.5)
             if y not in (0, 1):
@@ -149,7 +149,14 @@ class ActiveSearch:
         """The labels told for points ``idx``, graded ones included (float64)."""
         return np.array([self._grade.get(int(i), self._label[i]) for i in idx], np.float64)
 
-    def _validate(self, index: Labels, label: Labels) -> tuple[list[int], list[int | float]]:
+    @property
+    def has_pending(self) -> bool:
+        """Whether labels were told that the scores do not reflect yet (``sync`` applies them)."""
+        return bool(self._pending)
+
+    def validate_labels(self, index: Labels, label: Labels) -> tuple[list[int], list[int | float]]:
+        """(indices, labels) as ``tell`` would record them, or a LabelError saying what is
+        wrong (out of range, labeled already, not a label this method takes); records nothing."""
         scalar = np.ndim(index) == 0
         indices = [index] if scalar else list(index)  # type: ignore[arg-type]
         labels = [label] if np.ndim(label) == 0 else list(label)  # type: ignore[arg-type]

@@ -29,7 +29,8 @@ included, is the full pass's. A label lowers its block's cached maximum to the b
 remaining row's f (kept in memory), so a block is re-read only when u moved enough.
 
 The bookkeeping stays small at any n (``GroupedOrder``): blocks are grouped by
-GROUP_BLOCKS, a group has summaries of a block's form (``group_summaries``), and a query
+GROUP_BLOCKS, a group has summaries of a block's form (``group_summaries``, in
+engine/block_summaries.py with the blocks' own), and a query
 bounds every group (kernels/pruning.py, one pass, no temporaries), then the blocks of a
 group only when the group's bound reaches the blocks about to be read, sorting only
 those; a block's bound is the smaller of its own and its group's. Each block's version
@@ -43,165 +44,29 @@ chunk's summaries and cache in its state on the worker, and returns the chunk's 
 top k; the driver merges them (one round trip per query).
 """
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from ..backends import ChunkStep
-from ..errors import ParameterError
-from ..kernels.common import ROW_BLOCK
 from ..kernels.las import update_scores
 from ..kernels.pruning import block_bounds, group_bounds, unlabeled_maxima
 from ..storage.encoding import Encoded, decode, n_rows
+from . import summaries as saved  # the summaries saved with the store
+from .block_summaries import (
+    DEFAULT_BASIS,
+    BlockSummaries,
+    SummaryColumns,
+    check_block_rows,
+    compute_summaries,
+    gram_basis,
+    summary_step,
+)
 from .select import best_ranked
-from .steps import BLAS_ROWS
 
-DEFAULT_BLOCK_ROWS = 128
-DEFAULT_BASIS = 32
 SAFETY = 1e-9          # relative margin for rounding (dot products of length r err ~1e-14)
 NO_LABELS = np.zeros(0)
 MAX_BATCH = 64         # blocks read per round, at most (rounds grow 1, 2, 4, ...)
-GROUP_BLOCKS = 64      # blocks per group: a query bounds every group, then the blocks of the groups that can win
-WIDEN = 1e-12          # a group's box and radii widened by this times its largest row norm (their rounding)
-
-
-@dataclass
-class BlockSummaries:
-    """Per block (nb blocks): where it is, and what bounds its rows without reading them."""
-    block_rows: int
-    chunk: np.ndarray        # (nb,) chunk holding the block
-    start: np.ndarray        # (nb,) first global row
-    stop: np.ndarray         # (nb,) one past the last global row
-    basis: np.ndarray        # (r, p) orthonormal columns
-    centre: np.ndarray       # (nb, r) mean row
-    lo: np.ndarray           # (nb, p) box of P^T (x - centre)
-    hi: np.ndarray
-    radius_perp: np.ndarray  # (nb,) max ||(I - P P^T)(x - centre)||
-    radius: np.ndarray       # (nb,) max ||x - centre||
-    norm_max: np.ndarray     # (nb,) max ||x||
-    deg_min: np.ndarray      # (nb,)
-    deg_max: np.ndarray
-    groups: "BlockSummaries | None" = None   # of groups of GROUP_BLOCKS blocks (``grouped``)
-
-    @property
-    def n_blocks(self):
-        return len(self.start)
-
-    @property
-    def radii(self):
-        """What the bound kernel takes besides the centre and the box."""
-        return self.radius_perp, self.radius, self.norm_max, self.deg_min, self.deg_max
-
-    def grouped(self):
-        """The summaries of groups of GROUP_BLOCKS consecutive blocks (made once; their
-        ``start`` is each group's first block)."""
-        if self.groups is None:
-            self.groups = group_summaries(self, GROUP_BLOCKS)
-        return self.groups
-
-    def nbytes(self):
-        return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
-
-
-def check_block_rows(block_rows):
-    """Rows per block: a multiple of the kernels' ROW_BLOCK, so a block's rows go through
-    exactly the code path (pairs of rows, vectorized groups) they take in the full pass."""
-    if block_rows is None:
-        return DEFAULT_BLOCK_ROWS
-    if isinstance(block_rows, bool) or int(block_rows) != block_rows or block_rows < ROW_BLOCK \
-            or block_rows % ROW_BLOCK:
-        raise ParameterError(f"block_rows must be a positive multiple of {ROW_BLOCK}, got {block_rows!r}")
-    return int(block_rows)
-
-
-def block_layout(chunks, block_rows):
-    """(chunk, start, stop) of every block: runs of ``block_rows`` rows from each chunk's start."""
-    out = [(j, a, min(b, a + block_rows)) for j, (c0, b) in enumerate(chunks) for a in range(c0, b, block_rows)]
-    return tuple(np.array(col, np.int64) for col in zip(*out))
-
-
-def gram_basis(G, p):
-    """The top-p eigenvectors of the symmetric r x r matrix G (columns, orthonormal)."""
-    G = (G + G.T) / 2
-    _, vecs = np.linalg.eigh(G)
-    return np.ascontiguousarray(vecs[:, ::-1][:, :min(p, G.shape[0])])
-
-
-class SummaryColumns(NamedTuple):
-    """One chunk's block summaries: BlockSummaries' per-block fields, centre to deg_max."""
-    centre: np.ndarray
-    lo: np.ndarray
-    hi: np.ndarray
-    radius_perp: np.ndarray
-    radius: np.ndarray
-    norm_max: np.ndarray
-    deg_min: np.ndarray
-    deg_max: np.ndarray
-
-
-def summary_step(x, state, basis, block_rows):
-    """One chunk's block summaries (see BlockSummaries), from x and the chunk's degrees."""
-    m = n_rows(x)
-    starts = np.arange(0, m, block_rows)
-    parts = []
-    group = block_rows * max(1, BLAS_ROWS // block_rows)     # whole blocks per float64 copy
-    for g0 in range(0, m, group):
-        xb = decode(x, g0, g0 + group)
-        local = np.arange(0, len(xb), block_rows)
-        sizes = np.diff(np.append(local, len(xb)))
-        centre = np.add.reduceat(xb, local, axis=0) / sizes[:, None]
-        D = xb - np.repeat(centre, sizes, axis=0)
-        Z = D @ basis
-        E = D - Z @ basis.T
-        deg = state.deg[g0:g0 + len(xb)]
-        parts.append((centre, np.minimum.reduceat(Z, local, axis=0), np.maximum.reduceat(Z, local, axis=0),
-                      np.sqrt(np.maximum.reduceat(np.einsum("ij,ij->i", E, E), local)),
-                      np.sqrt(np.maximum.reduceat(np.einsum("ij,ij->i", D, D), local)),
-                      np.sqrt(np.maximum.reduceat(np.einsum("ij,ij->i", xb, xb), local)),
-                      np.minimum.reduceat(deg, local), np.maximum.reduceat(deg, local)))
-    assert sum(len(p[0]) for p in parts) == len(starts)
-    return SummaryColumns(*(np.concatenate(col) for col in zip(*parts)))
-
-
-# It reads the chunk's degrees, state it did not create.
-SUMMARY = ChunkStep(summary_step)
-
-
-def compute_summaries(mapper, chunks, basis, block_rows):
-    """Every block's summary in one pass (``mapper`` is a backend's ``map``)."""
-    chunk, start, stop = block_layout(chunks, block_rows)
-    cols = [np.concatenate(col) for col in zip(*mapper(SUMMARY, basis, block_rows))]
-    return BlockSummaries(block_rows, chunk, start, stop, basis, *cols)
-
-
-def group_summaries(sm, group_blocks):
-    """Summaries of groups of consecutive blocks, of the blocks' form, from the blocks'
-    alone: a group's centre C is the mean of its blocks' centres, and a row x of block b
-    has x - C = (x - c_b) + (c_b - C), so the group's box, residual radius and radius are
-    its blocks' shifted by c_b - C (the triangle inequality), widened by WIDEN relative
-    for the rounding of that shift. Bounds of a group hold for every row in it."""
-    first = np.arange(0, sm.n_blocks, group_blocks)
-    sizes = np.diff(np.append(first, sm.n_blocks))
-    cols = []
-    step = max(1, (1 << 16) // group_blocks)          # groups per slice: bounded temporaries
-    for g0 in range(0, len(first), step):
-        b0, b1 = first[g0], first[g0 + step] if g0 + step < len(first) else sm.n_blocks
-        local, n = first[g0:g0 + step] - b0, sizes[g0:g0 + step]
-        C = np.add.reduceat(sm.centre[b0:b1], local, axis=0) / n[:, None]
-        D = sm.centre[b0:b1] - np.repeat(C, n, axis=0)
-        Z = D @ sm.basis
-        perp = np.linalg.norm(D - Z @ sm.basis.T, axis=1)
-        norm_max = np.maximum.reduceat(sm.norm_max[b0:b1], local)
-        pad = WIDEN * norm_max
-        cols.append((C, np.minimum.reduceat(Z + sm.lo[b0:b1], local, axis=0) - pad[:, None],
-                     np.maximum.reduceat(Z + sm.hi[b0:b1], local, axis=0) + pad[:, None],
-                     np.maximum.reduceat(perp + sm.radius_perp[b0:b1], local) + pad,
-                     np.maximum.reduceat(np.linalg.norm(D, axis=1) + sm.radius[b0:b1], local) + pad,
-                     norm_max, np.minimum.reduceat(sm.deg_min[b0:b1], local),
-                     np.maximum.reduceat(sm.deg_max[b0:b1], local)))
-    return BlockSummaries(sm.block_rows, sm.chunk[first], first, np.append(first[1:], sm.n_blocks), sm.basis,
-                          *(np.concatenate(col) for col in zip(*cols)))
 
 
 class Pruner:
@@ -494,9 +359,8 @@ class LASPruning:
             return
         e = self.engine
         if self.local and self.summaries is None:
-            from .summaries import stored_summaries  # (it imports this module)
-            self.summaries, self.summaries_from = stored_summaries(e.store, self.block_rows, e.s,
-                                                                   e.backend.gather("deg"))
+            self.summaries, self.summaries_from = saved.stored_summaries(e.store, self.block_rows, e.s,
+                                                                         e.backend.gather("deg"))
             if self.summaries is not None:
                 self.basis = self.summaries.basis
         elif not self.local and self.summaries_from is None:
@@ -520,20 +384,19 @@ class LASPruning:
         """The dask backend: when the store's summaries fit X as far as the driver can tell
         (fingerprint, column sums), their basis is used and each worker reads its chunks'
         slice, which it uses only if its chunks' degrees match (``chunk_summaries``)."""
-        from .summaries import CHANGED, first_blocks, read_stored, store_source, stored_header
         e = self.engine
-        header, self.summaries_from = stored_header(e.store, self.block_rows)
+        header, self.summaries_from = saved.stored_header(e.store, self.block_rows)
         if header is None:
             return
         if not np.array_equal(header["s"], e.s):
-            self.summaries_from = CHANGED
+            self.summaries_from = saved.CHANGED
             return
-        got = read_stored(e.store, ("basis",), self.block_rows)
+        got = saved.read_stored(e.store, ("basis",), self.block_rows)
         if got is None:
-            self.summaries_from = CHANGED
+            self.summaries_from = saved.CHANGED
             return
         self.basis = got["basis"]
-        self.stored = (store_source(e.store), first_blocks(e.store.chunks, self.block_rows))
+        self.stored = (saved.store_source(e.store), saved.first_blocks(e.store.chunks, self.block_rows))
         self.summaries_from = "store, where each worker's chunks' degrees match (chunk_summaries_from())"
 
     def chunk_summaries_from(self):
@@ -670,15 +533,14 @@ def chunk_summaries(x, state, basis, block_rows, stored):
     with ``basis`` and its blocks' degrees are the stored ones (engine/summaries.py), read
     where the chunk is; else computed from x. ``state.summaries_from`` says which."""
     if stored is not None:
-        from .summaries import CHANGED, block_degrees, matches, read_chunk_summaries
-        from .summaries import FIELDS as stored_fields
         start = np.arange(0, n_rows(x), block_rows)
-        got = read_chunk_summaries(stored[0], int(stored[1][state.chunk_id]), len(start), (*stored_fields, "deg_sum"),
-                                   block_rows)
-        if got is not None and np.array_equal(got["basis"], basis) and matches(got, block_degrees(state.deg, start)):
+        got = saved.read_chunk_summaries(stored[0], int(stored[1][state.chunk_id]), len(start),
+                                         (*saved.FIELDS, "deg_sum"), block_rows)
+        degrees = saved.block_degrees(state.deg, start)
+        if got is not None and np.array_equal(got["basis"], basis) and saved.matches(got, degrees):
             state.summaries_from = "store"
-            return SummaryColumns(*(got[k] for k in stored_fields if k != "basis"))
-        state.summaries_from = CHANGED
+            return SummaryColumns(*(got[k] for k in saved.FIELDS if k != "basis"))
+        state.summaries_from = saved.CHANGED
     else:
         state.summaries_from = "computed"
     return summary_step(x, state, basis, block_rows)

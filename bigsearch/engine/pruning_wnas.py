@@ -39,13 +39,12 @@ from ..backends import ChunkStep
 from ..kernels.las import degrees
 from ..kernels.wnas import add_similarities
 from ..storage.encoding import decode, n_rows
+from .block_summaries import block_layout, check_block_rows
 from .pruning import (
     SAFETY,
     ChunkTop,
     apply_labels_to_chunk,
     best_first,
-    block_layout,
-    check_block_rows,
     row_range,
     rows_of,
 )

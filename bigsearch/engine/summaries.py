@@ -27,7 +27,7 @@ from ..errors import BigsearchError
 from ..storage import open_store
 from ..storage.fingerprint import store_fingerprint
 from ..storage.format import SUMMARIES_GROUP
-from .pruning import (
+from .block_summaries import (
     DEFAULT_BASIS,
     BlockSummaries,
     block_layout,

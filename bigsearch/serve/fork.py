@@ -36,7 +36,7 @@ DIRTY_SHARE = 0.25             # above this share of blocks to copy, one copy of
 
 def forkable(engine):
     """Whether :func:`fork` can copy this engine in memory (else use export/from_state)."""
-    return type(engine.backend) is LocalBackend and not engine._pending
+    return type(engine.backend) is LocalBackend and not engine.has_pending
 
 
 def fork(engine):
@@ -45,7 +45,8 @@ def fork(engine):
     clone = type(engine).__new__(type(engine))
     backend = LocalBackend(engine.store, source.n_threads, source.readahead)
     _copy_globals(engine, clone, backend)
-    for name, values in source._arrays.items():
+    for name in source.array_names():
+        values = source.gather(name)
         backend.alloc(name, values.dtype, 0)
         backend.assign(name, values)
     backend.set_rebuild(clone.rebuild_recipe)
@@ -57,18 +58,18 @@ def refit(target, source):
     uses) equal to ``source`` (:func:`forkable`), reusing its arrays; returns the share
     of rows copied (1.0: every array was copied whole)."""
     if type(target) is not type(source) or type(target.backend) is not LocalBackend \
-            or target.backend._arrays.keys() != source.backend._arrays.keys():
+            or set(target.backend.array_names()) != set(source.backend.array_names()):
         raise ValueError("refit needs two engines of the same method on the local backend")
     rows = _rows_that_differ(target, source)
     backend = target.backend
     _copy_globals(source, target, backend)
     share = 1.0
     if rows is None:
-        for name, values in source.backend._arrays.items():
-            np.copyto(backend._arrays[name], values)
+        for name in source.backend.array_names():
+            backend.assign(name, source.backend.gather(name))
     else:
-        for name, values in source.backend._arrays.items():
-            backend._arrays[name][rows] = values[rows]
+        for name in source.backend.array_names():
+            backend.assign_rows(name, rows, source.backend.gather(name))
         share = len(rows) / source.n
     return share
 

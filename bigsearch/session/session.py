@@ -265,10 +265,10 @@ class Session:
 
     def _adopt(self, index, label, engine, checkpoint, close_replaced):
         current = self.search
-        told = list(zip(*current._validate(index, label)))
+        told = list(zip(*current.validate_labels(index, label)))
         if not told:
             raise LabelError("no labels given")
-        if engine.history != current.history + told or engine._pending:
+        if engine.history != current.history + told or engine.has_pending:
             raise ParameterError("the engine given as applied= does not hold this session's labels "
                                  "followed by exactly these ones")
         record = self._writer_journal().append({"op": "label", "index": [i for i, _ in told],

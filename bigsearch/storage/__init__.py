@@ -9,6 +9,7 @@ offers the engine; ``writer`` writes any format atomically (through ``atomic``);
 from .base import FeatureStore
 from .format import FORMAT_VERSION, default_chunk_rows
 from .hdf5_store import HDF5Store
+from .location import is_url, local_dir_beside, require_local, store_location
 from .registry import (
     STORE_FORMATS,
     is_feature_store,
@@ -20,11 +21,11 @@ from .registry import (
     store_kind_for,
     store_source,
 )
-from .remote import is_url, local_dir_beside, require_local, store_location
+from .remote_writer import ObjectStoreWriter  # StoreWriter(url) writes through it (it names itself)
 from .writer import StoreWriter, create_store
 from .zarr_store import ZarrStore
 
-__all__ = ["FeatureStore", "HDF5Store", "ZarrStore", "StoreWriter", "create_store", "open_store",
+__all__ = ["FeatureStore", "HDF5Store", "ZarrStore", "StoreWriter", "ObjectStoreWriter", "create_store", "open_store",
            "store_kind_for", "store_format", "store_codecs", "register_store_format", "STORE_FORMATS",
            "register_array_type", "store_source", "is_feature_store",
            "default_chunk_rows", "FORMAT_VERSION", "is_url", "store_location", "local_dir_beside",

@@ -22,6 +22,7 @@ from .atomic import fsync_tree, publish_over, remove, remove_stale_leftovers, te
 from .encoding import SCALE_NAME, SCALED, as_chunk, bytes_per_point, concat, decode, encoding_of, take
 from .fingerprint import store_fingerprint
 from .format import SUMMARIES_GROUP, check_format_version, check_labels
+from .location import store_location
 
 PAGE = mmap.PAGESIZE
 
@@ -326,7 +327,6 @@ class FeatureStore:
     def reopen_path(self):
         """What ``open_store`` reopens this store from elsewhere (a dask worker): its
         absolute path or URL (an array store: itself, pickled)."""
-        from .remote import store_location
         return store_location(self.path)
 
     def __repr__(self):

@@ -18,7 +18,8 @@ from .arrays import ARRAY_TYPES, unsupported
 from .base import FeatureStore
 from .format import X_NAME
 from .hdf5_store import HDF5Store
-from .remote import is_url, local_path, open_object_store
+from .location import is_url, local_path
+from .remote import open_object_store
 from .zarr_store import ZarrStore
 
 STORE_FORMATS: dict[str, type[FeatureStore]] = {}  # kind -> class, in the order open_store asks them

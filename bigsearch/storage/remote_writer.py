@@ -7,12 +7,11 @@ was written; a killed writer's objects are deleted by the next write to the URL)
 Replacing an existing store (``overwrite=True``) deletes it first.
 """
 
-from ..errors import StoreError
 from .remote import check_url, check_writable, zarr_group_for_writing
 from .writer import StoreWriter
 
 
-class ObjectStoreWriter(StoreWriter):
+class ObjectStoreWriter(StoreWriter, for_urls=True):
     """``StoreWriter(url, ...)`` for ``s3://``, ``gs://`` and ``az://`` URLs (Zarr only);
     storage options from :func:`bigsearch.storage.remote.remote_defaults` and the
     environment."""
@@ -27,15 +26,9 @@ class ObjectStoreWriter(StoreWriter):
         group, self._publish, self._abort = zarr_group_for_writing(self.path, None, self.overwrite)
         return group
 
-    def close(self):
-        """Write what is pending, then the root zarr.json: the store appears."""
-        self._flush(final=True)
-        if self.n == 0:
-            self.abort()
-            raise StoreError(f"{self.path}: no rows were written")
-        self._backend.close()
+    def _publish_written(self):
+        """Write the root zarr.json: the store appears."""
         self._publish()
-        return self.path
 
     def abort(self):
         self._abort()

@@ -26,8 +26,8 @@ from .atomic import (
 )
 from .encoding import SCALED, binary_rows, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
 from .format import FEATURE_DTYPES, FORMAT_ATTR, check_labels, default_chunk_rows
+from .location import is_url, local_path
 from .registry import is_feature_store, store_format, store_kind_for
-from .remote import is_url, local_path
 
 
 class StoreWriter:
@@ -40,10 +40,21 @@ class StoreWriter:
     temporary store and leaves ``path`` untouched.
     """
 
+    # The subclass that writes object-store URLs (remote_writer.py's ObjectStoreWriter,
+    # imported with the package): it names itself by ``class W(StoreWriter, for_urls=True)``,
+    # so this module needs no import of it (it imports this one).
+    url_writer: "type[StoreWriter] | None" = None
+
+    def __init_subclass__(cls, for_urls=False, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if for_urls:
+            StoreWriter.url_writer = cls
+
     def __new__(cls, path, *args, **kwargs):
         if cls is StoreWriter and is_url(path):   # s3://, gs://, az://: written in place, published last
-            from .remote_writer import ObjectStoreWriter
-            cls = ObjectStoreWriter
+            if StoreWriter.url_writer is None:
+                raise StoreError(f"{path}: no writer for object-store URLs is loaded (import bigsearch.storage)")
+            cls = StoreWriter.url_writer
         return super().__new__(cls)
 
     def __init__(self, path, n_features, *, dtype="float32", chunk_rows=None, kind=None,
@@ -143,12 +154,17 @@ class StoreWriter:
     before_publish = None   # callable(temporary path): runs on the complete store before it is published
 
     def close(self):
-        """Write what is pending and move the finished store to ``path``."""
+        """Write what is pending and publish the finished store at ``path``."""
         self._flush(final=True)
         if self.n == 0:
             self.abort()
             raise StoreError(f"{self.path}: no rows were written")
         self._backend.close()
+        self._publish_written()
+        return self.path
+
+    def _publish_written(self):
+        """Move the complete temporary store to ``path``."""
         if self.before_publish is not None:
             try:
                 self.before_publish(self.tmp)
@@ -163,7 +179,6 @@ class StoreWriter:
             publish_over(self.tmp, self.path)
         else:
             publish(self.tmp, self.path)
-        return self.path
 
     def abort(self):
         try:

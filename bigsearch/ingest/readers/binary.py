@@ -26,11 +26,15 @@ class _RowStream(Reader):
             raise InputError(f"{self.path}: rows of shape {tuple(row_shape)} hold no values")
         self.columns = [Column(str(j), True) for j in range(self.width)]
 
+    def _row_blocks(self, block_bytes):
+        """(first row, rows) of each block: as many rows as fit in ``block_bytes``, at least one."""
+        step = max(1, block_bytes // (self.width * self.dtype.itemsize))
+        for a in range(0, self.n, step):
+            yield a, min(step, self.n - a)
+
     def _stream_blocks(self, stream, block_bytes):
         row_bytes = self.width * self.dtype.itemsize
-        step = max(1, block_bytes // row_bytes)
-        for a in range(0, self.n, step):
-            m = min(step, self.n - a)
+        for a, m in self._row_blocks(block_bytes):
             data = read_exactly(stream, m * row_bytes, self.path, f"rows {a + 1}-{a + m} of {self.n}")
             self.rows_read = a + m
             yield Block(self, a, matrix=np.frombuffer(data, self.dtype).reshape(m, self.width))
@@ -77,10 +81,9 @@ class NpyReader(_RowStream):
             raise InputError(f"{self.path}: a gzipped column-major (Fortran order) array cannot be "
                              "streamed by rows; decompress it or save it in C order") from None
         x = x.reshape(self.n, self.width, order="F")
-        step = max(1, block_bytes // (self.width * self.dtype.itemsize))
-        for a in range(0, self.n, step):
-            self.rows_read = min(self.n, a + step)
-            yield Block(self, a, matrix=np.ascontiguousarray(x[a:a + step]))
+        for a, m in self._row_blocks(block_bytes):
+            self.rows_read = a + m
+            yield Block(self, a, matrix=np.ascontiguousarray(x[a:a + m]))
 
 
 def _npy_header(stream, path):
