@@ -257,7 +257,7 @@ def download(f, dest):
             problems.append(f"{url}: {_reason(e)}")
     raise DatasetError(
         f"cannot download {f.name} ({'; '.join(problems)}); without internet, fetch from a "
-        f"local copy: --source DIR or {MIRROR_ENV}=DIR"
+        f"local copy: source=DIR or {MIRROR_ENV}=DIR"
     )
 
 

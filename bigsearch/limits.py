@@ -80,8 +80,8 @@ def check_features(n_features, where, fix="check the input, or pass fewer featur
 def check_rff(input_width, dim):
     """The random Fourier feature weights (input width x D, float64) and a few rows of D."""
     need = (int(input_width) + 5) * int(dim) * 8
-    check_memory(need, f"--rff {int(dim):,} random features on {int(input_width):,} encoded features",
-                 "choose a smaller --rff D (the paper uses a few hundred to a few thousand)")
+    check_memory(need, f"rff {int(dim):,} random features on {int(input_width):,} encoded features",
+                 "choose a smaller rff D (the paper uses a few hundred to a few thousand)")
 
 
 def check_disk(out, rows, width, itemsize):
@@ -96,7 +96,7 @@ def check_disk(out, rows, width, itemsize):
     if need > free:
         raise ResourceError(f"the store would take about {_size(need)} ({int(rows):,} rows x {int(width):,} "
                             f"features), more than the {_size(free)} free on the disk of {parent}; "
-                            "write it elsewhere, or use fewer features (--rff D, --drop)")
+                            "write it elsewhere, or use fewer features (rff D, features.drop)")
 
 
 def check_values(X, dtype, where):
@@ -112,7 +112,7 @@ def check_values(X, dtype, where):
                   f"is too large (at most {limit:.3g} in magnitude: the store holds {np.dtype(dtype).name} "
                   "and the engine sums products of features in float64)")
         raise DataError(f"{where(int(row))}: feature {int(col)} = {value:.6g} {reason}; "
-                        "rescale the input or use --normalize")
+                        "rescale the input or use features.normalize")
 
 
 def _size(n):

@@ -201,7 +201,7 @@ def test_dataset_names_the_array_holding_X(small_data, tmp_path, kind):
     assert (store.r, store.chunk_rows, store.dataset) == (4, 9, "emb") and store.fast_path
     np.testing.assert_array_equal(read_all(store), X[:, 2:])
     np.testing.assert_array_equal(store.labels(), y)  # the group's y goes with it
-    with pytest.raises(StoreError, match="no (array|dataset) 'nope'.*'X', 'emb'.*--dataset"):
+    with pytest.raises(StoreError, match="no (array|dataset) 'nope'.*'X', 'emb'.*dataset=NAME"):
         bigsearch.open_store(path, {"dataset": "nope"})
     if kind == "hdf5":
         return  # the commands below read either kind through the same option

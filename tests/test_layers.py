@@ -198,12 +198,8 @@ def flags_in_strings(source):
 # The CLI speaks flags (it translates library errors with cli/options.py's flags_for);
 # testing drives the CLI and a browser.
 SPEAKS_FLAGS = ("cli", "testing")
-# Not yet converted (issue 15, partial): each file here still quotes flags in messages.
-NOT_YET = {
-    "backends/distributed.py", "datasets.py", "engine/fantasy.py", "engine/las.py", "engine/seeding.py",
-    "experiments/graded.py", "limits.py", "serve/server.py", "storage/encoding.py", "storage/format.py",
-    "storage/remote.py", "storage/writer.py",
-}
+# Files that still quote flags in messages (none left: issue 15).
+NOT_YET: set[str] = set()
 LIBRARY = [p for p in MODULES if p.relative_to(PACKAGE).parts[0] not in SPEAKS_FLAGS
            and str(p.relative_to(PACKAGE)) not in NOT_YET]
 

@@ -122,11 +122,11 @@ def _client(scheduler, security):
         # TypeError: a tls:// address without credentials; RuntimeError: credentials
         # (require_encryption) for a tcp:// address, which cannot authenticate the scheduler
         if str(scheduler).startswith("tls://") and not security.tls_ca_file:
-            hint = ("; it speaks TLS: give its CA and this client's certificate and key (--tls-ca-file, --tls-cert, "
-                    "--tls-key)")
+            hint = ("; it speaks TLS: give its CA and this client's certificate and key (tls_ca_file, tls_cert, "
+                    "tls_key)")
         elif security.require_encryption and "encryption required" in str(e):
             hint = ("; TLS credentials were given but the scheduler's address is plain TCP: give its tls:// address "
-                    "(or drop the --tls options on a trusted network, docs/cluster.md)")
+                    "(or drop the TLS options on a trusted network, docs/cluster.md)")
         else:
             hint = ""
         raise ClusterError(f"cannot connect to the dask scheduler at {scheduler}: {str(e).splitlines()[0]}"
@@ -136,10 +136,10 @@ def _client(scheduler, security):
 def tls_security(ca_file=None, cert=None, key=None):
     """The ``Security`` of a client that trusts the scheduler only when its certificate is
     signed by ``ca_file``, and shows it ``cert`` (with ``key``); None when none is given."""
-    given = {"--tls-ca-file": ca_file, "--tls-cert": cert, "--tls-key": key}
+    given = {"tls_ca_file": ca_file, "tls_cert": cert, "tls_key": key}
     if not any(given.values()):
         return None
-    missing = [name for name, value in given.items() if not value and name != "--tls-key"]
+    missing = [name for name, value in given.items() if not value and name != "tls_key"]
     if missing:
         raise ClusterError(f"TLS to a scheduler needs {' and '.join(missing)} as well (docs/cluster.md)")
     for name, value in given.items():

@@ -13,6 +13,11 @@ import click
 
 from .. import __version__
 from ..errors import BigsearchError
+from .options import as_flags
+
+# Parameters whose flag every command that takes them spells alike (cli/options.py).
+EVERY_COMMANDS_FLAGS = {"storage_options": "--storage-option", "dataset=NAME": "--dataset NAME",
+                        "tls_ca_file": "--tls-ca-file", "tls_cert": "--tls-cert", "tls_key": "--tls-key"}
 
 
 class Group(click.Group):
@@ -27,7 +32,7 @@ class Group(click.Group):
         except click.UsageError as e:
             fail(e.format_message())
         except BigsearchError as e:
-            fail(str(e))
+            fail(as_flags(str(e), renamed=EVERY_COMMANDS_FLAGS))
         except OSError as e:
             if e.errno == errno.EPIPE:
                 closed_pipe()

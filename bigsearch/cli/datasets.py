@@ -3,6 +3,7 @@
 import click
 
 from . import main
+from .options import flags_for
 
 
 @main.group()
@@ -42,7 +43,8 @@ def fetch(names, source):
     for name in names:
         dataset(name)  # every name is known before anything is fetched
     for name in names:
-        click.echo(fetch_dataset(name, source=source))
+        with flags_for(renamed={"source=DIR": "--source DIR"}):
+            click.echo(fetch_dataset(name, source=source))
 
 
 @datasets.command()

@@ -13,8 +13,8 @@ INGEST_FLAGS = ("rff", "gamma", "bins", "minmax", "minmax_buckets", "minmax_powe
                 "n_features", "prevalence", "cluster_order", "overwrite")
 INGEST_RENAMED = {"labels.column": "--label-column", "labels.files": "--labels", "labels.positive": "--positive",
                   "features.drop": "--drop", "features.categorical": "--categorical",
-                  "features.normalize": "--normalize", "source.format": "--format", "source.dataset": "--dataset",
-                  "output.encoding": "--encoding"}
+                  "features.normalize": "--normalize", "features.bias": "--bias", "source.format": "--format",
+                  "source.dataset": "--dataset", "output.encoding": "--encoding", "output.format": "--output-format"}
 
 
 class BarProgress:

@@ -24,6 +24,7 @@ from .options import (
 
 # Parameters the library names in its errors, and the flags users give them by here.
 RUN_FLAGS = ("init_index", "init_positives", "init_negatives", "batch_size", "overwrite", "start_from", "fantasy")
+RUN_RENAMED = {"graded scores": "--scores", "graded BEST,ZERO": "--grade"}    # graded=(FILE, BEST, ZERO)
 
 
 def run_and_report(store, methods, budget, out, *, quiet=False, table=True, **kwargs):
@@ -32,7 +33,7 @@ def run_and_report(store, methods, budget, out, *, quiet=False, table=True, **kw
     from ..experiments import run_methods
     from ..experiments.reports import markdown_table
     runs = kwargs.get("runs", 1)
-    with flags_for(*RUN_FLAGS):
+    with flags_for(*RUN_FLAGS, renamed=RUN_RENAMED):
         results, notes = run_methods(store, methods, budget, out, progress=None if quiet else _bars(budget, runs),
                                      **kwargs)
     if not quiet:

@@ -4,7 +4,7 @@ import click
 
 from ..errors import BigsearchError
 from . import main
-from .options import object_store_options
+from .options import flags_for, object_store_options
 from .session import session_warnings, store_option
 
 
@@ -35,5 +35,6 @@ def serve(directory, host, port, budget, no_prefetch, store):
         from ..serve.server import serve as run
     except ImportError as e:
         raise BigsearchError(f"bigsearch serve needs {e.name}: pip install 'bigsearch[serve]'") from None
-    run(directory, host=host, port=port, budget=budget, store=store, prefetch=not no_prefetch,
-        echo=lambda line: click.echo(line))
+    with flags_for("host"):
+        run(directory, host=host, port=port, budget=budget, store=store, prefetch=not no_prefetch,
+            echo=lambda line: click.echo(line))

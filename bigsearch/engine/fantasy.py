@@ -121,7 +121,7 @@ class FantasizedBatch:
     def __init__(self, las, fantasy, candidates=None, cap=CAP):
         p = las.params
         if p.alpha != 0:
-            raise ParameterError("fantasized batches select by f: use alpha = 0 (or no --fantasy)")
+            raise ParameterError("fantasized batches select by f: use alpha = 0 (or no fantasy)")
         self.las, self.fantasy, self.cap = las, fantasy, cap
         self.eta, self.b_unl, self.b_lab = p.eta, 1.0 / (1.0 + p.w0), 1.0 - p.eta
         self.q_unl = p.pi * p.w0 / (1.0 + p.w0)

@@ -91,7 +91,8 @@ class LAS(PrunableSearch):
             # K, K^-1, work arrays and an X^T R X partial per thread: r x r float64 each
             limits.check_memory(((n_threads or os.cpu_count() or 1) + 6) * st.r * st.r * 8,
                                 f"LAS on {st.r:,} features (its r x r matrices)",
-                                "use fewer features (e.g. --rff D at ingest), or WNAS, which keeps no r x r state")
+                                "use fewer features (e.g. `bigsearch ingest --rff D`), or WNAS, which keeps no "
+                                "r x r state")
             return LASParams.for_store(st, pi, eta, w0, alpha)
         super().__init__(store, params, backend=backend, n_threads=n_threads, store_options=store_options)
         self.refreshes: list[dict[str, Any]] = []   # drift measured at each automatic or requested refresh
@@ -194,7 +195,7 @@ class LAS(PrunableSearch):
             raise DataError(
                 f"{self.store.path}: {n_bad} of {self.n} points have a degree x_i . sum_j x_j <= 0 "
                 f"(the first is row {first}); LAS needs positive degrees: unit-normalize the rows and "
-                "append a constant 1 feature (bigsearch ingest --normalize --bias), which makes every "
+                "append a constant 1 feature (`bigsearch ingest --normalize --bias`), which makes every "
                 "similarity cos + 1 >= 0")
         G = np.sum([q.G for q in grams], axis=0)
         self.K = np.eye(self.store.r) - (G + G.T) / 2

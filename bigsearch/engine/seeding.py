@@ -156,7 +156,7 @@ def from_vector(store: Any, vector: np.ndarray, source: str = "vector", keep: in
     if v.shape != (store.r,):
         raise ParameterError(
             f"start_from vector: expected {store.r} values, one per feature of the store (or one fewer "
-            f"before ingest's --bias), got shape {np.shape(vector)}"
+            f"before the constant feature ingest's bias appends), got shape {np.shape(vector)}"
         )
     if not np.all(np.isfinite(v)):
         raise ParameterError("start_from vector: it has a non-finite value (NaN or inf)")

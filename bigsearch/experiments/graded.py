@@ -25,7 +25,7 @@ from ..errors import ParameterError
 def grade(scores, best, zero):
     """The graded label of each score (float64 in [0, 1])."""
     if best == zero:
-        raise ParameterError(f"--grade {best},{zero}: BEST and ZERO must differ")
+        raise ParameterError(f"graded BEST,ZERO {best},{zero}: BEST and ZERO must differ")
     return np.clip((np.asarray(scores, np.float64) - zero) / (best - zero), 0.0, 1.0)
 
 
@@ -34,9 +34,10 @@ def load_answers(path, best, zero, n):
     FILE:COLUMN of a table)."""
     scores = np.asarray(read_scores(str(path)), np.float64).reshape(-1)
     if scores.shape != (n,):
-        raise ParameterError(f"--scores {path}: {scores.size} scores for a store of {n} points")
+        raise ParameterError(f"graded scores {path}: {scores.size} scores for a store of {n} points")
     if not np.all(np.isfinite(scores)):
-        raise ParameterError(f"--scores {path}: score {int(np.flatnonzero(~np.isfinite(scores))[0])} is not finite")
+        first = int(np.flatnonzero(~np.isfinite(scores))[0])
+        raise ParameterError(f"graded scores {path}: score {first} is not finite")
     return grade(scores, best, zero)
 
 
@@ -46,12 +47,12 @@ def read_scores(spec):
     if column is not None:
         from ..ingest.columns import numeric_column
 
-        return numeric_column(path, column, "--scores", "scores")
+        return numeric_column(path, column, "graded scores", "scores")
     try:
         return np.load(path) if path.suffix == ".npy" else np.loadtxt(path, ndmin=1)
     except (OSError, ValueError) as e:
         raise ParameterError(
-            f"--scores {path}: cannot read one number per point ({e}); for a column of a table, give FILE:COLUMN"
+            f"graded scores {path}: cannot read one number per point ({e}); for a column of a table, give FILE:COLUMN"
         ) from None
 
 
@@ -61,5 +62,5 @@ def _file_and_column(spec):
     if Path(spec).exists() or not sep or not file:
         return Path(spec), None
     if not column.strip():
-        raise ParameterError(f"--scores {spec}: say which column after ':' (a name or a 0-based index)")
+        raise ParameterError(f"graded scores {spec}: say which column after ':' (a name or a 0-based index)")
     return Path(file), column

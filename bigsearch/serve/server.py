@@ -47,10 +47,10 @@ def serve(directory, *, host="127.0.0.1", port=DEFAULT_PORT, budget=None, store=
             server = waitress.create_server(app, host=host, port=port, threads=threads, ident="bigsearch")
         except OSError as e:
             raise OSError(e.errno, f"cannot listen on {host}:{port}: {e.strerror}"
-                          + ("; choose another --port" if e.errno == 98 else "")) from None
+                          + ("; choose another port" if e.errno == 98 else "")) from None
         except ValueError:                        # waitress: not an address it can parse
-            raise ParameterError(f"--host {host!r} is not an address to listen on; give an IP address or a "
-                                 "host name of this machine, e.g. 127.0.0.1") from None
+            raise ParameterError(f"host {host!r} is not an address to listen on; give an IP address or a "
+                                 "name of this machine, e.g. 127.0.0.1") from None
         url = url_of(host, server.effective_port)
         st = session.status()
         echo(f"serving session {directory} ({st['method']}, {st['n']:,} points, {st['labels']} labels) "

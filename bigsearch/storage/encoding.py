@@ -121,7 +121,8 @@ def _encode_float16(X, first_row):
     if big.any():
         i, j = _first(big)
         raise DataError(f"row {first_row + i}, feature {j} is {X[i, j]:g}, beyond float16's range "
-                        f"(+-{FLOAT16_MAX:g}); rescale the features (e.g. --normalize) or use --encoding float32")
+                        f"(+-{FLOAT16_MAX:g}); rescale the features (e.g. features.normalize) or use "
+                        "output.encoding float32")
     return X.astype(np.float16)
 
 
@@ -134,7 +135,8 @@ def _encode_int8(X, first_row):
     if tiny.any():
         i = int(np.flatnonzero(tiny)[0])
         raise DataError(f"row {first_row + i}: its largest value {peak[i]:g} is too small for an int8 scale "
-                        "(float32 underflows); rescale the features (e.g. --normalize) or use --encoding float32")
+                        "(float32 underflows); rescale the features (e.g. features.normalize) or use "
+                        "output.encoding float32")
     safe = np.where(scale > 0, scale, 1.0).astype(np.float64)
     codes = np.rint(X / safe[:, None])
     over = np.abs(codes) > INT8_MAX
@@ -163,10 +165,10 @@ def _encode_binary(X, first_row):
     bad = nonzero & (X != scale[:, None])
     if bad.any():
         i, j = _first(bad)
-        raise DataError(f"--encoding binary needs every row to be 0/1 times one number, but row "
+        raise DataError(f"output.encoding binary needs every row to be 0/1 times one number, but row "
                         f"{first_row + i} has {X[i, j]:g} at feature {j} and {scale[i]:g} elsewhere; "
-                        "use --encoding float32, float16 or int8 (note: --bias after --normalize appends a 1, "
-                        "which is not the row's scale)")
+                        "use output.encoding float32, float16 or int8 (note: features.bias after features.normalize "
+                        "appends a 1, which is not the row's scale)")
     return np.packbits(nonzero, axis=1, bitorder="little"), scale
 
 

@@ -75,9 +75,9 @@ def check_features(shape, dtype, chunk_rows, where):
 def missing_dataset(path, container, noun, name, found):
     """The message for a store without the array ``name`` (X, or what --dataset named);
     ``noun``: what the container calls an array (array, dataset)."""
-    what = "(the n x r feature matrix)" if name == X_NAME else "(named by --dataset / dataset=)"
+    what = "(the n x r feature matrix)" if name == X_NAME else "(named by dataset=NAME)"
     others = sorted(k for k in found if k != name)
-    hint = f"; its 2-D {noun}s: {', '.join(map(repr, others))}: choose one with --dataset NAME" if others else ""
+    hint = f"; its 2-D {noun}s: {', '.join(map(repr, others))}: choose one with dataset=NAME" if others else ""
     return f"{path}: {container} has no {noun} {name!r} {what}{hint}"
 
 

@@ -78,7 +78,7 @@ def check_writable(url, kind):
     if kind != "zarr":
         raise StoreError(
             f"{url}: HDF5 files cannot be written to object storage; write a Zarr store "
-            "(a URL not ending in .h5, or --output-format zarr)"
+            "(a URL not ending in .h5, or output.format zarr)"
         )
 
 
@@ -88,7 +88,7 @@ def parse_storage_options(pairs):
     for pair in pairs or ():
         key, sep, value = str(pair).partition("=")
         if not sep or not key.strip():
-            raise StoreError(f"--storage-option {pair!r} is not KEY=VALUE (e.g. endpoint=http://localhost:9000)")
+            raise StoreError(f"storage_options {pair!r} is not KEY=VALUE (e.g. endpoint=http://localhost:9000)")
         out[key.strip().lower()] = value.strip()
     return out
 
@@ -166,7 +166,7 @@ def _option_number(options, key, default, kind, most):
     except (TypeError, ValueError):
         value = -1
     if not 0 <= value <= most:
-        raise ObjectStoreError(f"--storage-option {key}={text}: give a number from 0 to {most} (e.g. {key}={default})")
+        raise ObjectStoreError(f"storage_options {key}={text}: give a number from 0 to {most} (e.g. {key}={default})")
     return value
 
 
@@ -217,7 +217,7 @@ def describe_error(error, url, storage_options=None, action="read"):
     ):
         return ObjectStoreError(
             f"{url}: no credentials for the object store: set AWS_ACCESS_KEY_ID and "
-            "AWS_SECRET_ACCESS_KEY (or --storage-option access_key_id=... "
+            "AWS_SECRET_ACCESS_KEY (or storage_options access_key_id=... "
             "secret_access_key=...), or skip_signature=true for a public bucket"
         )
     if (
@@ -231,7 +231,7 @@ def describe_error(error, url, storage_options=None, action="read"):
         tried = f" (after {retries.group(1)} retries)" if retries else ""
         return ObjectStoreError(
             f"{url}: cannot reach the object store at {endpoint}{tried}; check the "
-            "endpoint (AWS_ENDPOINT_URL or --storage-option endpoint=...) and the network"
+            "endpoint (AWS_ENDPOINT_URL or storage_options endpoint=...) and the network"
         )
     if isinstance(error, FileNotFoundError) or name == "NotFoundError":
         return StoreNotFoundError(f"no feature store at {url} (no {ROOT_KEY} there)")
@@ -439,7 +439,7 @@ def zarr_group_for_writing(url, storage_options, overwrite):
     with translated_errors(url, storage_options, "write"):
         exists = _exists(store, ROOT_KEY)
         if exists and not overwrite:
-            raise StoreExistsError(f"{url} already exists; pass overwrite=True (--overwrite) to replace it")
+            raise StoreExistsError(f"{url} already exists; pass overwrite=True to replace it")
         _delete_prefix(store)
         held = HeldRootStore(store)
         group = zarr.open_group(held, mode="w-", zarr_format=3)

@@ -91,7 +91,7 @@ class StoreWriter:
         """Check the output and make the temporary sibling the backend writes to."""
         restore_interrupted_replace(self.path)   # an old copy a killed replace left is put back first
         if self.path.exists() and not self.overwrite:
-            raise StoreExistsError(f"{self.path} already exists; pass overwrite=True (--overwrite) to replace it")
+            raise StoreExistsError(f"{self.path} already exists; pass overwrite=True to replace it")
         if self.overwrite and self.path.exists() and not is_feature_store(self.path):
             raise StoreExistsError(f"{self.path} is not a bigsearch store, so overwrite will not replace it "
                                    "(it replaces only a store); choose another output path")
