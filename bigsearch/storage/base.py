@@ -201,7 +201,6 @@ class FeatureStore:
                 if self._scale is None:
                     scale = self._read_scale()
                     if scale is None or scale.shape != (self.n,):
-                        from ..errors import StoreError
                         raise StoreError(f"{self.path}: an {self.encoding} store needs '{SCALE_NAME}', a "
                                          f"float32 array of {self.n} row scales"
                                          + ("" if scale is None else f" (it has shape {scale.shape})"))
