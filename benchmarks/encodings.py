@@ -1,11 +1,16 @@
 """Encodings, kernel shapes, wide rows and batches (issue 12), as ratios measured in one run.
 
-Sections (``--only dense,readpath,binary,widths,batch``; readpath is not in the default):
+Sections (``--only dense,pages,readpath,binary,widths,batch``; readpath is not in the default):
 
 - dense: the same 1M x 128 data (tools' clustered store) as float32, float16 and int8;
-  LAS initialization and iterations (tell + ask, alpha = 1e-3), warm and cold (the
-  store's pages dropped from the page cache before every measured pass with
-  posix_fadvise(DONTNEED), which needs no root and leaves other processes' caches alone).
+  LAS initialization from a cold cache (a new search reads X from the disk) and
+  iterations (tell + ask, alpha = 1e-3), warm (the page cache as the package's own
+  passes filled it) and cold (the store's pages dropped from the page cache before every
+  measured pass with posix_fadvise(DONTNEED), which needs no root and leaves other
+  processes' caches alone).
+- pages: the dense data's LAS iteration and bare pass with and without huge-page maps
+  (storage/base.py: HUGE_MAPS), rounds alternating: the store evicted, one cold
+  iteration, then warm ones over the page cache as that mode filled it.
 - readpath: the dense data's bare pass with the chunks mapped per pass (the package),
   kept mapped across passes, read into a buffer, or held in RAM: where a warm pass's time
   goes (wall, CPU of all threads, minor page faults).
@@ -25,6 +30,11 @@ Results: benchmarks/results/encodings.json; docs/performance.md has the tables.
 import argparse
 import os
 import sys
+
+# The plain kernel's OpenMP threads would spin after each of its passes and take the two
+# cores from whatever variant runs next (a LAS iteration measured 1.4x slower right after
+# it); waiting passively does not slow the plain kernel itself (6.8 against 7.2 ms).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -43,6 +53,7 @@ from bigsearch.backends.local import LocalBackend  # noqa: E402
 from bigsearch.kernels import common as kc  # noqa: E402
 from bigsearch.kernels.encoded import stream_dots  # noqa: E402
 from bigsearch.storage import StoreWriter, open_store  # noqa: E402
+from bigsearch.storage import base as storage_base  # noqa: E402
 from bigsearch.storage.encoding import decode  # noqa: E402
 
 from common import DATA, bare_pass_step, bench_store, median, rng_vectors, save, table  # noqa: E402
@@ -153,6 +164,7 @@ def compare_encodings(paths, rounds_warm, rounds_cold, init_rounds=1):
     inits = {e: [] for e in paths}
     for _ in range(init_rounds):
         for e, p in paths.items():
+            evict(p)
             inits[e].append(init_time(p)[:3])
     searches = {e: new_las(p) for e, p in paths.items()}
     backends = {e: LocalBackend(s.store) for e, s in searches.items()}
@@ -198,6 +210,58 @@ def compare_encodings(paths, rounds_warm, rounds_cold, init_rounds=1):
             row[f"{c}_bare_faults"] = med(e, c, "bare", 2)
         row["rounds"] = {f"{c}_{w}": times[(e, c, w)] for c in ("warm", "cold") for w in ("iter", "bare")}
         rows.append(row)
+        s.close()
+        backends[e].close()
+    return rows
+
+
+# -- huge-page maps against 4 KiB maps ------------------------------------------------------
+def page_modes(paths, rounds, warm=5):
+    """Per encoding and map mode (huge pages or not), rounds alternating: evict the store,
+    one cold iteration (tell + ask), then ``warm`` iterations and a bare pass over the
+    page cache as that mode filled it; medians of wall, CPU and minor faults."""
+    searches = {e: new_las(p) for e, p in paths.items()}
+    backends = {e: LocalBackend(s.store) for e, s in searches.items()}
+    labels = {e: s.store.labels() for e, s in searches.items()}
+    nxt = {e: start(s) for e, s in searches.items()}
+    V = rng_vectors(searches["float32"].store.r)
+    modes = {"huge": True, "4k": False}
+    times = {(e, m, w): [] for e in paths for m in modes for w in ("cold", "warm", "bare")}
+    offered = storage_base.HUGE_MAPS
+    try:
+        for k in range(rounds + 1):                       # round 0 compiles: not kept
+            for m, huge in modes.items():
+                storage_base.HUGE_MAPS = huge and offered
+                for e, s in searches.items():
+                    evict(paths[e])
+                    *cold, nxt[e] = measured(_tell_ask, s, nxt[e], labels[e])
+                    ws = []
+                    for _ in range(warm):
+                        *w, nxt[e] = measured(_tell_ask, s, nxt[e], labels[e])
+                        ws.append(w)
+                    bare = measured(backends[e].map, bare_pass_step, V)[:3]
+                    if k:
+                        times[(e, m, "cold")].append(cold)
+                        times[(e, m, "warm")].append([median([w[i] for w in ws]) for i in range(3)])
+                        times[(e, m, "bare")].append(bare)
+    finally:
+        storage_base.HUGE_MAPS = offered
+    rows = []
+    for e in paths:
+        row = {"encoding": e, "huge_pages_offered": offered}
+        for m in modes:
+            for w in ("cold", "warm", "bare"):
+                ts = times[(e, m, w)]
+                row[f"{m}_{w}_ms"] = median([t[0] for t in ts]) * 1e3
+                row[f"{m}_{w}_cpu_ms"] = median([t[1] for t in ts]) * 1e3
+                row[f"{m}_{w}_faults"] = median([t[2] for t in ts])
+        for w in ("cold", "warm", "bare"):
+            row[f"huge_vs_4k_{w}"] = row[f"huge_{w}_ms"] / row[f"4k_{w}_ms"]
+            row[f"{w}_vs_float32_huge"] = median([t[0] for t in times[(e, "huge", w)]]) / \
+                median([t[0] for t in times[("float32", "huge", w)]])
+        row["rounds"] = {f"{m}_{w}": times[(e, m, w)] for m in modes for w in ("cold", "warm", "bare")}
+        rows.append(row)
+    for e, s in searches.items():
         s.close()
         backends[e].close()
     return rows
@@ -291,18 +355,27 @@ def plain_pass(store, V, out):
             plain_xv(x, V, out[a:b])
 
 
-def shape_step(shape):
-    dots = {"row1": kc.row1_dots, "rows2": kc.rows2_dots, "rows4": kc.rows4_dots}[shape]
-
-    def step(x, state, V):
+def _shape_pass(dots):
+    """A bare pass over one chunk with one kernel shape, the block loop compiled too (a
+    Python loop over 64-row blocks would cost more than the kernels it compares)."""
+    @numba.njit(nogil=True, fastmath=kc.FAST)
+    def run(x, V):
         P = np.empty((kc.ROW_BLOCK, 3))
         total = 0.0
         for i0 in range(0, x.shape[0], kc.ROW_BLOCK):
-            i1 = min(i0 + kc.ROW_BLOCK, x.shape[0])
-            dots(x, i0, i1, V, P)
+            dots(x, i0, min(i0 + kc.ROW_BLOCK, x.shape[0]), V, P)
             total += P[0, 0]
         return total
-    return ChunkStep(step, from_scratch=True)
+    return run
+
+
+SHAPE_PASSES = {"row1": _shape_pass(kc.row1_dots), "rows2": _shape_pass(kc.rows2_dots),
+                "rows4": _shape_pass(kc.rows4_dots)}
+
+
+def shape_step(shape):
+    run = SHAPE_PASSES[shape]
+    return ChunkStep(lambda x, state, V: run(x, V), from_scratch=True)
 
 
 def widths(mb, rounds):
@@ -317,10 +390,10 @@ def widths(mb, rounds):
         backend = LocalBackend(store)
         las = new_las(path)
         nxt = start(las)
-        setups[r] = (store, V, backend, las, [nxt], np.empty((store.n, 3)))
+        setups[r] = (store, V, backend, las, [nxt], np.empty((store.n, 3)), las.store.labels())
     times = {(r, v): [] for r in setups for v in variants}
     for k in range(rounds + 1):          # round 0 compiles for the mapped (read-only) chunks: not kept
-        for r, (store, V, backend, las, nxt, out) in setups.items():
+        for r, (store, V, backend, las, nxt, out, y) in setups.items():
             for v in variants:
                 t = time.perf_counter()
                 if v == "package":
@@ -328,7 +401,7 @@ def widths(mb, rounds):
                 elif v == "plain":
                     plain_pass(store, V, out)
                 elif v == "las":
-                    nxt[0] = iteration(las, nxt[0], las.store.labels())[1]
+                    nxt[0] = iteration(las, nxt[0], y)[1]
                 else:
                     backend.map(shape_step(v), V)
                 if k:
@@ -396,7 +469,7 @@ def _rounded(times):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default="dense,binary,widths,batch")
+    ap.add_argument("--only", default="dense,pages,binary,widths,batch")
     ap.add_argument("--n", type=int, default=1_000_000, help="rows of the dense r = 128 data")
     ap.add_argument("--n-bits", type=int, default=20_000, help="rows of the 2,048-bit data")
     ap.add_argument("--widths-mb", type=float, default=256, help="MB of X per width")
@@ -415,6 +488,12 @@ def main():
         table(record["dense"], [c for c in record["dense"][0] if c not in ("rounds", "init_pass_cpu_s")])
         for row in record["dense"]:
             print(f"  {row['encoding']} init, CPU s per pass:", _rounded(row["init_pass_cpu_s"]))
+    if "pages" in only:
+        f32 = bench_store(args.n, 128)
+        paths = {"float32": f32, **{e: encoded_copy(f32, e) for e in ("float16", "int8")}}
+        record["pages"] = page_modes(paths, args.cold_rounds)
+        print("huge-page maps against 4 KiB maps (ms; the page cache as each mode fills it):")
+        table(record["pages"], [c for c in record["pages"][0] if c != "rounds" and "cpu" not in c])
     if "readpath" in only:
         f32 = bench_store(args.n, 128)
         paths = {"float32": f32, **{e: encoded_copy(f32, e) for e in ("float16", "int8")}}
@@ -438,7 +517,7 @@ def main():
         print("a pass after 1 label and after 500 labels told together:")
         table(record["batch"], list(record["batch"][0]))
     record["loaded_after"] = os.getloadavg()
-    save("encodings" if only == {"dense", "binary", "widths", "batch"} else "encodings_" + "_".join(sorted(only)),
+    save("encodings" if only == {"dense", "pages", "binary", "widths", "batch"} else "encodings_" + "_".join(sorted(only)),
          record)
 
 

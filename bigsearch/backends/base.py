@@ -35,9 +35,13 @@ class ChunkStep:
     its arguments alone (it is simply run again on the chunk's new, freshly allocated
     state); False when it updates state it did not create (the engine's rebuild recipe,
     a :class:`StepCall`, is run instead and must return the same partials).
+
+    ``whole_chunk`` is False for a step that reads only some rows of its chunk (pruned
+    queries): the chunk is then mapped without huge pages (storage/base.py).
     """
     run: Callable[..., Any]
     from_scratch: bool = False
+    whole_chunk: bool = True
 
     def __call__(self, x: Any, state: Any, *args: Any) -> Any:
         return self.run(x, state, *args)

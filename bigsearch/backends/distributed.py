@@ -436,7 +436,7 @@ class PersistedChunks:
                 self.rows[j] = copy_chunk(x)
 
     @contextlib.contextmanager
-    def chunk(self, j):
+    def chunk(self, j, whole=True):
         yield self.rows[j]
 
     def prefetch(self, j):

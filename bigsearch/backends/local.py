@@ -103,15 +103,14 @@ class LocalBackend:
 
     def map(self, step: ChunkStep, *args: Any) -> list[Any]:
         """``[step(x_j, state_j, *args) for every chunk j]``, in chunk order."""
-        run = step.run
         report = PASS_PROGRESS.get()
         if report is None:
-            task = lambda st: self._run(run, st, args)  # noqa: E731
+            task = lambda st: self._run(step, st, args)  # noqa: E731
         else:
             done, lock = [0], threading.Lock()
 
             def task(st: ChunkState) -> Any:
-                out = self._run(run, st, args)
+                out = self._run(step, st, args)
                 with lock:
                     done[0] += 1
                     report(done[0], len(self.states))
@@ -128,11 +127,11 @@ class LocalBackend:
         """``[fn(state_j, *args) for j in chunk_ids]`` (no reads of X)."""
         return [fn(self.states[j], *args) for j in chunk_ids]
 
-    def _run(self, run: Callable[..., Any], st: ChunkState, args: tuple[Any, ...]) -> Any:
-        if self.readahead:
+    def _run(self, step: ChunkStep, st: ChunkState, args: tuple[Any, ...]) -> Any:
+        if self.readahead and step.whole_chunk:
             self.store.prefetch(st.chunk_id + self.n_threads)
-        with self.store.chunk(st.chunk_id) as x:
-            return run(x, st, *args)
+        with self.store.chunk(st.chunk_id, whole=step.whole_chunk) as x:
+            return step.run(x, st, *args)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

@@ -473,7 +473,7 @@ class LASPruning:
         chunk_of_run = [int(sm.chunk[r[0]]) for r in runs]
         for c in sorted(set(chunk_of_run)):
             st = e.backend.states[c]
-            with e.store.chunk(c) as x:
+            with e.store.chunk(c, whole=False) as x:
                 for run in (r for r, rc in zip(runs, chunk_of_run) if rc == c):
                     _score_rows(x, st, sm.start[run[0]] - st.start, sm.stop[run[-1]] - st.start, V, p.eta,
                                 p.w0, p.pi)
@@ -524,7 +524,7 @@ def chunk_top_step(x, state, u, V, k, generation, u_reset, basis, block_rows, s,
 
 # It updates state it did not create: a lost chunk is rebuilt by the engine's recipe,
 # whose partials are not a ChunkTop, and the query is asked again (LASPruning).
-CHUNK_TOP = ChunkStep(chunk_top_step)
+CHUNK_TOP = ChunkStep(chunk_top_step, whole_chunk=False)
 
 
 def chunk_summaries(x, state, basis, block_rows, stored):

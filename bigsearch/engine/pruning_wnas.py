@@ -310,7 +310,7 @@ class WNASPruning:
         e, bb = self.engine, self.blocks
         for c in np.unique(self.chunk[blocks]).tolist():
             st = e.backend.states[c]
-            with e.store.chunk(c) as x:
+            with e.store.chunk(c, whole=False) as x:
                 for b in blocks[self.chunk[blocks] == c]:
                     _catch_up_rows(x, st, bb.start[b] - st.start, bb.stop[b] - st.start, bb.missed(b))
         bb.mark_read(blocks)
@@ -361,4 +361,4 @@ def chunk_top_step(x, state, k, generation, base, batches, block_rows, stored=No
 
 # It updates state it did not create: a lost chunk is rebuilt by the engine's recipe,
 # whose partials are not a ChunkTop, and the engine recomputes and asks again (WNASPruning).
-CHUNK_TOP = ChunkStep(chunk_top_step)
+CHUNK_TOP = ChunkStep(chunk_top_step, whole_chunk=False)

@@ -6,6 +6,13 @@ little-endian values, and an uncompressed HDF5 dataset has plain file offsets). 
 the ``with`` block unmaps the pages, so X never stays resident: the page cache keeps
 the data, the process does not. Stores that need decoding (compression, sharding,
 big-endian data) take the slow path: a decode into a reused per-thread buffer.
+
+A pass maps whole chunks with transparent huge pages where Linux offers them: the pages
+then come from the disk in 2 MiB reads and stay in the page cache as 2 MiB folios, which
+every later pass maps with one page-table entry each instead of 512. A warm pass over the
+page cache spent most of its CPU mapping 4 KiB pages (docs/performance.md, encodings).
+Reads of a few rows (pruned queries) map without them: a 2 MiB read for a 64 KiB block
+would read far more of X than asked.
 """
 
 import contextlib
@@ -25,6 +32,20 @@ from .format import SUMMARIES_GROUP, check_format_version, check_labels
 from .location import store_location
 
 PAGE = mmap.PAGESIZE
+
+
+def _huge_pages_offered():
+    """Whether a mapping may ask for transparent huge pages (Linux, THP not 'never')."""
+    if not hasattr(mmap, "MADV_HUGEPAGE"):
+        return False
+    try:
+        setting = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return False
+    return "[never]" not in setting
+
+
+HUGE_MAPS = _huge_pages_offered()   # a module attribute, so benchmarks can compare both
 
 
 class FeatureStore:
@@ -91,8 +112,9 @@ class FeatureStore:
     fast_path = False          # True when chunks are memory-mapped without decoding
     slow_reason = ""           # why not, in words, for `bigsearch info` and the docs
 
-    def _map_chunk(self, j):
-        """Return (array of the chunk's rows, release callable) on the fast path."""
+    def _map_chunk(self, j, whole=True):
+        """Return (array of the chunk's rows, release callable) on the fast path;
+        ``whole``: the caller reads every row (map with huge pages, see above)."""
         raise NotImplementedError
 
     def _decode_chunk(self, j, out):
@@ -174,13 +196,15 @@ class FeatureStore:
         return int(index) // self.chunk_rows
 
     @contextlib.contextmanager
-    def chunk(self, j):
+    def chunk(self, j, whole=True):
         """``with store.chunk(j) as x:`` gives chunk j's rows, read-only: an m x r array
         of floats, or for encoded stores an ``Encoded`` tuple of the stored codes (the
-        kernels decode them; ``encoding.decode`` gives the float64 values)."""
+        kernels decode them; ``encoding.decode`` gives the float64 values). ``whole=False``
+        when the caller reads only some of the rows (no huge pages: see the module's
+        docstring)."""
         a, b = self.chunks[j]
         if self.fast_path:
-            raw, release = self._map_chunk(j)
+            raw, release = self._map_chunk(j, whole)
             try:
                 yield self._as_chunk(raw, a, b)
             finally:
@@ -224,11 +248,11 @@ class FeatureStore:
         for j in np.unique(indices // self.chunk_rows):
             a = self.chunks[j][0]
             pick = np.flatnonzero(indices // self.chunk_rows == j)
-            with self.chunk(int(j)) as x:
+            with self.chunk(int(j), whole=False) as x:
                 parts.append(take(x, indices[pick] - a))
             picks.append(pick)
         if not parts:
-            with self.chunk(0) as x:
+            with self.chunk(0, whole=False) as x:
                 return take(x, indices)
         order = np.empty(len(indices), np.int64)
         order[np.concatenate(picks)] = np.arange(len(indices))
@@ -350,11 +374,12 @@ def release_nothing():
     """The release of chunk rows that hold no mapping (arrays in memory, fetched bytes)."""
 
 
-def map_file_array(path, offset, dtype, shape):
+def map_file_array(path, offset, dtype, shape, huge=False):
     """Memory-map an array stored raw in a file at ``offset``; returns (array, release).
 
     ``release`` unmaps the pages, so they stop counting toward this process's memory;
-    the data stays in the OS page cache for the next pass.
+    the data stays in the OS page cache for the next pass. ``huge``: ask for transparent
+    huge pages (when ``HUGE_MAPS``), for an array that will be read whole.
     """
     dtype = np.dtype(dtype)
     length = int(np.prod(shape)) * dtype.itemsize
@@ -364,6 +389,9 @@ def map_file_array(path, offset, dtype, shape):
         mm = mmap.mmap(fd, length + offset - start, prot=mmap.PROT_READ, offset=start)
     finally:
         os.close(fd)
+    if huge and HUGE_MAPS:
+        with contextlib.suppress(OSError):      # a file system without them: 4 KiB pages
+            mm.madvise(mmap.MADV_HUGEPAGE)
     x = np.frombuffer(mm, dtype, int(np.prod(shape)), offset - start).reshape(shape)
 
     def release():
@@ -375,7 +403,12 @@ def map_file_array(path, offset, dtype, shape):
 
 
 def advise_willneed(path, offset, length):
-    """Start asynchronous read-ahead of a file range into the page cache."""
+    """Start asynchronous read-ahead of a file range into the page cache. Not with huge
+    maps: that read-ahead fills the page cache with small folios, which every later pass
+    must then map 4 KiB at a time (it made a warm pass 1.6x slower; docs/performance.md),
+    while a huge-page fault reads 2 MiB at once."""
+    if HUGE_MAPS:
+        return
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
