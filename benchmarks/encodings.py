@@ -517,8 +517,8 @@ def main():
         print("a pass after 1 label and after 500 labels told together:")
         table(record["batch"], list(record["batch"][0]))
     record["loaded_after"] = os.getloadavg()
-    save("encodings" if only == {"dense", "pages", "binary", "widths", "batch"} else "encodings_" + "_".join(sorted(only)),
-         record)
+    default = set(ap.get_default("only").split(","))
+    save("encodings" if only == default else "encodings_" + "_".join(sorted(only)), record)
 
 
 if __name__ == "__main__":
