@@ -106,8 +106,10 @@ def test_only_the_atomic_module_renames_and_fsyncs():
 
 
 # Files the package writes in place, outside an atomic block, and why that is safe.
-SCRATCH_WRITES = {"ingest/cluster_order.py": "spill files in a temporary directory beside the output",
-                  "kernels/__init__.py": "a stamp beside numba's cache: a torn one only drops the cache again"}
+SCRATCH_WRITES = {
+    "ingest/cluster_order.py": "spill files in a temporary directory beside the output",
+    "kernels/__init__.py": "a stamp beside numba's cache: a torn one only drops the cache again",
+}
 
 
 def in_place_writes(tree):
