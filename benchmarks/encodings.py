@@ -217,9 +217,10 @@ def compare_encodings(paths, rounds_warm, rounds_cold, init_rounds=1):
 
 # -- huge-page maps against 4 KiB maps ------------------------------------------------------
 def page_modes(paths, rounds, warm=5):
-    """Per encoding and map mode (huge pages or not), rounds alternating: evict the store,
-    one cold iteration (tell + ask), then ``warm`` iterations and a bare pass over the
-    page cache as that mode filled it; medians of wall, CPU and minor faults."""
+    """Per encoding and map mode (huge pages or not: ``store.huge_maps``), rounds
+    alternating: evict the store, one cold iteration (tell + ask), then ``warm``
+    iterations and a bare pass over the page cache as that mode filled it; medians of
+    wall, CPU and minor faults."""
     searches = {e: new_las(p) for e, p in paths.items()}
     backends = {e: LocalBackend(s.store) for e, s in searches.items()}
     labels = {e: s.store.labels() for e, s in searches.items()}
@@ -228,24 +229,21 @@ def page_modes(paths, rounds, warm=5):
     modes = {"huge": True, "4k": False}
     times = {(e, m, w): [] for e in paths for m in modes for w in ("cold", "warm", "bare")}
     offered = storage_base.HUGE_MAPS
-    try:
-        for k in range(rounds + 1):                       # round 0 compiles: not kept
-            for m, huge in modes.items():
-                storage_base.HUGE_MAPS = huge and offered
-                for e, s in searches.items():
-                    evict(paths[e])
-                    *cold, nxt[e] = measured(_tell_ask, s, nxt[e], labels[e])
-                    ws = []
-                    for _ in range(warm):
-                        *w, nxt[e] = measured(_tell_ask, s, nxt[e], labels[e])
-                        ws.append(w)
-                    bare = measured(backends[e].map, bare_pass_step, V)[:3]
-                    if k:
-                        times[(e, m, "cold")].append(cold)
-                        times[(e, m, "warm")].append([median([w[i] for w in ws]) for i in range(3)])
-                        times[(e, m, "bare")].append(bare)
-    finally:
-        storage_base.HUGE_MAPS = offered
+    for k in range(rounds + 1):                           # round 0 compiles: not kept
+        for m, huge in modes.items():
+            for e, s in searches.items():
+                s.store.huge_maps = backends[e].store.huge_maps = huge
+                evict(paths[e])
+                *cold, nxt[e] = measured(_tell_ask, s, nxt[e], labels[e])
+                ws = []
+                for _ in range(warm):
+                    *w, nxt[e] = measured(_tell_ask, s, nxt[e], labels[e])
+                    ws.append(w)
+                bare = measured(backends[e].map, bare_pass_step, V)[:3]
+                if k:
+                    times[(e, m, "cold")].append(cold)
+                    times[(e, m, "warm")].append([median([w[i] for w in ws]) for i in range(3)])
+                    times[(e, m, "bare")].append(bare)
     rows = []
     for e in paths:
         row = {"encoding": e, "huge_pages_offered": offered}

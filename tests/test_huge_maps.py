@@ -1,6 +1,7 @@
-"""A pass maps whole chunks with transparent huge pages (read from the disk 2 MiB at a
-time, mapped cheaply on every later pass); reads of a few rows (pruned queries, stored
-rows) map without them (storage/base.py). Checked in the kernel's own record of each
+"""A pass over a store that fits in memory maps whole chunks with transparent huge pages
+(read from the disk 2 MiB at a time, mapped cheaply on every later pass); reads of a few
+rows (pruned queries, stored rows) and stores larger than half the memory available map
+without them (storage/base.py). Checked in the kernel's own record of each
 mapping, /proc/self/smaps, where huge-page advice shows as the ``hg`` VmFlag."""
 
 import numpy as np
@@ -60,6 +61,23 @@ def test_without_huge_pages_offered_nothing_is_advised(tmp_path, monkeypatch):
     with store.chunk(0) as x:
         assert not advised(x)
         assert np.array_equal(x, X[:8])
+
+
+def test_a_store_larger_than_half_the_memory_maps_without_huge_pages(tmp_path, monkeypatch):
+    """Every pass over it reads from the disk: no later pass would gain, and each 2 MiB
+    folio could cost compaction."""
+    X = np.arange(64, dtype=np.float32).reshape(16, 4)
+    path = write_store(tmp_path, X, chunk_rows=8)
+    monkeypatch.setenv("BIGSEARCH_MEMORY_BYTES", str(2 * X.nbytes - 1))
+    store = open_store(path)
+    assert not store.huge_maps
+    with store.chunk(0) as x:
+        assert not advised(x)
+    monkeypatch.setenv("BIGSEARCH_MEMORY_BYTES", str(2 * X.nbytes))
+    store = open_store(path)
+    assert store.huge_maps
+    with store.chunk(0) as x:
+        assert advised(x)
 
 
 def test_pruned_queries_read_blocks_without_huge_pages(tmp_path, monkeypatch):

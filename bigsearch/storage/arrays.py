@@ -128,7 +128,7 @@ class NumpyArrayStore(ArrayStore):
         super().__init__(x, y, ids, chunk_rows)
         self.fast_path = bool(x.flags.c_contiguous and x.dtype.isnative)
 
-    def _map_chunk(self, j, whole=True):
+    def _map_chunk(self, j, huge=False):
         a, b = self.chunks[j]
         return self._x[a:b], release_nothing
 

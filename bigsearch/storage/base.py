@@ -7,12 +7,14 @@ the ``with`` block unmaps the pages, so X never stays resident: the page cache k
 the data, the process does not. Stores that need decoding (compression, sharding,
 big-endian data) take the slow path: a decode into a reused per-thread buffer.
 
-A pass maps whole chunks with transparent huge pages where Linux offers them: the pages
-then come from the disk in 2 MiB reads and stay in the page cache as 2 MiB folios, which
-every later pass maps with one page-table entry each instead of 512. A warm pass over the
-page cache spent most of its CPU mapping 4 KiB pages (docs/performance.md, encodings).
-Reads of a few rows (pruned queries) map without them: a 2 MiB read for a 64 KiB block
-would read far more of X than asked.
+A pass over a store that fits in memory maps whole chunks with transparent huge pages
+where Linux offers them: the pages then come from the disk in 2 MiB reads and stay in the
+page cache as 2 MiB folios, which every later pass maps with one page-table entry each
+instead of 512 (a warm pass spent most of its CPU mapping 4 KiB pages; 2.5x faster with
+them, docs/performance.md). Not for a store larger than half the memory available, whose
+every pass reads from the disk: there a 2 MiB folio can cost compaction of memory (up to
+4x the CPU of a cold pass was measured) for no later gain. Nor for reads of a few rows
+(pruned queries): a 2 MiB read for a 64 KiB block would read far more of X than asked.
 """
 
 import contextlib
@@ -25,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ParameterError, StoreError
+from ..limits import MEMORY_FRACTION, available_memory
 from .atomic import fsync_tree, publish_over, remove, remove_stale_leftovers, temp_sibling
 from .encoding import SCALE_NAME, SCALED, as_chunk, bytes_per_point, concat, decode, encoding_of, take
 from .fingerprint import store_fingerprint
@@ -104,6 +107,7 @@ class FeatureStore:
         self.n, self.r, self.columns = n, r, columns
         self._scale = None
         self._scale_lock = threading.Lock()
+        self._huge_maps = None     # decided at the first pass (huge_maps)
         starts = np.arange(0, n, self.chunk_rows)
         self.chunks = [(int(a), int(min(n, a + self.chunk_rows))) for a in starts]
         self._local = threading.local()
@@ -112,9 +116,9 @@ class FeatureStore:
     fast_path = False          # True when chunks are memory-mapped without decoding
     slow_reason = ""           # why not, in words, for `bigsearch info` and the docs
 
-    def _map_chunk(self, j, whole=True):
+    def _map_chunk(self, j, huge=False):
         """Return (array of the chunk's rows, release callable) on the fast path;
-        ``whole``: the caller reads every row (map with huge pages, see above)."""
+        ``huge``: map with transparent huge pages (see above)."""
         raise NotImplementedError
 
     def _decode_chunk(self, j, out):
@@ -204,7 +208,7 @@ class FeatureStore:
         docstring)."""
         a, b = self.chunks[j]
         if self.fast_path:
-            raw, release = self._map_chunk(j, whole)
+            raw, release = self._map_chunk(j, whole and self.huge_maps)
             try:
                 yield self._as_chunk(raw, a, b)
             finally:
@@ -231,9 +235,25 @@ class FeatureStore:
                     self._scale = np.ascontiguousarray(scale, dtype=np.float32)
         return self._scale
 
+    @property
+    def huge_maps(self):
+        """Whether passes map chunks with huge pages: offered here, and X fits in memory
+        with room to spare (see the module's docstring)."""
+        if self._huge_maps is None:
+            self._huge_maps = HUGE_MAPS and self.nbytes <= MEMORY_FRACTION * available_memory()
+        return self._huge_maps
+
+    @huge_maps.setter
+    def huge_maps(self, value):
+        """Set by hand (benchmarks compare both); never where the system offers none."""
+        self._huge_maps = HUGE_MAPS and bool(value)
+
     def prefetch(self, j):
-        """Start reading chunk j in the background (a hint; never blocks for I/O)."""
-        if 0 <= j < self.n_chunks:
+        """Start reading chunk j in the background (a hint; never blocks for I/O). Not
+        with huge maps: that read-ahead fills the page cache with small folios, which
+        every later pass must then map 4 KiB at a time (a warm pass 1.6x slower), while a
+        huge-page fault reads 2 MiB at once."""
+        if 0 <= j < self.n_chunks and not self.huge_maps:
             self._advise_willneed(j)
 
     def read_rows(self, indices):
@@ -379,7 +399,7 @@ def map_file_array(path, offset, dtype, shape, huge=False):
 
     ``release`` unmaps the pages, so they stop counting toward this process's memory;
     the data stays in the OS page cache for the next pass. ``huge``: ask for transparent
-    huge pages (when ``HUGE_MAPS``), for an array that will be read whole.
+    huge pages, for an array that will be read whole.
     """
     dtype = np.dtype(dtype)
     length = int(np.prod(shape)) * dtype.itemsize
@@ -389,7 +409,7 @@ def map_file_array(path, offset, dtype, shape, huge=False):
         mm = mmap.mmap(fd, length + offset - start, prot=mmap.PROT_READ, offset=start)
     finally:
         os.close(fd)
-    if huge and HUGE_MAPS:
+    if huge:
         with contextlib.suppress(OSError):      # a file system without them: 4 KiB pages
             mm.madvise(mmap.MADV_HUGEPAGE)
     x = np.frombuffer(mm, dtype, int(np.prod(shape)), offset - start).reshape(shape)
@@ -403,12 +423,7 @@ def map_file_array(path, offset, dtype, shape, huge=False):
 
 
 def advise_willneed(path, offset, length):
-    """Start asynchronous read-ahead of a file range into the page cache. Not with huge
-    maps: that read-ahead fills the page cache with small folios, which every later pass
-    must then map 4 KiB at a time (it made a warm pass 1.6x slower; docs/performance.md),
-    while a huge-page fault reads 2 MiB at once."""
-    if HUGE_MAPS:
-        return
+    """Start asynchronous read-ahead of a file range into the page cache."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:

@@ -176,7 +176,7 @@ class HDF5Store(FeatureStore):
             offsets.append(info.byte_offset)  # None: chunk never written (fill value)
         return offsets
 
-    def _map_chunk(self, j, whole=True):
+    def _map_chunk(self, j, huge=False):
         a, b = self.chunks[j]
         offset = self._offsets[j]
         if offset is None:
@@ -187,7 +187,7 @@ class HDF5Store(FeatureStore):
         if end > self._file_bytes:     # mapping past the end would kill the process (SIGBUS)
             raise StoreError(f"{self.path}: rows {a}..{b - 1} of X lie at bytes up to {end:,}, past the end of "
                              f"the file ({self._file_bytes:,} bytes): the file is truncated; write it again")
-        return map_file_array(self.path, offset, self.dtype, (b - a, self.columns), huge=whole)
+        return map_file_array(self.path, offset, self.dtype, (b - a, self.columns), huge=huge)
 
     def _decode_chunk(self, j, out):
         a, b = self.chunks[j]

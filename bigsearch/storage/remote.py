@@ -341,7 +341,7 @@ class ObjectZarrStore(ZarrStore):
         """Whether a chunk object holds the raw little-endian values (no decoding)."""
         return not self._codec_reasons(self._x)
 
-    def _map_chunk(self, j, whole=True):
+    def _map_chunk(self, j, huge=False):
         """Chunk j's stored rows: mapped from the local cache (fetched into it first when
         missing or stale), or fetched into memory when there is no room in the cache."""
         a, b = self.chunks[j]
@@ -357,7 +357,7 @@ class ObjectZarrStore(ZarrStore):
                 self._cache.admit(j, tag, values)  # written in the background; this pass uses values
             return values[: b - a], release_nothing
         try:
-            x, release = map_file_array(path, 0, self.dtype, (self.chunk_rows, self.columns), huge=whole)
+            x, release = map_file_array(path, 0, self.dtype, (self.chunk_rows, self.columns), huge=huge)
         except FileNotFoundError:  # evicted between lookup and map (another store's eviction)
             return self._fetch(j, key, tag)[: b - a], release_nothing
         return x[: b - a], release

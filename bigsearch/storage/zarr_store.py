@@ -199,7 +199,7 @@ class ZarrStore(FeatureStore):
     def _chunk_file(self, j):
         return (self._chunk_dir or self._local_dir) / self._x.metadata.encode_chunk_key((j, 0))
 
-    def _map_chunk(self, j, whole=True):
+    def _map_chunk(self, j, huge=False):
         a, b = self.chunks[j]
         path = self._chunk_file(j)
         expected = self.chunk_rows * self.columns * self.dtype.itemsize
@@ -211,7 +211,7 @@ class ZarrStore(FeatureStore):
         if size != expected:          # mapping past a file's end would kill the process (SIGBUS)
             raise StoreError(f"{self.path}: chunk file {path} is {size:,} bytes, expected {expected:,} "
                              f"(rows {a}..{b - 1} of X): the store is damaged (truncated?); write it again")
-        x, release = map_file_array(path, 0, self.dtype, (self.chunk_rows, self.columns), huge=whole)
+        x, release = map_file_array(path, 0, self.dtype, (self.chunk_rows, self.columns), huge=huge)
         return x[: b - a], release
 
     def _decode_chunk(self, j, out):
