@@ -465,6 +465,12 @@ def _rounded(times):
     return {k: round(v, 3) for k, v in times.items()}
 
 
+def dense_paths(n):
+    """The same n x 128 data as float32, float16 and int8 stores."""
+    f32 = bench_store(n, 128)
+    return {"float32": f32, **{e: encoded_copy(f32, e) for e in ("float16", "int8")}}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default="dense,pages,binary,widths,batch")
@@ -479,22 +485,19 @@ def main():
     only = set(args.only.split(","))
     record = {"args": vars(args), "loaded": os.getloadavg()}
     if "dense" in only:
-        f32 = bench_store(args.n, 128)
-        paths = {"float32": f32, **{e: encoded_copy(f32, e) for e in ("float16", "int8")}}
+        paths = dense_paths(args.n)
         record["dense"] = compare_encodings(paths, args.rounds, args.cold_rounds)
         print("dense data, r = 128:")
         table(record["dense"], [c for c in record["dense"][0] if c not in ("rounds", "init_pass_cpu_s")])
         for row in record["dense"]:
             print(f"  {row['encoding']} init, CPU s per pass:", _rounded(row["init_pass_cpu_s"]))
     if "pages" in only:
-        f32 = bench_store(args.n, 128)
-        paths = {"float32": f32, **{e: encoded_copy(f32, e) for e in ("float16", "int8")}}
+        paths = dense_paths(args.n)
         record["pages"] = page_modes(paths, args.cold_rounds)
         print("huge-page maps against 4 KiB maps (ms; the page cache as each mode fills it):")
         table(record["pages"], [c for c in record["pages"][0] if c != "rounds" and "cpu" not in c])
     if "readpath" in only:
-        f32 = bench_store(args.n, 128)
-        paths = {"float32": f32, **{e: encoded_copy(f32, e) for e in ("float16", "int8")}}
+        paths = dense_paths(args.n)
         record["readpath"] = read_paths(paths, args.rounds)
         print("bare pass, r = 128, chunks mapped / kept mapped / read into a buffer / in RAM:")
         table(record["readpath"], [c for c in record["readpath"][0] if c != "rounds" and "faults" not in c])
