@@ -232,7 +232,7 @@ def page_modes(paths, rounds, warm=5):
     for k in range(rounds + 1):                           # round 0 compiles: not kept
         for m, huge in modes.items():
             for e, s in searches.items():
-                s.store.huge_maps = backends[e].store.huge_maps = huge
+                s.store.huge_maps = huge                  # the backend's store too: the same object
                 evict(paths[e])
                 *cold, nxt[e] = measured(_tell_ask, s, nxt[e], labels[e])
                 ws = []

@@ -58,6 +58,14 @@ def small_data():
     return X, y
 
 
+def tight_blocks(n, r, prevalence, seed):
+    """Clustered points with rows sorted so that consecutive rows (blocks) are tight: what
+    the pruned engines' bounds are tested on."""
+    X, y = clustered_points(n, r, prevalence=prevalence, seed=seed, spread=0.5)
+    order = np.lexsort((X[:, 1], X[:, 0]))
+    return X[order], y[order]
+
+
 def store_path(folder, name, kind):
     """``folder/name`` with the suffix of store format ``kind`` (.zarr, .h5, ...)."""
     return folder / f"{name}{store_format(kind).suffixes[0]}"

@@ -13,7 +13,7 @@ from bigsearch.engine.summaries import GROUP, write_block_summaries
 from bigsearch.errors import ParameterError
 from bigsearch.testing import clustered_points, dense_las_run
 
-from conftest import DTYPES, KINDS, chunkings, store_path
+from conftest import DTYPES, KINDS, chunkings, store_path, tight_blocks
 
 N = 600
 
@@ -21,9 +21,7 @@ N = 600
 @pytest.fixture(scope="module")
 def data():
     """600 points in 8 dimensions, rows sorted by cluster so that blocks are tight."""
-    X, y = clustered_points(N, 8, prevalence=0.08, seed=5, spread=0.5)
-    order = np.lexsort((X[:, 1], X[:, 0]))
-    return X[order], y[order]
+    return tight_blocks(N, 8, 0.08, seed=5)
 
 
 def run_top(search, y, steps, k=1):
@@ -369,9 +367,7 @@ def test_groups_of_blocks_bound_their_rows_and_keep_the_order(store_factory):
     from bigsearch.engine.block_summaries import group_summaries
     from bigsearch.engine.pruning import Descending, GroupedOrder
 
-    X, y = clustered_points(3000, 12, prevalence=0.02, seed=4, spread=0.5)
-    order = np.lexsort((X[:, 1], X[:, 0]))
-    X, y = X[order], y[order]
+    X, y = tight_blocks(3000, 12, 0.02, seed=4)
     path = store_factory(X, y, "zarr", "float32", 700)
     full, pruned = (bigsearch.LAS(path, pi=0.02, prune=prune, block_rows=64) for prune in (False, True))
     for s in (full, pruned):

@@ -11,7 +11,8 @@ import pytest
 from distributed import Client, LocalCluster
 
 import bigsearch
-from bigsearch.testing import clustered_points
+
+from conftest import tight_blocks
 
 N = 600
 
@@ -31,9 +32,7 @@ def client(cluster):
 
 @pytest.fixture(scope="module")
 def data():
-    X, y = clustered_points(N, 8, prevalence=0.08, seed=5, spread=0.5)
-    order = np.lexsort((X[:, 1], X[:, 0]))
-    return X[order], y[order]
+    return tight_blocks(N, 8, 0.08, seed=5)
 
 
 def rounds(search, y, steps, k):

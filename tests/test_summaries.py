@@ -11,9 +11,8 @@ import pytest
 
 import bigsearch
 from bigsearch.engine.summaries import CHANGED, GROUP, write_block_summaries
-from bigsearch.testing import clustered_points
 
-from conftest import KINDS, run_cli, store_path
+from conftest import KINDS, run_cli, store_path, tight_blocks
 
 N = 500
 
@@ -21,9 +20,7 @@ N = 500
 @pytest.fixture(scope="module")
 def data():
     """500 points in 6 dimensions, rows sorted so that blocks are tight."""
-    X, y = clustered_points(N, 6, prevalence=0.08, seed=11, spread=0.5)
-    order = np.lexsort((X[:, 1], X[:, 0]))
-    return X[order], y[order]
+    return tight_blocks(N, 6, 0.08, seed=11)
 
 
 def make(tmp_path, data, kind, name="s", chunk_rows=150, **options):

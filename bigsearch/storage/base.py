@@ -48,7 +48,7 @@ def _huge_pages_offered():
     return "[never]" not in setting
 
 
-HUGE_MAPS = _huge_pages_offered()   # a module attribute, so benchmarks can compare both
+HUGE_MAPS = _huge_pages_offered()
 
 
 class FeatureStore:
