@@ -336,7 +336,9 @@ def test_a_network_failure_that_passes_is_retried_with_backoff(data, tmp_path):
     proxy = CuttingProxy(server.port)
     try:
         server.create_bucket("features")
-        options = {"endpoint": f"http://127.0.0.1:{proxy.port}", "retries": "10", "retry_timeout": "60"}
+        # obstore waits at least 100 ms (random, growing) before each retry: 30 retries outlast
+        # the 1.5 s outage whatever the draws; 10 could end within 1 s (failed 1 CI run in about 8)
+        options = {"endpoint": f"http://127.0.0.1:{proxy.port}", "retries": "30", "retry_timeout": "60"}
         options.update(access_key_id="testing", secret_access_key="testing", region="us-east-1")
         from bigsearch.storage.remote import remote_defaults
 
