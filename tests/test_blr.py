@@ -25,14 +25,19 @@ GRID = list(itertools.product(KINDS, DTYPES, chunkings(80)))
 
 # -- the reference ---------------------------------------------------------------------
 def dense_posterior(X, idx, y, lam, noise):
-    """(mu, v) for every row of X from the labels y of rows idx: the closed form."""
+    """(mu, v) for every row of X from the labels y of rows idx: the closed form of the
+    model with a flat prior on the intercept, by solving for (b, w) jointly: the prior's
+    precision is diag(0, lam I) on [1, x] (written independently of the centred form the
+    engine uses)."""
     X = np.asarray(X, np.float64)
-    m = float(np.mean(y)) if len(idx) else 0.0
-    XL = X[idx]
-    A = lam * np.eye(X.shape[1]) + XL.T @ XL / noise
-    w = np.linalg.solve(A, XL.T @ (np.asarray(y, np.float64) - m)) / noise
-    v = np.einsum("ij,ji->i", X, np.linalg.solve(A, X.T))
-    return m + X @ w, v
+    n, r = X.shape
+    X1 = np.hstack([np.ones((n, 1)), X])
+    if not len(idx):
+        return np.zeros(n), np.einsum("ij,ij->i", X, X) / lam
+    P = np.diag(np.r_[0.0, np.full(r, lam)]) + X1[idx].T @ X1[idx] / noise
+    beta = np.linalg.solve(P, X1[idx].T @ np.asarray(y, np.float64)) / noise
+    v = np.einsum("ij,ji->i", X1, np.linalg.solve(P, X1.T))
+    return X1 @ beta, v
 
 
 def dense_choice(score, labeled):
@@ -94,10 +99,10 @@ def test_mean_and_variance_match_the_closed_form(store_factory, kind, dtype, chu
 def test_queries_match_the_reference(store_factory, kind, dtype, chunk_rows, acquisition, beta):
     X, y = data(seed=5)
     path = store_factory(X, y, kind, dtype, chunk_rows)
-    init = [int(np.flatnonzero(y)[0])]
+    init = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])]   # one label would leave mu flat: ties
     expected = dense_run(stored_X(path), y, init, 30, 2.0, 0.5, beta)
     search = bigsearch.BLR(path, acquisition=acquisition, beta=beta if beta else 2.0, lam=2.0, noise=0.5)
-    search.tell(init, [1])
+    search.tell(init, [1, 0])
     got = []
     for _ in range(30):
         i = search.ask()
@@ -142,8 +147,7 @@ def test_batches(store_factory):
     expected, members = [], []
     for _ in range(5):
         X_A = list(init) + members
-        A = np.eye(Xs.shape[1]) + Xs[X_A].T @ Xs[X_A] / 0.5
-        vb = np.einsum("ij,ji->i", Xs, np.linalg.solve(A, Xs.T))
+        vb = dense_posterior(Xs, X_A, np.zeros(len(X_A)), 1.0, 0.5)[1]  # v depends on the rows alone
         taken = labeled.copy()
         taken[members] = True
         members.append(dense_choice(mu + 2.0 * np.sqrt(vb), taken))
@@ -180,8 +184,8 @@ def test_thompson_draws_are_exact_posterior_samples(store_factory):
     search.tell(list(range(10)), y[:10].tolist())
     search.sync()
     D = search._draw(10000)
-    Xs = stored_X(path)[:10]
-    Ainv = np.linalg.inv(0.5 * np.eye(3) + Xs.T @ Xs / 0.2)
+    Xc = stored_X(path)[:10] - stored_X(path)[:10].mean(axis=0)  # the intercept's flat prior centres the rows
+    Ainv = np.linalg.inv(0.5 * np.eye(3) + Xc.T @ Xc / 0.2)
     assert np.abs(D.mean(axis=0)).max() < 4 * np.sqrt(np.diag(Ainv).max() / 10000)
     assert np.abs(np.cov(D.T) - Ainv).max() < 0.05 * np.abs(Ainv).max()
 
@@ -231,14 +235,17 @@ def test_the_dask_backend_asks_the_same(store_factory, client, acquisition):
 
 # -- the evidence ----------------------------------------------------------------------
 def reference_fit(XL, y):
-    """(lam, s2) maximizing the Gaussian log likelihood of the centred labels, by a
-    general optimizer from several starts."""
-    yc = y - y.mean()
-    K = XL @ XL.T
+    """(lam, s2) maximizing the Gaussian likelihood of the labels with the intercept
+    integrated out (flat prior): that of the labels' n - 1 coordinates in a basis
+    orthogonal to the constant, by a general optimizer from several starts."""
+    n = len(y)
+    Q = np.linalg.svd(np.eye(n) - 1.0 / n)[0][:, : n - 1]  # orthonormal, orthogonal to 1
+    yq, Xq = Q.T @ y, Q.T @ XL
+    K = Xq @ Xq.T
 
     def nll(t):
-        C = K / np.exp(t[0]) + np.exp(t[1]) * np.eye(len(y))
-        return -multivariate_normal(np.zeros(len(y)), C, allow_singular=True).logpdf(yc)
+        C = K / np.exp(t[0]) + np.exp(t[1]) * np.eye(n - 1)
+        return -multivariate_normal(np.zeros(n - 1), C).logpdf(yq)
 
     best = min(
         (

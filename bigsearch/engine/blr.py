@@ -1,21 +1,25 @@
 """BLR: Bayesian linear regression over a feature store, with greedy, UCB or Thompson queries.
 
 The Gaussian process with the paper's linear similarity x_i . x_j as its kernel, used as a
-regression instead of a propagation: y = m + x . w + noise, w ~ N(0, I / lam), noise ~
-N(0, s2), m the mean of the labels (the intercept). With A = lam I + X_L^T X_L / s2 (r x r)
+regression instead of a propagation, with an intercept as ridge regression fits it (a flat
+prior, so it is not shrunk): y = b + x . w + noise, w ~ N(0, I / lam), noise ~ N(0, s2).
+With xbar, ybar the means of the labeled rows and labels and A = lam I + X_c^T X_c / s2
+(r x r; X_c the labeled rows minus xbar)
 
-    mu_i = m + x_i . w,   w = A^-1 X_L^T (y_L - m) / s2,      v_i = x_i^T A^-1 x_i.
+    mu_i = ybar + (x_i - xbar) . w,   w = A^-1 X_c^T y / s2,
+    v_i  = (x_i - xbar)^T A^-1 (x_i - xbar) + s2 / n_L.
 
-It needs what LAS has: an r x r inverse under rank-B updates (engine/rank_updates.py, with
-gamma = 1 / s2 per label), v kept per point as J (lowered by c_b (x_i . g_b)^2 per label),
-and one pass over X per query with a few dot products per row (kernels/blr.py). Labels
-may be 0/1, graded (y in [0, 1]) or any number (a measured score, higher is better).
+It needs what LAS has: an r x r inverse under rank-B updates (engine/rank_updates.py: a
+label adds to X_c^T X_c the rank-one scatter update n/(n+1) (x - xbar)(x - xbar)^T, a batch
+of B rank B + 1), x_i^T A^-1 x_i kept per point as J, and one pass over X per query with a
+few dot products per row (kernels/blr.py). Labels may be 0/1, graded (y in [0, 1]) or any
+number (a measured score, higher is better).
 
 Queries: greedy (the highest mu), UCB (mu + beta sqrt(v)) or Thompson (x . w~ for one exact
 draw w~ ~ N(w, A^-1) per query). A batch is the top B for greedy; for UCB, B sequential
-choices where each chosen point's x joins A before the next (its fantasized answer, the
-mean, leaves w unchanged, so only v falls: exact, and the real labels then need no second
-update of A); for Thompson, one draw per member.
+choices where each chosen point joins A before the next (its fantasized answer, the mean,
+leaves mu unchanged, so only v falls: exact, and the real labels then need no second update
+of A); for Thompson, one draw per member.
 
 lam and s2 come from the evidence of the labels (engine/blr_evidence.py), refitted each
 time the labels grow by ``refit_share`` (a refit rebuilds A^-1 from the labeled rows and,
@@ -47,10 +51,10 @@ DEFAULT_LAM, DEFAULT_NOISE = 1.0, 1.0  # before the labels can tell (evidence.MI
 
 
 # -- chunk steps -------------------------------------------------------------------------
-def blr_rescore_step(x, state, label_idx, label_val, Ainv, inv_lam, V, mean, beta, t):
+def blr_rescore_step(x, state, label_idx, label_val, Ainv, inv_lam, V, consts, beta, t):
     """A chunk's state from the global state: labels, J (x^T A^-1 x from ``Ainv``; the
-    squared norms times ``inv_lam`` when A = lam I; kept when both are None), then f and
-    im. Initialization, a refit, a restore, and the rebuild of a lost chunk."""
+    squared norms times ``inv_lam`` when A = lam I; kept when both are None), then v, f
+    and im. Initialization, a refit, a restore, and the rebuild of a lost chunk."""
     state.label[:] = -1
     state.apply_labels(label_idx, label_val)
     if Ainv is not None and _packed_bits(x):
@@ -61,15 +65,20 @@ def blr_rescore_step(x, state, label_idx, label_val, Ainv, inv_lam, V, mean, bet
     elif inv_lam is not None:
         for a, xb in decoded_blocks(x):
             state.J[a : a + len(xb)] = np.einsum("ij,ij->i", xb, xb) * inv_lam
-    return ChunkPartials(*blr_scores(x, V, NO_C, state.start, state.label, state.J, state.f, state.im, mean, beta, t))
+    return _scores(x, state, V, NO_C, consts, beta, t)
 
 
-def blr_update_step(x, state, V, c, label_idx, label_val, mean, beta, t):
+def blr_update_step(x, state, V, c, label_idx, label_val, consts, beta, t):
     """New labels into the chunk's state, then the fused pass (kernels/blr.py): f, J
-    lowered by the new labels' g_b (rows 2: of V), and im."""
+    lowered by the new rows' g_b (rows 3: of V), v and im."""
     state.apply_labels(label_idx, label_val)
-    V, c = lower_quadratic_form(x, state.J, V, c)
-    return ChunkPartials(*blr_scores(x, V, c, state.start, state.label, state.J, state.f, state.im, mean, beta, t))
+    V, c = lower_quadratic_form(x, state.J, V, c, first=3)
+    return _scores(x, state, V, c, consts, beta, t)
+
+
+def _scores(x, state, V, c, consts, beta, t):
+    s = state
+    return ChunkPartials(*blr_scores(x, V, c, s.start, s.label, s.J, s.v, s.f, s.im, *consts, beta, t))
 
 
 class SampleTops(NamedTuple):
@@ -95,7 +104,7 @@ class BLR(ChunkedSearch):
     ----------
     store : path or FeatureStore
         A Zarr directory or HDF5 file holding X (n x r): raw bits, counts or embeddings,
-        no transform needed (a constant feature is the intercept's business).
+        no transform needed (the intercept is fitted, not shrunk).
     acquisition : "greedy", "ucb" or "thompson"
     beta : float
         UCB's weight of the predictive standard deviation.
@@ -116,10 +125,11 @@ class BLR(ChunkedSearch):
     POINT_STATE = (
         PointArray("label", np.int8, -1),
         PointArray("J", np.float64, 0.0),
+        PointArray("v", np.float64, 0.0),
         PointArray("f", np.float64, 0.0),
         PointArray("im", np.float64, 0.0),
     )
-    SAVED_GLOBALS: ClassVar[tuple[str, ...]] = ("xy", "x1", "d")
+    SAVED_GLOBALS: ClassVar[tuple[str, ...]] = ("xy", "x1", "xA", "d")
     SAVED_POINT_ARRAYS = ("J",)
 
     def __init__(
@@ -151,8 +161,9 @@ class BLR(ChunkedSearch):
         self.lam = params.lam or DEFAULT_LAM
         self.noise = params.noise or DEFAULT_NOISE
         self.refits: list[dict[str, float]] = []  # per refit: labels, lam, noise, log evidence
-        self._in_A: set[int] = set()  # points whose x is in A (told, or chosen in a UCB batch)
-        self.xy, self.x1, self.sum_y = np.zeros(r), np.zeros(r), 0.0  # X_L^T y, X_L^T 1, sum of y
+        self.xy, self.x1, self.sum_y = np.zeros(r), np.zeros(r), 0.0  # over the labels: X^T y, X^T 1, sum y
+        self._in_A: set[int] = set()  # the rows in A: the labeled ones, and a UCB batch's chosen ones
+        self.xA = np.zeros(r)  # their sum
         self.d = np.zeros(r)  # the current Thompson draw minus w (zeros otherwise)
         self._set_inverse(np.eye(r) / self.lam, DeferredK(np.eye(r) * self.lam))
         self._rng = np.random.default_rng(params.seed)
@@ -161,35 +172,27 @@ class BLR(ChunkedSearch):
 
     # -- scores --------------------------------------------------------------------
     @property
-    def mean(self) -> float:
-        """m, the intercept: the mean of the labels (0 before any)."""
-        self._sync()
-        return self._mean()
-
-    @property
     def w(self) -> np.ndarray:
-        """The posterior mean of the weights, A^-1 X_L^T (y_L - m) / s2 (r,)."""
+        """The posterior mean of the weights, A^-1 X_c^T y / s2 (r,)."""
         self._sync()
         return self._weights()
 
-    def _mean(self) -> float:
-        n = len(self._in_labels())
-        return self.sum_y / n if n else 0.0
-
-    def _weights(self) -> np.ndarray:
-        rhs = (self.xy - self._mean() * self.x1) / self.noise
-        return self._inverse.times_rows(rhs[None, :])[0]
+    @property
+    def intercept(self) -> float:
+        """The posterior mean of the intercept, ybar - xbar . w."""
+        self._sync()
+        return self._consts(self._weights())[0]
 
     @property
     def variance(self) -> np.ndarray:
-        """v_i = x_i^T A^-1 x_i, the predictive variance of x_i . w (float64, read-only)."""
-        return self.J
+        """v_i, the predictive variance of b + x_i . w (float64, read-only)."""
+        self._fresh_J()
+        return self.backend.gather("v")
 
     @property
     def J(self) -> np.ndarray:
-        self._sync()
-        if self._J_stale:
-            self._rescore("Ainv")
+        """J_i = x_i^T A^-1 x_i (float64, read-only)."""
+        self._fresh_J()
         return self.backend.gather("J")
 
     @property
@@ -197,8 +200,35 @@ class BLR(ChunkedSearch):
         """A^-1 (r x r, a new matrix)."""
         return self._inverse.value()
 
+    def _fresh_J(self) -> None:
+        self._sync()
+        if self._J_stale:
+            self._rescore("Ainv")
+
     def _set_inverse(self, Ainv: np.ndarray, A: DeferredK) -> None:
         self._inverse, self._A = LowRankInverse(Ainv), A
+
+    def _n_labels(self) -> int:
+        return int((self._label >= 0).sum())
+
+    def _weights(self) -> np.ndarray:
+        n = self._n_labels()
+        ybar = self.sum_y / n if n else 0.0
+        rhs = (self.xy - ybar * self.x1) / self.noise  # X_c^T y = X^T y - ybar X^T 1
+        return self._inverse.times_rows(rhs[None, :])[0]
+
+    def _consts(self, w: np.ndarray) -> tuple[float, float, float, np.ndarray]:
+        """(mean, v0, d0, h) of kernels/blr.py for weights w: mean = ybar - xbar . w,
+        h = A^-1 xbar_A, v0 = xbar_A . h + s2 / n_A, d0 = -xbar . d (xbar_A: the mean of the
+        rows in A, the labeled ones but in a UCB batch)."""
+        n, nA = self._n_labels(), len(self._in_A)
+        xbar = self.x1 / n if n else self.x1
+        mean = (self.sum_y / n if n else 0.0) - float(xbar @ w)
+        if not nA:
+            return mean, 0.0, 0.0, np.zeros_like(w)
+        xbar_A = self.xA / nA
+        h = self._inverse.times_rows(xbar_A[None, :])[0]
+        return mean, float(xbar_A @ h) + self.noise / nA, -float(xbar @ self.d), h
 
     # -- the algorithm -------------------------------------------------------------
     @property
@@ -211,9 +241,6 @@ class BLR(ChunkedSearch):
 
     def _selection_weight(self) -> float:
         return self._t
-
-    def _in_labels(self) -> np.ndarray:
-        return np.flatnonzero(self._label >= 0)
 
     def _initialize(self) -> None:
         parts = self.backend.map(COLSUM)
@@ -239,41 +266,54 @@ class BLR(ChunkedSearch):
             self._rescore("Ainv" if self._beta > 0 else "keep")
             self._J_stale = self._beta == 0
             return
-        if len(c) > FUSED_LABELS and self._beta == 0:  # J is not needed to choose: left behind
+        if (self._beta == 0 and len(c) > FUSED_LABELS) or self._J_stale:  # J is not needed to choose
             G, c, self._J_stale = G[:0], c[:0], True
         self._draw()
-        V = np.vstack([self._weights(), self.d, G])
-        self._pass(BLR_UPDATE, V, c, idx, lab, self._mean(), self._beta, self._t, t_prev=self._t)
+        self._score_pass(self._weights(), G, c, idx, lab)
+
+    def _score_pass(self, w, G, c, idx, lab) -> None:
+        mean, v0, d0, h = self._consts(w)
+        V = np.vstack([w, self.d, h, G])
+        self._pass(BLR_UPDATE, V, c, idx, lab, (mean, v0, d0), self._beta, self._t, t_prev=self._t)
 
     def _absorb(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Labels into the sums and, for rows not yet in A, into A and A^-1 (Sherman-
         Morrison): returns the g_b and c_b that lower J."""
-        r = self.store.r
         if not len(idx):
-            return np.zeros((0, r)), NO_C
+            return np.zeros((0, self.store.r)), NO_C
         rows = decode(self.store.read_stored_rows(idx))
         y = self.label_values(idx)
         self.xy += y @ rows
         self.x1 += rows.sum(axis=0)
         self.sum_y += float(y.sum())
-        return self._into_A(idx, rows)
+        new = np.array([int(i) not in self._in_A for i in idx], bool)
+        return self._into_A(idx[new], rows[new])
 
     def _into_A(self, idx: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        new = np.array([int(i) not in self._in_A for i in idx], bool)
-        if not new.any():
-            return np.zeros((0, rows.shape[1])), NO_C
-        gamma = np.full(int(new.sum()), 1.0 / self.noise)
-        G, c, _, _ = batch_update(self._inverse, rows[new], gamma, idx[new])
-        self._A.add(rows[new], gamma)
-        self._in_A.update(int(i) for i in idx[new])
-        if not np.all(np.isfinite(c)):
-            raise NumericalError("a Sherman-Morrison denominator of A^-1 is not finite; check the data's scale")
+        """Rows into A: X_c^T X_c grows by the scatter of the new rows about their mean,
+        plus n B / (n + B) (their mean - the old mean) in outer product (B + 1 rows z_b; one
+        for a single row)."""
+        r, n, B = self.store.r, len(self._in_A), len(idx)
+        if not B:
+            return np.zeros((0, r)), NO_C
+        mean_new = rows.mean(axis=0)
+        Z = [rows - mean_new] if B > 1 else []
+        if n:
+            Z.append(np.sqrt(n * B / (n + B)) * (mean_new - self.xA / n)[None, :])
+        self.xA += rows.sum(axis=0)
+        self._in_A.update(int(i) for i in idx)
+        if not Z:
+            return np.zeros((0, r)), NO_C
+        Z = np.vstack(Z)
+        gamma = np.full(len(Z), 1.0 / self.noise)
+        G, c, _, _ = batch_update(self._inverse, Z, gamma, np.resize(idx, len(Z)))
+        self._A.add(Z, gamma)
         return G, c
 
     def _members_left_out(self) -> bool:
         """Whether points chosen for a UCB batch are in A without a label (the batch was
         not labelled in full): A is then rebuilt from the labels."""
-        if len(self._in_A) == int((self._label >= 0).sum()):
+        if len(self._in_A) == self._n_labels():
             return False
         self._rebuild_A()
         return True
@@ -281,14 +321,14 @@ class BLR(ChunkedSearch):
     def _maybe_refit(self) -> bool:
         """Refit lam and noise by the evidence when the labels grew by refit_share; True
         when A was rebuilt."""
-        p, n_L = self.params, int((self._label >= 0).sum())
+        p, n_L = self.params, self._n_labels()
         if (
             (p.lam is not None and p.noise is not None)
             or n_L < evidence.MIN_LABELS
             or n_L < self._labels_at_refit * (1.0 + p.refit_share)
         ):
             return False
-        idx = self._in_labels()
+        idx = np.flatnonzero(self._label >= 0)
         y = self.label_values(idx)
         if np.ptp(y) == 0:  # all labels alike (no positive yet): nothing to fit
             return False
@@ -298,29 +338,24 @@ class BLR(ChunkedSearch):
         if fitted is None:
             return False
         self.lam, self.noise = fitted
-        self.refits.append(
-            {
-                "labels": n_L,
-                "lam": self.lam,
-                "noise": self.noise,
-                "log_evidence": evidence.log_evidence(evidence.spectrum(XL, y), self.lam, self.noise),
-            }
-        )
+        log_ev = evidence.log_evidence(evidence.spectrum(XL, y), self.lam, self.noise)
+        self.refits.append({"labels": n_L, "lam": self.lam, "noise": self.noise, "log_evidence": log_ev})
         self._rebuild_A(XL)
         return True
 
     def _rebuild_A(self, XL: np.ndarray | None = None) -> None:
-        """A = lam I + X_L^T X_L / noise and its inverse, from the labeled rows."""
-        idx = self._in_labels()
-        if XL is None:
-            XL = decode(self.store.read_stored_rows(idx))
-        A = self.lam * np.eye(self.store.r) + (XL.T @ XL) / self.noise
+        """A = lam I + X_c^T X_c / noise and its inverse, from the labeled rows."""
+        idx = np.flatnonzero(self._label >= 0)
+        XL = decode(self.store.read_stored_rows(idx)) if XL is None else XL
+        Xc = XL - XL.mean(axis=0) if len(XL) else XL
+        A = self.lam * np.eye(self.store.r) + (Xc.T @ Xc) / self.noise
         try:
             Ainv = np.linalg.inv(A)
         except np.linalg.LinAlgError as e:
-            raise NumericalError(f"A = lam I + X_L^T X_L / noise is singular ({e})") from e
+            raise NumericalError(f"A = lam I + X_c^T X_c / noise is singular ({e})") from e
         self._set_inverse((Ainv + Ainv.T) / 2, DeferredK(A))
         self._in_A = {int(i) for i in idx}
+        self.xA = XL.sum(axis=0) if len(XL) else np.zeros(self.store.r)
 
     def _draw(self, size: int | None = None) -> np.ndarray:
         """Thompson: d = w~ - w for a new exact draw w~ ~ N(w, A^-1) (``size`` draws as rows
@@ -348,22 +383,14 @@ class BLR(ChunkedSearch):
             self._J_stale = False
 
     def rebuild_recipe(self, J_from: str = "Ainv") -> StepCall:
-        labeled = self._in_labels()
+        labeled = np.flatnonzero(self._label >= 0)
         Ainv = self.Ainv if J_from == "Ainv" else None
         inv_lam = 1.0 / self.lam if J_from == "norms" else None
-        return StepCall(
-            BLR_RESCORE,
-            (
-                labeled,
-                self._label[labeled],
-                Ainv,
-                inv_lam,
-                np.vstack([self._weights(), self.d]),
-                self._mean(),
-                self._beta,
-                self._t,
-            ),
-        )
+        w = self._weights()
+        mean, v0, d0, h = self._consts(w)
+        V = np.vstack([w, self.d, h])
+        args = (labeled, self._label[labeled], Ainv, inv_lam, V, (mean, v0, d0), self._beta, self._t)
+        return StepCall(BLR_RESCORE, args)
 
     # -- batches -------------------------------------------------------------------
     def next_batch(self, k: int) -> list[int]:
@@ -390,6 +417,8 @@ class BLR(ChunkedSearch):
         return chosen
 
     def _ucb_batch(self, k: int) -> list[int]:
+        """Each member joins A before the next is chosen; mu stays (its weights are kept)."""
+        self._fresh_J()
         chosen: list[int] = []
         w = self._weights()
         for _ in range(k):
@@ -399,17 +428,7 @@ class BLR(ChunkedSearch):
                 break
             idx = np.array([i])
             G, c = self._into_A(idx, decode(self.store.read_stored_rows(idx)))
-            self._pass(
-                BLR_UPDATE,
-                np.vstack([w, self.d, G]),
-                c,
-                idx,
-                np.zeros(1, np.int8),
-                self._mean(),
-                self._beta,
-                self._t,
-                t_prev=self._t,
-            )
+            self._score_pass(w, G, c, idx, np.zeros(1, np.int8))
         return chosen
 
     def run_details(self) -> dict[str, Any]:

@@ -1,19 +1,20 @@
 """The hyperparameters of Bayesian linear regression from the labels: type-II maximum
 likelihood (the evidence), so that nobody has to tune them.
 
-Model: y = m + X w + noise, w ~ N(0, I / lam), noise ~ N(0, s2), with m the labels' mean.
-The centred labels y_c = y - m then have the marginal distribution N(0, C) with
+Model: y = b + X w + noise, w ~ N(0, I / lam), a flat prior on the intercept b, noise ~
+N(0, s2). The evidence of the labels is then that of the centred labels y_c = y - ybar in
+the n - 1 directions orthogonal to the constant (the intercept takes the last):
 
-    C = X_L X_L^T / lam + s2 I = s2 (rho K + I),      K = X_L X_L^T,  rho = 1 / (lam s2).
+    y_c ~ N(0, C),    C = X_c X_c^T / lam + s2 I = s2 (rho K + I),   K = X_c X_c^T,  rho = 1 / (lam s2),
 
-With K = U diag(k) U^T and z = U^T y_c the log evidence is
+with X_c the labeled rows minus their mean. With the nonzero eigenvalues k_j of K, z_j the
+projections of y_c on their eigenvectors, and the rest of y_c (eigenvalue 0),
 
-    -1/2 sum_j [ z_j^2 / (s2 (rho k_j + 1)) + log(s2 (rho k_j + 1)) ] - n/2 log(2 pi),
+    log evidence = -1/2 sum_j [ z_j^2 / (s2 (rho k_j + 1)) + log(s2 (rho k_j + 1)) ] - (n - 1)/2 log(2 pi),
 
-and for a given rho the best s2 is sum_j z_j^2 / (rho k_j + 1) / n: one 1-D search over
-log rho (a grid, then golden-section refinement). The eigenvalues come from the smaller
-of the two Grams, X_L X_L^T (n_L x n_L) or X_L^T X_L (r x r), O(min(n_L, r)^3); with the
-r x r one, the part of y_c outside the span of X_L's columns counts as eigenvalue 0.
+and for a given rho the best s2 is sum_j z_j^2 / (rho k_j + 1) / (n - 1): one 1-D search
+over log rho (a grid, then golden-section refinement). The eigenvalues come from the
+smaller of the two Grams, X_c X_c^T (n_L x n_L) or X_c^T X_c (r x r), O(min(n_L, r)^3).
 """
 
 from __future__ import annotations
@@ -45,17 +46,22 @@ class Spectrum:
 
 
 def spectrum(XL: np.ndarray, y: np.ndarray) -> Spectrum:
-    """The spectrum of the labeled rows ``XL`` (n_L x r, float64) and their labels ``y``."""
+    """The spectrum of the labeled rows ``XL`` (n_L x r, float64) and their labels ``y``,
+    both centred (the intercept's direction left out)."""
     yc = y - y.mean()
-    n, r = XL.shape
+    Xc = XL - XL.mean(axis=0)
+    n, r = Xc.shape
     if n <= r:
-        k, U = np.linalg.eigh(XL @ XL.T)
-        return Spectrum(np.maximum(k, 0.0), (U.T @ yc) ** 2, np.ones(n))
-    e, Q = np.linalg.eigh(XL.T @ XL)
-    keep = e > e.max() * 1e-12 if e.max() > 0 else np.zeros(r, bool)
-    z2 = (Q[:, keep].T @ (XL.T @ yc)) ** 2 / e[keep]
+        k, U = np.linalg.eigh(Xc @ Xc.T)
+        keep = k > k.max() * 1e-12 if k.max() > 0 else np.zeros(n, bool)
+        z2 = (U[:, keep].T @ yc) ** 2
+    else:
+        k, Q = np.linalg.eigh(Xc.T @ Xc)
+        keep = k > k.max() * 1e-12 if k.max() > 0 else np.zeros(r, bool)
+        z2 = (Q[:, keep].T @ (Xc.T @ yc)) ** 2 / k[keep]
     rest = max(float(yc @ yc) - float(z2.sum()), 0.0)
-    return Spectrum(np.append(e[keep], 0.0), np.append(z2, rest), np.append(np.ones(keep.sum()), n - keep.sum()))
+    null = n - 1 - int(keep.sum())  # the constant direction is the intercept's
+    return Spectrum(np.append(k[keep], 0.0), np.append(z2, rest), np.append(np.ones(keep.sum()), max(null, 0)))
 
 
 def log_evidence(sp: Spectrum, lam: float, noise: float) -> float:
@@ -73,7 +79,7 @@ def fit(
     if len(y) < MIN_LABELS or np.ptp(y) == 0 or (lam is not None and noise is not None):
         return None
     sp = spectrum(np.asarray(XL, np.float64), y)
-    scale = float(sp.k[sp.count == 1].mean()) if np.any(sp.count == 1) and sp.k.max() > 0 else 1.0
+    scale = float(sp.k[:-1].mean()) if len(sp.k) > 1 else 1.0  # the last entry is the null space's 0
     var = float(np.sum(sp.z2) / sp.n) or 1.0
     if lam is None and noise is None:
 

@@ -158,16 +158,16 @@ def las_update_step(x, state, V, c, label_idx, label_val, eta, w0, pi, t_prev):
                                         state.J, state.f, state.im, eta, w0, pi, t_prev))
 
 
-def lower_quadratic_form(x, J, V, c):
+def lower_quadratic_form(x, J, V, c, first=2):
     """Sherman-Morrison on J_i = x_i^T M^-1 x_i for many labels at once: J_i -= sum_b
-    c_b (x_i . g_b)^2 with the g_b in rows 2: of V, by one BLAS product per block of rows
-    (matrix-multiply speed). Returns (V, c) left for the fused kernel: unchanged for few
-    labels (the kernel applies them in its own pass), else V[:2] and no c."""
+    c_b (x_i . g_b)^2 with the g_b in rows first: of V, by one BLAS product per block of
+    rows (matrix-multiply speed). Returns (V, c) left for the fused kernel: unchanged for
+    few labels (the kernel applies them in its own pass), else V[:first] and no c."""
     if len(c) <= FUSED_LABELS:
         return V, c
-    for a, P in _products(x, np.ascontiguousarray(V[2:].T)):
+    for a, P in _products(x, np.ascontiguousarray(V[first:].T)):
         J[a:a + len(P)] -= (P * P) @ c
-    return V[:2], c[:0]
+    return V[:first], c[:0]
 
 
 def wnas_update_step(x, state, Z, signs, label_idx, label_val, reset=False):

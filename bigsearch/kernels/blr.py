@@ -1,19 +1,22 @@
 """Bayesian linear regression kernel: one chunk of X, its per-point state, small global state.
 
-The model (engine/methods/blr.py): y = m + x . w + noise, w ~ N(0, I / lam), noise ~
-N(0, s2), m the mean of the labels. Its posterior has precision A = lam I + X_L^T X_L / s2,
-so each point's predictive mean and variance are
+The model (engine/blr.py): y = b + x . w + noise, w ~ N(0, I / lam), a flat prior on the
+intercept b, noise ~ N(0, s2). With the labeled rows' mean xbar, the labels' mean ybar and
+A = lam I + X_c^T X_c / s2 (X_c: the labeled rows minus xbar), each point's predictive
+mean and variance are
 
-    mu_i = m + x_i . w,     w = A^-1 X_L^T (y_L - m) / s2,
-    v_i  = x_i^T A^-1 x_i   (kept per point as J, like LAS's J: new labels lower it by
-                             c_b (x_i . g_b)^2, g_b = A^-1 x_b: Sherman-Morrison).
+    mu_i = ybar - xbar . w + x_i . w,                 w = A^-1 X_c^T y / s2,
+    v_i  = Q_i - 2 x_i . h + xbar . h + s2 / n_L,     Q_i = x_i^T A^-1 x_i,  h = A^-1 xbar,
+
+where Q is kept per point as J, like LAS's J: new labels lower it by c_b (x_i . g_b)^2,
+g_b = A^-1 z_b (Sherman-Morrison on the rows z_b that the labels add to the scatter).
 
 One pass over a chunk computes, per row, the dot products with the rows of
-V = [w, d, g_1 .. g_B] (d: a Thompson draw's w~ - w, or zeros) and sets
+V = [w, d, h, g_1 .. g_B] (d: a Thompson draw's w~ - w, or zeros) and sets
 
-    f_i  = m + x_i . w                          (the predictive mean)
-    J_i <- J_i - sum_b c_b (x_i . g_b)^2
-    im_i = beta sqrt(max(J_i, 0)) + x_i . d     (what the acquisition adds to f)
+    f_i  = mean + x_i . w                                  (mean = ybar - xbar . w)
+    J_i <- J_i - sum_b c_b (x_i . g_b)^2,   v_i = J_i - 2 x_i . h + v0
+    im_i = beta sqrt(max(v_i, 0)) + x_i . d + d0           (d0 = -xbar . d)
 
 so that the acquisition's score is f + im (greedy: beta = 0 and d = 0; UCB: d = 0;
 Thompson: beta = 0), and returns the chunk's partials in the form every method's
@@ -30,13 +33,13 @@ from .encoded import chunk_dots, chunk_rows, dots_setup
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FAST)
-def blr_scores(x, V, c, offset, label, J, f, im, mean, beta, t):
+def blr_scores(x, V, c, offset, label, J, v, f, im, mean, v0, d0, beta, t):
     """The fused BLR pass over one chunk (see the module docstring).
 
-    x: (m, r) chunk; V: (2 + B, r) rows w, d, g_1..g_B; c: (B,) the Sherman-Morrison
-    coefficients of the g_b (empty: J is left as it is); offset: the global index of the
-    chunk's first row; mean: m; beta: the UCB weight of sqrt(v); t: the weight of im in
-    the selection (0 greedy, 1 otherwise). Updates J, f and im in place and returns the
+    x: (m, r) chunk; V: (3 + B, r) rows w, d, h, g_1..g_B; c: (B,) the Sherman-Morrison
+    coefficients of the g_b; offset: the global index of the chunk's first row; mean, v0,
+    d0: the constants above; beta: the UCB weight of sqrt(v); t: the weight of im in the
+    selection (0 greedy, 1 otherwise). Updates J, v, f and im in place and returns the
     partials (sums [sum f, sum im, n unlabeled], candidates and the lists' K-th values).
     """
     m = chunk_rows(x)
@@ -52,13 +55,15 @@ def blr_scores(x, V, c, offset, label, J, f, im, mean, beta, t):
         for k in range(i1 - i0):
             i = i0 + k
             j = J[i]
-            for b in range(nv - 2):
-                j -= c[b] * P[k, 2 + b] * P[k, 2 + b]
+            for b in range(nv - 3):
+                j -= c[b] * P[k, 3 + b] * P[k, 3 + b]
             J[i] = j
+            vi = j - 2.0 * P[k, 2] + v0
+            v[i] = vi
             fi = mean + P[k, 0]
             f[i] = fi
             lab = label[i] >= 0
-            imi = 0.0 if lab else beta * math.sqrt(max(j, 0.0)) + P[k, 1]
+            imi = 0.0 if lab else beta * math.sqrt(max(vi, 0.0)) + P[k, 1] + d0
             im[i] = imi
             sum_f += 0.0 if lab else fi
             sum_im += imi
