@@ -13,8 +13,8 @@ from os import PathLike
 
 import numpy as np
 
-from .engine.registry import method_spec
-from .engine.seeding import resolve_start, seeded_top, seeding
+from .engine.core.registry import method_spec
+from .engine.guidance.seeding import resolve_start, seeded_top, seeding
 from .errors import BigsearchError, LabelError, ParameterError
 from .storage import FeatureStore, open_store
 
@@ -74,7 +74,7 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     ``answers``: graded labels in [0, 1], one per point, that the oracle tells instead of
     the stored 0/1 labels (for methods that take graded labels); hits still count the
     stored positives.
-    ``start_from``: a cold start (engine/seeding.py), a spec string (``ids:...``,
+    ``start_from``: a cold start (engine/guidance/seeding.py), a spec string (``ids:...``,
     ``vector:FILE.npy``, ``keyword:COLUMN=WORDS``) or a ``StartFrom``: known positives are
     the initial labels (answered by the stored labels, like ``init``); a vector or keyword
     chooses the queries until the first positive, from no initial labels.
@@ -209,10 +209,10 @@ def _final_ranking(search, ranks, unlabeled):
 
 
 def _remaining(search, init, queries):
-    """The estimates of positives left once the budget is spent (engine/remaining.py): the
+    """The estimates of positives left once the budget is spent (engine/guidance/remaining.py): the
     score sum for a method whose f is a probability; the answers counted are the initial
     labels and the queries'."""
-    from .engine.remaining import remaining_summary
+    from .engine.guidance.remaining import remaining_summary
     f = search.f if search.PROBABILITY_SCORES else None
     answers = np.array([lab for _, lab in init] + [lab for _, lab in queries], np.float64)
     return remaining_summary(f, search.labels, answers)
@@ -220,7 +220,7 @@ def _remaining(search, init, queries):
 
 def _next_batch(search, k, start=None):
     """The next k points to label: ask() for one, the top k of one pass for more (the
-    start's candidates while it seeds the search, engine/seeding.py)."""
+    start's candidates while it seeds the search, engine/guidance/seeding.py)."""
     if k >= 1 and seeding(start, search.labels):
         return [int(i) for i in seeded_top(search, start, k).indices]
     if k <= 1:

@@ -9,21 +9,21 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .registry import METHODS, MethodSpec, method_names, method_spec
+from .core.registry import METHODS, MethodSpec, method_names, method_spec
 
 if TYPE_CHECKING:
-    from .agr import AGR
-    from .asg import ASG
-    from .base import ActiveSearch, ChunkedSearch
-    from .las import LAS
-    from .params import LASParams
-    from .random import RandomSearch
-    from .rf import RandomForestSearch
-    from .wnas import WNAS
+    from .core.base import ActiveSearch, ChunkedSearch
+    from .core.params import LASParams
+    from .methods.agr import AGR
+    from .methods.asg import ASG
+    from .methods.las import LAS
+    from .methods.random import RandomSearch
+    from .methods.rf import RandomForestSearch
+    from .methods.wnas import WNAS
 
-_LAZY = {"ActiveSearch": "base", "ChunkedSearch": "base", "AGR": "agr", "ASG": "asg", "LAS": "las",
-         "LASParams": "params", "RandomSearch": "random", "RandomForestSearch": "rf",
-         "WNAS": "wnas"}
+_LAZY = {"ActiveSearch": "core.base", "ChunkedSearch": "core.base", "AGR": "methods.agr", "ASG": "methods.asg",
+         "LAS": "methods.las", "LASParams": "core.params", "RandomSearch": "methods.random",
+         "RandomForestSearch": "methods.rf", "WNAS": "methods.wnas"}
 
 __all__ = ["ActiveSearch", "ChunkedSearch", "AGR", "ASG", "LAS", "LASParams", "RandomSearch", "RandomForestSearch",
            "WNAS", "METHODS", "MethodSpec", "method_names", "method_spec"]

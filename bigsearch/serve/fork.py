@@ -11,7 +11,7 @@ per item shown. :func:`refit` instead turns an engine no longer needed (the bran
 taken, or the state before the answer) into a copy of another of the same lineage by
 copying only what differs: with pruned queries, the blocks of rows either engine has
 rescored since they parted and the labels either has been told, a few percent of the
-rows. Which blocks differ is read from the pruner's per-block versions (engine/pruning.py):
+rows. Which blocks differ is read from the pruner's per-block versions (engine/pruning/las.py):
 a block's f and impact factor change only when a query reads it or a full pass rewrites
 every block, and either gives the block a new version. Each copy gets a clock range of
 its own, so the same version in two engines of a lineage means the same event, and the
@@ -26,7 +26,7 @@ import itertools
 import numpy as np
 
 from ..backends.local import LocalBackend
-from ..engine.pruning import LASPruning
+from ..engine.pruning.las import LASPruning
 
 CLOCK_RANGE = 1 << 40          # pruner clock ticks per copy: a copy's versions never meet another's
 _ranges = itertools.count(1)

@@ -30,9 +30,9 @@ import numpy as np
 
 from .. import __version__
 from ..backends.local import pass_progress
-from ..engine.registry import method_spec, saving_class
-from ..engine.seeding import resolve_start
-from ..engine.select import Ranked
+from ..engine.core.registry import method_spec, saving_class
+from ..engine.core.select import Ranked
+from ..engine.guidance.seeding import resolve_start
 from ..errors import (
     BigsearchError,
     LabelError,
@@ -67,13 +67,13 @@ from .journal import History, JournalWriter, now, read_journal, truncate_journal
 from .lock import SessionLock
 
 if TYPE_CHECKING:
-    from ..engine.base import ChunkedSearch, Labels
-    from ..engine.seeding import StartFrom
+    from ..engine.core.base import ChunkedSearch, Labels
+    from ..engine.guidance.seeding import StartFrom
     from ..storage import FeatureStore
 
 INFO, JOURNAL, CHECKPOINTS, LOCK = "session.json", "journal.jsonl", "checkpoints", "lock"
-START = "start.npy"        # a vector's or keyword's candidates (engine/seeding.py)
-SAMPLE = "sample.json"     # a random sample for the estimate of positives left (engine/remaining.py)
+START = "start.npy"        # a vector's or keyword's candidates (engine/guidance/seeding.py)
+SAMPLE = "sample.json"     # a random sample for the estimate of positives left (engine/guidance/remaining.py)
 
 
 class Session:
@@ -126,7 +126,7 @@ class Session:
         ``params``: its parameters (pi, eta, w0, alpha for LAS, see :class:`bigsearch.LAS`).
         A checkpoint is written every ``checkpoint_every`` labels and on close; the
         newest ``keep_checkpoints`` are kept (undo beyond them replays from the start).
-        ``start_from``: a cold start (engine/seeding.py; a spec string or a ``StartFrom``):
+        ``start_from``: a cold start (engine/guidance/seeding.py; a spec string or a ``StartFrom``):
         known positives are recorded as the first labels; a vector's or keyword's
         candidates are kept in the session and asked first until a positive is labeled.
         ``store``: a path or URL (``dataset``: the array holding X, default X), or a
@@ -200,7 +200,7 @@ class Session:
 
     def top(self, k: int = 10) -> Ranked:
         """The k best unlabeled points: (indices, scores), best first; the start's
-        candidates first while no positive is labeled (engine/seeding.py); points put
+        candidates first while no positive is labeled (engine/guidance/seeding.py); points put
         aside with :meth:`skip` come after every other unlabeled point."""
         indices, scores, _ = ranked_unskipped(self.search, self._history.skipped, k, self._ranker())
         return Ranked(indices, scores)
@@ -210,7 +210,7 @@ class Session:
         start = self.start
         if start is None:
             return None
-        from ..engine.seeding import seeded_top
+        from ..engine.guidance.seeding import seeded_top
         return lambda k: seeded_top(self.search, start, k)
 
     @property
@@ -220,7 +220,7 @@ class Session:
         if spec is None or "candidates" not in spec:
             return None
         if self._start is None:
-            from ..engine.seeding import StartFrom
+            from ..engine.guidance.seeding import StartFrom
             try:
                 candidates = np.load(self.directory / START, allow_pickle=False)
             except (OSError, ValueError) as e:
@@ -422,12 +422,12 @@ class Session:
 
     def remaining(self) -> dict[str, Any]:
         """Positives left unlabeled and the recent hit rate, with their uncertainty
-        (engine/remaining.py; docs/sessions.md says how far to trust each). One pass
+        (engine/guidance/remaining.py; docs/sessions.md says how far to trust each). One pass
         over X when the engine is not loaded yet, and none otherwise: on a session with
         pruned queries, whose f is current only where the queries read, the score sum
         is left out (``score_sum`` None, ``score_sum_left_out`` says why) rather than
         paid for with a pass; an unreadable store gives {"error"}."""
-        from ..engine.remaining import remaining_summary
+        from ..engine.guidance.remaining import remaining_summary
         try:
             search = self.search
             costly = search.f_costs_a_pass()
@@ -462,7 +462,7 @@ class Session:
 
     def _sample_estimate(self):
         """The sampled estimate, with how much of the sample is answered (None: no sample)."""
-        from ..engine.remaining import sampled_remaining
+        from ..engine.guidance.remaining import sampled_remaining
         try:
             sample = json.loads((self.directory / SAMPLE).read_text())
         except FileNotFoundError:

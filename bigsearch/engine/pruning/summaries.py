@@ -1,4 +1,4 @@
-"""Block summaries stored with the store, so pruned LAS queries (engine/pruning.py) skip
+"""Block summaries stored with the store, so pruned LAS queries (engine/pruning/las.py) skip
 the pass that computes them at initialization.
 
 What is stored is a property of X alone: per block of ``block_rows`` rows its centroid,
@@ -22,11 +22,12 @@ import time
 
 import numpy as np
 
-from ..backends.local import LocalBackend, pass_progress
-from ..errors import BigsearchError
-from ..storage import open_store
-from ..storage.fingerprint import store_fingerprint
-from ..storage.format import SUMMARIES_GROUP
+from ...backends.local import LocalBackend, pass_progress
+from ...errors import BigsearchError
+from ...storage import open_store
+from ...storage.fingerprint import store_fingerprint
+from ...storage.format import SUMMARIES_GROUP
+from ..core.steps import COLSUM, GRAM
 from .block_summaries import (
     DEFAULT_BASIS,
     BlockSummaries,
@@ -35,7 +36,6 @@ from .block_summaries import (
     compute_summaries,
     gram_basis,
 )
-from .steps import COLSUM, GRAM
 
 GROUP = SUMMARIES_GROUP
 VERSION = 1

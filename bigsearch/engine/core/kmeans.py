@@ -24,13 +24,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..backends import ChunkStep
-from ..errors import ParameterError
-from ..kernels.agr import cluster_sums
-from ..storage import local_dir_beside
-from ..storage.atomic import atomic_open
-from ..storage.encoding import decode, n_rows
-from ..storage.fingerprint import store_fingerprint
+from ...backends import ChunkStep
+from ...errors import ParameterError
+from ...kernels.agr import cluster_sums
+from ...storage import local_dir_beside
+from ...storage.atomic import atomic_open
+from ...storage.encoding import decode, n_rows
+from ...storage.fingerprint import store_fingerprint
 
 KMEANS_VERSION = 1            # part of the cache key: bump when the algorithm changes
 KMEANS_TOLERANCE = 1e-4
