@@ -194,7 +194,7 @@ def cluster_backend(scheduler, cluster, persist=False):
         raise ParameterError("--persist needs --scheduler or --cluster (it keeps X in the workers' memory)")
     if not (scheduler or cluster):
         return contextlib.nullcontext("local")
-    from ..backends.distributed import connect, tls_security  # imports dask: only for cluster runs
+    from ..backends import connect, tls_security  # imports dask: only for cluster runs
     ctx = click.get_current_context(silent=True)
     tls = dict(ctx.meta.get("bigsearch_tls", {})) if ctx is not None else {}
     if tls and not scheduler:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..backends.local import LocalBackend
+from ..backends import make_backend
 from ..engine.core.kmeans import kmeans, squared_distances
 from ..engine.pruning.summaries import write_block_summaries
 from ..errors import ParameterError, StoreExistsError
@@ -72,7 +72,7 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
         k = default_clusters(store.n) if clusters is None else int(clusters)
         if not 1 <= k <= store.n:
             raise ParameterError(f"clusters must be between 1 and n = {store.n}, got {clusters}")
-        backend = LocalBackend(store, n_threads)
+        backend = make_backend(store, "local", n_threads)
         try:
             centres = kmeans(store, k, seed=seed, iterations=iterations, mapper=backend.map)
         finally:

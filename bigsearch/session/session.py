@@ -29,7 +29,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from .. import __version__
-from ..backends.local import pass_progress
+from ..backends import pass_progress
 from ..engine.core.registry import method_spec, saving_class
 from ..engine.core.select import Ranked
 from ..engine.guidance.seeding import resolve_start

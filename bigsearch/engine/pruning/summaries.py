@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from ...backends.local import LocalBackend, pass_progress
+from ...backends import make_backend, pass_progress
 from ...errors import BigsearchError
 from ...storage import open_store
 from ...storage.fingerprint import store_fingerprint
@@ -51,7 +51,7 @@ def summaries_of_store(store, block_rows=None, basis_dim=DEFAULT_BASIS, n_thread
     search runs; None when some degree is <= 0 or X is not finite (LAS cannot search it).
     ``progress(what, chunks done, chunks)``, if given, is called as each pass moves."""
     block_rows = check_block_rows(block_rows)
-    backend = LocalBackend(store, n_threads)
+    backend = make_backend(store, "local", n_threads)
 
     def run(what, step, *args):
         if progress is None:
