@@ -23,13 +23,13 @@ from .. import __version__
 from ..engine.core.registry import method_spec
 from ..engine.guidance.seeding import resolve_start
 from ..errors import ParameterError
-from ..simulate import check_budget, initial_labels, make_search, simulate
 from ..storage import open_store, require_local
 from ..storage.atomic import atomic_write_bytes, atomic_write_json
 from ..storage.fingerprint import store_fingerprint
 from .graded import load_answers
 from .reports import markdown_table, recall_curves, summarize, write_ranking_csv, write_runs_csv
 from .resume import Journal
+from .simulate import check_budget, initial_labels, make_search, simulate
 
 
 @dataclass(frozen=True)

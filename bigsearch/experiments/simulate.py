@@ -13,10 +13,10 @@ from os import PathLike
 
 import numpy as np
 
-from .engine.core.registry import method_spec
-from .engine.guidance.seeding import resolve_start, seeded_top, seeding
-from .errors import BigsearchError, LabelError, ParameterError
-from .storage import FeatureStore, open_store
+from ..engine.core.registry import method_spec
+from ..engine.guidance.seeding import resolve_start, seeded_top, seeding
+from ..errors import BigsearchError, LabelError, ParameterError
+from ..storage import FeatureStore, open_store
 
 
 def initial_labels(y, seed, init_index=None, init_positives=1, init_negatives=0):
@@ -170,7 +170,7 @@ def warm_up(store, method, seed, batch_size, options):
         return 0.0
     rows = np.ascontiguousarray(store.read_stored_rows(np.arange(m)))
     rows.flags.writeable = not readonly           # numba compiles read-only arrays apart
-    from .storage.arrays import NumpyArrayStore
+    from ..storage.arrays import NumpyArrayStore
     tiny = NumpyArrayStore(rows, chunk_rows=max(1, m // 2))
     settings = {**options, "backend": "local", "n_threads": 1, "anchors": min(m, 4),
                 "pi": options.get("pi") or 0.5}
@@ -212,7 +212,7 @@ def _remaining(search, init, queries):
     """The estimates of positives left once the budget is spent (engine/guidance/remaining.py): the
     score sum for a method whose f is a probability; the answers counted are the initial
     labels and the queries'."""
-    from .engine.guidance.remaining import remaining_summary
+    from ..engine.guidance.remaining import remaining_summary
     f = search.f if search.PROBABILITY_SCORES else None
     answers = np.array([lab for _, lab in init] + [lab for _, lab in queries], np.float64)
     return remaining_summary(f, search.labels, answers)
