@@ -160,7 +160,7 @@ def object_store_options(f=None, *, cache=True):
     @functools.wraps(f)
     def command(*args, storage_option=(), cache_dir=None, cache_size=None, **kwargs):
         from ..storage.chunk_cache import cache_settings
-        from ..storage.remote import parse_storage_options, remote_defaults
+        from ..storage.remote_options import parse_storage_options, remote_defaults
         if cache_size is not None:
             cache_settings(cache_dir, cache_size)      # a bad --cache-size is an error now, remote store or not
         with remote_defaults(parse_storage_options(storage_option), cache_dir, cache_size):

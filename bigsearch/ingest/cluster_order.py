@@ -39,7 +39,8 @@ from ..storage import StoreWriter, is_url, open_store, store_kind_for, store_loc
 from ..storage.atomic import remove, remove_stale_leftovers, temp_sibling
 from ..storage.encoding import ENCODING_ATTR
 from ..storage.format import DISPLAY_ATTR, FORMAT_ATTR, PIXELS_NAME
-from ..storage.remote import check_writable, store_exists
+from ..storage.remote import store_exists
+from ..storage.remote_options import check_writable
 
 ROWS_PER_CLUSTER = 8192        # the default k: about this many rows per cluster (at least 16)
 MAX_CLUSTERS = 256
