@@ -1,7 +1,10 @@
 """Engine: the search methods (ask/tell) built on chunk steps and a backend.
 
-The methods are listed in ``registry.METHODS``. Names are imported on first use, so
-that reading the registry or the parameters imports no numerical code.
+Four rooms (docs/architecture.md): ``core`` (what every method shares), ``methods`` (one
+module per method), ``pruning`` (pruned queries) and ``guidance`` (cold starts, estimates
+of positives left). The methods are listed in ``core.registry.METHODS``. Names are
+imported on first use, so that reading the registry or the parameters imports no
+numerical code.
 """
 
 from __future__ import annotations
