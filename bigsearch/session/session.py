@@ -133,12 +133,12 @@ class Session:
         zarr.Array / h5py.Dataset in a file, which the session reopens by its file and name.
         """
         directory = require_local(directory, "directory")
-        _check_new(method, checkpoint_every, keep_checkpoints, params, directory)
+        settings = _check_new(method, checkpoint_every, keep_checkpoints, params, directory)
         path, options = store_source(store, dataset)       # what reopens it: a path, and the dataset when not X
         store = open_store(path, options)          # our own handle, closed with the session
         try:
             start = resolve_start(store, start_from)
-            engine = new_engine(method, store, params, {}, backend, n_threads)
+            engine = new_engine(method, store, settings, backend, n_threads)
         except BaseException:
             store.close()
             raise
@@ -641,8 +641,8 @@ class Session:
                 raise SessionCorruptError(
                     f"{self.directory}: no valid checkpoint ({'; '.join(damaged)}); rebuild the state "
                     f"from the journal with `bigsearch session rebuild {self.directory}`")
-            engine = new_engine(self.method, store, self.info["params"], self.info["engine"],
-                                self._backend, self._n_threads)
+            settings = method_spec(self.method).validate({**self.info["params"], **self.info["engine"]}, strict=True)
+            engine = new_engine(self.method, store, settings, self._backend, self._n_threads)
         for problem in damaged:
             warnings.warn(f"skipped damaged checkpoint {problem}; using an older one", SessionWarning, stacklevel=5)
         since = self._history.groups[start:]
@@ -688,10 +688,11 @@ class _Vanished(Exception):
     """A checkpoint disappeared while a reader loaded it."""
 
 
-def new_engine(method, store, params, options, backend, n_threads):
-    """An engine initialized with no labels: the state every replay starts from."""
-    kwargs = {k: v for k, v in {**params, **options}.items() if v is not None}
-    engine = saving_class(method)(store, backend=backend, n_threads=n_threads, **kwargs)
+def new_engine(method, store, settings, backend, n_threads):
+    """An engine initialized with no labels: the state every replay starts from.
+    ``settings``: the method's options record (engine/params.py)."""
+    saving_class(method)                       # a method that saves its state
+    engine = method_spec(method).create(store, settings, backend=backend, n_threads=n_threads)
     try:
         engine.sync()                          # initialize now, before any label is told
     except BaseException:
@@ -760,12 +761,15 @@ def publish_directory(directory, info, extra=None):
 
 
 def _check_new(method, checkpoint_every, keep_checkpoints, params, directory):
-    method_spec(method, need="sessions").check_settings(params)
+    """The new session's settings checked before its store is opened; returns the
+    method's options record."""
+    settings = method_spec(method, need="sessions").validate(params, strict=True)
     for name, value in (("checkpoint_every", checkpoint_every), ("keep_checkpoints", keep_checkpoints)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise ParameterError(f"{name} must be a positive integer, got {value!r}")
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise SessionExistsError(f"{directory} already exists and is not empty; choose a new directory")
+    return settings
 
 
 def _npy_bytes(array):
