@@ -191,7 +191,7 @@ class Options(Params):
 
     def keywords(self) -> dict[str, Any]:
         """The constructor's keywords (the values themselves: as_dict() copies)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def _check_bool(name: str, value: Any) -> bool:
