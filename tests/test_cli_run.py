@@ -64,3 +64,60 @@ def test_info_and_demo(tmp_path):
     info = json.loads(res.stdout)
     assert info["n"] == 20000 and info["r"] == 32 and info["fast_path"] and info["labels"]["1"] > 0
     assert "20,000 points x 32 features" in run_cli("info", tmp_path / "demo-20000.zarr").stdout
+
+
+def few_distinct_points(tmp_path, n=1642, distinct=300):
+    """A store of n rows with only ``distinct`` distinct points (repeated rows, as binned
+    data has): k-means finds no more than ``distinct`` anchors in it."""
+    X, y = clustered_points(distinct, 8, prevalence=0.05, seed=2)
+    rows = np.concatenate([np.arange(distinct), np.random.default_rng(0).integers(distinct, size=n - distinct)])
+    return bigsearch.create_store(tmp_path / "few.zarr", X[rows], y[rows], chunk_rows=400)
+
+
+def test_the_readme_command_runs_agr_on_a_small_store(tmp_path):
+    """AGR's anchors come from the store's size by default (one per 10 points up to 500):
+    the README's command on 1,642 rows of 300 distinct points used to ask for 500."""
+    store = few_distinct_points(tmp_path)
+    res = run_cli("run", store, "--method", "las,wnas,agr,random", "--budget", 5, "--seed", 0, "--out",
+                  tmp_path / "o", "-q")
+    assert res.returncode == 0, res.stderr
+    runs = {r["method"]: r for r in json.loads((tmp_path / "o" / "results.json").read_text())["runs"]}
+    assert runs["agr"]["params"]["anchors"] == 164 and len(runs["agr"]["queries"]) == 5
+
+
+def test_options_are_checked_for_every_method_before_anything_is_written(tmp_path):
+    """A bad option of the last method fails before the first run, naming its flag."""
+    store = few_distinct_points(tmp_path)
+    out = tmp_path / "o"
+    for flags, error in ((["--agr-anchors", 2000], "Error: AGR needs 1 <= --agr-anchors <= n = 1,642 (the points of "
+                                                   "the store), got --agr-anchors=2000; give fewer\n"),
+                         (["--agr-anchors", 2, "--agr-neighbors", 3], "Error: AGR needs 1 <= --agr-neighbors <= "
+                          "--agr-anchors, got --agr-neighbors=3 and --agr-anchors=2\n"),
+                         (["--batch-size", 4, "--fantasy", 0.5, "--prune"], "Error: fantasized batches need every "
+                          "f after each pass: use --prune or --fantasy, not both\n")):
+        res = run_cli("run", store, "--method", "las,wnas,agr", "--budget", 5, "--out", out, *flags)
+        assert res.returncode == 2 and res.stderr == error
+        assert not out.exists()
+
+
+def test_a_failed_experiment_does_not_block_the_corrected_command(tmp_path):
+    """AGR fails on the data (more anchors than distinct points) after LAS and WNAS of run 0
+    are saved: the message names --agr-anchors, and the corrected command continues the
+    experiment without --overwrite, keeping the runs already done."""
+    store = few_distinct_points(tmp_path)
+    out = tmp_path / "o"
+    command = ["run", store, "--method", "las,wnas,agr,random", "--budget", 5, "--out", out, "-q"]
+    res = run_cli(*command, "--agr-anchors", 400)
+    assert res.returncode == 2 and res.stderr == ("Error: AGR: --agr-anchors=400 is more than the 300 distinct "
+                                                  "points of a sample of 1,642 rows of the store; give "
+                                                  "--agr-anchors=300 or fewer\n"), res.stderr
+    journal = (out / "runs.jsonl").read_text().splitlines()
+    assert [json.loads(line)["method"] for line in journal[1:]] == ["las", "wnas"]
+    res = run_cli(*command, "--agr-anchors", 300)
+    assert res.returncode == 0, res.stderr
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    assert [r["method"] for r in runs] == ["las", "wnas", "agr", "random"] and runs[2]["params"]["anchors"] == 300
+    assert (out / "runs.jsonl").read_text().splitlines()[1:3] == journal[1:]      # LAS and WNAS not rerun
+    # a changed option of a method with finished runs is still another experiment
+    res = run_cli(*command, "--agr-anchors", 300, "--alpha", 0.1)
+    assert res.returncode == 2 and "(options.las.alpha 0.0 there, 0.1 here)" in res.stderr

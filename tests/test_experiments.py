@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 import bigsearch
+from bigsearch.engine import METHODS, WNAS, MethodSpec
+from bigsearch.engine.params import WNASOptions
 from bigsearch.errors import ExperimentExistsError, LabelError, ParameterError
 from bigsearch.experiments import (
     Experiment,
@@ -118,7 +120,7 @@ def test_a_different_command_on_the_same_directory_is_refused(store, tmp_path):
     assert run_cli("run", store, "--method", "las", "--budget", 5, "--out", out, "-q").returncode == 0
     res = run_cli("run", store, "--method", "las", "--budget", 5, "--alpha", 0.01, "--out", out, "-q")
     assert res.returncode == 2 and res.stderr.count("\n") == 1
-    assert "already exists for a different experiment (options.alpha 0.0 there, 0.01 here)" in res.stderr
+    assert "already exists for a different experiment (options.las.alpha 0.0 there, 0.01 here)" in res.stderr
     assert "pass --overwrite to replace it" in res.stderr
     # more runs and another method of the same experiment are added to it
     res = run_cli("run", store, "--method", "las,random", "--budget", 5, "--runs", 2, "--out", out, "-q")
@@ -294,3 +296,45 @@ def test_run_methods_and_run_pairs_write_their_directories(store, tmp_path):
     assert len(rows) == 2 * len(record["draws"])
     assert {(int(r["pair"]), r["method"]): int(r["found"]) for r in rows} == \
         {(k, m): d["found"][m] for k, d in enumerate(record["draws"]) for m in ("las", "wnas")}
+
+
+class CountedWNAS(WNAS):
+    """WNAS, counting the searches built on each number of points (the real class: the
+    count is of engines, not of a stand-in)."""
+    method = "counted"
+    built: dict = {}
+
+    def __init__(self, store, **options):
+        super().__init__(store, **options)
+        CountedWNAS.built[self.n] = CountedWNAS.built.get(self.n, 0) + 1
+
+
+def test_an_experiment_builds_one_engine_per_run(store, tmp_path, monkeypatch):
+    """Options are checked from their record, not by building every method on the store:
+    one engine on the store per run (and the warm-up's, on a copy of at most 64 rows)."""
+    monkeypatch.setitem(METHODS, "counted", MethodSpec("counted", f"{__name__}:CountedWNAS", "WNAS, counted",
+                                                       options=WNASOptions))
+    monkeypatch.setattr(CountedWNAS, "built", {})
+    results, _ = run_methods(store, ["counted", "las"], 4, tmp_path / "o", runs=3, plot=False, alpha=0.1,
+                             prune=True)
+    assert CountedWNAS.built.pop(3000) == 3
+    assert set(CountedWNAS.built) <= set(range(2, 65))
+    assert [r["method"] for r in results["runs"]] == ["counted", "las"] * 3
+
+
+def test_options_are_checked_before_the_store_is_opened(tmp_path):
+    """The options records need no store: a bad option is refused before the (missing)
+    store is looked for, naming the option."""
+    missing = str(tmp_path / "nowhere.zarr")
+    for options, error in (({"alpha": -1}, "alpha = -1.0 is outside its range"),
+                           ({"anchors": 0}, "anchors must be >= 1, got 0"),
+                           ({"prune": "yes"}, "prune must be True or False, got 'yes'"),
+                           ({"block_rows": 100}, "block_rows must be a positive multiple of"),
+                           ({"fantasy": 2}, "fantasy must be 'f' or a label in \\[0, 1\\], got 2")):
+        with pytest.raises(ParameterError, match=error):
+            run_methods(missing, ["las", "wnas", "agr"], 5, tmp_path / "o", **options)
+    assert not (tmp_path / "o").exists()
+    assert METHODS["agr"].validate({"anchors": None, "alpha": 3}).for_shape(1642, 8).anchors == 164
+    assert METHODS["agr"].validate().for_shape(100_000, 8).anchors == 500
+    with pytest.raises(ParameterError, match="alpha does not apply to agr, which takes anchors, neighbors"):
+        METHODS["agr"].validate({"alpha": 3}, strict=True)

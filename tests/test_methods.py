@@ -2,6 +2,7 @@
 documented way (one class, one registry line) running through simulate and sessions."""
 
 import dataclasses
+import inspect
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from bigsearch.engine.core.params import (
     AGRParams,
     DriftCheck,
     LASParams,
+    Options,
     Params,
     RandomParams,
     WNASParams,
@@ -47,8 +49,17 @@ def test_every_entry_matches_its_class(name, store):
     assert spec.sessions == (issubclass(cls, ChunkedSearch) and cls._restore is not ChunkedSearch._restore)
     with make_search(store, name, seed=3, pi=0.2, anchors=5, backend="local") as search:
         assert isinstance(search.params, Params) and set(search.params.names()) <= set(spec.settings())
-        assert set(spec.settings()) <= set(spec.options())
         assert dataclasses.is_dataclass(search.params) and search.params.__dataclass_params__.frozen
+    # the options record declared in the registry is the constructor's keywords, defaults included
+    assert issubclass(spec.options, Options) and spec.options.__dataclass_params__.frozen
+    assert {f.name: f.default for f in dataclasses.fields(spec.options)} == constructor_options(cls)
+
+
+def constructor_options(cls):
+    """The keyword-only arguments of a method's constructor and their defaults, but where it runs."""
+    where = ("backend", "n_threads", "store_options")
+    return {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()
+            if p.kind is p.KEYWORD_ONLY and name not in where}
 
 
 def test_make_search_passes_only_what_a_method_takes(store):

@@ -24,8 +24,11 @@ from .options import (
 )
 
 # Parameters the library names in its errors, and the flags users give them by here.
-RUN_FLAGS = ("init_index", "init_positives", "init_negatives", "batch_size", "overwrite", "start_from", "fantasy")
-RUN_RENAMED = {"graded scores": "--scores", "graded BEST,ZERO": "--grade"}    # graded=(FILE, BEST, ZERO)
+RUN_FLAGS = ("init_index", "init_positives", "init_negatives", "batch_size", "overwrite", "start_from", "fantasy",
+             "prune", "pi", "eta", "w0", "alpha")
+AGR_RENAMED = {"anchors": "--agr-anchors", "neighbors": "--agr-neighbors", "gamma": "--agr-gamma"}
+RUN_RENAMED = {"graded scores": "--scores", "graded BEST,ZERO": "--grade",    # graded=(FILE, BEST, ZERO)
+               **AGR_RENAMED}
 
 
 def run_and_report(store, methods, budget, out, *, quiet=False, table=True, **kwargs):
@@ -128,8 +131,9 @@ def _print_reads(record):
 def agr_options(f):
     """--agr-anchors, --agr-neighbors, --agr-gamma: the parameters of AGR."""
     for decorator in reversed([
-        click.option("--agr-anchors", type=click.IntRange(1), default=500, show_default=True,
-                     help="AGR: number of k-means anchors (cached beside the store)."),
+        click.option("--agr-anchors", type=click.IntRange(1), default=None,
+                     help="AGR: number of k-means anchors (cached beside the store); default 500, or one per "
+                          "10 points when that is fewer (at least --agr-neighbors)."),
         click.option("--agr-neighbors", type=click.IntRange(1), default=3, show_default=True,
                      help="AGR: nearest anchors each point is embedded on (LAE)."),
         click.option("--agr-gamma", type=click.FloatRange(0), default=0.01, show_default=True,
@@ -258,7 +262,8 @@ def pairs(store, methods, pairs, top, seed, pi, eta, w0, alpha, agr_anchors, agr
     from ..experiments import run_pairs
     from ..storage import open_store
     show = not quiet and sys.stderr.isatty()
-    with open_store(store, {"dataset": dataset}) as store, cluster_backend(scheduler, cluster, persist) as backend, \
+    with flags_for("pi", "eta", "w0", "alpha", renamed=AGR_RENAMED), open_store(store, {"dataset": dataset}) as store, \
+            cluster_backend(scheduler, cluster, persist) as backend, \
             click.progressbar(length=pairs, label="pairs", file=sys.stderr, hidden=not show) as bar:
         _, table = run_pairs(store, out, methods, pairs=pairs, top=top, seed=seed, backend=backend,
                              n_threads=threads, progress=lambda drawn, counted: bar.update(counted - bar.pos),

@@ -18,7 +18,7 @@ from ..engine.core.registry import method_names, method_spec
 from ..errors import LabelError, ParameterError, SessionWarning
 from . import Group, main, printable
 from .ingest import BarProgress
-from .options import cluster_backend, cluster_options, dataset_option, las_options, object_store_options
+from .options import cluster_backend, cluster_options, dataset_option, flags_for, las_options, object_store_options
 
 
 def _session():
@@ -104,13 +104,10 @@ def session():
 def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, start_from, prune, dataset, scheduler,
         cluster, persist):
     """Start a session on STORE, kept in the new directory DIRECTORY."""
-    params = {"pi": pi, "eta": eta, "w0": w0, "alpha": alpha, "prune": prune or None}
-    taken = [k for k in params if k in method_spec(method).settings()]
-    given = [f"--{k}" for k in params if k not in taken and ctx.get_parameter_source(k) == ParameterSource.COMMANDLINE]
-    if given:
-        takes = ", ".join(f"--{k}" for k in taken) if taken else "no parameters"
-        raise ParameterError(f"{', '.join(given)} does not apply to {method}, which takes {takes}")
-    params = {k: v for k, v in params.items() if k in taken}
+    flags = {"pi": pi, "eta": eta, "w0": w0, "alpha": alpha, "prune": prune}
+    params = {k: v for k, v in flags.items() if ctx.get_parameter_source(k) == ParameterSource.COMMANDLINE}
+    with flags_for(*flags):        # the method's one check, before anything is opened or written
+        method_spec(method, need="sessions").validate(params, strict=True, offered=flags)
     with cluster_backend(scheduler, cluster, persist) as backend, \
             _session().create(store, directory, method=method, checkpoint_every=checkpoint_every,
                               backend=backend, start_from=start_from, dataset=dataset, **params) as s:

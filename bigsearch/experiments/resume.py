@@ -2,13 +2,14 @@
 
 The journal runs.jsonl starts with a header record, ``{"experiment": identity}``: the
 store's fingerprint, a SHA-256 of its labels y (the oracle), and every setting a run's
-result depends on (budget, seed, initial labels, batch size, method parameters), but not
-the methods or the number of runs, since each (method, run) record depends only on the
+result depends on (budget, seed, initial labels, batch size, each method's options), but
+not the methods or the number of runs, since each (method, run) record depends only on the
 identity. Then one record per finished (method, run), fsync'd before the next run starts.
 experiment.json is a readable copy of the identity (the header wins when they differ).
 Running the same command again skips the finished runs; asking for more runs or other
-methods adds to them; a command with a different identity on the same DIR is refused,
-so results never mix.
+methods adds to them, and so does changing the options of a method with no finished run
+(a run that failed, e.g. for an option the data refused: the corrected command continues);
+a command with a different identity on the same DIR is refused, so results never mix.
 
 ``--overwrite`` replaces only an experiment's own files, and only once the new
 experiment's first run is finished: the old outputs (which the old journal can remake)
@@ -56,12 +57,27 @@ class Journal:
                                             "experiment made it; choose another output directory or pass "
                                             "overwrite=True")
             self._replace = True     # written with the first finished run: a failed start leaves nothing
-        elif saved != identity:
+        self.done = {(r["method"], r["run"]): r for r in records}
+        if saved is not None and saved != identity:
+            self._adopt(saved, identity, records)
+
+    def _adopt(self, saved, identity, records):
+        """Continue the experiment in ``out`` with ``identity`` when they differ only in the
+        options of methods with no finished run (else refuse); the header then says them."""
+        finished = {method for method, _ in self.done}
+        options = {**saved.get("options", {}), **identity["options"]}
+        merged = {**identity, "options": options}
+        kept = {k: v for k, v in saved.items() if k != "options"}
+        ours = {k: v for k, v in identity.items() if k != "options"}
+        if kept != ours or any(saved["options"].get(m) != options.get(m) for m in finished):
             raise ExperimentExistsError(
                 f"{self.out} already exists for a different experiment "
-                f"({difference(saved, identity)}); rerun that command to continue it, choose another "
+                f"({difference(saved, merged)}); rerun that command to continue it, choose another "
                 "output directory, or pass overwrite=True to replace it")
-        self.done = {(r["method"], r["run"]): r for r in records}
+        self.identity = merged
+        if merged != saved:
+            atomic_write_bytes(self.path, b"".join(encode_record(r) for r in [{"experiment": merged}, *records]))
+            atomic_write_json(self.out / EXPERIMENT, merged)
 
     def _read(self):
         """(identity or None, run records), dropping a torn last line; the identity comes

@@ -29,7 +29,7 @@ from ..storage.fingerprint import store_fingerprint
 from .graded import is_raw, load_answers
 from .reports import markdown_table, recall_curves, summarize, write_ranking_csv, write_runs_csv
 from .resume import Journal
-from .simulate import check_budget, initial_labels, make_search, simulate
+from .simulate import check_budget, initial_labels, method_options, simulate
 
 
 @dataclass(frozen=True)
@@ -65,23 +65,30 @@ class Experiment:
         if self.init_index is not None and self.runs > 1:
             raise ParameterError("init_index gives every run the same start, so several runs would repeat "
                                  "each other; use init_positives / init_negatives for random starts")
+        check_options(self)            # every method's options, before a store is opened
 
     def run_seed(self, run):
         return self.seed + run
 
     def identity(self, store, y):
         """Everything a run's record depends on (resume.py compares it): the store's X
-        (fingerprint) and its labels y, which answer the queries."""
+        (fingerprint) and its labels y, which answer the queries; each method's options
+        apart (a method's records depend on its own only)."""
         init = {"index": list(self.init_index) if self.init_index is not None else None,
                 "positives": self.init_positives, "negatives": self.init_negatives}
-        return {"format": 2, "store": store_fingerprint(store),
+        return {"format": 3, "store": store_fingerprint(store),
                 "labels_sha256": hashlib.sha256(np.ascontiguousarray(y, np.int8).tobytes()).hexdigest(),
                 "budget": self.budget, "seed": self.seed,
                 "init": init, "batch_size": self.batch_size,
                 **({"graded": [str(self.graded[0]), *self.graded[1:]]} if self.graded else {}),
                 **({"dataset": self.dataset} if self.dataset else {}),
                 **({"start_from": self.start_from} if self.start_from else {}),
-                "options": {k: v for k, v in sorted(self.options.items()) if v is not None}}
+                "options": {m: self.method_options(m) for m in self.methods}}
+
+    def method_options(self, method):
+        """The options given (not None) that ``method`` takes."""
+        taken = method_spec(method).settings()
+        return {k: v for k, v in sorted(self.options.items()) if v is not None and k in taken}
 
 
 def run_methods(store, methods, budget, out, *, seed=0, runs=1, init_index=None, init_positives=1,
@@ -144,15 +151,26 @@ def _takes(method, graded):
     return cls.REAL_LABELS if is_raw(graded) else cls.GRADED
 
 
+def check_options(exp, n=None, r=None):
+    """Each method's options record (engine/core/params.py), checked without a store or an
+    engine; with the store's shape (``n`` points, ``r`` features), also what depends on
+    it (AGR's anchors). Called for every method before the first run, so a bad option
+    fails before anything is written."""
+    records = {}
+    for method in exp.methods:
+        record = method_options(method, exp.options, exp.seed)
+        records[method] = record if n is None else record.for_shape(n, r)
+    _check_fantasy(exp)                   # after the methods' own check of its value
+    _check_targets(exp)
+    return records
+
+
 def _check_experiment(exp, store, y, start=None):
-    """Every run's initial labels, and each method's parameters, checked up front: a bad
+    """Every run's initial labels, and each method's options, checked up front: a bad
     argument must fail before an --overwrite replaces anything. Returns the starts."""
     starts = [_initial(exp, y, run, start) for run in range(exp.runs)]
     _check_budget(exp, store.n, len(starts[0]))
-    for method in exp.methods:
-        make_search(store, method, seed=exp.seed, backend="local", n_threads=1, **exp.options).close()
-    _check_fantasy(exp)                   # after the methods' own check of its value
-    _check_targets(exp)
+    check_options(exp, store.n, store.r)
     return starts
 
 
@@ -171,7 +189,7 @@ def _check_fantasy(exp):
         return
     if exp.batch_size == 1:
         raise ParameterError("fantasy chooses the points of each batch: it needs batch_size > 1")
-    if not any("fantasy" in method_spec(m).options() for m in exp.methods):
+    if not any("fantasy" in method_spec(m).settings() for m in exp.methods):
         raise ParameterError(f"fantasy applies to none of the methods run ({', '.join(exp.methods)})")
 
 

@@ -50,14 +50,22 @@ def check_budget(budget, left):
                              f"initial labels; give a budget of at most {left:,}")
 
 
-def make_search(store, method, seed=None, **options):
-    """An ask/tell search object for ``method`` with only the options it takes (a
-    method with a ``seed`` parameter, random search, gets ``seed``)."""
-    return method_spec(method).create(store, **options, seed=seed)
+def method_options(method, options, seed=None):
+    """``method``'s options record (engine/core/params.py) from ``options``, a set that may
+    serve several methods (each takes the names it has; None: the default), checked
+    without a store; a method with a ``seed`` option (random search) gets ``seed``."""
+    return method_spec(method).validate({**options, "seed": seed})
+
+
+def make_search(store, method, seed=None, *, backend="local", n_threads=None, **options):
+    """An ask/tell search object for ``method`` with only the options it takes (see
+    :func:`method_options`), on ``backend`` with ``n_threads``."""
+    return method_spec(method).create(store, method_options(method, options, seed), backend=backend,
+                                      n_threads=n_threads)
 
 
 def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size=1, answers=None, start_from=None,
-             y=None, init_progress=None, **options):
+             y=None, init_progress=None, backend="local", n_threads=None, **options):
     """Run one simulated search; returns its record (a JSON-able dict).
 
     ``store``: a store's path or URL, an open store, or X as an array (NumPy,
@@ -81,7 +89,11 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     ``batch_size`` B: each round takes the top B unlabeled points of one pass, labels
     them all, then updates once (B = 1 is the sequential algorithm). A method with no
     scores to rank by (random search) draws one at a time, so it ignores B.
+    ``options``: the method's options (engine/core/params.py), those of other methods left
+    out (:func:`method_options`); ``backend``, ``n_threads``: where it runs.
     """
+    spec = method_spec(method)
+    settings = method_options(method, options, seed)       # checked before the store is opened
     store = _open_with_labels(store, y)
     y = store.labels()
     if answers is not None:
@@ -101,11 +113,11 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
         raise ParameterError(f"budget must be >= 0, got {budget}")
     if batch_size < 1:
         raise ParameterError(f"batch_size must be >= 1, got {batch_size}")
-    batch_size = int(batch_size) if method_spec(method).ranks else 1
+    batch_size = int(batch_size) if spec.ranks else 1
     check_budget(budget, store.n - len(init))
-    compile_seconds = warm_up(store, method, seed, batch_size, options)
+    compile_seconds = warm_up(store, method, seed, batch_size, options, backend)
     t0 = time.perf_counter()
-    search = make_search(store, method, seed=seed, **options)
+    search = spec.create(store, settings, backend=backend, n_threads=n_threads)     # the run's one engine
     search.init_progress = init_progress
     queries, hits, iteration_seconds, elapsed = [], [], [], []
     try:
@@ -134,7 +146,7 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
         total_seconds = time.perf_counter() - t0        # the final ranking's pass is not the run's
         # e.g. LAS: bytes of X read to choose each round's queries (copied: the ranking's pass adds to them)
         details = {k: list(v) if isinstance(v, list) else v for k, v in search.run_details().items()}
-        ranking = _final_ranking(search, method_spec(method).ranks, store.n - len(init) - len(queries))
+        ranking = _final_ranking(search, spec.ranks, store.n - len(init) - len(queries))
         remaining = _remaining(search, init, queries)
     finally:
         search.close()
@@ -156,12 +168,11 @@ RANKING_SIZE = 100
 WARM_ROWS = 64
 
 
-def warm_up(store, method, seed, batch_size, options):
+def warm_up(store, method, seed, batch_size, options, backend="local"):
     """Compile ``method``'s kernels for ``store``'s chunk type by a short search on a copy
-    of its first rows (numba compiles on first call; the kernels' disk cache makes later
-    processes fast); returns the seconds it took. Skipped (0) for encoded stores and
-    cluster backends, whose first round still includes it."""
-    backend = options.get("backend", "local")
+    of its first rows (at most WARM_ROWS: numba compiles on first call; the kernels' disk
+    cache makes later processes fast); returns the seconds it took. Skipped (0) for
+    encoded stores and cluster backends, whose first round still includes it."""
     with store.chunk(0) as x:
         if not isinstance(x, np.ndarray) or backend not in (None, "local"):
             return 0.0
@@ -174,10 +185,9 @@ def warm_up(store, method, seed, batch_size, options):
     rows.flags.writeable = not readonly           # numba compiles read-only arrays apart
     from ..storage.arrays import NumpyArrayStore
     tiny = NumpyArrayStore(rows, chunk_rows=max(1, m // 2))
-    settings = {**options, "backend": "local", "n_threads": 1, "anchors": min(m, 4),
-                "pi": options.get("pi") or 0.5}
+    settings = {**options, "anchors": min(m, 4), "pi": options.get("pi") or 0.5}
     try:
-        search = make_search(tiny, method, seed=seed, **settings)
+        search = make_search(tiny, method, seed=seed, backend="local", n_threads=1, **settings)
         try:
             search.tell([0, m - 1], [1, 0])
             for _ in range(2):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 
 from ..backends import pass_progress
-from ..engine.core.registry import saving_class
+from ..engine.core.registry import method_spec, saving_class
 from ..errors import SessionCorruptError, SessionError, SessionWarning
 from .checkpoint import list_checkpoints, read_arrays, read_manifest
 from .journal import History, read_journal, truncate_journal
@@ -105,9 +105,8 @@ class SessionRecovery:
                     f"{self.directory}: no valid checkpoint ({'; '.join(damaged)}); rebuild the state "
                     f"from the journal with `bigsearch session rebuild {self.directory}`"
                 )
-            engine = new_engine(
-                self.method, store, self.info["params"], self.info["engine"], self._backend, self._n_threads
-            )
+            settings = method_spec(self.method).validate({**self.info["params"], **self.info["engine"]}, strict=True)
+            engine = new_engine(self.method, store, settings, self._backend, self._n_threads)
         for problem in damaged:
             warnings.warn(f"skipped damaged checkpoint {problem}; using an older one", SessionWarning, stacklevel=5)
         since = self._history.groups[start:]
@@ -135,10 +134,11 @@ class _Vanished(Exception):
     """A checkpoint disappeared while a reader loaded it."""
 
 
-def new_engine(method, store, params, options, backend, n_threads):
-    """An engine initialized with no labels: the state every replay starts from."""
-    kwargs = {k: v for k, v in {**params, **options}.items() if v is not None}
-    engine = saving_class(method)(store, backend=backend, n_threads=n_threads, **kwargs)
+def new_engine(method, store, settings, backend, n_threads):
+    """An engine initialized with no labels: the state every replay starts from.
+    ``settings``: the method's options record (engine/core/params.py)."""
+    saving_class(method)  # a method that saves its state
+    engine = method_spec(method).create(store, settings, backend=backend, n_threads=n_threads)
     try:
         engine.sync()  # initialize now, before any label is told
     except BaseException:

@@ -127,12 +127,12 @@ class Session(SessionRecovery, SessionStatus):
         zarr.Array / h5py.Dataset in a file, which the session reopens by its file and name.
         """
         directory = require_local(directory, "directory")
-        _check_new(method, checkpoint_every, keep_checkpoints, params, directory)
+        settings = _check_new(method, checkpoint_every, keep_checkpoints, params, directory)
         path, options = store_source(store, dataset)       # what reopens it: a path, and the dataset when not X
         store = open_store(path, options)          # our own handle, closed with the session
         try:
             start = resolve_start(store, start_from)
-            engine = new_engine(method, store, params, {}, backend, n_threads)
+            engine = new_engine(method, store, settings, backend, n_threads)
         except BaseException:
             store.close()
             raise
@@ -554,12 +554,15 @@ def publish_directory(directory, info, extra=None):
 
 
 def _check_new(method, checkpoint_every, keep_checkpoints, params, directory):
-    method_spec(method, need="sessions").check_settings(params)
+    """The new session's settings checked before its store is opened; returns the
+    method's options record."""
+    settings = method_spec(method, need="sessions").validate(params, strict=True)
     for name, value in (("checkpoint_every", checkpoint_every), ("keep_checkpoints", keep_checkpoints)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise ParameterError(f"{name} must be a positive integer, got {value!r}")
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise SessionExistsError(f"{directory} already exists and is not empty; choose a new directory")
+    return settings
 
 
 def _npy_bytes(array):

@@ -63,8 +63,8 @@ def kmeans_plus_plus(S, k, rng):
     for j in range(1, k):
         total = d2.sum()
         if not total > 0:
-            raise ParameterError(f"AGR asks for {k} anchors, but a sample of {len(S)} rows of the store "
-                                 f"has only {j} distinct points; choose fewer anchors")
+            raise ParameterError(f"AGR: anchors={k} is more than the {j} distinct points of a sample of "
+                                 f"{len(S):,} rows of the store; give anchors={j} or fewer")
         i = min(int(np.searchsorted(np.cumsum(d2), rng.random() * total, side="right")), len(S) - 1)
         centers[j] = S[i]
         d2 = np.minimum(d2, ((S - S[i]) ** 2).sum(axis=1))

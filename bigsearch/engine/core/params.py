@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from ...errors import ParameterError
@@ -66,10 +66,7 @@ class LASParams(Params):
     alpha: float = 0.0
 
     def __post_init__(self) -> None:
-        self._set("pi", _check("pi", self.pi, 0, 1))
-        self._set("eta", _check("eta", self.eta, 0, 1))
-        self._set("w0", _check("w0", self.w0, 0, math.inf))
-        self._set("alpha", _check("alpha", self.alpha, 0, math.inf, low_open=False))
+        _check_las(self)
 
     @classmethod
     def for_store(cls, store: Any, pi: float | None = None, eta: float = 0.5, w0: float | None = None,
@@ -111,12 +108,19 @@ class AGRParams(Params):
     kmeans_seed: int = 0
 
     def __post_init__(self) -> None:
-        for name, low in (("anchors", 1), ("neighbors", 1), ("lae_iterations", 1), ("kmeans_iterations", 1),
-                          ("kmeans_seed", 0)):
-            self._set(name, _check_int(name, getattr(self, name), low))
-        if self.neighbors > self.anchors:
-            raise ParameterError(f"AGR needs 1 <= neighbors <= anchors, got {self.neighbors} and {self.anchors}")
-        self._set("gamma", _check("gamma", self.gamma, 0, math.inf, low_open=False))
+        _check_agr(self)
+
+
+def _check_agr(record: Any) -> None:
+    """AGR's parameters, checked in place; anchors may be None in an options record (chosen
+    from the store's size)."""
+    for name, low in (("anchors", 1), ("neighbors", 1), ("lae_iterations", 1), ("kmeans_iterations", 1),
+                      ("kmeans_seed", 0)):
+        record._set(name, _check_int(name, getattr(record, name), low, allow_none=name == "anchors"))
+    if record.anchors is not None and record.neighbors > record.anchors:
+        raise ParameterError(f"AGR needs 1 <= neighbors <= anchors, got neighbors={record.neighbors} and "
+                             f"anchors={record.anchors}")
+    record._set("gamma", _check("gamma", record.gamma, 0, math.inf, low_open=False))
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,18 @@ class RFParams(Params):
         self._set("seed", _check_int("rf: seed", self.seed, 0, allow_none=True))
 
 
+LAS_RANGES = (("pi", 0, 1, True), ("eta", 0, 1, True), ("w0", 0, math.inf, True), ("alpha", 0, math.inf, False))
+
+
+def _check_las(record: Any, optional: tuple[str, ...] = ()) -> None:
+    """LAS's (and ASG's) parameters, checked in place; those in ``optional`` may be None
+    (an options record: filled in from the store)."""
+    for name, low, high, low_open in LAS_RANGES:
+        value = getattr(record, name)
+        if value is not None or name not in optional:
+            record._set(name, _check(name, value, low, high, low_open=low_open))
+
+
 def default_pi(store: Any, pi: float | None) -> float:
     """pi as given, else the prevalence of the store's known labels."""
     if pi is not None:
@@ -154,6 +170,170 @@ def default_pi(store: Any, pi: float | None) -> float:
             "pi (the prior probability of a positive) is required: the store has no labels "
             "of both classes to estimate it from; pass pi=..., e.g. your guess of the prevalence")
     return float(known.mean())
+
+
+# -- a run's options: what the CLI, experiments and sessions pass to a method ---------------
+@dataclass(frozen=True)
+class Options(Params):
+    """Everything a method's constructor takes besides the store and where it runs
+    (``backend``, ``n_threads``, ``store_options``): its parameters and its engine options
+    (pruning, LAS's drift check, fantasized batches), as a run gives them. Each field is
+    checked in ``__post_init__`` without a store (None: the default; a default that depends
+    on the store is filled in by :meth:`for_shape`). A method declares its record in its
+    registry line (``MethodSpec(..., options=LASOptions)``); the record's fields are its
+    constructor's keywords (tests/test_methods.py checks). This base class, with no fields,
+    is the record of a method without options."""
+
+    def for_shape(self, n: int, r: int) -> Options:
+        """The record with the defaults that depend on the store's size filled in, and
+        checked against it (n points, r features): all that can be known before X is read."""
+        return self
+
+    def keywords(self) -> dict[str, Any]:
+        """The constructor's keywords (the values themselves: as_dict() copies)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _check_bool(name: str, value: Any) -> bool:
+    if type(value).__name__ not in ("bool", "bool_"):       # Python's or NumPy's
+        raise ParameterError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _check_pruning(record: Any) -> None:
+    """prune (exact pruned queries, engine/pruning/las.py) and block_rows (None: the default)."""
+    record._set("prune", _check_bool("prune", record.prune))
+    if record.block_rows is not None:
+        record._set("block_rows", check_block_rows(record.block_rows))
+
+
+DEFAULT_BLOCK_ROWS = 128  # rows per pruning block (engine/pruning/)
+
+
+def check_block_rows(block_rows):
+    """Rows per block: a multiple of the kernels' ROW_BLOCK, so a block's rows go through
+    exactly the code path (pairs of rows, vectorized groups) they take in the full pass."""
+    from ...kernels.common import ROW_BLOCK  # the kernels' row block: numerical code, imported when needed
+
+    if block_rows is None:
+        return DEFAULT_BLOCK_ROWS
+    if (
+        isinstance(block_rows, bool)
+        or int(block_rows) != block_rows
+        or block_rows < ROW_BLOCK
+        or block_rows % ROW_BLOCK
+    ):
+        raise ParameterError(f"block_rows must be a positive multiple of {ROW_BLOCK}, got {block_rows!r}")
+    return int(block_rows)
+
+
+def check_fantasy(value: Any) -> float | str | None:
+    """None (top-B batches), "f", or a soft label in [0, 1] (engine/methods/fantasy.py)."""
+    if value is None or value == "f":
+        return value
+    try:
+        y = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"fantasy must be 'f' or a label in [0, 1], got {value!r}") from None
+    if not 0.0 <= y <= 1.0:
+        raise ParameterError(f"fantasy must be 'f' or a label in [0, 1], got {value!r}")
+    return y
+
+
+@dataclass(frozen=True)
+class LASOptions(Options):
+    """LAS (engine/methods/las.py): the parameters of :class:`LASParams` (pi None: the stored labels'
+    prevalence; w0 None: 1 / n), the :class:`DriftCheck`, pruning, and fantasy (how a batch
+    is chosen, engine/methods/fantasy.py; it needs every f, so not with prune)."""
+    pi: float | None = None
+    eta: float = 0.5
+    w0: float | None = None
+    alpha: float = 0.0
+    check_every: int | None = 100
+    drift_tol: float = 1e-10
+    prune: bool = False
+    block_rows: int | None = None
+    fantasy: float | str | None = None
+
+    def __post_init__(self) -> None:
+        _check_las(self, optional=("pi", "w0"))
+        for name, value in DriftCheck(self.check_every, self.drift_tol).as_dict().items():
+            self._set(name, value)
+        _check_pruning(self)
+        self._set("fantasy", check_fantasy(self.fantasy))
+        if self.prune and self.fantasy is not None:
+            raise ParameterError("fantasized batches need every f after each pass: use prune or fantasy, not both")
+
+
+@dataclass(frozen=True)
+class ASGOptions(Options):
+    """ASG (engine/methods/asg.py): LAS's parameters, no engine options."""
+    pi: float | None = None
+    eta: float = 0.5
+    w0: float | None = None
+    alpha: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check_las(self, optional=("pi", "w0"))
+
+
+@dataclass(frozen=True)
+class WNASOptions(Options):
+    """WNAS (engine/methods/wnas.py): no parameters; pruning."""
+    prune: bool = False
+    block_rows: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_pruning(self)
+
+
+AGR_MAX_ANCHORS = 500       # the paper's k
+AGR_POINTS_PER_ANCHOR = 10  # on smaller stores: one anchor per 10 points
+
+
+def default_anchors(n: int, neighbors: int) -> int:
+    """AGR's anchors when none are given: 500, or one per 10 points when that is fewer
+    (at least ``neighbors``): k-means needs as many distinct points as anchors."""
+    return min(AGR_MAX_ANCHORS, max(n // AGR_POINTS_PER_ANCHOR, neighbors))
+
+
+@dataclass(frozen=True)
+class AGROptions(Options):
+    """AGR (engine/methods/agr.py): the parameters of :class:`AGRParams` (anchors None: chosen from
+    the store's size, :func:`default_anchors`) and where its k-means anchors are cached."""
+    anchors: int | None = None
+    neighbors: int = 3
+    gamma: float = 0.01
+    lae_iterations: int = 10
+    kmeans_iterations: int = 20
+    kmeans_seed: int = 0
+    cache_dir: Any = None
+
+    def __post_init__(self) -> None:
+        _check_agr(self)
+
+    def for_shape(self, n: int, r: int) -> AGROptions:
+        anchors = default_anchors(n, self.neighbors) if self.anchors is None else self.anchors
+        if anchors > n:
+            raise ParameterError(f"AGR needs 1 <= anchors <= n = {n:,} (the points of the store), got "
+                                 f"anchors={anchors}; give fewer")
+        return replace(self, anchors=anchors)
+
+
+@dataclass(frozen=True)
+class RandomOptions(Options, RandomParams):
+    """Random search (engine/methods/random.py): its seed."""
+
+
+@dataclass(frozen=True)
+class RFOptions(Options, RFParams):
+    """The random-forest baseline (engine/methods/rf.py): :class:`RFParams` and n_jobs, the threads
+    scikit-learn fits with."""
+    n_jobs: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._set("n_jobs", _check_int("rf: n_jobs", self.n_jobs, 1))
 
 
 ACQUISITIONS = ("greedy", "ucb", "thompson")
@@ -182,3 +362,8 @@ class BLRParams(Params):
                 self._set(name, _check(name, getattr(self, name), 0, math.inf))
         self._set("refit_share", _check("refit_share", self.refit_share, 0, math.inf))
         self._set("seed", _check_int("seed", self.seed, 0, allow_none=True))
+
+
+@dataclass(frozen=True)
+class BLROptions(Options, BLRParams):
+    """BLR (engine/methods/blr.py): its parameters, :class:`BLRParams`."""

@@ -10,17 +10,18 @@ Classes are named by import path and loaded on first use, so listing the methods
 from __future__ import annotations
 
 import importlib
-import inspect
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ParameterError
+from .params import AGROptions, ASGOptions, BLROptions, LASOptions, Options, RandomOptions, RFOptions, WNASOptions
 
 if TYPE_CHECKING:
     from .base import ActiveSearch, ChunkedSearch
 
 
-RUN_OPTIONS = ("backend", "n_threads")     # how a search runs, not what it computes
+RUN_OPTIONS = ("backend", "n_threads")     # how a search runs, not what it computes: chunked searches only
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,9 @@ class MethodSpec:
     points by (``top(k)``, batches, the pairs experiment); sessions: it can save and restore
     its state (``export_state`` / ``from_state``), which sessions need; warm_start: its
     initialization costs passes over X before any label, so experiments that start many
-    searches restore one initialized state instead.
+    searches restore one initialized state instead; options: its options record (an
+    :class:`~bigsearch.engine.params.Options` dataclass: every keyword its constructor takes
+    besides the store, the backend and threads, each checked without a store).
     """
     name: str
     target: str
@@ -42,51 +45,68 @@ class MethodSpec:
     ranks: bool = True
     sessions: bool = False
     warm_start: bool = False
+    options: type[Options] = Options
 
     @property
     def cls(self) -> type[ActiveSearch]:
         module, _, attr = self.target.partition(":")
         return getattr(importlib.import_module(module), attr)
 
-    def options(self) -> tuple[str, ...]:
-        """The keywords its constructor takes besides the store (parameters, backend, ...)."""
-        signature = inspect.signature(self.cls.__init__)
-        return tuple(name for name, p in signature.parameters.items()
-                     if p.kind is p.KEYWORD_ONLY and name != "store_options")
-
     def settings(self) -> tuple[str, ...]:
-        """The options that define what a search computes: its parameters and engine
-        options (LAS's drift check, ...); not the backend or threads."""
-        return tuple(k for k in self.options() if k not in RUN_OPTIONS)
+        """The names of its options: its parameters and engine options (LAS's drift check,
+        pruning, ...); not the backend or threads."""
+        return self.options.names()
 
-    def create(self, store: Any, **options: Any) -> ActiveSearch:
-        """A new search on ``store`` with the options it takes; others, and None (the
-        default), are left out, so one set of options can serve several methods."""
-        taken = self.options()
-        return self.cls(store, **{k: v for k, v in options.items() if k in taken and v is not None})
+    def validate(self, given: Mapping[str, Any] | None = None, *, strict: bool = False,
+                 offered: Collection[str] | None = None) -> Options:
+        """Its options record from ``given`` (name -> value; None: the default), checked
+        without a store or an engine. Names it does not take are left out, so one set of
+        options can serve several methods; ``strict`` refuses them instead (see
+        :meth:`check_settings`)."""
+        given = {k: v for k, v in (given or {}).items() if v is not None}
+        if strict:
+            self.check_settings(given, offered)
+        return self.options(**{k: v for k, v in given.items() if k in self.settings()})
 
-    def check_settings(self, given: dict[str, Any]) -> None:
-        """Refuse settings (not None) that this method does not have."""
+    def check_settings(self, given: Mapping[str, Any], offered: Collection[str] | None = None) -> None:
+        """Refuse settings (not None) that this method does not have. ``offered``: the
+        settings the caller lets users give (a command's flags), the only ones the message lists."""
         foreign = sorted(k for k, v in given.items() if v is not None and k not in self.settings())
         if foreign:
-            takes = ", ".join(self.settings()) if self.settings() else "no parameters"
-            raise ParameterError(f"{', '.join(foreign)} does not apply to {self.name}, which takes {takes}")
+            takes = [k for k in self.settings() if offered is None or k in offered]
+            raise ParameterError(f"{', '.join(foreign)} does not apply to {self.name}, which takes "
+                                 f"{', '.join(takes) or 'no parameters'}")
+
+    def create(self, store: Any, options: Options | None = None, *, backend: Any = "local",
+               n_threads: int | None = None) -> ActiveSearch:
+        """A new search on ``store`` with its options record (default: every default),
+        running on ``backend`` with ``n_threads`` when it streams X (a ChunkedSearch)."""
+        from .base import ChunkedSearch  # the engine: imported when a search is made
+        options = self.validate() if options is None else options
+        if not isinstance(options, self.options):
+            raise TypeError(f"{self.name} takes a {self.options.__name__}, not a {type(options).__name__}")
+        runs = {"backend": backend, "n_threads": n_threads} if issubclass(self.cls, ChunkedSearch) else {}
+        return self.cls(store, **runs, **options.keywords())
 
 
 METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     MethodSpec("las", "bigsearch.engine.methods.las:LAS",
-               "Linearized Active Search: label propagation with the impact factor", sessions=True, warm_start=True),
+               "Linearized Active Search: label propagation with the impact factor", sessions=True, warm_start=True,
+               options=LASOptions),
     MethodSpec("wnas", "bigsearch.engine.methods.wnas:WNAS", "weighted-neighbour Active Search (no parameters)",
-               sessions=True),
-    MethodSpec("agr", "bigsearch.engine.methods.agr:AGR", "Anchor Graph Regularization (k-means anchors)"),
-    MethodSpec("asg", "bigsearch.engine.methods.asg:ASG", "dense Active Search on Graphs (n x n: small stores)"),
+               sessions=True, options=WNASOptions),
+    MethodSpec("agr", "bigsearch.engine.methods.agr:AGR", "Anchor Graph Regularization (k-means anchors)",
+               options=AGROptions),
+    MethodSpec("asg", "bigsearch.engine.methods.asg:ASG", "dense Active Search on Graphs (n x n: small stores)",
+               options=ASGOptions),
     MethodSpec("random", "bigsearch.engine.methods.random:RandomSearch", "uniform random queries (the baseline)",
-               ranks=False),
+               ranks=False, options=RandomOptions),
     MethodSpec("blr", "bigsearch.engine.methods.blr:BLR",
                "Bayesian linear regression on x . w (greedy, UCB or Thompson; any labels, scores included)",
-               sessions=True),
+               sessions=True, options=BLROptions),
     MethodSpec("rf", "bigsearch.engine.methods.rf:RandomForestSearch",
-               "random forest retrained per batch, greedy (MolPAL's model; a baseline, needs scikit-learn)"),
+               "random forest retrained per batch, greedy (MolPAL's model; a baseline, needs scikit-learn)",
+               options=RFOptions),
 )}
 
 

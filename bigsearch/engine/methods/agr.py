@@ -32,12 +32,12 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ...backends import ChunkStep, StepCall
-from ...errors import ParameterError
 from ...kernels.agr import anchor_gram, anchor_scores, embed_rows, nearest_anchors
+from ...storage import FeatureStore
 from ...storage.encoding import decode, n_rows
 from ..core.base import ChunkedSearch, PointArray, StoreLike
 from ..core.kmeans import BLOCK_ROWS, squared_distances
-from ..core.params import AGRParams
+from ..core.params import AGROptions, AGRParams
 from ..core.select import ChunkPartials, PassSummary
 from .agr_anchors import anchors_for
 
@@ -50,8 +50,9 @@ class AGR(ChunkedSearch):
     Parameters
     ----------
     store : path or FeatureStore
-    anchors : int
-        k, the number of k-means anchors (the paper: 500).
+    anchors : int, optional
+        k, the number of k-means anchors (the paper: 500; default: 500, or one per 10 points
+        when that is fewer, engine/core/params.py ``default_anchors``).
     neighbors : int
         s, the nearest anchors each point is embedded on (3).
     gamma : float
@@ -68,17 +69,18 @@ class AGR(ChunkedSearch):
     method = "agr"
     params: AGRParams
 
-    def __init__(self, store: StoreLike, *, anchors: int = 500, neighbors: int = 3, gamma: float = 0.01,
+    def __init__(self, store: StoreLike, *, anchors: int | None = None, neighbors: int = 3, gamma: float = 0.01,
                  lae_iterations: int = 10, kmeans_iterations: int = 20, kmeans_seed: int = 0,
                  cache_dir: str | PathLike[str] | None = None, backend: Any = "local",
                  n_threads: int | None = None, store_options: dict[str, Any] | None = None) -> None:
-        params = AGRParams(anchors, neighbors, gamma, lae_iterations, kmeans_iterations, kmeans_seed)
+        options = AGROptions(anchors, neighbors, gamma, lae_iterations, kmeans_iterations, kmeans_seed, cache_dir)
+
+        def params(st: FeatureStore) -> AGRParams:
+            shaped = options.for_shape(st.n, st.r).keywords()       # anchors: from n when not given
+            return AGRParams(**{name: shaped[name] for name in AGRParams.names()})
         super().__init__(store, params, backend=backend, n_threads=n_threads, store_options=store_options)
-        if params.anchors > self.n:
-            self.close()
-            raise ParameterError(f"AGR needs 1 <= anchors <= n = {self.n}, got {params.anchors}")
         self.cache_dir = cache_dir
-        self.coef = np.zeros(params.anchors)      # a / (1^T Z a): f = Z coef
+        self.coef = np.zeros(self.params.anchors)      # a / (1^T Z a): f = Z coef
 
     def point_state(self) -> tuple[PointArray, ...]:
         s = self.params.neighbors

@@ -52,19 +52,6 @@ SAFETY = 1e-9  # relative rounding margin (dot products of length r err ~1e-13 r
 CAP = 8  # points per step returned by a verification pass, at most, per chunk
 
 
-def check_fantasy(value):
-    """None (top-B batches), "f", or a soft label in [0, 1]."""
-    if value is None or value == "f":
-        return value
-    try:
-        y = float(value)
-    except (TypeError, ValueError):
-        raise ParameterError(f"fantasy must be 'f' or a label in [0, 1], got {value!r}") from None
-    if not 0.0 <= y <= 1.0:
-        raise ParameterError(f"fantasy must be 'f' or a label in [0, 1], got {value!r}")
-    return y
-
-
 def candidate_size(k):
     return 8 * k + 64
 

@@ -23,18 +23,18 @@ import numpy as np
 
 from ... import limits
 from ...backends import StepCall
-from ...errors import DataError, NumericalError, ParameterError
+from ...errors import DataError, NumericalError
 from ...kernels.dense import times_columns
 from ...kernels.las import degrees
 from ...storage import FeatureStore
 from ...storage.encoding import decode
 from ..core.base import PointArray, PrunableSearch, StoreLike
-from ..core.params import DriftCheck, LASParams
+from ..core.params import DriftCheck, LASOptions, LASParams
 from ..core.rank_updates import DeferredK, LowRankInverse, advance_score_vectors, batch_update
 from ..core.select import PassSummary
 from ..core.steps import COLSUM, FUSED_LABELS, GRAM, LAS_REFRESH, LAS_RESCORE, LAS_UPDATE, Compared
 from ..pruning.las import LASPruning
-from .fantasy import FantasizedBatch, check_fantasy
+from .fantasy import FantasizedBatch
 
 DRIFT_CHECK_SHARE = 0.1  # the O(r^3) drift check costs at most this share of the updates it checks
 
@@ -84,8 +84,9 @@ class LAS(PrunableSearch):
                  check_every: int | None = 100, drift_tol: float = 1e-10,
                  store_options: dict[str, Any] | None = None, prune: bool = False,
                  block_rows: int | None = None, fantasy: float | str | None = None) -> None:
-        self.drift_check = DriftCheck(check_every, drift_tol)
-        self.fantasy = check_fantasy(fantasy)
+        options = LASOptions(pi, eta, w0, alpha, check_every, drift_tol, prune, block_rows, fantasy)  # checked
+        self.drift_check = DriftCheck(options.check_every, options.drift_tol)
+        self.fantasy = options.fantasy
         self.fantasy_passes: list[float] = []   # per fantasized batch: the passes over X it took to choose
         def params(st: FeatureStore) -> LASParams:
             # K, K^-1, work arrays and an X^T R X partial per thread: r x r float64 each
@@ -102,9 +103,6 @@ class LAS(PrunableSearch):
         self._J_stale = False        # a batch's J update was deferred (alpha = 0): see _update
         self._V: np.ndarray | None = None   # [K^-1 xq, K^-1 xz]: see score_vectors
         self._start_pruning(LASPruning(self, block_rows) if prune else None)
-        if prune and self.fantasy is not None:
-            self.close()
-            raise ParameterError("fantasized batches need every f after each pass: use prune or fantasy, not both")
 
     def engine_options(self) -> dict[str, Any]:
         prune = {"prune": True, "block_rows": self.pruning.block_rows} if self.pruning is not None else {}

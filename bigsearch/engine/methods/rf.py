@@ -15,10 +15,9 @@ check it against scikit-learn run on the whole matrix.
 
 import numpy as np
 
-from ...errors import ParameterError
 from ...storage.encoding import decode
 from ..core.base import ActiveSearch
-from ..core.params import RFParams
+from ..core.params import RFOptions, RFParams
 
 PREDICT_ROWS = 8192  # rows converted to float64 and predicted at a time: bounded memory
 
@@ -38,11 +37,10 @@ class RandomForestSearch(ActiveSearch):
     GRADED = True
 
     def __init__(self, store, *, n_trees=100, max_depth=8, min_samples_leaf=1, seed=0, n_jobs=1, store_options=None):
+        options = RFOptions(n_trees, max_depth, min_samples_leaf, seed, n_jobs)
         self.params = RFParams(n_trees, max_depth, min_samples_leaf, seed)
-        if int(n_jobs) != n_jobs or n_jobs < 1:
-            raise ParameterError(f"rf: n_jobs must be a positive integer, got {n_jobs!r}")
         super().__init__(store, store_options)
-        self.n_jobs = int(n_jobs)
+        self.n_jobs = options.n_jobs
         self._prediction = np.zeros(self.n)
         self.fits = 0
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...backends import StepCall
 from ..core.base import PointArray, PrunableSearch, StoreLike
-from ..core.params import WNASParams
+from ..core.params import WNASOptions, WNASParams
 from ..core.select import PassSummary
 from ..core.steps import WNAS_UPDATE
 from ..pruning.wnas import WNASPruning
@@ -49,6 +49,7 @@ class WNAS(PrunableSearch):
     def __init__(self, store: StoreLike, *, backend: Any = "local", n_threads: int | None = None,
                  store_options: dict[str, Any] | None = None, prune: bool = False,
                  block_rows: int | None = None) -> None:
+        WNASOptions(prune, block_rows)             # checked before the store is opened
         super().__init__(store, WNASParams(), backend=backend, n_threads=n_threads, store_options=store_options)
         self._start_pruning(WNASPruning(self, block_rows) if prune else None)
 

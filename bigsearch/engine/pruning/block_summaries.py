@@ -9,12 +9,10 @@ from typing import NamedTuple
 import numpy as np
 
 from ...backends import ChunkStep
-from ...errors import ParameterError
-from ...kernels.common import ROW_BLOCK
 from ...storage.encoding import decode, n_rows
+from ..core.params import DEFAULT_BLOCK_ROWS, check_block_rows  # noqa: F401 (re-exported)
 from ..core.steps import BLAS_ROWS
 
-DEFAULT_BLOCK_ROWS = 128
 DEFAULT_BASIS = 32
 GROUP_BLOCKS = 64  # blocks per group: a query bounds every group, then the blocks of the groups that can win
 WIDEN = 1e-12  # a group's box and radii widened by this times its largest row norm (their rounding)
@@ -59,19 +57,6 @@ class BlockSummaries:
         return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
 
 
-def check_block_rows(block_rows):
-    """Rows per block: a multiple of the kernels' ROW_BLOCK, so a block's rows go through
-    exactly the code path (pairs of rows, vectorized groups) they take in the full pass."""
-    if block_rows is None:
-        return DEFAULT_BLOCK_ROWS
-    if (
-        isinstance(block_rows, bool)
-        or int(block_rows) != block_rows
-        or block_rows < ROW_BLOCK
-        or block_rows % ROW_BLOCK
-    ):
-        raise ParameterError(f"block_rows must be a positive multiple of {ROW_BLOCK}, got {block_rows!r}")
-    return int(block_rows)
 
 
 def block_layout(chunks, block_rows):
