@@ -36,7 +36,7 @@ def decoded_blocks(x):
         yield a, decode(x, a, a + rows)
 
 
-def _packed_bits(x):
+def packed_bits(x):
     """Whether a chunk is packed bits (kernels/encoded.py's sparse kernels apply)."""
     return isinstance(x, Encoded) and x.codes.dtype == np.uint8
 
@@ -46,7 +46,7 @@ def _products(x, Gt):
     rows, or for packed bits the sparse sums of kernels/encoded.py."""
     B = Gt.shape[1]
     rows = max(16, min(BLAS_ROWS, BLAS_BLOCK_BYTES // (8 * max(B, n_features(x)))))
-    sparse = _packed_bits(x)
+    sparse = packed_bits(x)
     for a in range(0, n_rows(x), rows):
         b = min(a + rows, n_rows(x))
         yield a, (binary_products(x.codes, x.scale, a, b, Gt) if sparse else decode(x, a, b) @ Gt)
@@ -88,7 +88,7 @@ def gram_step(x, state, s, label_idx, label_val, eta, w0, pi):
     if bad:
         return GramPartials(bad, state.start + first, G, xq, xz)
     rho, q, z = point_weights(state.label, state.deg, eta, w0, pi)
-    if _packed_bits(x):
+    if packed_bits(x):
         binary_gram(x.codes, x.scale, r, rho, q, z, G, xq, xz)
         return GramPartials(0, -1, G, xq, xz)
     for a, xb in decoded_blocks(x):
@@ -108,7 +108,7 @@ def las_rescore_step(x, state, s, label_idx, label_val, Kinv, V, eta, w0, pi, t_
     """
     state.apply_labels(label_idx, label_val)
     degrees(x, s, state.deg)
-    if Kinv is not None and _packed_bits(x):
+    if Kinv is not None and packed_bits(x):
         binary_quadratic(x.codes, x.scale, x.n_features, Kinv, state.J)
     elif Kinv is not None:
         for a, xb in decoded_blocks(x):

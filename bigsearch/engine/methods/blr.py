@@ -43,7 +43,7 @@ from ..core.base import ChunkedSearch, PointArray, StoreLike
 from ..core.params import BLRParams
 from ..core.rank_updates import DeferredK, LowRankInverse, batch_update
 from ..core.select import ChunkPartials, best_ranked
-from ..core.steps import COLSUM, FUSED_LABELS, _packed_bits, decoded_blocks, lower_quadratic_form
+from ..core.steps import COLSUM, FUSED_LABELS, decoded_blocks, lower_quadratic_form, packed_bits
 from . import blr_evidence as evidence
 
 NO_C = np.zeros(0)
@@ -57,7 +57,7 @@ def blr_rescore_step(x, state, label_idx, label_val, Ainv, inv_lam, V, consts, b
     and im. Initialization, a refit, a restore, and the rebuild of a lost chunk."""
     state.label[:] = -1
     state.apply_labels(label_idx, label_val)
-    if Ainv is not None and _packed_bits(x):
+    if Ainv is not None and packed_bits(x):
         binary_quadratic(x.codes, x.scale, x.n_features, Ainv, state.J)
     elif Ainv is not None:
         for a, xb in decoded_blocks(x):
