@@ -29,7 +29,7 @@ for cls, kw in ((bigsearch.LAS, {"alpha": 0.1, "pi": 0.1}), (bigsearch.WNAS, {})
     s = cls(tiny, **kw); s.tell(0, 1); s.ask(); s.tell(1, 0); s.ask()  # noqa: E702
     s.backend.map(bare_pass_step, rng_vectors(8)); s.close()  # noqa: E702
 out = {}
-peak = PeakMemory(PEAK_INTERVAL).__enter__()
+peak = PeakMemory(PEAK_INTERVAL).start()
 for method in ("las", "wnas"):
     s = bigsearch.LAS(path, alpha=1e-3) if method == "las" else bigsearch.WNAS(path)
     y = s.store.labels()
@@ -47,7 +47,7 @@ for method in ("las", "wnas"):
                    "ratio": median(its) / median(bare), "init_in_passes": init / median(bare),
                    "bare_gb_s": s.store.nbytes / median(bare) / 1e9, "hold_maps": s.store.hold_maps}
     s.close()
-peak.__exit__(None, None, None)
+peak.stop()
 out["peak_anonymous_increase"], out["peak_rss_increase"] = peak.anonymous, peak.total
 print(json.dumps(out))
 """

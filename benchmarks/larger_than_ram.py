@@ -88,7 +88,7 @@ def worker(args):
     out_path = RESULTS / f"larger_than_ram-{args.worker}.json"
     warm_up_jit(Path(args.tiny))
     base_rss = status_bytes("VmRSS")
-    peak = PeakMemory(PEAK_INTERVAL).__enter__()   # anonymous (the budget's) and total, from here
+    peak = PeakMemory(PEAK_INTERVAL).start()  # anonymous (the budget's) and total, from here
     evict(args.store)
     y = bigsearch.open_store(args.store).labels()
     start = int(np.random.default_rng(0).choice(np.flatnonzero(y == 1)))

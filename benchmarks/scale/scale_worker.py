@@ -110,7 +110,7 @@ def main():
     ap.add_argument("--tiny", default="/tmp/scale-dev/tiny.zarr")
     args = ap.parse_args()
     warm_up_jit(args.tiny)
-    peak = PeakMemory(PEAK_INTERVAL).__enter__()
+    peak = PeakMemory(PEAK_INTERVAL).start()
     search = bigsearch.LAS(args.store, alpha=args.alpha, n_threads=args.threads)
     y = search.store.labels()
     run = Run(search, y, rng_vectors(search.store.r))
@@ -133,7 +133,7 @@ def main():
     out["refresh_cold_s"] = timed(search.refresh)
     out["labels"] = search.n_labeled
     out["automatic_refreshes"] = len(search.refreshes) - 2
-    peak.__exit__(None, None, None)
+    peak.stop()
     out["peak_rss_increase"], out["peak_anonymous_increase"] = peak.total, peak.anonymous
     out["hold_maps"] = search.store.hold_maps
     out["rss_anon_end"] = status_bytes("RssAnon")

@@ -54,11 +54,11 @@ def anonymous_rss():
 
 
 class PeakMemory:
-    """``with PeakMemory() as peak: work()``, then ``peak.anonymous`` and ``peak.total``:
-    the peak increase of the anonymous memory (sampled every ``interval`` seconds: a
-    timed benchmark takes 0.01, whose reads of /proc then cost it under 1% of a core) and
-    of the RSS (VmHWM) over the work, in bytes, from their values at the start. Read
-    inside the block, they are the peaks so far."""
+    """``with PeakMemory() as peak: work()`` (or ``start()`` ... ``stop()``), then
+    ``peak.anonymous`` and ``peak.total``: the peak increase of the anonymous memory
+    (sampled every ``interval`` seconds: a timed benchmark takes 0.01, whose reads of /proc
+    then cost it under 1% of a core) and of the RSS (VmHWM) over the work, in bytes, from
+    their values at the start. Read inside the block, they are the peaks so far."""
 
     def __init__(self, interval=0.001):
         self.interval = interval
@@ -66,6 +66,13 @@ class PeakMemory:
         self._final = None
 
     def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def start(self):
+        """Start measuring (what ``with`` does); returns self."""
         self._rss0 = start_peak_measurement()
         self._anon0 = self._anon_peak = anonymous_rss()
         self._sampler = threading.Thread(target=self._sample, name="peak-memory", daemon=True)
@@ -76,7 +83,8 @@ class PeakMemory:
         while not self._stop.wait(self.interval):
             self._anon_peak = max(self._anon_peak, anonymous_rss())
 
-    def __exit__(self, *exc):
+    def stop(self):
+        """Stop measuring: ``anonymous`` and ``total`` keep their values from now on."""
         self._stop.set()
         self._sampler.join()
         self._final = (self.anonymous, self.total)
