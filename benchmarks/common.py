@@ -23,8 +23,10 @@ from bigsearch.backends import ChunkStep  # noqa: E402
 from bigsearch.kernels.encoded import stream_dots  # noqa: E402
 from bigsearch.storage import store_format  # noqa: E402
 from bigsearch.synthetic import make_clustered_store  # noqa: E402
+from bigsearch.testing.memory import PeakMemory, anonymous_rss, start_peak_measurement  # noqa: E402,F401
 from bigsearch.testing.memory import peak_rss as peak_rss_bytes  # noqa: E402,F401
-from bigsearch.testing.memory import start_peak_measurement  # noqa: E402,F401
+
+PEAK_INTERVAL = 0.01   # seconds between samples of anonymous memory in timed runs (PeakMemory)
 
 
 def bench_store(n, r, kind="zarr", dtype="float32", prevalence=0.005, seed=0, chunk_rows=None):

@@ -179,11 +179,11 @@ def compare_encodings(paths, rounds_warm, rounds_cold, init_rounds=1):
         for _ in range(rounds):
             for e, s in searches.items():
                 if cache == "cold":
-                    evict(paths[e])
+                    evict(paths[e], s.store)            # the backend reads the same store object
                 *m, nxt[e] = measured(_tell_ask, s, nxt[e], labels[e])
                 times[(e, cache, "iter")].append(m)
                 if cache == "cold":
-                    evict(paths[e])
+                    evict(paths[e], s.store)
                 times[(e, cache, "bare")].append(measured(backends[e].map, bare_pass_step, V)[:3])
     rows = []
 
@@ -233,7 +233,7 @@ def page_modes(paths, rounds, warm=5):
         for m, huge in modes.items():
             for e, s in searches.items():
                 s.store.huge_maps = huge                  # the backend's store too: the same object
-                evict(paths[e])
+                evict(paths[e], s.store)                  # held maps too: the next ones take this mode
                 *cold, nxt[e] = measured(_tell_ask, s, nxt[e], labels[e])
                 ws = []
                 for _ in range(warm):
@@ -285,11 +285,15 @@ def _read_into(store, j, local):
 def read_paths(paths, rounds, threads=2):
     """The bare pass (X @ V, V of 3 x r) over each encoding's store with the chunks read
     four ways, interleaved round by round, wall and CPU time and minor faults:
-    ``mapped`` maps each chunk and unmaps it after (the package's fast path), ``kept``
-    maps every chunk once and keeps the maps across passes (no page faults after the first
-    pass, but X's pages then count in the process's RSS), ``pread`` copies each chunk into a
+    ``mapped`` maps each chunk and unmaps it after (the package's fast path for a store
+    larger than half the memory), ``kept`` maps every chunk once and keeps the maps across
+    passes (no page faults after the first pass; X's file-backed pages then count in the
+    process's RSS, not in its anonymous memory: the package's path for a store that fits),
+    ``pread`` copies each chunk into a
     reused buffer, ``ram`` reads copies held in memory (the kernel alone)."""
     stores = {e: open_store(p) for e, p in paths.items()}
+    for st in stores.values():
+        st.hold_maps = False                              # "mapped": a map per chunk per pass
     kept = {e: [st._map_chunk(j) for j in range(st.n_chunks)] for e, st in stores.items()}
     ram = {e: [np.array(raw) for raw, _ in kept[e]] for e in stores}
     local = threading.local()

@@ -42,7 +42,17 @@ sys.path.insert(0, str(HERE.parent))  # this checkout's bigsearch, before an ins
 
 import bigsearch  # noqa: E402
 
-from common import RESULTS, bare_pass_step, machine, median, peak_rss_bytes, rng_vectors, save  # noqa: E402
+from common import (  # noqa: E402
+    PEAK_INTERVAL,
+    RESULTS,
+    PeakMemory,
+    bare_pass_step,
+    machine,
+    median,
+    peak_rss_bytes,
+    rng_vectors,
+    save,
+)
 from harness import evict, io_bytes_read, status_bytes  # noqa: E402
 
 ENGINES = ("full", "pruned")
@@ -78,6 +88,7 @@ def worker(args):
     out_path = RESULTS / f"larger_than_ram-{args.worker}.json"
     warm_up_jit(Path(args.tiny))
     base_rss = status_bytes("VmRSS")
+    peak = PeakMemory(PEAK_INTERVAL).start()  # anonymous (the budget's) and total, from here
     evict(args.store)
     y = bigsearch.open_store(args.store).labels()
     start = int(np.random.default_rng(0).choice(np.flatnonzero(y == 1)))
@@ -129,6 +140,9 @@ def worker(args):
             rec["x_read_bytes"].append(int(s.query_bytes[-1]))
         rec.update(
             peak_rss=peak_rss_bytes(),
+            peak_anonymous_increase=peak.anonymous,
+            peak_rss_increase=peak.total,
+            hold_maps=s.store.hold_maps,
             rss_anon=status_bytes("RssAnon"),
             rss_file=status_bytes("RssFile"),
             load_now=os.getloadavg(),
@@ -137,7 +151,7 @@ def worker(args):
         if (q + 1) % 10 == 0:
             print(
                 f"{args.worker}: {q + 1} queries, median {median(rec['query_s']) * 1e3:.0f} ms, "
-                f"peak RSS {rec['peak_rss'] / 2**30:.2f} GiB",
+                f"peak RSS {rec['peak_rss'] / 2**30:.2f} GiB (anonymous +{rec['peak_anonymous_increase'] / 2**30:.2f})",
                 file=sys.stderr,
                 flush=True,
             )
@@ -187,6 +201,7 @@ def summary(args):
             "query_ms_p90": float(np.quantile(qs, 0.9)) * 1e3 if qs else None,
             "query_device_GB_median": median(rec["device_bytes"]) / 1e9,
             "peak_rss_GiB": rec["peak_rss"] / 2**30,
+            "peak_anon_increase_GiB": rec.get("peak_anonymous_increase", float("nan")) / 2**30,
             "rss_anon_end_GiB": rec["rss_anon"] / 2**30,
             "rss_target_GiB": (80 * rec["n"] + 512 * 2**20) / 2**30,
             "stopped": rec.get("stopped"),

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -84,6 +85,35 @@ def store_factory(tmp_path):
     def make(X, y=None, kind="zarr", dtype="float32", chunk_rows=7):
         return write_store(tmp_path, X, y, kind, dtype, chunk_rows, name=f"s{next(counter)}")
     return make
+
+
+@pytest.fixture
+def passes(monkeypatch):
+    """Every pass over X that the local backend makes from now on, as Pass records: the
+    real backend, its ``map`` only recorded (counted, not timed)."""
+    from bigsearch.backends.local import LocalBackend
+
+    seen = []
+    real = LocalBackend.map
+
+    def recorded(self, step, *args):
+        seen.append(Pass(str(self.store.path), step.run.__name__, rebuilds_J(step, args)))
+        return real(self, step, *args)
+    monkeypatch.setattr(LocalBackend, "map", recorded)
+    return seen
+
+
+class Pass(NamedTuple):
+    store: str          # the store's path
+    step: str           # the step's function
+    rebuilds_J: bool    # LAS's J from K^-1: an n r^2 pass
+
+
+def rebuilds_J(step, args):
+    """Whether a pass is LAS's rescore with K^-1 given (J recomputed from it)."""
+    from bigsearch.engine.steps import LAS_REFRESH, LAS_RESCORE
+
+    return step in (LAS_RESCORE, LAS_REFRESH) and args[3] is not None
 
 
 def run_queries(search, y, steps):

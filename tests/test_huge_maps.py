@@ -37,8 +37,10 @@ def flags_step(x, state):
 
 @pytest.mark.parametrize("kind", ["zarr", "hdf5"])
 def test_passes_map_with_huge_pages_and_partial_reads_without(tmp_path, kind):
+    """Maps made per pass (the path of a store whose maps are not held)."""
     X = np.random.default_rng(0).random((300, 16)).astype(np.float32)
     store = open_store(write_store(tmp_path, X, kind=kind, chunk_rows=100))
+    store.hold_maps = False
     assert store.fast_path
     with store.chunk(1) as x:
         assert advised(x)
@@ -52,6 +54,20 @@ def test_passes_map_with_huge_pages_and_partial_reads_without(tmp_path, kind):
         assert backend.map(ChunkStep(flags_step, whole_chunk=False)) == [False] * 3
     finally:
         backend.close()
+
+
+def test_held_maps_have_huge_pages_and_partial_reads_use_them(tmp_path):
+    """A store whose maps are held maps each chunk once, with huge pages: a read of a few
+    rows uses that map (the passes before any query have read every page)."""
+    X = np.random.default_rng(0).random((300, 16)).astype(np.float32)
+    store = open_store(write_store(tmp_path, X, chunk_rows=100))
+    assert store.hold_maps
+    with store.chunk(1, whole=False) as x:
+        assert advised(x)
+        first = x.__array_interface__["data"][0]
+    with store.chunk(1) as x:
+        assert x.__array_interface__["data"][0] == first and np.array_equal(x, X[100:200])
+    store.close()
 
 
 def test_without_huge_pages_offered_nothing_is_advised(tmp_path, monkeypatch):

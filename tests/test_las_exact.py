@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 import bigsearch
+from bigsearch.engine.remaining import remaining_summary
+from bigsearch.engine.steps import FUSED_LABELS
 from bigsearch.testing import brute_force_impact, dense_f, dense_las_run, dense_wnas
 
 from conftest import DTYPES, KINDS, chunkings
@@ -136,3 +138,38 @@ def test_no_labels_at_all(small_data, store_factory):
     ref = dense_f(stored_X(path), np.full(len(y), -1), pi=0.2)
     assert rel_err(s.f, ref) < RTOL
     assert 0 <= s.ask() < len(y)
+
+
+def batch_at_alpha_0(path, y, labels, pi):
+    """A LAS search at alpha = 0 whose last update was a batch (more labels than the fused
+    kernel takes): its pass updated f, not J (engine/las.py, ``_update``)."""
+    s = bigsearch.LAS(path, pi=pi, alpha=0.0)
+    first = int(np.flatnonzero(y)[0])
+    s.tell(first, 1)
+    labels[first] = 1
+    batch = s.next_batch(FUSED_LABELS + 4)
+    s.tell(batch, [int(y[i]) for i in batch])
+    labels[batch] = y[batch]
+    s.sync()
+    return s
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_f_and_export_after_a_batch_at_alpha_0_rebuild_no_J(small_data, store_factory, passes, kind):
+    """f needs no J: reading it (and the positives-left estimate from it) and exporting the
+    state make no pass at all; the impact factor then makes the one J pass it needs, and
+    every value is the dense reference's (counted passes, not timed)."""
+    X, y = small_data
+    path = store_factory(X, y, kind, "float64", 7)
+    Xs, labels = stored_X(path), np.full(len(y), -1)
+    s = batch_at_alpha_0(path, y, labels, pi=0.2)
+    passes.clear()
+    assert rel_err(s.f, dense_f(Xs, labels, pi=0.2)) < RTOL
+    remaining_summary(s.f, s.labels, y[labels >= 0])
+    state = s.export_state()
+    assert passes == [] and state["meta"]["J_stale"]
+    f, im = brute_force_impact(Xs, labels, pi=0.2)
+    assert rel_err(s.impact, im) < RTOL
+    assert [p.rebuilds_J for p in passes] == [True]
+    assert rel_err(s.f, f) < RTOL and rel_err(s.impact, im) < RTOL and len(passes) == 1
+    assert s.export_state()["meta"]["J_stale"] is False

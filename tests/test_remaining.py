@@ -149,3 +149,24 @@ def test_a_run_records_the_estimates_at_its_end(store):
     assert rem["found"] == 1 + record["hits"][-1]  # the initial positive and the hits
     assert rem["unlabeled"] == 200 - 11 and rem["score_sum"]["basis"] == 189
     assert simulate(path, "wnas", 3, seed=1)["remaining"]["score_sum"] is None  # WNAS's f is no probability
+
+
+def test_status_export_and_a_runs_end_at_alpha_0_rebuild_no_J(tmp_path, store, passes):
+    """After a batch at alpha = 0, J lags behind: `session status` (its score sum reads f),
+    a checkpoint, the labels' export and the estimate at the end of `run` rebuild none
+    (counted: LAS's passes that recompute J from K^-1, an n r^2 pass each)."""
+    path, y = store
+    with Session.create(path, tmp_path / "sess", pi=0.1, alpha=0.0, checkpoint_every=1000) as s:
+        s.tell(int(np.flatnonzero(y)[0]), 1)
+        batch = s.search.next_batch(12)
+        s.tell(batch, [int(y[i]) for i in batch])
+        s.ask()
+        passes.clear()
+        assert s.status()["remaining"]["score_sum"] is not None
+        s.checkpoint()
+        s.export(tmp_path / "labels.csv")
+        assert passes == []
+    record = simulate(path, "las", 30, seed=1, batch_size=12, alpha=0.0)
+    assert record["remaining"]["score_sum"] is not None
+    j_passes = [p for p in passes if p.rebuilds_J and p.store == str(path)]
+    assert len(j_passes) == 1  # the initialization's

@@ -38,6 +38,29 @@ def test_restored_search_continues_exactly(store, method):
     assert run_queries(restored, y, 15) == run_queries(ref, y, 15)
 
 
+def test_a_state_saved_with_J_behind_restores_without_rebuilding_it(store, passes):
+    """After a batch at alpha = 0, J lags behind (f does not need it): the restore is one
+    pass that rebuilds no J, the restored search continues to the bit, and J is rebuilt
+    when the impact factor is read, as in the saved search."""
+    path, y = store
+    saved, ref = bigsearch.LAS(path, pi=0.05), bigsearch.LAS(path, pi=0.05)
+    for s in (saved, ref):
+        s.tell(int(np.flatnonzero(y)[0]), 1)
+        batch = s.next_batch(12)
+        s.tell(batch, [int(y[i]) for i in batch])
+    state = saved.export_state()
+    assert state["meta"]["J_stale"]
+    passes.clear()
+    restored = bigsearch.LAS.from_state(path, state)
+    assert [p.rebuilds_J for p in passes] == [False]
+    np.testing.assert_array_equal(restored.f, ref.f)
+    assert run_queries(restored, y, 5) == run_queries(ref, y, 5)
+    passes.clear()
+    np.testing.assert_array_equal(restored.impact, ref.impact)
+    np.testing.assert_array_equal(restored.J, ref.J)
+    assert sum(p.rebuilds_J for p in passes) == 2      # one J pass in each search
+
+
 def test_state_saved_before_the_low_rank_correction_is_read(store):
     """A LAS state that keeps K^-1 whole as "Kinv" (before issue 12's correction, and no
     V) restores to the same scores and queries, to rounding."""

@@ -2,6 +2,11 @@
 zarr or h5py files), leftovers of dead writers, and clear errors for stores bigsearch
 cannot use. What every format must do is in test_store_formats.py."""
 
+import os
+import pickle
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
 import h5py
 import numpy as np
 import pytest
@@ -10,8 +15,9 @@ import zarr
 import bigsearch
 from bigsearch.errors import StoreError, StoreNotFoundError
 from bigsearch.storage import open_store
+from bigsearch.testing import clustered_points
 
-from conftest import read_all
+from conftest import KINDS, read_all
 
 
 def test_plain_zarr_written_without_bigsearch_is_a_store(tmp_path):
@@ -165,3 +171,92 @@ def test_a_new_write_removes_what_dead_writers_left(tmp_path):
     finally:
         live.kill()
         live.wait()
+
+
+# -- chunk maps held across passes (storage/base.py, hold_maps) --------------------------
+def maps_of(path):
+    """How many mappings of files at or under ``path`` this process has now (/proc/self/maps)."""
+    root = str(Path(path).resolve())
+    with open("/proc/self/maps") as fh:
+        files = [line.split(maxsplit=5)[5].strip() for line in fh if len(line.split(maxsplit=5)) == 6]
+    return sum(f == root or f.startswith(root + os.sep) for f in files)
+
+
+def run_held_or_not(path, method, y, hold):
+    """20 queries of ``method`` over the store, maps held or not; (queries, f, maps of X's
+    files left after each round, the store)."""
+    store = open_store(path)
+    store.hold_maps = hold
+    search = {"las": bigsearch.LAS, "wnas": bigsearch.WNAS}[method](store, n_threads=4)
+    search.tell(int(np.flatnonzero(y)[0]), 1)
+    queries, maps = [], []
+    for _ in range(20):
+        queries.append(search.ask())
+        search.tell(queries[-1], int(y[queries[-1]]))
+        maps.append(maps_of(path))
+    f = np.array(search.f)
+    search.close()
+    return queries, f, maps, store
+
+
+@pytest.mark.parametrize("method", ["las", "wnas"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_maps_held_across_passes_give_the_same_queries_and_are_released_on_close(store_factory, kind, method):
+    X, y = clustered_points(600, 10, prevalence=0.1, seed=4)
+    path = store_factory(X, y, kind, "float32", 50)
+    held = run_held_or_not(path, method, y, True)
+    per_pass = run_held_or_not(path, method, y, False)
+    assert held[0] == per_pass[0] and np.array_equal(held[1], per_pass[1])
+    assert held[2] == [12] * 20 and per_pass[2] == [0] * 20    # one map per chunk, kept; or none
+    assert maps_of(path) == 0                                 # the search's close released them
+    store = held[3]
+    read_all(store)
+    assert maps_of(path) == 12 and len(store._held) == 12
+    copy = pickle.loads(pickle.dumps(store))                  # a dask worker's copy: no maps of its own yet
+    assert copy.hold_maps and copy._held == {} and np.array_equal(read_all(copy), read_all(store))
+    copy.close()
+    store.close()
+    assert maps_of(path) == 0
+
+
+def test_threads_reading_one_chunk_keep_one_map(store_factory):
+    X = np.random.default_rng(5).random((300, 8)).astype(np.float32)
+    path = store_factory(X, None, "zarr", "float32", 30)
+    store = open_store(path)
+    assert store.hold_maps
+
+    def read(j):
+        with store.chunk(j) as x:
+            return float(np.asarray(x, np.float64).sum())
+    with ThreadPoolExecutor(8) as pool:
+        sums = list(pool.map(read, [0] * 64 + list(range(10)) * 4))
+    assert sums[:64] == [sums[0]] * 64 and sums[0] == float(X[:30].astype(np.float64).sum())
+    assert maps_of(path) == 10
+    store.close()
+    assert maps_of(path) == 0
+
+
+def test_a_store_larger_than_half_the_memory_maps_each_pass_anew(store_factory, monkeypatch):
+    X = np.random.default_rng(6).random((64, 4)).astype(np.float32)
+    path = store_factory(X, None, "hdf5", "float32", 8)
+    monkeypatch.setenv("BIGSEARCH_MEMORY_BYTES", str(2 * X.nbytes - 1))
+    store = open_store(path)
+    np.testing.assert_array_equal(read_all(store), X)
+    assert not store.hold_maps and maps_of(path) == 0
+    monkeypatch.setenv("BIGSEARCH_MEMORY_BYTES", str(2 * X.nbytes))
+    store = open_store(path)
+    np.testing.assert_array_equal(read_all(store), X)
+    assert store.hold_maps and maps_of(path) == 8
+    store.close()
+
+
+def test_a_store_of_more_chunks_than_maps_to_spare_maps_each_pass_anew(store_factory, monkeypatch):
+    """Linux limits the maps of a process (vm.max_map_count): a store of many chunks holds none."""
+    from bigsearch.storage import base
+
+    X = np.random.default_rng(7).random((64, 4)).astype(np.float32)
+    path = store_factory(X, None, "zarr", "float32", 8)
+    monkeypatch.setattr(base, "MAX_HELD_MAPS", 7)
+    store = open_store(path)
+    np.testing.assert_array_equal(read_all(store), X)
+    assert not store.hold_maps and maps_of(path) == 0

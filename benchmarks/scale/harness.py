@@ -62,8 +62,12 @@ def store_files(path):
     return [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
 
 
-def evict(path):
-    """Drop one store's pages from the page cache (other processes' caches are untouched)."""
+def evict(path, *stores):
+    """Drop one store's pages from the page cache (other processes' caches are untouched).
+    ``stores``: this process's open stores of ``path``, whose maps held across passes are
+    released first: a mapped page is not dropped, so a "cold" pass over them would be warm."""
+    for store in stores:
+        store.release_maps()
     for f in store_files(path):
         fd = os.open(f, os.O_RDONLY)
         try:

@@ -1,7 +1,9 @@
 """One end-to-end measurement on one store, in a fresh process (run by run_scale.py and
 growth_r.py; prints one JSON line).
 
-JIT and imports first, on a tiny store, so the peak RSS reported is the run's. Then:
+JIT and imports first, on a tiny store, so the peak memory reported is the run's (its
+increase: anonymous, what the budget counts, and total RSS, which also counts the chunk
+maps a store that fits in memory holds across passes). Then:
 initialize LAS (alpha > 0) with one positive; warm: one bare pass to fill the page
 cache, then --iterations rounds of [bare pass, LAS iteration] alternately; cold (unless
 --no-cold): the same rounds with the store's pages evicted before every measured pass.
@@ -22,7 +24,7 @@ import numpy as np
 
 import bigsearch
 
-from common import bare_pass_step, peak_rss_bytes, rng_vectors, start_peak_measurement
+from common import PEAK_INTERVAL, PeakMemory, bare_pass_step, rng_vectors
 from harness import cached_fraction, evict, io_bytes_read, median, status_bytes
 
 
@@ -41,8 +43,8 @@ def count_chunk_bytes(store):
     chunk = store.chunk
 
     @contextlib.contextmanager
-    def counting(j):
-        with chunk(j) as x:
+    def counting(j, whole=True):
+        with chunk(j, whole) as x:
             counter[0] += x.nbytes       # a single += under the GIL: safe across the pool's threads
             yield x
     store.chunk = counting
@@ -77,7 +79,7 @@ def rounds(run, iterations, cold_path=None):
     for _ in range(iterations):
         for out, fn in ((bare, run.bare), (its, run.iteration)):
             if cold_path is not None:
-                evict(cold_path)
+                evict(cold_path, run.s.store)
             out.append(fn())
     return summarize(bare, its)
 
@@ -108,7 +110,7 @@ def main():
     ap.add_argument("--tiny", default="/tmp/scale-dev/tiny.zarr")
     args = ap.parse_args()
     warm_up_jit(args.tiny)
-    base_rss = start_peak_measurement()
+    peak = PeakMemory(PEAK_INTERVAL).start()
     search = bigsearch.LAS(args.store, alpha=args.alpha, n_threads=args.threads)
     y = search.store.labels()
     run = Run(search, y, rng_vectors(search.store.r))
@@ -122,18 +124,20 @@ def main():
     out["warm"] = rounds(run, args.iterations)
     if not args.no_cold:
         out["cold"] = rounds(run, args.iterations, cold_path=args.store)
-    out["peak_rss_before_refresh"] = peak_rss_bytes()
+    out["peak_rss_increase_before_refresh"] = peak.total
+    out["peak_anonymous_increase_before_refresh"] = peak.anonymous
     # A refresh recomputes K^-1, J, f and the impact factor from X: an initialization
     # with every label so far, here from the page cache and from the disk.
     out["refresh_warm_s"] = timed(search.refresh)
-    evict(args.store)
+    evict(args.store, search.store)
     out["refresh_cold_s"] = timed(search.refresh)
     out["labels"] = search.n_labeled
     out["automatic_refreshes"] = len(search.refreshes) - 2
-    out["rss_base"] = base_rss
-    out["peak_rss"] = peak_rss_bytes()
-    out["peak_rss_increase"] = out["peak_rss"] - base_rss
+    peak.stop()
+    out["peak_rss_increase"], out["peak_anonymous_increase"] = peak.total, peak.anonymous
+    out["hold_maps"] = search.store.hold_maps
     out["rss_anon_end"] = status_bytes("RssAnon")
+    out["rss_file_end"] = status_bytes("RssFile")
     search.close()
     print(json.dumps(out))
 

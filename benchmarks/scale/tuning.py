@@ -75,6 +75,11 @@ def _timed(fn, *args):
     return time.perf_counter() - t
 
 
+def evict_variant(variants, v):
+    """Drop v's store from the page cache, with the maps every variant over it holds."""
+    evict(v.path, *[u.s.store for u in variants if u.path == v.path])
+
+
 def interleave(variants, rounds, cold):
     for v in variants:
         v.bare_s, v.iter_s, v.faults = [], [], []
@@ -82,7 +87,7 @@ def interleave(variants, rounds, cold):
         for v in variants:
             for fn in (v.bare, v.iteration):
                 if cold:
-                    evict(v.path)
+                    evict_variant(variants, v)
                 fn()
 
 
@@ -92,7 +97,7 @@ def study(name, variants, rounds, cold_rounds, reference_name):
         if not n_rounds:
             continue
         for v in variants:            # the same cache history for every variant: read from the disk
-            evict(v.path)
+            evict_variant(variants, v)
             v.bare()
         interleave(variants, n_rounds, cache == "cold")
         ref = next(v for v in variants if v.name == reference_name)

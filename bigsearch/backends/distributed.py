@@ -373,6 +373,9 @@ class Shard:
         worker = get_worker()
         self.worker_address = worker.address
         store = _open_on_worker(source, worker.address)
+        # dask's memory monitor counts a worker's whole RSS, file-backed pages included:
+        # maps held across passes would count X's pages against the worker's limit
+        store.hold_maps = False
         if persist:
             store = PersistedChunks(store, chunks, worker.memory_manager.memory_limit)
         self.local = ShardBackend(store, chunks, worker.state.nthreads)

@@ -36,6 +36,7 @@ class ArrayStore(FeatureStore):
     library = "?"  # the array's library, in messages and `describe`
     array_type = ("?", "?")  # (module, class) of the arrays it reads, e.g. ("h5py", "Dataset")
     on_disk = False
+    maps_holdable = False  # its rows are in memory, or read anew: no map to keep
 
     @classmethod
     def wraps(cls, obj):

@@ -2,10 +2,11 @@
 
 A chunk read returns a NumPy view of the chunk's rows. On the fast path that view is a
 memory map of the stored bytes (no copy: an uncompressed Zarr chunk is a plain file of
-little-endian values, and an uncompressed HDF5 dataset has plain file offsets). Leaving
-the ``with`` block unmaps the pages, so X never stays resident: the page cache keeps
-the data, the process does not. Stores that need decoding (compression, sharding,
-big-endian data) take the slow path: a decode into a reused per-thread buffer.
+little-endian values, and an uncompressed HDF5 dataset has plain file offsets). For a
+store larger than half the memory available, leaving the ``with`` block unmaps the pages,
+so X never stays resident: the page cache keeps the data, the process does not. Stores
+that need decoding (compression, sharding, big-endian data) take the slow path: a decode
+into a reused per-thread buffer.
 
 A pass over a store that fits in memory maps whole chunks with transparent huge pages
 where Linux offers them: the pages then come from the disk in 2 MiB reads and stay in the
@@ -14,7 +15,19 @@ instead of 512 (a warm pass spent most of its CPU mapping 4 KiB pages; 2.5x fast
 them, docs/performance.md). Not for a store larger than half the memory available, whose
 every pass reads from the disk: there a 2 MiB folio can cost compaction of memory (up to
 4x the CPU of a cold pass was measured) for no later gain. Nor for reads of a few rows
-(pruned queries): a 2 MiB read for a 64 KiB block would read far more of X than asked.
+(pruned queries) that map a chunk for themselves: a 2 MiB read for a 64 KiB block would
+read far more of X than asked.
+
+A store that fits in half the memory available also keeps its chunk maps open across
+passes (``hold_maps``): a later pass then finds every page already mapped (no page faults,
+no map and unmap per chunk), and a read of a few rows uses the chunk's held map (the
+passes before any query have read every page). Those pages are file-backed, the page
+cache, which the kernel reclaims under pressure: they count in the process's RSS but not
+in its anonymous memory, which is what the memory budget counts (docs/performance.md). ``close()`` (or
+``release_maps()``) unmaps them. A larger store maps and unmaps each chunk in each pass, so
+X never stays in the process. A published store is immutable (storage/writer.py publishes
+a new version beside it and swaps it in): a held map keeps reading the version that was
+open, as an open HDF5 file does; a search over a store replaced on disk must be reopened.
 """
 
 import contextlib
@@ -49,6 +62,9 @@ def _huge_pages_offered():
 
 
 HUGE_MAPS = _huge_pages_offered()
+# At most this many chunk maps held by one store: Linux allows 65,530 maps per process by
+# default (vm.max_map_count), shared with everything else the process maps.
+MAX_HELD_MAPS = 16384
 
 
 class FeatureStore:
@@ -107,18 +123,24 @@ class FeatureStore:
         self.n, self.r, self.columns = n, r, columns
         self._scale = None
         self._scale_lock = threading.Lock()
-        self._huge_maps = None     # decided at the first pass (huge_maps)
+        self._fits = None          # decided at the first pass (fits_in_memory)
+        self._huge_maps = None     # ... and from it, huge_maps
+        self._hold_maps = None     # ... and hold_maps
+        self._held = {}            # chunk -> _HeldMap: maps kept across passes (hold_maps)
+        self._held_lock = threading.Lock()
         starts = np.arange(0, n, self.chunk_rows)
         self.chunks = [(int(a), int(min(n, a + self.chunk_rows))) for a in starts]
         self._local = threading.local()
 
     # -- what subclasses provide --------------------------------------------------
     fast_path = False          # True when chunks are memory-mapped without decoding
+    maps_holdable = True       # False: chunk maps are never kept across passes (see hold_maps)
     slow_reason = ""           # why not, in words, for `bigsearch info` and the docs
 
     def _map_chunk(self, j, huge=False):
         """Return (array of the chunk's rows, release callable) on the fast path;
-        ``huge``: map with transparent huge pages (see above)."""
+        ``huge``: map with transparent huge pages (see above). Rows in memory rather than
+        mapped come with ``release_nothing``: they are never held across passes."""
         raise NotImplementedError
 
     def _decode_chunk(self, j, out):
@@ -177,7 +199,8 @@ class FeatureStore:
             raise
 
     def close(self):
-        pass
+        """Release what the store holds (its held chunk maps; a format also closes its files)."""
+        self.release_maps()
 
     # -- the interface ------------------------------------------------------------
     @property
@@ -207,7 +230,9 @@ class FeatureStore:
         when the caller reads only some of the rows (no huge pages: see the module's
         docstring)."""
         a, b = self.chunks[j]
-        if self.fast_path:
+        if self.fast_path and self.hold_maps:
+            yield self._as_chunk(self._held_map(j), a, b)
+        elif self.fast_path:
             raw, release = self._map_chunk(j, whole and self.huge_maps)
             try:
                 yield self._as_chunk(raw, a, b)
@@ -235,12 +260,66 @@ class FeatureStore:
                     self._scale = np.ascontiguousarray(scale, dtype=np.float32)
         return self._scale
 
+    def _held_map(self, j):
+        """Chunk j's rows from the map held for it, made by this read when there is none
+        (with huge pages where passes use them, so a read of a few rows makes the map every
+        later pass uses). Threads may race to map a chunk: one map is kept, the other released."""
+        held = self._held.get(j)
+        rows = None if held is None else held.rows
+        if rows is not None:
+            return rows
+        rows, release = self._map_chunk(j, self.huge_maps)
+        if release is release_nothing:      # rows in memory (a chunk never written), not a map
+            return rows
+        mine = _HeldMap(rows, release)
+        with self._held_lock:
+            held = self._held.setdefault(j, mine)
+        if held is not mine:
+            mine.release()
+            rows = held.rows
+        return rows if rows is not None else self._held_map(j)
+
+    def release_maps(self):
+        """Unmap the chunk maps held across passes (the next pass maps them again). A map
+        still in use (a view taken inside ``with store.chunk(j)``) is unmapped when that
+        view is gone."""
+        with self._held_lock:
+            held, self._held = self._held, {}
+        for mapped in held.values():
+            mapped.release()
+
+    @property
+    def fits_in_memory(self):
+        """Whether X fits in half the memory available (``limits.MEMORY_FRACTION``),
+        decided once, at the first pass: such a store maps with huge pages and holds its
+        maps across passes (see the module's docstring)."""
+        if self._fits is None:
+            self._fits = self.nbytes <= MEMORY_FRACTION * available_memory()
+        return self._fits
+
+    @property
+    def hold_maps(self):
+        """Whether chunk maps are kept open across passes: a store read by maps (the
+        fast path) that fits in memory, in at most MAX_HELD_MAPS chunks, and whose format
+        allows it (see the module's docstring)."""
+        if self._hold_maps is None:
+            self._hold_maps = (self.maps_holdable and self.fast_path and self.n_chunks <= MAX_HELD_MAPS
+                               and self.fits_in_memory)
+        return self._hold_maps
+
+    @hold_maps.setter
+    def hold_maps(self, value):
+        """Set by hand (benchmarks and tests compare both); turning it off releases them."""
+        self._hold_maps = self.maps_holdable and self.fast_path and bool(value)
+        if not self._hold_maps:
+            self.release_maps()
+
     @property
     def huge_maps(self):
         """Whether passes map chunks with huge pages: offered here, and X fits in memory
         with room to spare (see the module's docstring)."""
         if self._huge_maps is None:
-            self._huge_maps = HUGE_MAPS and self.nbytes <= MEMORY_FRACTION * available_memory()
+            self._huge_maps = HUGE_MAPS and self.fits_in_memory
         return self._huge_maps
 
     @huge_maps.setter
@@ -250,10 +329,11 @@ class FeatureStore:
 
     def prefetch(self, j):
         """Start reading chunk j in the background (a hint; never blocks for I/O). Not
-        with huge maps: that read-ahead fills the page cache with small folios, which
-        every later pass must then map 4 KiB at a time (a warm pass 1.6x slower), while a
-        huge-page fault reads 2 MiB at once."""
-        if 0 <= j < self.n_chunks and not self.huge_maps:
+        for a chunk whose map is held (its pages are in), nor with huge maps: that
+        read-ahead fills the page cache with small folios, which every later pass must
+        then map 4 KiB at a time (a warm pass 1.6x slower), while a huge-page fault reads
+        2 MiB at once."""
+        if 0 <= j < self.n_chunks and not self.huge_maps and j not in self._held:
             self._advise_willneed(j)
 
     def read_rows(self, indices):
@@ -420,6 +500,19 @@ def map_file_array(path, offset, dtype, shape, huge=False):
         except BufferError:  # a caller still holds a view: the GC unmaps it later
             pass
     return x, release
+
+
+class _HeldMap:
+    """A chunk map kept across passes: its rows, and how to unmap it."""
+
+    __slots__ = ("rows", "_release")
+
+    def __init__(self, rows, release):
+        self.rows, self._release = rows, release
+
+    def release(self):
+        self.rows = None                # the view would keep the map open
+        self._release()
 
 
 def advise_willneed(path, offset, length):

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StoreError, StoreNotFoundError
-from .base import FeatureStore, advise_willneed, map_file_array
+from .base import FeatureStore, advise_willneed, map_file_array, release_nothing
 from .encoding import SCALE_NAME
 from .format import (
     HDF5_SIGNATURE,
@@ -182,7 +182,7 @@ class HDF5Store(FeatureStore):
         if offset is None:
             out = np.empty((b - a, self.columns), self.dtype)
             self._decode_chunk(j, out)
-            return out, lambda: None
+            return out, release_nothing
         end = offset + (b - a) * self.columns * self.dtype.itemsize
         if end > self._file_bytes:     # mapping past the end would kill the process (SIGBUS)
             raise StoreError(f"{self.path}: rows {a}..{b - 1} of X lie at bytes up to {end:,}, past the end of "
@@ -250,6 +250,7 @@ class HDF5Store(FeatureStore):
         return f"{x.compression}-{x.compression_opts}" if x.compression_opts is not None else x.compression
 
     def close(self):
+        super().close()
         self._file.close()
 
 

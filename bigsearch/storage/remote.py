@@ -53,6 +53,10 @@ class ObjectZarrStore(ZarrStore):
         ``cache_size=0`` reads every chunk from the object store on every pass.
     """
 
+    # Each pass maps the cache's files anew: a held map would keep an evicted file's disk
+    # space past the cache's limit, and a chunk fetched into memory is no map to hold.
+    maps_holdable = False
+
     def __init__(self, url, storage_options=None, cache_dir=None, cache_size=None, dataset=None):
         check_url(url)
         self.url = url

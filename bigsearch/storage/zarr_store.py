@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import StoreError, StoreNotFoundError
 from .atomic import fsync_tree, publish, publish_over, remove, remove_stale_leftovers, temp_sibling
-from .base import FeatureStore, advise_willneed, map_file_array
+from .base import FeatureStore, advise_willneed, map_file_array, release_nothing
 from .encoding import SCALE_NAME
 from .format import (
     COMPLETE_ATTR,
@@ -207,7 +207,7 @@ class ZarrStore(FeatureStore):
             size = path.stat().st_size
         except FileNotFoundError:
             self._check_missing(j, path)  # zarr leaves chunks equal to the fill value unwritten
-            return np.full((b - a, self.columns), self._x.fill_value, self.dtype), lambda: None
+            return np.full((b - a, self.columns), self._x.fill_value, self.dtype), release_nothing
         if size != expected:          # mapping past a file's end would kill the process (SIGBUS)
             raise StoreError(f"{self.path}: chunk file {path} is {size:,} bytes, expected {expected:,} "
                              f"(rows {a}..{b - 1} of X): the store is damaged (truncated?); write it again")

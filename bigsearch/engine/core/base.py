@@ -362,7 +362,9 @@ class ChunkedSearch(ActiveSearch):
                              f"but {self.store.path} is {self.n} x {self.store.r}")
 
     def close(self) -> None:
+        """Stop the backend and unmap the chunk maps the store held across passes."""
         self.backend.close()
+        self.store.release_maps()
 
 
 def _as_arrays(pairs: list[tuple[int, Any]]) -> tuple[np.ndarray, np.ndarray]:

@@ -120,8 +120,11 @@ class LAS(PrunableSearch):
     # -- scores --------------------------------------------------------------------
     @property
     def f(self) -> np.ndarray:
-        """Label-propagation scores, one per point (float64, read-only)."""
-        f = self._point_values("f")
+        """Label-propagation scores, one per point (float64, read-only). Reading them
+        rebuilds no J (f does not depend on it): at most a pass for f itself, after pruned
+        queries."""
+        self._sync_f()
+        f = self.backend.gather("f")
         if not self._grade:
             return f
         # The chunks' state keeps labels as int8, so a graded point's own f has
@@ -151,15 +154,27 @@ class LAS(PrunableSearch):
     # -- the algorithm -------------------------------------------------------------
     def _sync_scores(self) -> None:
         """_sync, then every per-point value current (pruned queries leave J, the impact
-        factor and unread blocks' f behind, and so do batches at alpha = 0: one pass
-        recomputes them, J from K^-1)."""
+        factor and unread blocks' f behind, and batches at alpha = 0 leave J and the impact
+        factor: one pass recomputes them, J from K^-1, an n r^2 pass)."""
+        self._sync()
+        pruning = self._pruned()
+        behind = pruning is not None and pruning.stale
+        if behind or self._J_stale:
+            self._rescore(J_from_Kinv=True)
+        if behind:
+            pruning.after_full_pass()
+
+    def _sync_f(self) -> None:
+        """_sync, then f current everywhere, J left as it is: f reads no J, and at alpha = 0
+        only the impact factor does (the positives-left estimate, a session's status and
+        an export read f, never J). After pruned queries that is one O(n r) pass, which
+        leaves J behind for ``_sync_scores``."""
         self._sync()
         pruning = self._pruned()
         if pruning is not None and pruning.stale:
-            self._rescore(J_from_Kinv=True)
+            self._J_stale = True          # the pruned labels never updated J
+            self._rescore(J_from_Kinv=False)
             pruning.after_full_pass()
-        elif self._J_stale:
-            self._rescore(J_from_Kinv=True)
 
     def _selection_weight(self) -> float:
         assert self._summary is not None
@@ -273,7 +288,8 @@ class LAS(PrunableSearch):
         A batch (more than FUSED_LABELS labels) at alpha = 0 without fantasized batches
         leaves J behind: the query is chosen by f alone, which needs one dot product per
         point, while J's update needs one per label (O(n r B), most of a batch's pass).
-        J and the impact factor are then recomputed from K^-1 when read (``_sync_scores``)."""
+        J and the impact factor are then recomputed from K^-1 when read (``_sync_scores``);
+        f, which reads no J, is current after the pass."""
         p = self.params
         stored = self.store.read_stored_rows(idx)
         rows = decode(stored)
@@ -382,8 +398,9 @@ class LAS(PrunableSearch):
         return drift
 
     # -- saving and restoring --------------------------------------------------------
-    # With pruned queries J may lag behind; the state then says so (``J_stale``) and the
-    # restored engine recomputes J from K^-1 (only the impact factor uses it).
+    # With pruned queries, or after batches at alpha = 0, J may lag behind; the state then
+    # says so (``J_stale``) and the restored engine recomputes J from K^-1 when J or the
+    # impact factor is read (only the impact factor uses it).
     def _export_meta(self) -> dict[str, Any]:
         meta = {"t_prev": self._t_prev, "labels_since_check": self._labels_since_check,
                 "work_since_check": self._work_since_check, "fantasy": self.fantasy,
@@ -425,9 +442,12 @@ class LAS(PrunableSearch):
                 "fantasy": meta.get("fantasy")}
 
     def _restore(self, meta: dict[str, Any]) -> None:
+        """One O(n r) pass for f and the degrees; a J saved stale stays so until J or the
+        impact factor is read, as in the saved search (so both continue to the bit)."""
         self._t_prev, self._labels_since_check = meta["t_prev"], meta["labels_since_check"]
         self._work_since_check = float(meta.get("work_since_check", 0.0))
-        self._rescore(J_from_Kinv=bool(meta.get("J_stale", False)))
+        self._J_stale = bool(meta.get("J_stale", False))
+        self._rescore(J_from_Kinv=False)
         if self.pruning is not None:
             self.pruning.after_full_pass()
         self.bytes_since_query = 0
