@@ -123,7 +123,10 @@ def test_label_with_keys_and_undo_as_a_python_session_would(tmp_path, browser, s
     assert browser.find_element(By.ID, "positives-found").text == str(sum(a for _, a in answers))
     curve = browser.find_element(By.CSS_SELECTOR, "#curve polyline").get_attribute("points").split()
     assert len(curve) == 17                              # (0, 0) and one point per label
-    assert len(browser.find_elements(By.CSS_SELECTOR, "#why-table tbody tr")) == 5
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#why-table tbody tr:not(.rest):not(.total)")) == 5
+    rows = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#why-table tbody tr")]
+    assert rows[5].startswith("11 other labeled points") and rows[6].startswith("the prior")
+    assert rows[7].startswith("f ") and "% of f" in browser.find_element(By.ID, "why-summary").text
     timings = browser.execute_script("return window.bigsearchTimings")
     assert len(timings) == 16 + 3
     screenshot(browser, "serve-plain.png")
@@ -289,7 +292,7 @@ def test_the_page_shows_images_and_records(tmp_path, browser, servers):
         "const c = document.getElementById('item-image').getContext('2d');"
         "return Array.from(c.getImageData(0, 0, 8, 8).data).filter((v, k) => k % 4 === 0);")
     np.testing.assert_array_equal(drawn, np.round(255 * (digits.images[shown] * 16).clip(0, 255).ravel() / 255))
-    assert len(browser.find_elements(By.CSS_SELECTOR, "#why-table tbody tr")) == 5
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#why-table tbody tr:not(.rest):not(.total)")) == 5
     screenshot(browser, "serve-image.png")
     server.stop()
 
