@@ -762,3 +762,30 @@ def test_refusals_are_a_page_for_people_and_json_with_a_code_for_the_page(client
     assert r.status_code == 403 and r.get_json()["code"] == "csrf"
     r = post(client, "/api/correct", {"index": i, "label": 0}, guard.csrf_token)
     assert r.status_code == 409 and "not among the 10 newest" in r.get_json()["error"]
+
+
+def test_a_headerless_csv_keeps_its_names_from_names_or_a_names_file(tmp_path):
+    """UCI's adult.data has no header and an adult.names beside it: the page shows the
+    source's names (not f0, f1, ...), and never the label column."""
+    (tmp_path / "adult.names").write_text("| the classes first\n>50K, <=50K.\n\nage: continuous.\n"
+                                          "workclass: Private, Self-emp, Never-worked.\n")
+    rows = [(20 + i % 40, ["Private", "Self-emp", "Never-worked"][i % 3], ">50K" if i % 5 == 0 else "<=50K")
+            for i in range(60)]
+    (tmp_path / "adult.data").write_text("".join(f"{a},{w},{c}\n" for a, w, c in rows))
+    r = run_cli("ingest", tmp_path / "adult.data", tmp_path / "a.zarr", "--format", "csv", "--label-column", "class",
+                "--positive", ">50K", "--categorical", "workclass", "--normalize", "--bias")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("ingest", tmp_path / "adult.data", tmp_path / "b.zarr", "--format", "csv", "--names", "years,job,y",
+                "--label-column", "y", "--positive", ">50K", "--categorical", "job", "--normalize", "--bias")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("ingest", tmp_path / "adult.data", tmp_path / "c.zarr", "--format", "csv", "--names", "years,job")
+    assert r.returncode == 2 and r.stderr.endswith("--names gives 2 distinct names for 3 columns; "
+                                                   "give one name per column\n")
+    for store, names in (("a.zarr", ("age", "workclass")), ("b.zarr", ("years", "job"))):
+        Session.create(tmp_path / store, tmp_path / f"s-{store}", pi=0.2).close()
+        with Session.open(tmp_path / f"s-{store}") as s:
+            labeler = Labeler(s)
+            item = labeler.view()["item"]
+            age, work, _ = rows[item["index"]]
+            assert item["display"]["fields"] == {names[0]: age, names[1]: work}
+            labeler.close()

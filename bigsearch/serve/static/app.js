@@ -238,8 +238,10 @@ function renderWhy(why, chosenBy) {
   tbody.replaceChildren();
   $("why-start").hidden = !chosenBy;
   if (chosenBy) {
-    $("why-start").textContent = `Chosen by the session's start (${chosenBy.strategy} ${chosenBy.source}): ` +
-      "its candidates are asked first, until the first positive; then the scores below choose.";
+    const how = chosenBy.strategy === "keyword" ? "this record matches it; its matches are"
+      : "the points most similar to it are";
+    $("why-start").textContent = `Chosen by the session's start, ${chosenBy.source}: ${how} asked first, ` +
+      "until the first positive; then the scores below choose.";
   }
   $("why").hidden = !why && !chosenBy;   // no why: the method's scores have no explanation here
   $("why-summary").hidden = !why;
