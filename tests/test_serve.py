@@ -20,9 +20,9 @@ from tests.conftest import chunkings, run_cli
 
 flask = pytest.importorskip("flask", reason="bigsearch[serve] (flask, waitress) is not installed")
 
+from bigsearch.errors import LabelError
 from bigsearch.serve.app import Guard, create_app
 from bigsearch.serve.explain import explain
-from bigsearch.errors import LabelError
 from bigsearch.serve.labeler import Conflict, Labeler
 
 

@@ -466,3 +466,44 @@ def test_a_token_that_outlives_restarts(tmp_path, browser, servers, store):
     assert browser.find_element(By.TAG_NAME, "h1").text == "bigsearch: access refused"
     server.stop()
     assert journal_history(d)[0] == [(shown, 1)]
+
+
+def test_the_quickstart_page_walk_through(tmp_path, browser, servers):
+    """docs/quickstart.md, "The same from the page": its commands as written (the serve
+    command on a free port), answered from the CSV's fraud column in the browser."""
+    import csv
+    import shlex
+    import shutil
+
+    from tests.conftest import FIXTURES
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "quickstart.md").read_text()
+    ingest = next(line for line in re.findall(r"```bash\n(.*?)```", doc, re.S)
+                  if line.startswith("bigsearch ingest transactions.csv"))
+    page = doc[doc.index("**The same from the page.**"):doc.index("**4. Measure it")]
+    commands = [shlex.split(line[2:]) for block in re.findall(r"```console\n(.*?)```", page, re.S)
+                for line in block.splitlines() if line.startswith("$ ")]
+    assert [c[:2] for c in commands] == [["bigsearch", "session"], ["bigsearch", "serve"], ["bigsearch", "session"]]
+    source = FIXTURES / "quickstart" / "transactions.csv"
+    shutil.copy(source, tmp_path)
+    fraud = [int(row["fraud"]) for row in csv.DictReader(source.open())]
+    for command in (shlex.split(ingest.strip()), commands[0]):
+        r = run_cli(*command[1:], cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+    serve = commands[1]
+    budget = int(serve[serve.index("--budget") + 1])
+    server = servers(tmp_path / serve[2], *serve[3:]).start()
+    browser.get(server.url)
+    assert browser.find_element(By.ID, "question").text == serve[serve.index("--question") + 1]
+    shown = wait_for(browser, 0)
+    assert "start, keyword:note=gift" in browser.find_element(By.ID, "why-start").text
+    cells = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#item-body th")]
+    assert cells == ["id", "amount", "hour", "country", "channel", "note"]      # not fraud
+    for t in range(budget):
+        shown = wait_for(browser, t)
+        press(browser, fraud[shown])
+    WebDriverWait(browser, WAIT).until(lambda b: body(b, "spent") == "1" and body(b, "busy") != "1")
+    assert browser.find_element(By.ID, "end").text.startswith(f"Budget reached: {budget} labels of {budget}")
+    assert server.stop()[0] == 0
+    r = run_cli(*commands[2][1:], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "page.csv").read_text().count("\n") == budget + 1

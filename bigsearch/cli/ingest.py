@@ -14,7 +14,8 @@ INGEST_FLAGS = ("rff", "gamma", "bins", "minmax", "minmax_buckets", "minmax_powe
 INGEST_RENAMED = {"labels.column": "--label-column", "labels.files": "--labels", "labels.positive": "--positive",
                   "features.drop": "--drop", "features.categorical": "--categorical",
                   "features.normalize": "--normalize", "features.bias": "--bias", "source.format": "--format",
-                  "source.dataset": "--dataset", "source.names": "--names", "output.encoding": "--encoding", "output.format": "--output-format"}
+                  "source.dataset": "--dataset",
+                  "source.names": "--names", "output.encoding": "--encoding", "output.format": "--output-format"}
 
 
 class BarProgress:

@@ -40,7 +40,6 @@ from .explain import explain
 from .fork import fork, forkable, refit
 from .records import hidden_fields, read_display
 
-
 RECENT = 10                    # decisions listed on the page, each correctable
 
 

@@ -46,9 +46,9 @@ def hidden_fields(store, hide=()):
 
 
 def read_display(store, index, hidden=frozenset()):
-    """{"kind": "fields", "fields": {name: value}} (without the ``hidden`` ones) or {"kind": "image", "shape": [h, w(, c)],
-    "pixels": [...], "range": [lo, hi]} for point ``index``, or None when the store keeps
-    nothing to show."""
+    """{"kind": "fields", "fields": {name: value}} (without the ``hidden`` ones) or
+    {"kind": "image", "shape": [h, w(, c)], "pixels": [...], "range": [lo, hi]} for point
+    ``index``, or None when the store keeps nothing to show."""
     spec = display_spec(store)
     if not spec:
         return None
