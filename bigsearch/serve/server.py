@@ -102,7 +102,8 @@ def serve(directory, *, host="127.0.0.1", port=DEFAULT_PORT, budget=None, store=
              f"at {url}" + (f"?token={token}" if token else ""))
         if token:
             echo(f"access token: {token} (needed from every machine; {host} is not a loopback address; "
-                 f"kept in {session.directory / TOKEN_FILE} for the next start: --new-token replaces it)")
+                 f"kept in {session.directory / TOKEN_FILE} for the next start; "
+                 f"`bigsearch serve {directory} --new-token` replaces it)")
         echo("keys: a positive, x negative, space skip, backspace undo; Ctrl-C to stop")
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
