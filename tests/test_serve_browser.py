@@ -433,12 +433,15 @@ def test_a_phone_width_page(tmp_path, browser, servers, store):
     wait_for(browser, 3)
     assert browser.execute_script("return document.documentElement.clientWidth") == 390
     assert browser.execute_script("return document.documentElement.scrollWidth") <= 390
-    for name in ("btn-positive", "btn-negative", "btn-skip", "btn-undo", "labels-used", "status", "hit-rate"):
+    for name in ("btn-positive", "btn-negative", "btn-skip", "btn-undo", "labels-used", "status", "hit-rate",
+                 "mini-progress"):
         e = browser.find_element(By.ID, name)
         rect = e.rect
         assert e.is_displayed() and rect["x"] >= 0 and rect["x"] + rect["width"] <= 390, (name, rect)
+    assert browser.find_element(By.ID, "mini-progress").location["y"] < 200     # the progress on the first screen
     browser.find_element(By.ID, "btn-undo").click()                # buttons are a phone's only input
     wait_for(browser, 2)
+    assert browser.find_element(By.ID, "mini-progress").text == "2 of 20 labels · 1 positive"
     screenshot(browser, "serve-narrow.png")
     server.stop()
 

@@ -150,7 +150,7 @@ function setBusy(what) {
   busy = what;
   document.body.dataset.busy = what ? "1" : "0";
   document.querySelectorAll("#answers button").forEach((b) => {
-    b.disabled = !!what || (view && view.progress.spent && (b.dataset.action === "positive" || b.dataset.action === "negative"));
+    b.disabled = !!what || (view && view.progress.spent && b.dataset.action !== "undo");
   });
 }
 
@@ -179,6 +179,7 @@ function render(data) {
 function renderItem(item, progress) {
   const body = $("item-body");
   body.replaceChildren();
+  body.hidden = !item || progress.spent;
   $("end").hidden = !progress.spent;
   if (progress.spent) {
     $("end").textContent = `Budget reached: ${progress.used} labels of ${progress.budget}` +
@@ -258,7 +259,8 @@ function renderWhy(why, chosenBy) {
   const share = (v) => (why.f !== 0 ? ` (${Math.round(100 * v / why.f)}% of f)` : "");
   let text = `f = ${fmt(why.f)}: the ${why.points.length} points listed add ${fmt(listed)}${share(listed)}`;
   if (las) {
-    text += `, the other labeled points ${fmt(why.rest.contribution)}, the prior ${fmt(why.prior)}` +
+    if (why.rest.count) text += `, the ${why.rest.count} other labeled points ${fmt(why.rest.contribution)}`;
+    text += `, the prior ${fmt(why.prior)}` +
       " (a walk from this point ends at a labeled point's answer with the probability \"weight\";" +
       " positives add it to f, negatives add nothing)";
   } else {
@@ -283,6 +285,8 @@ function renderWhy(why, chosenBy) {
 
 function renderProgress(p, last, skipped) {
   $("labels-used").textContent = p.budget ? `${p.used} of ${p.budget}` : String(p.labels);
+  $("mini-progress").textContent = `${p.budget ? `${p.used} of ${p.budget}` : p.labels} labels · ` +
+    `${p.positives} positive${p.positives === 1 ? "" : "s"}`;
   if (p.budget && p.start_labels) $("labels-used").textContent += ` (+${p.start_labels} at the start)`;
   $("positives-found").textContent = String(p.positives);
   $("skipped").textContent = String(skipped);
