@@ -16,7 +16,7 @@ import pytest
 
 import bigsearch
 from bigsearch.engine import METHODS, WNAS, MethodSpec
-from bigsearch.engine.params import WNASOptions
+from bigsearch.engine.core.params import WNASOptions
 from bigsearch.errors import ExperimentExistsError, LabelError, ParameterError
 from bigsearch.experiments import (
     Experiment,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import bigsearch
-from bigsearch.engine.remaining import remaining_summary
+from bigsearch.engine.guidance.remaining import remaining_summary
 from bigsearch.engine.steps import FUSED_LABELS
 from bigsearch.testing import brute_force_impact, dense_f, dense_las_run, dense_wnas
 

@@ -20,6 +20,7 @@ from tests.conftest import chunkings, run_cli
 
 flask = pytest.importorskip("flask", reason="bigsearch[serve] (flask, waitress) is not installed")
 
+from bigsearch.errors import LabelError
 from bigsearch.serve.app import Guard, create_app
 from bigsearch.serve.explain import explain
 from bigsearch.serve.labeler import Conflict, Labeler
@@ -550,3 +551,241 @@ def test_status_of_a_pruned_session_costs_no_pass(tmp_path, store, data):
     assert res.returncode == 0 and "score sum   left out: the session's queries are pruned" in res.stdout
     with Session.create(store, tmp_path / "full", pi=0.1) as s:
         assert s.status()["remaining"]["score_sum"] is not None
+
+
+# -- issue 25: undo, corrections, the budget, what a point shows ---------------------------
+def count_reloads(monkeypatch):
+    """Calls of Session._load_engine (a checkpoint restored and the labels since replayed)."""
+    calls = []
+    load = Session._load_engine
+
+    def spy(session):
+        calls.append(1)
+        return load(session)
+    monkeypatch.setattr(Session, "_load_engine", spy)
+    return calls
+
+
+@pytest.mark.parametrize("copy_in_memory", [True, False])
+def test_undo_adopts_the_engine_kept_before_the_last_label(tmp_path, store, data, monkeypatch, copy_in_memory):
+    """Undo restores the engine the page kept from before the label: no reload, and the
+    state is a plain session's, bit for bit."""
+    _, y = data
+    Session.create(store, tmp_path / "page", pi=0.1).close()
+    with Session.open(tmp_path / "page") as s:
+        s.search                                        # loaded once, at the start
+        reloads = count_reloads(monkeypatch)
+        labeler = Labeler(s, copy_in_memory=copy_in_memory)
+        for _ in range(3):
+            i = labeler.view()["item"]["index"]
+            labeler.settle()
+            labeler.answer(i, int(y[i]))
+        labeler.undo(i)
+        assert reloads == []                            # restored, not rebuilt
+        k = labeler.view()["item"]["index"]
+        labeler.skip(k)                                 # a skip does not touch the kept state
+        labeler.undo(k, skip=True)
+        assert labeler.view()["item"]["index"] == i
+        page_f, history = np.array(s.search.f), s.history
+        labeler.settle()
+        labeler.answer(i, int(y[i]))
+        labeler.undo(i)
+        assert reloads == []
+        labeler.close()
+    with Session.create(store, tmp_path / "plain", pi=0.1) as s:
+        for _ in range(2):
+            j = s.ask()
+            s.tell(j, int(y[j]))
+        assert s.history == history and s.ask() == i
+        np.testing.assert_array_equal(page_f, s.search.f)
+
+
+def test_session_undo_refuses_an_engine_of_another_state(tmp_path, store):
+    from bigsearch.errors import ParameterError
+    with Session.create(store, tmp_path / "s", pi=0.1) as s:
+        s.tell([1, 2], [1, 0])                          # one group of two labels
+        other = bigsearch.LAS(store, pi=0.1)
+        other.tell(1, 1)
+        other.sync()
+        with pytest.raises(ParameterError, match="does not hold this session's labels without the last 1"):
+            s.undo(1, restored=other)                   # half a group: not the state after the undo
+        assert s.history == [(1, 1), (2, 0)]
+        other.close()
+
+
+def test_a_recent_decision_is_corrected_in_place(tmp_path, store, data):
+    """Correct the second of four answers: the labels keep their order, the state is
+    the dense solve's for the corrected labels, and the journal says what was done."""
+    X, y = data
+    Session.create(store, tmp_path / "s", pi=0.1).close()
+    with Session.open(tmp_path / "s") as s:
+        labeler = Labeler(s)
+        for _ in range(4):
+            i = labeler.view()["item"]["index"]
+            labeler.answer(i, int(y[i]))
+        answers = s.history
+        view = labeler.view()
+        assert [d["index"] for d in view["recent"]] == [i for i, _ in answers][::-1]
+        second, label = answers[1]
+        view = labeler.correct(second, 1 - label)
+        assert s.history == [answers[0], (second, 1 - label), *answers[2:]]
+        assert view["recent"][2] == {"index": second, "id": None, "label": 1 - label}
+        with pytest.raises(LabelError, match="already labeled"):
+            labeler.correct(second, 1 - label)
+        labels = np.full(len(X), -1)
+        for j, v in s.history:
+            labels[j] = v
+        Xs = bigsearch.open_store(store).read_rows(np.arange(len(X)))
+        np.testing.assert_allclose(s.search.f, dense_f(Xs, labels, 0.1), rtol=1e-9, atol=1e-12)
+        unlabeled = next(j for j in range(len(X)) if labels[j] < 0)
+        with pytest.raises(Conflict, match="not among the 10 newest"):
+            labeler.correct(unlabeled, 1)
+        labeler.close()
+    assert [r["op"] for r in journal_ops(tmp_path / "s")] == ["label"] * 4 + ["undo", "label"]
+
+
+def test_the_budget_ends_the_page_and_starting_labels_are_not_counted(tmp_path, store, data):
+    from bigsearch.serve.labeler import BudgetSpent
+    _, y = data
+    known = int(np.flatnonzero(y == 1)[0])
+    for count_start, allowed in ((False, 3), (True, 2)):
+        d = tmp_path / f"s{count_start}"
+        Session.create(store, d, pi=0.1, start_from=f"ids:{known}").close()
+        with Session.open(d) as s:
+            labeler = Labeler(s, budget=3, count_start=count_start)
+            progress = labeler.view()["progress"]
+            assert (progress["labels"], progress["used"], progress["spent"]) == (1, 1 - allowed + 2, False)
+            for _ in range(allowed):
+                i = labeler.view()["item"]["index"]
+                labeler.answer(i, int(y[i]))
+            progress = labeler.view()["progress"]
+            assert progress["spent"] and progress["used"] == 3 and progress["labels"] == allowed + 1
+            i = labeler.view()["item"]["index"]
+            with pytest.raises(BudgetSpent, match="the budget of 3 labels is spent"):
+                labeler.answer(i, 0)
+            assert s.n_labels == allowed + 1
+            last = s.history[-1][0]
+            labeler.undo(last)                          # undo reopens the budget
+            assert not labeler.view()["progress"]["spent"]
+            labeler.close()
+
+
+def test_the_recent_hit_rate_is_shown(tmp_path, store, data):
+    _, y = data
+    Session.create(store, tmp_path / "s", pi=0.1).close()
+    with Session.open(tmp_path / "s") as s:
+        labeler = Labeler(s)
+        assert labeler.view()["progress"]["hit_rate"] is None
+        for answer in (1, 0, 1, 0, 0):
+            labeler.answer(labeler.view()["item"]["index"], answer)
+        rate = labeler.view()["progress"]["hit_rate"]
+        assert rate["hits"] == 2 and rate["of"] == 5 and rate["low"] < 0.4 < rate["high"]
+        labeler.close()
+
+
+def people_store(tmp_path, header=True):
+    rows = [(f"p{i}", 20 + i % 50, ["Oslo", "Lima", "Pune"][i % 3], "yes" if i % 4 == 0 else "no") for i in range(80)]
+    lines = "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in rows)
+    (tmp_path / "t.csv").write_text(("name,age,city,verdict\n" if header else "") + lines)
+    r = run_cli("ingest", tmp_path / "t.csv", tmp_path / "t.zarr", "--label-column", "verdict" if header else "3",
+                "--positive", "yes", "--drop", "name" if header else "0", "--categorical", "city" if header else "2",
+                "--normalize", "--bias")
+    assert r.returncode == 0, r.stderr
+    return tmp_path / "t.zarr", rows
+
+
+def test_the_label_column_is_never_shown_and_hide_hides_more(tmp_path):
+    store, rows = people_store(tmp_path)
+    Session.create(store, tmp_path / "s", pi=0.25).close()
+    with Session.open(tmp_path / "s") as s:
+        labeler = Labeler(s, hide=("city",), question="Is this person a yes?")
+        view = labeler.view()
+        i = view["item"]["index"]
+        name, age, _, _ = rows[i]
+        assert view["item"]["display"]["fields"] == {"name": name, "age": age}
+        assert view["question"] == "Is this person a yes?"
+        labeler.close()
+        from bigsearch.errors import ParameterError
+        with pytest.raises(ParameterError, match=r"hide: no field 'town' in the store's records \(its fields: "
+                                                 r"name, age, city, verdict\)"):
+            Labeler(s, hide=("town",))
+    r = run_cli("serve", tmp_path / "s", "--hide", "town", "--port", "0")
+    assert r.returncode == 2 and r.stderr.startswith("Error: --hide: no field 'town'") and r.stderr.count("\n") == 1
+
+
+def test_why_this_point_shows_the_rest_and_the_start_that_chose(tmp_path, store, data):
+    X, y = data
+    v = -X[np.flatnonzero(y == 1)].mean(axis=0)
+    Session.create(store, tmp_path / "s", pi=0.1, start_from={"vector": v}).close()
+    with Session.open(tmp_path / "s") as s:
+        labeler = Labeler(s, explain_top=2)
+        item = labeler.view()["item"]
+        assert item["chosen_by"] == {"strategy": "vector", "source": "vector"}
+        while s.n_labels < 8 or not any(lab for _, lab in s.history):
+            i = labeler.view()["item"]["index"]
+            labeler.answer(i, 1 if s.n_labels >= 6 else int(y[i]))
+        item = labeler.view()["item"]
+        assert item["chosen_by"] is None                   # a positive: the engine chooses now
+        why = item["why"]
+        assert len(why["points"]) == 2 and why["rest"]["count"] == s.n_labels - 2
+        total = why["prior"] + sum(p["contribution"] for p in why["points"]) + why["rest"]["contribution"]
+        assert total == pytest.approx(why["f"], rel=1e-10)
+        labeler.close()
+
+
+def test_the_token_is_kept_mode_0600_and_rotated(tmp_path):
+    import os
+    import stat
+
+    from bigsearch.serve.server import TOKEN_FILE, reachable_host, session_token
+    first = session_token(tmp_path)
+    assert session_token(tmp_path) == first
+    assert stat.S_IMODE(os.stat(tmp_path / TOKEN_FILE).st_mode) == 0o600
+    second = session_token(tmp_path, rotate=True)
+    assert second != first and session_token(tmp_path) == second
+    assert stat.S_IMODE(os.stat(tmp_path / TOKEN_FILE).st_mode) == 0o600
+    assert reachable_host("0.0.0.0") not in ("0.0.0.0", "")
+    assert reachable_host("10.1.2.3") == "10.1.2.3"
+
+
+def test_refusals_are_a_page_for_people_and_json_with_a_code_for_the_page(client_for):
+    client, _ = client_for(host="0.0.0.0", token="s3cret-token")
+    r = client.get("/")
+    assert r.status_code == 403 and r.mimetype == "text/html"
+    text = r.get_data(as_text=True)
+    assert "a valid access token is required" in text and "?token=" in text and "{" not in text
+    r = client.get("/api/state")
+    assert r.status_code == 403 and r.get_json()["code"] == "token"
+    client, guard = client_for()
+    i = client.get("/api/state").get_json()["item"]["index"]
+    r = post(client, "/api/answer", {"index": i, "label": 1}, "stale-token")
+    assert r.status_code == 403 and r.get_json()["code"] == "csrf"
+    r = post(client, "/api/correct", {"index": i, "label": 0}, guard.csrf_token)
+    assert r.status_code == 409 and "not among the 10 newest" in r.get_json()["error"]
+
+
+def test_a_headerless_csv_keeps_its_names_from_names_or_a_names_file(tmp_path):
+    """UCI's adult.data has no header and an adult.names beside it: the page shows the
+    source's names (not f0, f1, ...), and never the label column."""
+    (tmp_path / "adult.names").write_text("| the classes first\n>50K, <=50K.\n\nage: continuous.\n"
+                                          "workclass: Private, Self-emp, Never-worked.\n")
+    rows = [(20 + i % 40, ["Private", "Self-emp", "Never-worked"][i % 3], ">50K" if i % 5 == 0 else "<=50K")
+            for i in range(60)]
+    (tmp_path / "adult.data").write_text("".join(f"{a},{w},{c}\n" for a, w, c in rows))
+    r = run_cli("ingest", tmp_path / "adult.data", tmp_path / "a.zarr", "--format", "csv", "--label-column", "class",
+                "--positive", ">50K", "--categorical", "workclass", "--normalize", "--bias")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("ingest", tmp_path / "adult.data", tmp_path / "b.zarr", "--format", "csv", "--names", "years,job,y",
+                "--label-column", "y", "--positive", ">50K", "--categorical", "job", "--normalize", "--bias")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("ingest", tmp_path / "adult.data", tmp_path / "c.zarr", "--format", "csv", "--names", "years,job")
+    assert r.returncode == 2 and r.stderr.endswith("--names gives 2 distinct names for 3 columns; "
+                                                   "give one name per column\n")
+    for store, names in (("a.zarr", ("age", "workclass")), ("b.zarr", ("years", "job"))):
+        Session.create(tmp_path / store, tmp_path / f"s-{store}", pi=0.2).close()
+        with Session.open(tmp_path / f"s-{store}") as s:
+            labeler = Labeler(s)
+            item = labeler.view()["item"]
+            age, work, _ = rows[item["index"]]
+            assert item["display"]["fields"] == {names[0]: age, names[1]: work}
+            labeler.close()

@@ -123,7 +123,10 @@ def test_label_with_keys_and_undo_as_a_python_session_would(tmp_path, browser, s
     assert browser.find_element(By.ID, "positives-found").text == str(sum(a for _, a in answers))
     curve = browser.find_element(By.CSS_SELECTOR, "#curve polyline").get_attribute("points").split()
     assert len(curve) == 17                              # (0, 0) and one point per label
-    assert len(browser.find_elements(By.CSS_SELECTOR, "#why-table tbody tr")) == 5
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#why-table tbody tr:not(.rest):not(.total)")) == 5
+    rows = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#why-table tbody tr")]
+    assert rows[5].startswith("11 other labeled points") and rows[6].startswith("the prior")
+    assert rows[7].startswith("f ") and "% of f" in browser.find_element(By.ID, "why-summary").text
     timings = browser.execute_script("return window.bigsearchTimings")
     assert len(timings) == 16 + 3
     screenshot(browser, "serve-plain.png")
@@ -180,7 +183,8 @@ def test_restart_kill_and_the_command_line_in_turn(tmp_path, browser, servers, s
     WebDriverWait(browser, WAIT).until(lambda b: "cannot be reached" in status_text(b))
     assert journal_history(d)[0] == acked
     server = servers(d, port=server.port).start()
-    WebDriverWait(browser, WAIT).until(lambda b: status_text(b) == "reconnected")
+    WebDriverWait(browser, WAIT).until(lambda b: status_text(b).startswith("reconnected"))
+    assert status_text(browser) == f"reconnected: your answer for point {shown} was not recorded; answer again"
     assert wait_for(browser, 3) == shown != skipped      # the skip survived the kill
     r = run_cli("session", "next", d, "--json")          # the command line agrees with the page
     assert r.returncode == 0 and json.loads(r.stdout)[0]["index"] == shown
@@ -288,7 +292,7 @@ def test_the_page_shows_images_and_records(tmp_path, browser, servers):
         "const c = document.getElementById('item-image').getContext('2d');"
         "return Array.from(c.getImageData(0, 0, 8, 8).data).filter((v, k) => k % 4 === 0);")
     np.testing.assert_array_equal(drawn, np.round(255 * (digits.images[shown] * 16).clip(0, 255).ravel() / 255))
-    assert len(browser.find_elements(By.CSS_SELECTOR, "#why-table tbody tr")) == 5
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#why-table tbody tr:not(.rest):not(.total)")) == 5
     screenshot(browser, "serve-image.png")
     server.stop()
 
@@ -304,6 +308,205 @@ def test_the_page_shows_images_and_records(tmp_path, browser, servers):
     shown = wait_for(browser, 0)
     cells = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#item-body th, #item-body td")]
     name, age, city, label = rows[shown]
-    assert cells == ["name", f"{name}{shown}", "age", str(age), "city", city, "label", label]
+    assert cells == ["name", f"{name}{shown}", "age", str(age), "city", city]      # not the label column
     screenshot(browser, "serve-record.png")
     server.stop()
+
+
+# -- issue 25 ------------------------------------------------------------------------------
+def journal_ops(directory):
+    from bigsearch.session.journal import read_journal
+    return [r["op"] for r in read_journal(Path(directory) / "journal.jsonl").records]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_the_open_page_goes_on_after_a_server_restart(tmp_path, browser, servers, store, sig):
+    """Stop the server under an open page, serve again on the same port, press x: the
+    page fetches a fresh CSRF token and the current item, and the answer is recorded once."""
+    d = tmp_path / "s"
+    Session.create(store, d, pi=0.1).close()
+    server = servers(d).start()
+    browser.get(server.url)
+    shown = wait_for(browser, 0)
+    server.proc.send_signal(sig)
+    server.proc.wait()
+    server = servers(d, port=server.port).start()
+    press(browser, 0)
+    after = wait_for(browser, 1)
+    assert after != shown and status_text(browser) == f"recorded point {shown} as negative"
+    press(browser, 1)
+    wait_for(browser, 2)
+    assert server.stop()[0] == 0
+    assert journal_history(d)[0] == [(shown, 0), (after, 1)]
+    assert journal_ops(d) == ["label", "label"]
+
+
+def test_a_lost_reply_is_read_back_from_the_server(tmp_path, browser, servers, store):
+    """The answer reaches the journal but its reply is lost (as when the server dies just
+    after the fsync): once reconnected the page says what the server recorded."""
+    d = tmp_path / "s"
+    Session.create(store, d, pi=0.1).close()
+    server = servers(d).start()
+    browser.get(server.url)
+    shown = wait_for(browser, 0)
+    browser.execute_script("""
+        const real = window.fetch;
+        window.fetch = async (path, init) => {
+          const response = await real(path, init);
+          if (path === "/api/answer") { window.fetch = real; throw new TypeError("Failed to fetch"); }
+          return response;
+        };""")
+    press(browser, 0)
+    WebDriverWait(browser, WAIT).until(lambda b: status_text(b).startswith("reconnected"))
+    assert status_text(browser) == f"reconnected: point {shown} is recorded as negative"
+    assert any("checking whether the negative of point" in t
+               for t in browser.execute_script("return window.bigsearchStatus"))
+    wait_for(browser, 1)
+    server.stop()
+    assert journal_history(d)[0] == [(shown, 0)]
+
+
+def test_keys_a_second_key_shift_and_undo_say_what_they_do(tmp_path, browser, servers, store):
+    d = tmp_path / "s"
+    Session.create(store, d, pi=0.1).close()
+    server = servers(d).start()
+    browser.get(server.url)
+    first = wait_for(browser, 0)
+    browser.execute_script(                          # a quick double x: two keydowns in one go
+        "for (const k of ['x', 'x']) document.dispatchEvent(new KeyboardEvent('keydown', {key: k}));")
+    second = wait_for(browser, 1)
+    assert status_text(browser) == (f"recorded point {first} as negative "
+                                    "(x pressed meanwhile: ignored, one key per answer)")
+    browser.find_element(By.TAG_NAME, "body").send_keys("A")      # Shift+a
+    third = wait_for(browser, 2)
+    browser.execute_script(                          # Caps Lock: the key is "A" without Shift
+        "document.dispatchEvent(new KeyboardEvent('keydown', {key: 'A'}));")
+    wait_for(browser, 3)
+    press(browser, "undo")
+    assert wait_for(browser, 2) == third
+    log = browser.execute_script("return window.bigsearchStatus")
+    assert "undoing..." in log and log[-1] == f"undid the label of point {third}"
+    server.stop()
+    assert journal_history(d) == ([(first, 0), (second, 1)], 1)
+
+
+def test_decisions_question_hit_rate_and_the_end_of_the_budget(tmp_path, browser, servers, store, data):
+    _, y = data
+    d = tmp_path / "s"
+    Session.create(store, d, pi=0.1).close()
+    server = servers(d, "--budget", "3", "--question", "Is this point in the target cluster?").start()
+    browser.get(server.url)
+    assert browser.find_element(By.ID, "question").text == "Is this point in the target cluster?"
+    answers = []
+    for t in range(3):
+        shown = wait_for(browser, t)
+        press(browser, 1 if t == 1 else 0)
+        answers.append((shown, 1 if t == 1 else 0))
+    WebDriverWait(browser, WAIT).until(lambda b: body(b, "spent") == "1" and body(b, "busy") != "1")
+    assert browser.find_element(By.ID, "labels-used").text == "3 of 3 (budget reached)"
+    assert browser.find_element(By.ID, "end").text.startswith("Budget reached: 3 labels of 3")
+    assert browser.find_element(By.ID, "hit-rate").text.startswith("1 of the last 3")
+    assert not browser.find_element(By.ID, "btn-positive").is_enabled()
+    press(browser, 1)                                # refused aloud, nothing recorded
+    WebDriverWait(browser, WAIT).until(lambda b: "budget is spent" in status_text(b))
+    recent = browser.find_elements(By.CSS_SELECTOR, "#recent li")
+    assert [e.text.split()[1] for e in recent] == [str(i) for i, _ in answers[::-1]]
+    recent[2].find_element(By.TAG_NAME, "button").click()          # the first answer was wrong
+    WebDriverWait(browser, WAIT).until(lambda b: status_text(b) == f"corrected point {answers[0][0]} to positive")
+    screenshot(browser, "serve-end.png")
+    server.stop()
+    assert journal_history(d)[0] == [(answers[0][0], 1), *answers[1:]]
+
+
+def test_a_phone_width_page(tmp_path, browser, servers, store):
+    """At 390 px nothing is wider than the screen; the buttons, progress and status are
+    on it (docs/serve-narrow.png comes from here)."""
+    d = tmp_path / "s"
+    Session.create(store, d, pi=0.1).close()
+    server = servers(d, "--budget", "20", "--question", "Is this point in the target cluster?").start()
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+    browser.get(server.url)
+    for t in range(3):
+        wait_for(browser, t)
+        press(browser, t % 2)
+    wait_for(browser, 3)
+    assert browser.execute_script("return document.documentElement.clientWidth") == 390
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= 390
+    for name in ("btn-positive", "btn-negative", "btn-skip", "btn-undo", "labels-used", "status", "hit-rate",
+                 "mini-progress"):
+        e = browser.find_element(By.ID, name)
+        rect = e.rect
+        assert e.is_displayed() and rect["x"] >= 0 and rect["x"] + rect["width"] <= 390, (name, rect)
+    assert browser.find_element(By.ID, "mini-progress").location["y"] < 200     # the progress on the first screen
+    browser.find_element(By.ID, "btn-undo").click()                # buttons are a phone's only input
+    wait_for(browser, 2)
+    assert browser.find_element(By.ID, "mini-progress").text == "2 of 20 labels · 1 positive"
+    screenshot(browser, "serve-narrow.png")
+    server.stop()
+
+
+def test_a_token_that_outlives_restarts(tmp_path, browser, servers, store):
+    """--host 0.0.0.0: the printed address is one another machine can use, the token
+    is the same at the next start (the open page goes on), and --new-token replaces it."""
+    d = tmp_path / "s"
+    Session.create(store, d, pi=0.1).close()
+    server = servers(d, "--host", "0.0.0.0").start()
+    assert "0.0.0.0" not in server.url
+    token = re.search(r"\?token=(\S+)", server.url).group(1)
+    browser.get(f"http://127.0.0.1:{server.port}/?token={token}")
+    shown = wait_for(browser, 0)
+    server.stop()
+    server = servers(d, "--host", "0.0.0.0", port=server.port).start()
+    assert re.search(r"\?token=(\S+)", server.url).group(1) == token
+    press(browser, 1)                                  # the cookie still opens it
+    wait_for(browser, 1)
+    server.stop()
+    server = servers(d, "--host", "0.0.0.0", "--new-token", port=server.port).start()
+    assert re.search(r"\?token=(\S+)", server.url).group(1) != token
+    browser.refresh()
+    assert "a valid access token is required" in browser.find_element(By.TAG_NAME, "body").text
+    assert browser.find_element(By.TAG_NAME, "h1").text == "bigsearch: access refused"
+    server.stop()
+    assert journal_history(d)[0] == [(shown, 1)]
+
+
+def test_the_quickstart_page_walk_through(tmp_path, browser, servers):
+    """docs/quickstart.md, "The same from the page": its commands as written (the serve
+    command on a free port), answered from the CSV's fraud column in the browser."""
+    import csv
+    import shlex
+    import shutil
+
+    from tests.conftest import FIXTURES
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "quickstart.md").read_text()
+    ingest = next(line for line in re.findall(r"```bash\n(.*?)```", doc, re.S)
+                  if line.startswith("bigsearch ingest transactions.csv"))
+    page = doc[doc.index("**The same from the page.**"):doc.index("**4. Measure it")]
+    commands = [shlex.split(line[2:]) for block in re.findall(r"```console\n(.*?)```", page, re.S)
+                for line in block.splitlines() if line.startswith("$ ")]
+    assert [c[:2] for c in commands] == [["bigsearch", "session"], ["bigsearch", "serve"], ["bigsearch", "session"]]
+    source = FIXTURES / "quickstart" / "transactions.csv"
+    shutil.copy(source, tmp_path)
+    fraud = [int(row["fraud"]) for row in csv.DictReader(source.open())]
+    for command in (shlex.split(ingest.strip()), commands[0]):
+        r = run_cli(*command[1:], cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+    serve = commands[1]
+    budget = int(serve[serve.index("--budget") + 1])
+    server = servers(tmp_path / serve[2], *serve[3:]).start()
+    browser.get(server.url)
+    assert browser.find_element(By.ID, "question").text == serve[serve.index("--question") + 1]
+    shown = wait_for(browser, 0)
+    assert "start, keyword:note=gift" in browser.find_element(By.ID, "why-start").text
+    cells = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#item-body th")]
+    assert cells == ["id", "amount", "hour", "country", "channel", "note"]      # not fraud
+    for t in range(budget):
+        shown = wait_for(browser, t)
+        press(browser, fraud[shown])
+    WebDriverWait(browser, WAIT).until(lambda b: body(b, "spent") == "1" and body(b, "busy") != "1")
+    assert browser.find_element(By.ID, "end").text.startswith(f"Budget reached: {budget} labels of {budget}")
+    assert server.stop()[0] == 0
+    r = run_cli(*commands[2][1:], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "page.csv").read_text().count("\n") == budget + 1

@@ -14,7 +14,8 @@ INGEST_FLAGS = ("rff", "gamma", "bins", "minmax", "minmax_buckets", "minmax_powe
 INGEST_RENAMED = {"labels.column": "--label-column", "labels.files": "--labels", "labels.positive": "--positive",
                   "features.drop": "--drop", "features.categorical": "--categorical",
                   "features.normalize": "--normalize", "features.bias": "--bias", "source.format": "--format",
-                  "source.dataset": "--dataset", "output.encoding": "--encoding", "output.format": "--output-format"}
+                  "source.dataset": "--dataset",
+                  "source.names": "--names", "output.encoding": "--encoding", "output.format": "--output-format"}
 
 
 class BarProgress:
@@ -72,7 +73,7 @@ def _option_groups(o):
     """The library's option groups (ingest/options.py) from the command's flags."""
     from ..ingest import FeatureOptions, LabelOptions, OutputOptions, SourceOptions
     return {"source": SourceOptions(format=o["fmt"], delimiter=o["delimiter"], header=o["header"],
-                                    dataset=o["dataset"], n_features=o["n_features"]),
+                                    names=_split(o["names"]), dataset=o["dataset"], n_features=o["n_features"]),
             "labels": LabelOptions(files=o["labels"], column=o["label_column"], positive=o["positive"],
                                    prevalence=o["prevalence"], seed=o["seed"]),
             "features": FeatureOptions(categorical=_split(o["categorical"]), drop=_split(o["drop"]),
@@ -129,6 +130,8 @@ def _option_groups(o):
 @click.option("--delimiter", default=None, help="CSV: the field separator (default: detected).")
 @click.option("--header/--no-header", default=None,
               help="CSV: whether the first row names the columns (default: detected).")
+@click.option("--names", multiple=True, metavar="A,B,...",
+              help="CSV without a header: the columns' names (default: a NAME.names file beside it, else f0, f1, ...).")
 @click.option("--dataset", default=None, help="HDF5/Zarr input: the 2-D dataset to read (default: X).")
 @click.option("--output-format", default=None, metavar="zarr|hdf5",
               help="Store format (default: zarr, or hdf5 when OUT ends in .h5).")

@@ -21,11 +21,20 @@ class ServeCommand(click.Command):
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; any non-loopback address requires the access token printed at start.")
 @click.option("--port", type=int, default=8765, show_default=True, help="Port (0: any free port).")
-@click.option("--budget", type=click.IntRange(1), default=None, help="Labels planned, shown as progress.")
+@click.option("--budget", type=click.IntRange(1), default=None,
+              help="Labels planned: shown as progress, and the page ends there.")
+@click.option("--count-start", is_flag=True,
+              help="Count the session's starting labels (session new --start-from positives) against the budget.")
+@click.option("--question", default=None, metavar="TEXT",
+              help='What "positive" means, shown with every point (e.g. "Is this transaction fraud?").')
+@click.option("--hide", default=None, metavar="COLS",
+              help="Record fields not to show, comma-separated (the label column is never shown).")
+@click.option("--new-token", is_flag=True,
+              help="Replace the session's access token (kept in the session directory for a non-loopback --host).")
 @click.option("--no-prefetch", is_flag=True, help="Do not compute the next item ahead (for measurements).")
 @store_option
 @object_store_options
-def serve(directory, host, port, budget, no_prefetch, store):
+def serve(directory, host, port, budget, count_start, question, hide, new_token, no_prefetch, store):
     """Label the session in DIRECTORY in a web browser (docs/serve.md).
 
     Keys: a positive, x negative, space skip, backspace undo. Ctrl-C stops the server
@@ -35,6 +44,8 @@ def serve(directory, host, port, budget, no_prefetch, store):
         from ..serve.server import serve as run
     except ImportError as e:
         raise BigsearchError(f"bigsearch serve needs {e.name}: pip install 'bigsearch[serve]'") from None
-    with flags_for("host"):
+    hidden = tuple(c.strip() for c in hide.split(",") if c.strip()) if hide else ()
+    with flags_for("host", "hide"):
         run(directory, host=host, port=port, budget=budget, store=store, prefetch=not no_prefetch,
+            question=question, hide=hidden, count_start=count_start, new_token=new_token,
             echo=lambda line: click.echo(line))

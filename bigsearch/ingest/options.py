@@ -53,12 +53,14 @@ class SourceOptions(_Group):
     format: str | None = None         # None: detected per file (readers/__init__.py)
     delimiter: str | None = None      # CSV; None: detected
     header: bool | None = None        # CSV; None: detected
+    names: tuple = ()                 # CSV without a header: the columns' names (else a NAME.names file's)
     dataset: str | None = None        # HDF5/Zarr input: the 2-D dataset (None: X)
     n_features: int | None = None     # LIBSVM; None: found by a first pass
     block_bytes: int = BLOCK_BYTES
 
     def __post_init__(self):
         from .readers import READERS
+        _as_tuple(self, "names")
         _one_of("source format", self.format, tuple(READERS))
         _at_least("n_features", self.n_features, 1)
         _at_least("block_bytes", self.block_bytes, 1)

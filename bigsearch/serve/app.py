@@ -1,8 +1,8 @@
 """The labelling page's web application (Flask, served by waitress).
 
 Routes: ``/`` the page (static HTML/JS/CSS from package data); ``/api/state`` what to
-show; ``/api/answer``, ``/api/skip``, ``/api/undo`` (POST, JSON) change the session;
-``/api/export.csv`` the labels.
+show; ``/api/answer``, ``/api/skip``, ``/api/undo``, ``/api/correct`` (POST, JSON) change
+the session; ``/api/export.csv`` the labels.
 
 Safety (docs/serve.md): on a loopback address only requests naming that address in
 ``Host`` are served (a DNS-rebinding page cannot reach the server under its own name);
@@ -13,6 +13,7 @@ State-changing requests must be JSON POSTs carrying the page's CSRF token in
 """
 
 import hmac
+import html
 import secrets
 from importlib import resources
 from urllib.parse import urlsplit
@@ -37,19 +38,20 @@ class Guard:
         self.csrf_token = secrets.token_urlsafe(32)
 
     def check(self, req):
-        """None when the request may proceed, else (status, message)."""
+        """None when the request may proceed, else (status, message, code)."""
         if self.loopback and _host_name(req.host) not in LOOPBACK_NAMES:
-            return 403, f"this server answers only at a loopback address, not {req.host!r}"
+            return 403, f"this server answers only at a loopback address, not {req.host!r}", "host"
         if not self.loopback and not self._has_token(req):
-            return 403, "a valid access token is required: open the address the server printed at start"
+            return 403, "a valid access token is required: open the address the server printed at start", "token"
         if req.method == "POST":
             origin = req.headers.get("Origin")
             if origin is not None and urlsplit(origin).netloc != req.host:
-                return 403, f"cross-site request from {origin} refused"
+                return 403, f"cross-site request from {origin} refused", "origin"
             if not hmac.compare_digest(req.headers.get("X-CSRF-Token", ""), self.csrf_token):
-                return 403, "missing or wrong CSRF token: reload the page"
+                # "csrf": the page fetches a fresh token and the current item, then goes on
+                return 403, "missing or wrong CSRF token (the server restarted?): reload the page", "csrf"
             if not req.is_json:
-                return 415, "send JSON (Content-Type: application/json)"
+                return 415, "send JSON (Content-Type: application/json)", "json"
         return None
 
     def _has_token(self, req):
@@ -72,8 +74,11 @@ def create_app(labeler, guard):
     def _guard():
         refused = guard.check(request)
         if refused:
-            status, message = refused
-            return jsonify(error=message), status
+            status, message, code = refused
+            if not request.path.startswith("/api/"):        # a person at the address: a page, not JSON
+                return Response(REFUSED_PAGE.format(message=html.escape(message)), status=status,
+                                mimetype="text/html")
+            return jsonify(error=message, code=code), status
         return None
 
     @app.after_request
@@ -122,6 +127,11 @@ def create_app(labeler, guard):
         body = _body()
         return _change(lambda: labeler.undo(body.get("index"), skip=body.get("skip") is True))
 
+    @app.post("/api/correct")
+    def correct():
+        body = _body()
+        return _change(lambda: labeler.correct(body.get("index"), body.get("label")))
+
     @app.get("/api/export.csv")
     def export():
         name = labeler.session.directory.name or "session"
@@ -139,6 +149,18 @@ def create_app(labeler, guard):
             return jsonify(error=str(e)), 500
 
     return app
+
+
+REFUSED_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>bigsearch: access refused</title></head>
+<body style="font-family: system-ui, sans-serif; max-width: 36em; margin: 2em auto; padding: 0 1em">
+<h1 style="font-size: 1.3em">bigsearch: access refused</h1>
+<p>{message}.</p>
+<p>The address with its token is printed by <code>bigsearch serve</code> when it starts
+(<code>http://HOST:PORT/?token=...</code>); ask the person who runs it.</p>
+</body></html>
+"""
 
 
 def _body():

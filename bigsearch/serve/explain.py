@@ -21,7 +21,9 @@ import numpy as np
 def explain(engine, index, history, top=5, f=None):
     """{"f": f_i, "prior": the prior's share (LAS), "labeled": the labeled points' total
     share, "points": the ``top`` labeled points that add most to f_i, then those with the
-    largest weight: [{"index", "label", "weight", "contribution"}]}; None for a method
+    largest weight: [{"index", "label", "weight", "contribution"}], "rest": the other
+    labeled points, {"count", "contribution"}, so that prior + points + rest = f_i
+    (LAS; WNAS: points + rest)}; None for a method
     whose scores this module cannot explain (only LAS's and WNAS's: EXPLAINED).
     ``history``: [(index, label)] in force, the engine's. ``f``: f_i when the caller has
     it (a query's score with alpha = 0): ``engine.f`` of a pruned search costs a pass."""
@@ -30,7 +32,7 @@ def explain(engine, index, history, top=5, f=None):
         return None
     f = float(engine.f[index]) if f is None else float(f)
     if not history:
-        return {"f": f, "prior": f, "labeled": 0.0, "points": []}
+        return {"f": f, "prior": f, "labeled": 0.0, "points": [], "rest": {"count": 0, "contribution": 0.0}}
     idx = np.array([i for i, _ in history], np.int64)
     lab = np.array([y for _, y in history], np.float64)
     rows = engine.store.read_rows(np.append(idx, index))
@@ -39,7 +41,9 @@ def explain(engine, index, history, top=5, f=None):
     order = np.lexsort((-np.abs(weight), -contribution))[:top]
     points = [{"index": int(idx[k]), "label": int(lab[k]), "weight": float(weight[k]),
                "contribution": float(contribution[k])} for k in order]
-    return {"f": f, "prior": prior, "labeled": float(contribution.sum()), "points": points}
+    others = np.setdiff1d(np.arange(len(idx)), order)
+    rest = {"count": int(len(others)), "contribution": float(contribution[others].sum())}
+    return {"f": f, "prior": prior, "labeled": float(contribution.sum()), "points": points, "rest": rest}
 
 
 def las_absorption(engine, x, X_L):

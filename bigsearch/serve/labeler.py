@@ -32,27 +32,41 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 import numpy as np
 
-from ..engine.guidance.seeding import seeded_top
+from ..engine.guidance.remaining import recent_hit_rate
+from ..engine.guidance.seeding import seeded_top, seeding
 from ..errors import BigsearchError, LabelError, SessionWarning
 from ..session.session import ranked_unskipped
 from .explain import explain
 from .fork import fork, forkable, refit
-from .records import read_display
+from .records import hidden_fields, read_display
+
+RECENT = 10                    # decisions listed on the page, each correctable
 
 
 class Conflict(BigsearchError):
     """The request is out of date: the session changed since the page last saw it."""
 
 
+class BudgetSpent(Conflict):
+    """An answer after the budget is spent (the page shows the end instead)."""
+
+
 class Labeler:
-    """Serve one session to the page. ``budget``: the number of labels planned (shown
-    as progress; None for none). ``prefetch=False`` computes after each answer (for
+    """Serve one session to the page. ``budget``: the number of labels planned (the
+    page ends there; None for none), not counting the session's starting labels (the
+    known positives of ``session new --start-from``) unless ``count_start``.
+    ``question``: what "positive" means, shown with every point. ``hide``: record
+    fields not to show (the store's label column is never shown). ``prefetch=False`` computes after each answer (for
     measuring what prefetching saves); ``background_checkpoints=False`` writes a due
     checkpoint before replying, as ``Session.tell`` does (for measuring the difference)."""
 
     def __init__(self, session, *, budget=None, prefetch=True, explain_top=5, copy_in_memory=True,
-                 background_checkpoints=True):
+                 background_checkpoints=True, question=None, hide=(), count_start=False):
         self.session = session
+        self.question = question
+        self.hidden = hidden_fields(session.search.store, hide)
+        start = session.info.get("start") or {}
+        self.start_labels = 0 if count_start else len(start.get("positives") or [])
         self.copy_in_memory = copy_in_memory   # False: copy through export/from_state, as on a cluster
         self.budget = budget
         self.prefetch = prefetch
@@ -67,6 +81,7 @@ class Labeler:
         self._spares_lock = threading.Lock()
         self.adopted = 0          # answers served from a prepared copy (for tests and benchmarks)
         self.copied = []          # per in-memory copy: the share of rows copied (1.0: a whole copy)
+        self._before = None       # the engine before the newest label, for a fast undo
         with self._lock:
             self._current = self._item(self.session.search, self.session.history, self.session.skipped)
             self._look_ahead()
@@ -77,13 +92,30 @@ class Labeler:
             return self._view()
 
     def _view(self):
-        labels = [y for _, y in self.session.history]
-        return {"item": self._current, "skipped": len(self.session.skipped),
+        history = self.session.history
+        labels = [y for _, y in history]
+        used = max(0, len(labels) - self.start_labels)
+        rate = recent_hit_rate(np.array(labels, np.float64)) if labels else None
+        return {"item": self._current, "skipped": len(self.session.skipped), "question": self.question,
                 "progress": {"labels": len(labels), "positives": int(sum(labels)),
-                             "curve": hits_curve(labels), "budget": self.budget,
-                             "n": self.session.search.n},
+                             "curve": hits_curve(labels), "budget": self.budget, "used": used,
+                             "start_labels": self.start_labels, "spent": self._spent(), "n": self.session.search.n,
+                             "hit_rate": None if rate is None else {"hits": int(round(rate.value * rate.basis)),
+                                                                    "of": rate.basis, "low": rate.low,
+                                                                    "high": rate.high}},
+                "recent": self._recent(history),
                 "last": _last(self.session.last_action()),
                 "session": {"directory": str(self.session.directory), "method": self.session.method}}
+
+    def _spent(self):
+        return self.budget is not None and self.session.n_labels - self.start_labels >= self.budget
+
+    def _recent(self, history):
+        """The newest RECENT labels, newest first: [{"index", "id", "label"}]."""
+        recent = history[-RECENT:][::-1]
+        ids = self.session.search.store.ids([i for i, _ in recent]) if recent else None
+        return [{"index": i, "id": None if ids is None else _plain(ids[k]), "label": y}
+                for k, (i, y) in enumerate(recent)]
 
     # -- the person's answers ------------------------------------------------------------
     def answer(self, index, label):
@@ -91,6 +123,9 @@ class Labeler:
         with self._lock:
             index, label = _point(index), _label(label)
             self._check_unlabeled(index)
+            if self._spent():
+                raise BudgetSpent(f"the budget of {self.budget} labels is spent: undo or correct an answer, "
+                                  "or serve again with a larger budget to go on")
             self._wait_for_checkpoint()
             prepared = self._take_prepared(index, label)
             checkpoint = not self.background_checkpoints
@@ -98,9 +133,10 @@ class Labeler:
                 engine, item = prepared
                 replaced = self.session.search
                 self.session.tell(index, label, applied=engine, checkpoint=checkpoint, close_replaced=False)
-                self._keep_spare(replaced)      # nothing reads it now: the next copies reuse it
+                self._set_before(replaced)      # the state before this label: undo adopts it
                 self.adopted += 1
             else:
+                self._set_before(None)
                 self.session.tell(index, label, checkpoint=checkpoint)
                 item = None
             self._current = item or self._item(self.session.search, self.session.history, self.session.skipped)
@@ -123,7 +159,8 @@ class Labeler:
 
     def undo(self, index, skip=False):
         """Withdraw the newest label or skip, which must be the label (or with
-        ``skip=True`` the skip) of ``index``, so a tab never undoes what it has not seen."""
+        ``skip=True`` the skip) of ``index``, so a tab never undoes what it has not seen.
+        A label's undo adopts the engine kept from before it (no reload) when there is one."""
         with self._lock:
             index = _point(index)
             last = self.session.last_action()
@@ -133,9 +170,51 @@ class Labeler:
             if skip:
                 self.session.unskip(index)
             else:
-                self.session.undo(1)
+                self._undo_labels(1)
             self._replan()
             return self._view()
+
+    def correct(self, index, label):
+        """Change the answer of one of the RECENT newest labels: the labels from it on
+        are withdrawn and told again, in order, with this one changed (two journal
+        records: an undo, then one group of labels)."""
+        with self._lock:
+            index, label = _point(index), _label(label)
+            history = self.session.history
+            recent = [i for i, _ in history[-RECENT:]]
+            if index not in recent:
+                raise Conflict(f"point {index} is not among the {RECENT} newest labels (changed in another tab?)")
+            k = len(history) - [i for i, _ in history].index(index)
+            tail = [(i, label if i == index else y) for i, y in history[-k:]]
+            if tail == history[-k:]:
+                raise LabelError(f"point {index} is already labeled {label}")
+            self._wait_for_checkpoint()
+            self._drop_ahead()
+            self._undo_labels(k)
+            self.session.tell([i for i, _ in tail], [y for _, y in tail], checkpoint=not self.background_checkpoints)
+            self._replan()
+            return self._view()
+
+    def _undo_labels(self, count):
+        """Session.undo, adopting the engine kept from before the newest label when it
+        holds exactly the state after the undo (else the session reloads it)."""
+        before, self._before = self._before, None
+        if before is not None and count == 1 and before.history == self.session.history[:-1] \
+                and not before.has_pending:
+            replaced = self.session.search
+            self.session.undo(1, restored=before, close_replaced=False)
+            self._keep_spare(replaced)
+            return
+        if before is not None:
+            self._keep_spare(before)
+        self.session.undo(count)
+
+    def _set_before(self, engine):
+        """Keep ``engine`` (the state before the newest label) for undo; the one kept
+        before becomes a spare."""
+        old, self._before = self._before, engine
+        if old is not None:
+            self._keep_spare(old)
 
     def export_csv(self):
         with self._lock:
@@ -159,6 +238,9 @@ class Labeler:
             self._saver.shutdown(wait=True)
             with self._spares_lock:
                 spares, self._spares = self._spares, []
+            if self._before is not None:
+                spares.append(self._before)
+                self._before = None
             for engine in spares:
                 engine.close()
 
@@ -193,7 +275,7 @@ class Labeler:
         store = engine.store
         ids = store.ids([index])
         item = {"index": index, "id": None if ids is None else _plain(ids[0]), "score": score, "rank": rank,
-                "display": read_display(store, index)}
+                "display": read_display(store, index, self.hidden), "chosen_by": self._chosen_by(engine, index)}
         alpha = engine.params.as_dict().get("alpha", 0.0)    # LAS's weight of the impact factor
         item["why"] = explain(engine, index, history, self.explain_top, f=None if alpha else score)
         if alpha:
@@ -203,6 +285,14 @@ class Labeler:
         for k, p in enumerate(points):
             p["id"] = None if labels_of is None else _plain(labels_of[k])
         return item
+
+    def _chosen_by(self, engine, index):
+        """The session's start when it chose this point (a vector's or keyword's
+        candidates, asked until the first positive), else None."""
+        start = self.session.start
+        if start is None or not seeding(start, engine.labels) or not np.any(start.candidates == index):
+            return None
+        return {"strategy": start.strategy, "source": start.source}
 
     # -- computing ahead -----------------------------------------------------------------
     def _look_ahead(self):

@@ -2,15 +2,19 @@
 then checkpoint and release the session."""
 
 import ipaddress
+import os
 import secrets
 import signal
+import socket
 
 from ..errors import ParameterError
 from ..session import Session
+from ..storage.atomic import atomic_path
 from .app import Guard, create_app
 from .labeler import Labeler
 
 DEFAULT_PORT = 8765
+TOKEN_FILE = "serve-token"     # in the session directory, mode 0600: the same address after a restart
 
 
 def is_loopback(host):
@@ -27,21 +31,62 @@ def url_of(host, port):
     return f"http://{host}:{port}/"
 
 
+def reachable_host(host):
+    """An address another machine can use for ``host``: a wildcard (0.0.0.0, ::) is
+    replaced by the address of this machine's outgoing interface (no packet is sent),
+    else its name."""
+    if host not in ("0.0.0.0", "::", "[::]", ""):
+        return host
+    family, probe = (socket.AF_INET6, "2001:db8::1") if ":" in host else (socket.AF_INET, "192.0.2.1")
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as s:
+            s.connect((probe, 9))
+            address = s.getsockname()[0]
+        if not ipaddress.ip_address(address).is_loopback:
+            return address
+    except OSError:
+        pass
+    return socket.gethostname()
+
+
+def session_token(directory, rotate=False):
+    """The session's access token, kept in ``TOKEN_FILE`` (mode 0600) so that a page
+    opened with it works after the server restarts; ``rotate``: replace it (the old
+    address stops working)."""
+    path = directory / TOKEN_FILE
+    if not rotate:
+        try:
+            token = path.read_text().strip()
+            if token:
+                return token
+        except FileNotFoundError:
+            pass
+    token = secrets.token_urlsafe(24)
+    with atomic_path(path) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(token + "\n")
+    return token
+
+
 def serve(directory, *, host="127.0.0.1", port=DEFAULT_PORT, budget=None, store=None, prefetch=True,
-          threads=4, echo=print):
+          threads=4, question=None, hide=(), count_start=False, new_token=False, echo=print):
     """Serve the labelling page for the session in ``directory`` until interrupted.
 
-    Any ``host`` that is not a loopback address requires the access token this prints."""
+    Any ``host`` that is not a loopback address requires the access token this prints,
+    the same at every start of this session until ``new_token``. ``question``, ``hide``,
+    ``budget`` and ``count_start``: see :class:`Labeler`."""
     import waitress
     if not 0 <= port <= 65535:
         raise ParameterError(f"port {port} is not in 0..65535")
     if budget is not None and budget < 1:
         raise ParameterError(f"the budget must be a positive number of labels, got {budget}")
-    token = None if is_loopback(host) else secrets.token_urlsafe(24)
     session = Session.open(directory, store=store)
     labeler = None
     try:
-        labeler = Labeler(session, budget=budget, prefetch=prefetch)
+        token = None if is_loopback(host) else session_token(session.directory, rotate=new_token)
+        labeler = Labeler(session, budget=budget, prefetch=prefetch, question=question, hide=tuple(hide),
+                          count_start=count_start)
         app = create_app(labeler, Guard(host, token))
         try:
             server = waitress.create_server(app, host=host, port=port, threads=threads, ident="bigsearch")
@@ -51,12 +96,14 @@ def serve(directory, *, host="127.0.0.1", port=DEFAULT_PORT, budget=None, store=
         except ValueError:                        # waitress: not an address it can parse
             raise ParameterError(f"host {host!r} is not an address to listen on; give an IP address or a "
                                  "name of this machine, e.g. 127.0.0.1") from None
-        url = url_of(host, server.effective_port)
-        st = session.status()
+        url = url_of(reachable_host(host), server.effective_port)
+        st = session.status(estimate=False)
         echo(f"serving session {directory} ({st['method']}, {st['n']:,} points, {st['labels']} labels) "
              f"at {url}" + (f"?token={token}" if token else ""))
         if token:
-            echo(f"access token: {token} (needed from every machine; {host} is not a loopback address)")
+            echo(f"access token: {token} (needed from every machine; {host} is not a loopback address; "
+                 f"kept in {session.directory / TOKEN_FILE} for the next start; "
+                 f"`bigsearch serve {directory} --new-token` replaces it)")
         echo("keys: a positive, x negative, space skip, backspace undo; Ctrl-C to stop")
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:

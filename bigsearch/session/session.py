@@ -295,20 +295,48 @@ class Session(SessionRecovery, SessionStatus):
         return saving_class(self.method).from_state(self._open_store(), state, backend=self._backend,
                                                        n_threads=self._n_threads)
 
-    def undo(self, count: int = 1) -> list[tuple[int, int]]:
+    def undo(self, count: int = 1, *, restored: ChunkedSearch | None = None,
+             close_replaced: bool = True) -> list[tuple[int, int]]:
         """Withdraw the last ``count`` labels; returns them as [(index, label)]. The
-        state afterwards is that of a session that never received them."""
+        state afterwards is that of a session that never received them.
+
+        ``restored``: an engine kept from before those labels (the labelling page keeps
+        the one it replaced), holding exactly the label groups in force after the undo;
+        the session adopts it instead of reloading the state from a checkpoint and
+        replaying the labels since. ``close_replaced=False`` leaves the engine it
+        replaces open, for the caller to reuse or close."""
         self._require_writer("undo")
         if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
             raise ParameterError(f"the number of labels to undo must be a positive integer, got {count!r}")
         if count > self._history.n_labels:
             raise LabelError(f"cannot undo {count} labels: the session has {self._history.n_labels}")
         undone = self._history.last(count)
+        if restored is not None:
+            self._check_restored(restored, count)
         record = self._writer_journal().append({"op": "undo", "count": int(count)})
         self._history.apply(record)
-        self._drop_engine()
-        self.search                               # rebuild now, so a problem shows here
+        if restored is None:
+            self._drop_engine()
+            self.search                           # rebuild now, so a problem shows here
+        else:
+            replaced, self._engine = self._engine, restored
+            self._since_checkpoint = max(0, self._since_checkpoint - int(count))
+            if close_replaced and replaced is not None:
+                replaced.close()
         return undone
+
+    def _check_restored(self, engine, count):
+        """``engine`` must hold the whole label groups left after undoing ``count``
+        labels (a group cut in two would be applied otherwise than when it was told)."""
+        groups, left = self._history.groups, count
+        k = len(groups)
+        while left > 0 and k:
+            k -= 1
+            left -= len(groups[k].index)
+        expected = [(i, y) for g in groups[:k] for i, y in zip(g.index, g.label)]
+        if left != 0 or engine.has_pending or engine.history != expected:
+            raise ParameterError("the engine given as restored= does not hold this session's labels "
+                                 f"without the last {count}")
 
     def skip(self, index: int) -> None:
         """Put the unlabeled point ``index`` aside (the labelling page's skip): it is

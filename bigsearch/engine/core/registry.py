@@ -36,7 +36,7 @@ class MethodSpec:
     its state (``export_state`` / ``from_state``), which sessions need; warm_start: its
     initialization costs passes over X before any label, so experiments that start many
     searches restore one initialized state instead; options: its options record (an
-    :class:`~bigsearch.engine.params.Options` dataclass: every keyword its constructor takes
+    :class:`~bigsearch.engine.core.params.Options` dataclass: every keyword its constructor takes
     besides the store, the backend and threads, each checked without a store).
     """
     name: str

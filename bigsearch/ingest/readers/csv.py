@@ -9,6 +9,7 @@ value that does not fit its column is an error naming the line.
 
 import csv as pycsv
 import re
+from pathlib import Path
 
 from ...errors import InputError
 from .base import Block, Column, Reader, is_gzip
@@ -40,9 +41,10 @@ class CsvReader(Reader):
     def open(cls, path, fmt, options):
         if options is None:
             return cls(path, fmt=fmt)
-        return cls(path, delimiter=options.delimiter, header=options.header, fmt=fmt)
+        return cls(path, delimiter=options.delimiter, header=options.header, names=options.names, fmt=fmt)
 
-    def __init__(self, path, *, delimiter=None, header=None, fmt="csv"):
+    def __init__(self, path, *, delimiter=None, header=None, names=(), fmt="csv"):
+        given = tuple(names)
         super().__init__(path)
         self.format = fmt
         self._invalid = []
@@ -57,9 +59,25 @@ class CsvReader(Reader):
         body = b"\n".join(lines[self.skip_lines:]) + b"\n"
         self.header = _has_header(self, body) if header is None else header
         names, numeric = self._infer(body)
+        if given or not self.header:
+            names = self._source_names(names, given)
         rows = len(data_lines) - int(self.header)
         self._estimate = rows if whole else (None if is_gzip(path) else int(rows * self.size / len(sample)))
         self.columns = [Column(n, t) for n, t in zip(names, numeric)]
+
+    def _source_names(self, names, given):
+        """The names ``given`` (source.names), else those of a ``NAME.names`` file beside
+        a headerless file (UCI's: ``name: ...`` lines, the class last and unnamed),
+        else the generated ``f0, f1, ...``."""
+        if given:
+            if len(given) != len(names) or len(set(given)) != len(given):
+                raise InputError(f"{self.path}: source.names gives {len(given)} distinct names for "
+                                 f"{len(names)} columns; give one name per column")
+            return list(given)
+        described = _names_file(self.path)
+        if described is not None and len(described) == len(names) - 1 and "class" not in described:
+            described = [*described, "class"]
+        return described if described is not None and len(described) == len(names) else names
 
     def force_text(self, j):
         """Read column j as text (it is categorical, or text in another input)."""
@@ -190,6 +208,19 @@ def _leading_comments(lines):
 def _sniff(line):
     text = line.decode(errors="replace")
     return next((d for d in DELIMITERS if d in text), ",")
+
+
+def _names_file(path):
+    """The attribute names of a UCI ``.names`` file beside ``path`` (``adult.data`` ->
+    ``adult.names``: lines ``name: values.`` after the class line), or None."""
+    described = Path(str(path).removesuffix(".gz")).with_suffix(".names")
+    try:
+        text = described.read_text(errors="replace")
+    except OSError:
+        return None
+    names = [m.group(1) for line in text.splitlines() if not line.lstrip().startswith("|")
+             and (m := re.match(r"\s*([A-Za-z_][\w.\-]*)\s*:\s*\S", line))]
+    return names or None
 
 
 def _has_header(reader, body):

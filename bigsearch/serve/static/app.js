@@ -6,14 +6,18 @@
 let csrf = document.querySelector('meta[name="csrf-token"]').content;
 const $ = (id) => document.getElementById(id);
 let view = null;
-let busy = false;
+let busy = null;                // what is under way ("recording point 12's answer"), or null
+let ignored = [];               // keys dropped while busy, said with the outcome
 window.bigsearchTimings = [];   // ms from each answer key to the next item on screen
+window.bigsearchStatus = [];    // every status line shown, in order (for tests)
 
 const KEYS = { a: "positive", x: "negative", " ": "skip", Backspace: "undo" };
+const NAMES = { positive: "a", negative: "x", skip: "space", undo: "backspace" };
 
 document.addEventListener("keydown", (event) => {
   if (event.ctrlKey || event.metaKey || event.altKey || event.repeat) return;
-  const action = KEYS[event.key];
+  const key = event.key.length === 1 ? event.key.toLowerCase() : event.key;   // Shift, Caps Lock: A is a
+  const action = KEYS[key];
   if (!action) return;
   event.preventDefault();
   act(action);
@@ -22,30 +26,47 @@ document.querySelectorAll("#answers button").forEach((b) =>
   b.addEventListener("click", () => act(b.dataset.action)));
 document.addEventListener("visibilitychange", () => { if (!document.hidden && !busy) load(); });
 
-async function act(action) {
-  if (busy || !view) return;
-  const item = view.item;
-  let path, body;
+function request(action) {
+  // [path, body] for an action on what the page shows, or a message why there is none
   if (action === "undo") {
-    if (!view.last) return status("nothing to undo");
-    path = "/api/undo"; body = { index: view.last.index, skip: !!view.last.skip };
-  } else {
-    if (!item) return status("every point is labeled");
-    if (action === "skip") { path = "/api/skip"; body = { index: item.index }; }
-    else { path = "/api/answer"; body = { index: item.index, label: action === "positive" ? 1 : 0 }; }
+    if (!view.last) return "nothing to undo";
+    return ["/api/undo", { index: view.last.index, skip: !!view.last.skip }];
   }
+  if (!view.item) return "every point is labeled";
+  if (action === "skip") return ["/api/skip", { index: view.item.index }];
+  if (view.progress.spent) return "the budget is spent: undo or correct an answer, or serve again with a larger --budget";
+  return ["/api/answer", { index: view.item.index, label: action === "positive" ? 1 : 0 }];
+}
+
+async function act(action, correction) {
+  if (!view) return;
+  if (busy) {                 // one change at a time: a second key is dropped, aloud
+    ignored.push(NAMES[action] || action);
+    return status(`key ${NAMES[action] || action} ignored: still ${busy} (one key per answer)`, true);
+  }
+  ignored = [];
+  const req = correction ? ["/api/correct", correction] : request(action);
+  if (typeof req === "string") return status(req);
+  const [path, body] = req;
   const t0 = performance.now();
-  setBusy(true);
+  setBusy(action === "undo" ? "undoing" : correction ? `correcting point ${body.index}` :
+    action === "skip" ? `skipping point ${body.index}` : `recording point ${body.index}'s answer`);
+  if (action === "undo") status("undoing...");
   try {
-    const response = await fetch(path, {
-      method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
-      body: JSON.stringify(body),
-    });
-    const data = await response.json();
+    let [response, data] = await post(path, body);
+    if (response.status === 403 && data.code === "csrf") {
+      // the server restarted: a fresh token and the current state; send again only
+      // when the page still shows what the key was for (the server refuses doubles)
+      if (!(await load())) throw new Error("unreachable");
+      if (!sameTarget(action, body, correction)) {
+        return status(`the server restarted; nothing was recorded for point ${body.index}: here is the current state`, true);
+      }
+      [response, data] = await post(path, body);
+    }
     if (response.ok) {
       render(data);
-      status(done(action, item, body));
+      const dropped = ignored.length ? ` (${ignored.join(", ")} pressed meanwhile: ignored, one key per answer)` : "";
+      status(done(action, body, correction) + dropped);
       if (action === "positive" || action === "negative") {
         requestAnimationFrame(() => window.bigsearchTimings.push(performance.now() - t0));
       }
@@ -54,24 +75,58 @@ async function act(action) {
       status(data.error || `the server answered ${response.status}`, true);
     }
   } catch (err) {
-    status("the server cannot be reached; your last answer was not recorded. Retrying...", true);
-    retry();
+    status(`the server cannot be reached; checking whether the ${action} of point ${body.index} was recorded...`, true);
+    retry({ action, body, correction });
   } finally {
-    setBusy(false);
+    setBusy(null);
   }
 }
 
-function done(action, item, body) {
+async function post(path, body) {
+  const response = await fetch(path, {
+    method: "POST", credentials: "same-origin",
+    headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+    body: JSON.stringify(body),
+  });
+  return [response, await response.json()];
+}
+
+function sameTarget(action, body, correction) {
+  if (correction) return view.recent.some((d) => d.index === body.index);
+  if (action === "undo") return !!view.last && view.last.index === body.index && !!view.last.skip === body.skip;
+  return !!view.item && view.item.index === body.index;
+}
+
+function done(action, body, correction) {
+  if (correction) return `corrected point ${body.index} to ${body.label ? "positive" : "negative"}`;
   if (action === "undo") return `undid the ${body.skip ? "skip" : "label"} of point ${body.index}`;
-  if (action === "skip") return `skipped point ${item.index}`;
-  return `recorded point ${item.index} as ${action}`;
+  if (action === "skip") return `skipped point ${body.index}`;
+  return `recorded point ${body.index} as ${action}`;
+}
+
+function outcome(pending) {
+  // what the server holds of a change whose reply was lost, read back from its state
+  const { action, body, correction } = pending;
+  const labeled = view.recent.find((d) => d.index === body.index);
+  const name = (y) => (y ? "positive" : "negative");
+  if (action === "positive" || action === "negative" || correction) {
+    if (labeled && labeled.label === body.label) return `reconnected: point ${body.index} is recorded as ${name(body.label)}`;
+    if (labeled) return `reconnected: point ${body.index} is recorded as ${name(labeled.label)}, not ${name(body.label)}`;
+    return `reconnected: your answer for point ${body.index} was not recorded; answer again`;
+  }
+  if (action === "skip") {
+    return view.item && view.item.index === body.index ? `reconnected: the skip of point ${body.index} was not recorded`
+      : `reconnected: point ${body.index} is skipped`;
+  }
+  const still = view.last && view.last.index === body.index && !!view.last.skip === body.skip;
+  return still ? `reconnected: the undo of point ${body.index} was not recorded` : `reconnected: point ${body.index}'s ${body.skip ? "skip" : "label"} is undone`;
 }
 
 async function load() {
   try {
     const response = await fetch("/api/state", { credentials: "same-origin" });
     const data = await response.json();
-    if (!response.ok) return status(data.error || `the server answered ${response.status}`, true);
+    if (!response.ok) { status(data.error || `the server answered ${response.status}`, true); return false; }
     csrf = data.csrf;   // a restarted server has a new one
     render(data);
     return true;
@@ -81,40 +136,60 @@ async function load() {
   }
 }
 
-function retry() {
-  setTimeout(async () => { if (await load()) status("reconnected"); else retry(); }, 1000);
+function retry(pending) {
+  setTimeout(async () => {
+    if (!(await load())) {
+      if (pending) status(`the server cannot be reached; will check whether the ${pending.action} of point ${pending.body.index} was recorded once it is back. Retrying...`, true);
+      return retry(pending);
+    }
+    status(pending ? outcome(pending) : "reconnected");
+  }, 1000);
 }
 
-function setBusy(value) {
-  busy = value;
-  document.body.dataset.busy = value ? "1" : "0";
-  document.querySelectorAll("#answers button").forEach((b) => { b.disabled = value; });
+function setBusy(what) {
+  busy = what;
+  document.body.dataset.busy = what ? "1" : "0";
+  document.querySelectorAll("#answers button").forEach((b) => {
+    b.disabled = !!what || (view && view.progress.spent && b.dataset.action !== "undo");
+  });
 }
 
 function status(text, error) {
   const s = $("status");
   s.textContent = text;
   s.className = error ? "error" : "";
+  window.bigsearchStatus.push(text);
 }
 
 function render(data) {
   view = data;
   $("session").textContent = `${data.session.directory} (${data.session.method}, ${data.progress.n.toLocaleString()} points)`;
-  renderItem(data.item);
+  $("question").textContent = data.question || "";
+  $("question").hidden = !data.question;
+  renderItem(data.item, data.progress);
   renderProgress(data.progress, data.last, data.skipped);
-  document.body.dataset.index = data.item ? data.item.index : "";
+  renderRecent(data.recent);
+  document.body.dataset.index = data.item && !data.progress.spent ? data.item.index : "";
   document.body.dataset.labels = data.progress.labels;
   document.body.dataset.skipped = data.skipped;
+  document.body.dataset.spent = data.progress.spent ? "1" : "0";
+  setBusy(busy);
 }
 
-function renderItem(item) {
+function renderItem(item, progress) {
   const body = $("item-body");
   body.replaceChildren();
-  if (!item) {
-    $("item-title").textContent = "every point is labeled";
+  body.hidden = !item || progress.spent;
+  $("end").hidden = !progress.spent;
+  if (progress.spent) {
+    $("end").textContent = `Budget reached: ${progress.used} labels of ${progress.budget}` +
+      ` (${progress.positives} positives found). Every answer is saved: stop the server (Ctrl-C),` +
+      " or serve again with a larger --budget to go on; undo and the corrections below still work.";
+  }
+  if (!item || progress.spent) {
+    $("item-title").textContent = item ? "budget reached" : "every point is labeled";
     $("item-meta").textContent = "";
-    $("why-summary").textContent = "";
-    $("why-table").tBodies[0].replaceChildren();
+    $("why").hidden = true;
     return;
   }
   $("item-title").textContent = `point ${item.index}` + (item.id !== null ? ` (id ${item.id})` : "");
@@ -134,7 +209,7 @@ function renderItem(item) {
   } else {
     body.append(image(d));
   }
-  renderWhy(item.why);
+  renderWhy(item.why, item.chosen_by);
 }
 
 function image(d) {
@@ -159,42 +234,88 @@ function image(d) {
   return canvas;
 }
 
-function renderWhy(why) {
+function renderWhy(why, chosenBy) {
   const tbody = $("why-table").tBodies[0];
   tbody.replaceChildren();
-  $("why").hidden = !why;          // null: the method's scores have no explanation here
-  if (!why) return;
-  let text = `f = ${fmt(why.f)}`;
-  if (why.prior !== null && why.prior !== undefined) {
-    text += ` = ${fmt(why.prior)} from the prior + ${fmt(why.labeled)} from the labeled points` +
+  $("why-start").hidden = !chosenBy;
+  if (chosenBy) {
+    const how = chosenBy.strategy === "keyword" ? "this record matches it; its matches are"
+      : "the points most similar to it are";
+    $("why-start").textContent = `Chosen by the session's start, ${chosenBy.source}: ${how} asked first, ` +
+      "until the first positive; then the scores below choose.";
+  }
+  $("why").hidden = !why && !chosenBy;   // no why: the method's scores have no explanation here
+  $("why-summary").hidden = !why;
+  if (!why) { $("why-table").hidden = true; return; }
+  const positives = why.points.some((p) => p.label) || why.rest.contribution > 0;
+  const las = why.prior !== null && why.prior !== undefined;
+  if (!why.points.length || (las && !positives)) {
+    $("why-summary").textContent = `f = ${fmt(why.f)}, all from the prior: ` +
+      (why.points.length ? "no positive is labeled yet, and negatives add nothing" : "no labels yet");
+    $("why-table").hidden = true;
+    return;
+  }
+  const listed = why.points.reduce((s, p) => s + p.contribution, 0);
+  const share = (v) => (why.f !== 0 ? ` (${Math.round(100 * v / why.f)}% of f)` : "");
+  let text = `f = ${fmt(why.f)}: the ${why.points.length} points listed add ${fmt(listed)}${share(listed)}`;
+  if (las) {
+    if (why.rest.count) text += `, the ${why.rest.count} other labeled points ${fmt(why.rest.contribution)}`;
+    text += `, the prior ${fmt(why.prior)}` +
       " (a walk from this point ends at a labeled point's answer with the probability \"weight\";" +
       " positives add it to f, negatives add nothing)";
   } else {
     text += ": the labeled points' votes, weighted by similarity";
   }
-  $("why-summary").textContent = why.points.length ? text : `f = ${fmt(why.f)}: no labels yet, the prior alone`;
-  $("why-table").hidden = !why.points.length;
-  for (const p of why.points) {
+  $("why-summary").textContent = text;
+  $("why-table").hidden = false;
+  const add = (cells, cls) => {
     const row = el("tr");
-    const name = `point ${p.index}` + (p.id !== null && p.id !== undefined ? ` (${p.id})` : "");
-    const label = el("td", p.label ? "positive" : "negative");
-    label.className = p.label ? "positive" : "negative";
-    row.append(el("td", name), label, el("td", fmt(p.weight)), el("td", fmt(p.contribution)));
+    cells.forEach((c, k) => { const td = el("td", c); if (k === 1 && cls) td.className = cls; row.append(td); });
     tbody.append(row);
+    return row;
+  };
+  for (const p of why.points) {
+    const name = `point ${p.index}` + (p.id !== null && p.id !== undefined ? ` (${p.id})` : "");
+    add([name, p.label ? "positive" : "negative", fmt(p.weight), fmt(p.contribution)], p.label ? "positive" : "negative");
   }
+  if (why.rest.count) add([`${why.rest.count} other labeled points`, "", "", fmt(why.rest.contribution)]).className = "rest";
+  if (las) add(["the prior", "", "", fmt(why.prior)]).className = "rest";
+  add(["f", "", "", fmt(why.f)]).className = "total";
 }
 
 function renderProgress(p, last, skipped) {
-  $("labels-used").textContent = p.budget ? `${p.labels} of ${p.budget}` : String(p.labels);
+  $("labels-used").textContent = p.budget ? `${p.used} of ${p.budget}` : String(p.labels);
+  $("mini-progress").textContent = `${p.budget ? `${p.used} of ${p.budget}` : p.labels} labels · ` +
+    `${p.positives} positive${p.positives === 1 ? "" : "s"}`;
+  if (p.budget && p.start_labels) $("labels-used").textContent += ` (+${p.start_labels} at the start)`;
   $("positives-found").textContent = String(p.positives);
   $("skipped").textContent = String(skipped);
+  const r = p.hit_rate;
+  $("hit-rate").textContent = !r ? "none yet" :
+    `${r.hits} of the last ${r.of} (${Math.round(100 * r.low)}-${Math.round(100 * r.high)}%)`;
   $("last-label").textContent = !last ? "none" :
     `point ${last.index}: ${last.skip ? "skipped" : last.label ? "positive" : "negative"}`;
   const bar = $("budget-bar");
   bar.hidden = !p.budget;
-  if (p.budget) $("budget-fill").style.width = `${Math.min(100, 100 * p.labels / p.budget)}%`;
-  curve(p.curve, p.labels, p.budget);
-  if (p.budget && p.labels >= p.budget) $("labels-used").textContent += " (budget reached)";
+  if (p.budget) $("budget-fill").style.width = `${Math.min(100, 100 * p.used / p.budget)}%`;
+  curve(p.curve, p.labels, p.budget ? p.budget + p.start_labels : 0);
+  if (p.spent) $("labels-used").textContent += " (budget reached)";
+}
+
+function renderRecent(recent) {
+  const list = $("recent");
+  list.replaceChildren();
+  for (const d of recent) {
+    const li = el("li");
+    const label = el("span", d.label ? "positive" : "negative");
+    label.className = d.label ? "positive" : "negative";
+    const fix = el("button", `make ${d.label ? "negative" : "positive"}`);
+    fix.dataset.index = d.index;
+    fix.addEventListener("click", () => act(d.label ? "negative" : "positive", { index: d.index, label: 1 - d.label }));
+    li.append(el("span", `point ${d.index}` + (d.id !== null && d.id !== undefined ? ` (${d.id})` : "") + " "), label, fix);
+    list.append(li);
+  }
+  $("recent-none").hidden = recent.length > 0;
 }
 
 function curve(hits, labels, budget) {
