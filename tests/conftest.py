@@ -111,7 +111,7 @@ class Pass(NamedTuple):
 
 def rebuilds_J(step, args):
     """Whether a pass is LAS's rescore with K^-1 given (J recomputed from it)."""
-    from bigsearch.engine.steps import LAS_REFRESH, LAS_RESCORE
+    from bigsearch.engine.core.steps import LAS_REFRESH, LAS_RESCORE
 
     return step in (LAS_RESCORE, LAS_REFRESH) and args[3] is not None
 
