@@ -89,7 +89,7 @@ def _option_groups(o):
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str), metavar="SRC... OUT")
 @click.option("--format", "fmt", default=None, metavar="FORMAT",
-              help="Input format: csv, tsv, libsvm, npy, hdf5, zarr, idx or parquet (default: detected).")
+              help="Input format: csv, tsv, libsvm, npy, hdf5, zarr, idx, parquet or arff (default: detected).")
 @click.option("--label-column", default=None, metavar="NAME|INDEX",
               help="The column holding the labels (a 0-based index when numeric).")
 @click.option("--positive", multiple=True, metavar="VALUE",
