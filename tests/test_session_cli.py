@@ -272,3 +272,22 @@ def test_next_is_quiet_unless_verbose(tmp_path, store):
     ok("session", "label", d, int(np.flatnonzero(y)[0]), 1)
     assert ok("session", "next", d).stderr == ""
     assert ok("session", "next", d, "-v").stderr.startswith("las: pruning on")
+
+
+def test_next_shows_an_image_as_text(tmp_path):
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 16, (60, 6, 5)).astype(np.float32)
+    np.save(tmp_path / "images.npy", images)
+    (tmp_path / "labels.txt").write_text("".join(f"{int(i % 5 == 0)}\n" for i in range(60)))
+    ok("ingest", tmp_path / "images.npy", tmp_path / "im.zarr", "--labels", tmp_path / "labels.txt",
+       "--normalize", "--bias")
+    d = tmp_path / "sess"
+    ok("session", "new", tmp_path / "im.zarr", d, "--pi", 0.2)
+    record = json.loads(ok("session", "next", d, "--json").stdout)[0]
+    np.testing.assert_array_equal(record["record"]["pixels"], images[record["index"]].ravel())
+    lines = ok("session", "next", d).stdout.splitlines()[1:-1]
+    lo, hi = record["record"]["range"]
+    shades = " .:-=+*#%@"
+    expected = ["  " + "".join(shades[min(9, int((v - lo) / (hi - lo) * 10))] * 2 for v in row)
+                for row in images[record["index"]]]
+    assert lines == expected
