@@ -72,8 +72,8 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     The kernels are compiled first, on a few of the store's rows, and timed apart:
     ``timings["compile_seconds"]``, kept out of ``init_seconds``.
     ``answers``: graded labels in [0, 1], one per point, that the oracle tells instead of
-    the stored 0/1 labels (for methods that take graded labels); hits still count the
-    stored positives.
+    the stored 0/1 labels (for methods that take graded labels), or any finite numbers
+    (scores) for a method that regresses them (blr); hits still count the stored positives.
     ``start_from``: a cold start (engine/seeding.py), a spec string (``ids:...``,
     ``vector:FILE.npy``, ``keyword:COLUMN=WORDS``) or a ``StartFrom``: known positives are
     the initial labels (answered by the stored labels, like ``init``); a vector or keyword
@@ -86,8 +86,10 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     y = store.labels()
     if answers is not None:
         answers = np.asarray(answers, np.float64)
-        if answers.shape != (store.n,) or not np.all((answers >= 0) & (answers <= 1)):
-            raise ParameterError(f"answers must be {store.n} graded labels in [0, 1], one per point")
+        real = method_spec(method).cls.REAL_LABELS      # a regression: any finite target
+        if answers.shape != (store.n,) or not np.all(np.isfinite(answers) if real else (answers >= 0) & (answers <= 1)):
+            what = "finite numbers" if real else "graded labels in [0, 1]"
+            raise ParameterError(f"answers must be {store.n} {what}, one per point")
     if y is None:
         raise ParameterError(f"{store.path} has no labels (y), so no oracle can be simulated; pass "
                              "them as y=, or use an interactive session instead")

@@ -203,7 +203,8 @@ def test_run_cli_graded_scores_fantasy_and_rf(small_data, store_factory, tmp_pat
     )
     assert r.returncode == 0, r.stderr
     for bad, message in (
-        (["--scores", tmp_path / "scores.npy"], "--scores and --grade go together"),
+        (["--scores", tmp_path / "scores.npy"], "which none of las takes (blr does); to grade them, give --grade"),
+        (["--grade", "1,0"], "--grade maps the answers of --scores"),
         (["--scores", tmp_path / "scores.npy", "--grade", "x,1"], "--grade BEST 'x'"),
         (["--fantasy", "2"], "fantasy must be"),
     ):

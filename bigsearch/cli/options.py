@@ -95,6 +95,23 @@ def las_options(f):
     return f
 
 
+def blr_options(f):
+    """--acquisition, --beta, --blr-lam, --blr-noise: the parameters of BLR."""
+    for decorator in reversed([
+        click.option("--acquisition", type=click.Choice(["greedy", "ucb", "thompson"]), default=None,
+                     help="BLR: greedy (the predictive mean; the default), ucb (mean + beta sd) or thompson "
+                          "(one posterior draw per query)."),
+        click.option("--beta", type=click.FloatRange(0), default=None, help="BLR --acquisition ucb: weight of the sd "
+                     "(default 2)."),
+        click.option("--blr-lam", "blr_lam", type=click.FloatRange(0, min_open=True), default=None,
+                     help="BLR: prior precision of the weights (default: fitted to the labels by the evidence)."),
+        click.option("--blr-noise", "blr_noise", type=click.FloatRange(0, min_open=True), default=None,
+                     help="BLR: noise variance of a label (default: fitted to the labels by the evidence)."),
+    ]):
+        f = decorator(f)
+    return f
+
+
 class LocalClusterSpec(click.ParamType):
     """local:N, a LocalCluster of N worker processes; returns N."""
 

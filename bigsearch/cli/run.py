@@ -14,6 +14,7 @@ from . import main
 from .options import (
     IndexList,
     MethodList,
+    blr_options,
     cluster_backend,
     cluster_options,
     dataset_option,
@@ -169,6 +170,7 @@ def search_options(f):
 @click.option("--batch-size", type=click.IntRange(1), default=1, show_default=True,
               help="Label the top B points of each pass before updating (1: sequential).")
 @search_options
+@blr_options
 @click.option("--prune", is_flag=True,
               help="LAS (alpha = 0) and WNAS: exact pruned queries: read only the blocks of rows "
                    "that could hold the answer; the queries are those of the full pass.")
@@ -176,8 +178,11 @@ def search_options(f):
               help="LAS batches: sequential greedy, each chosen point told the fantasized label Y in [0, 1] "
                    "(or its own f) until answered (docs/discovery.md).")
 @click.option("--scores", default=None, metavar="FILE|FILE:COLUMN",
-              help="Graded answers: one score per point (.npy or one number per line), or a column of a "
-                   "CSV/TSV/Parquet file (a name or a 0-based index), mapped by --grade.")
+              help="Answers from scores: one per point (.npy or one number per line), or a column of a "
+                   "CSV/TSV/Parquet file (a name or a 0-based index). With --grade, mapped to graded labels; "
+                   "without, the scores themselves are the targets of methods that regress them (blr).")
+@click.option("--lower-is-better", is_flag=True,
+              help="--scores without --grade: lower scores are better (e.g. docking energies).")
 @click.option("--grade", default=None, metavar="BEST,ZERO",
               help="--scores mapping: BEST or beyond answers 1, ZERO or beyond 0, linear between.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=str), required=True,
@@ -188,8 +193,9 @@ def search_options(f):
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary.")
 @click.option("-v", "--verbose", is_flag=True, help="Also say how each method chose its queries (pruning, X read).")
 def run(store, methods, budget, runs, seed, init_index, init_positives, init_negatives, start_from, batch_size, pi, eta,
-        w0, alpha, agr_anchors, agr_neighbors, agr_gamma, threads, scheduler, cluster, persist, dataset, prune,
-        fantasy, scores, grade, out, overwrite, checkpoints, quiet, verbose):
+        w0, alpha, agr_anchors, agr_neighbors, agr_gamma, threads, scheduler, cluster, persist, dataset, acquisition,
+        beta, blr_lam, blr_noise, prune, fantasy, scores, lower_is_better, grade, out, overwrite, checkpoints, quiet,
+        verbose):
     """Simulated Active Search on STORE, answering queries from its stored labels y.
 
     Rerunning the same command on the same --out continues an interrupted experiment.
@@ -208,21 +214,27 @@ def run(store, methods, budget, runs, seed, init_index, init_positives, init_neg
                        init_positives=init_positives, init_negatives=init_negatives, batch_size=batch_size,
                        start_from=start_from, overwrite=overwrite, backend=backend, n_threads=threads,
                        dataset=dataset, pi=pi, eta=eta, w0=w0, alpha=alpha, anchors=agr_anchors,
-                       neighbors=agr_neighbors, gamma=agr_gamma,
-                       prune=prune or None, fantasy=_fantasy(fantasy), graded=_graded(scores, grade),
-                       verbose=verbose, checkpoints=checkpoints)
+                       neighbors=agr_neighbors, gamma=agr_gamma, acquisition=acquisition, beta=beta, lam=blr_lam,
+                       noise=blr_noise, prune=prune or None, fantasy=_fantasy(fantasy),
+                       graded=_graded(scores, grade, lower_is_better), verbose=verbose, checkpoints=checkpoints)
 
 
 def _fantasy(value):
     return value if value in (None, "f") else _number(value, "--fantasy")
 
 
-def _graded(scores, grade):
-    """(scores file, BEST, ZERO) from --scores and --grade, which go together."""
-    if (scores is None) != (grade is None):
-        raise ParameterError("--scores and --grade go together: the scores, and how they map to labels in [0, 1]")
+def _graded(scores, grade, lower_is_better=False):
+    """(scores file, BEST, ZERO) from --scores and --grade; (scores file, "raw", sign) for
+    scores as regression targets (--scores alone, sign -1 with --lower-is-better)."""
+    if grade is not None and scores is None:
+        raise ParameterError("--grade maps the answers of --scores: give --scores FILE[:COLUMN] too")
+    if lower_is_better and (scores is None or grade is not None):
+        raise ParameterError("--lower-is-better goes with --scores and no --grade (with --grade, BEST < ZERO "
+                             "already says lower is better)")
     if scores is None:
         return None
+    if grade is None:
+        return (scores, "raw", -1.0 if lower_is_better else 1.0)
     best, sep, zero = grade.partition(",")
     if not sep:
         raise ParameterError(f"--grade {grade!r}: give BEST,ZERO, e.g. --grade -9.5,-8.7")

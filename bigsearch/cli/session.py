@@ -8,6 +8,7 @@ one line on stderr with exit status 2; warnings about recovered damage are print
 import contextlib
 import csv
 import json
+import math
 import warnings
 
 import click
@@ -379,7 +380,8 @@ def _parse_pair(index, label, where=""):
 
 
 def _parse_label(label, i, where):
-    """0 or 1 as an int, a graded label in [0, 1] as a float (the method checks it takes them)."""
+    """0 or 1 as an int, another number as a float: a graded label in [0, 1], or a score for
+    a method that regresses them (blr); the method checks it takes it."""
     text = label.strip()
     if text in ("0", "1"):
         return int(text)
@@ -387,9 +389,9 @@ def _parse_label(label, i, where):
         y = float(text)
     except ValueError:
         y = float("nan")
-    if not 0.0 <= y <= 1.0:
-        raise LabelError(f"{where}label {label!r} for point {i} is not 0 (negative), 1 (positive) "
-                         "or a graded label in [0, 1]")
+    if not math.isfinite(y):
+        raise LabelError(f"{where}label {label!r} for point {i} is not 0 (negative), 1 (positive), "
+                         "a graded label in [0, 1] or (for blr) a score")
     return int(y) if y in (0.0, 1.0) else y
 
 

@@ -15,18 +15,19 @@ if TYPE_CHECKING:
     from .agr import AGR
     from .asg import ASG
     from .base import ActiveSearch, ChunkedSearch
+    from .blr import BLR
     from .las import LAS
     from .params import LASParams
     from .random import RandomSearch
     from .rf import RandomForestSearch
     from .wnas import WNAS
 
-_LAZY = {"ActiveSearch": "base", "ChunkedSearch": "base", "AGR": "agr", "ASG": "asg", "LAS": "las",
+_LAZY = {"ActiveSearch": "base", "ChunkedSearch": "base", "AGR": "agr", "ASG": "asg", "BLR": "blr", "LAS": "las",
          "LASParams": "params", "RandomSearch": "random", "RandomForestSearch": "rf",
          "WNAS": "wnas"}
 
-__all__ = ["ActiveSearch", "ChunkedSearch", "AGR", "ASG", "LAS", "LASParams", "RandomSearch", "RandomForestSearch",
-           "WNAS", "METHODS", "MethodSpec", "method_names", "method_spec"]
+__all__ = ["ActiveSearch", "ChunkedSearch", "AGR", "ASG", "BLR", "LAS", "LASParams", "RandomSearch",
+           "RandomForestSearch", "WNAS", "METHODS", "MethodSpec", "method_names", "method_spec"]
 
 
 def __getattr__(name: str) -> Any:

@@ -14,6 +14,7 @@ that rebuilds a lost chunk (docs/architecture.md).
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ class ActiveSearch:
 
     method: ClassVar[str] = "?"
     GRADED: ClassVar[bool] = False     # takes graded labels y in [0, 1] besides 0 and 1
+    REAL_LABELS: ClassVar[bool] = False   # takes any finite number (a regression target, e.g. a score)
     PROBABILITY_SCORES: ClassVar[bool] = False   # f in [0, 1], read as P(positive) (engine/remaining.py)
     # init_progress(what, done, total), if set, hears of the steps of a long initialization
     # (AGR's k-means iterations), for a progress bar
@@ -183,9 +185,11 @@ class ActiveSearch:
             y = int(y)
         if isinstance(y, numbers.Integral) and int(y) in (0, 1):
             return int(y)
-        if self.GRADED and isinstance(y, numbers.Real) and 0.0 <= float(y) <= 1.0:
+        if isinstance(y, numbers.Real) and ((self.GRADED and 0.0 <= float(y) <= 1.0)
+                                            or (self.REAL_LABELS and math.isfinite(float(y)))):
             return int(float(y)) if float(y) in (0.0, 1.0) else float(y)
         graded = " or a graded label in [0, 1]" if self.GRADED else ""
+        graded = " or any finite number (a score)" if self.REAL_LABELS else graded
         raise LabelError(f"label {y!r} for point {i} is not 0 (negative), 1 (positive){graded}")
 
     def close(self) -> None:

@@ -154,3 +154,31 @@ def default_pi(store: Any, pi: float | None) -> float:
             "pi (the prior probability of a positive) is required: the store has no labels "
             "of both classes to estimate it from; pass pi=..., e.g. your guess of the prevalence")
     return float(known.mean())
+
+
+ACQUISITIONS = ("greedy", "ucb", "thompson")
+
+
+@dataclass(frozen=True)
+class BLRParams(Params):
+    """Bayesian linear regression (engine/blr.py). acquisition: greedy (the predictive
+    mean), ucb (mean + beta sqrt(variance)) or thompson (one exact posterior draw per
+    query); lam: the prior precision of the weights, noise: the variance of a label's
+    noise (None: each fitted by the evidence of the labels, refitted each time the labels
+    grow by ``refit_share``); seed: the seed of Thompson's draws."""
+    acquisition: str = "greedy"
+    beta: float = 2.0
+    lam: float | None = None
+    noise: float | None = None
+    refit_share: float = 0.25
+    seed: int | None = 0
+
+    def __post_init__(self) -> None:
+        if self.acquisition not in ACQUISITIONS:
+            raise ParameterError(f"acquisition {self.acquisition!r} is not one of {', '.join(ACQUISITIONS)}")
+        self._set("beta", _check("beta", self.beta, 0, math.inf, low_open=False))
+        for name in ("lam", "noise"):
+            if getattr(self, name) is not None:
+                self._set(name, _check(name, getattr(self, name), 0, math.inf))
+        self._set("refit_share", _check("refit_share", self.refit_share, 0, math.inf))
+        self._set("seed", _check_int("seed", self.seed, 0, allow_none=True))

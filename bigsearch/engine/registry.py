@@ -80,6 +80,9 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     MethodSpec("agr", "bigsearch.engine.agr:AGR", "Anchor Graph Regularization (k-means anchors)"),
     MethodSpec("asg", "bigsearch.engine.asg:ASG", "dense Active Search on Graphs (n x n: small stores)"),
     MethodSpec("random", "bigsearch.engine.random:RandomSearch", "uniform random queries (the baseline)", ranks=False),
+    MethodSpec("blr", "bigsearch.engine.blr:BLR",
+               "Bayesian linear regression on x . w (greedy, UCB or Thompson; any labels, scores included)",
+               sessions=True),
     MethodSpec("rf", "bigsearch.engine.rf:RandomForestSearch",
                "random forest retrained per batch, greedy (MolPAL's model; a baseline, needs scikit-learn)"),
 )}

@@ -153,12 +153,21 @@ def las_update_step(x, state, V, c, label_idx, label_val, eta, w0, pi, t_prev):
     speed), and J_i -= sum_b c_b (x_i . g_b)^2 is applied before the fused pass over the
     two remaining vectors."""
     state.apply_labels(label_idx, label_val)
-    if len(c) > FUSED_LABELS:
-        for a, P in _products(x, np.ascontiguousarray(V[2:].T)):
-            state.J[a:a + len(P)] -= (P * P) @ c
-        V, c = V[:2], c[:0]
+    V, c = lower_quadratic_form(x, state.J, V, c)
     return ChunkPartials(*update_scores(x, V, c, state.start, state.label, state.deg,
                                         state.J, state.f, state.im, eta, w0, pi, t_prev))
+
+
+def lower_quadratic_form(x, J, V, c, first=2):
+    """Sherman-Morrison on J_i = x_i^T M^-1 x_i for many labels at once: J_i -= sum_b
+    c_b (x_i . g_b)^2 with the g_b in rows first: of V, by one BLAS product per block of
+    rows (matrix-multiply speed). Returns (V, c) left for the fused kernel: unchanged for
+    few labels (the kernel applies them in its own pass), else V[:first] and no c."""
+    if len(c) <= FUSED_LABELS:
+        return V, c
+    for a, P in _products(x, np.ascontiguousarray(V[first:].T)):
+        J[a:a + len(P)] -= (P * P) @ c
+    return V[:first], c[:0]
 
 
 def wnas_update_step(x, state, Z, signs, label_idx, label_val, reset=False):

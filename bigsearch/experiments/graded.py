@@ -31,14 +31,20 @@ def grade(scores, best, zero):
 
 def load_answers(path, best, zero, n):
     """Graded answers for a store of n points from the scores in ``path`` (a file, or
-    FILE:COLUMN of a table)."""
+    FILE:COLUMN of a table); with best = "raw", the scores times the sign ``zero`` (+1:
+    higher is better, -1: lower), targets for methods that regress them."""
     scores = np.asarray(read_scores(str(path)), np.float64).reshape(-1)
     if scores.shape != (n,):
         raise ParameterError(f"graded scores {path}: {scores.size} scores for a store of {n} points")
     if not np.all(np.isfinite(scores)):
         first = int(np.flatnonzero(~np.isfinite(scores))[0])
         raise ParameterError(f"graded scores {path}: score {first} is not finite")
-    return grade(scores, best, zero)
+    return scores * zero if best == "raw" else grade(scores, best, zero)
+
+
+def is_raw(graded):
+    """Whether ``graded`` (an experiment's) gives raw scores as targets, not graded labels."""
+    return graded is not None and graded[1] == "raw"
 
 
 def read_scores(spec):

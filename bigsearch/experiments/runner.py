@@ -27,7 +27,7 @@ from ..simulate import check_budget, initial_labels, make_search, simulate
 from ..storage import open_store, require_local
 from ..storage.atomic import atomic_write_bytes, atomic_write_json
 from ..storage.fingerprint import store_fingerprint
-from .graded import load_answers
+from .graded import is_raw, load_answers
 from .reports import markdown_table, recall_curves, summarize, write_ranking_csv, write_runs_csv
 from .resume import Journal
 
@@ -46,7 +46,7 @@ class Experiment:
     init_negatives: int = 0
     batch_size: int = 1
     options: dict = field(default_factory=dict)
-    graded: tuple | None = None  # (scores file, BEST, ZERO): graded answers (experiments/graded.py)
+    graded: tuple | None = None  # (scores file, BEST, ZERO), or (file, "raw", sign): experiments/graded.py
     start_from: str | None = None  # a cold start (engine/seeding.py) instead of the initial labels
     dataset: str | None = None   # the array of the store holding X (None: X)
 
@@ -126,7 +126,7 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
                     record = simulate(store, method, exp.budget, exp.run_seed(run), init, progress=update,
                                       init_progress=getattr(update, "initializing", None),
                                       batch_size=exp.batch_size, backend=backend, n_threads=n_threads,
-                                      answers=answers if method_spec(method).cls.GRADED else None,
+                                      answers=answers if _takes(method, exp.graded) else None,
                                       start_from=start, **exp.options)
                 journal.append({"run": run, **record})
         records = [journal.done[(m, r)] for r in range(exp.runs) for m in exp.methods]
@@ -137,6 +137,13 @@ def run_experiment(exp, out, *, overwrite=False, backend="local", n_threads=None
         return results, write_outputs(out, results, curves, plot, ids=store.ids)
 
 
+def _takes(method, graded):
+    """Whether ``method`` is told the answers of ``graded`` (raw scores: methods that regress
+    them; graded labels: methods that take those); the others get the stored 0/1 labels."""
+    cls = method_spec(method).cls
+    return cls.REAL_LABELS if is_raw(graded) else cls.GRADED
+
+
 def _check_experiment(exp, store, y, start=None):
     """Every run's initial labels, and each method's parameters, checked up front: a bad
     argument must fail before an --overwrite replaces anything. Returns the starts."""
@@ -145,7 +152,16 @@ def _check_experiment(exp, store, y, start=None):
     for method in exp.methods:
         make_search(store, method, seed=exp.seed, backend="local", n_threads=1, **exp.options).close()
     _check_fantasy(exp)                   # after the methods' own check of its value
+    _check_targets(exp)
     return starts
+
+
+def _check_targets(exp):
+    """Raw scores are targets for the methods that regress them: another method would
+    silently learn from the stored 0/1 labels alone."""
+    if is_raw(exp.graded) and not any(method_spec(m).cls.REAL_LABELS for m in exp.methods):
+        raise ParameterError(f"graded scores without BEST,ZERO are regression targets, which none of "
+                             f"{', '.join(exp.methods)} takes (blr does); to grade them, give graded BEST,ZERO")
 
 
 def _check_fantasy(exp):

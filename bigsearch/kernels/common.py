@@ -237,6 +237,27 @@ def push_top(vals, idx, row, v, i):
 
 
 @numba.njit(nogil=True, cache=True)
+def push_candidates(label, f, im, i0, i1, t_prev, vals, idx):
+    """Offer the unlabeled rows i0 <= i < i1 to the three candidate lists: by f, by im and
+    by f + t_prev im. Each value is compared with its list's K-th value inline, so
+    insertions (``push_top``) run rarely."""
+    K = vals.shape[1]
+    k_f, k_im, k_s = vals[0, K - 1], vals[1, K - 1], vals[2, K - 1]
+    for i in range(i0, i1):
+        if label[i] < 0:
+            if f[i] > k_f:
+                push_top(vals, idx, 0, f[i], i)
+                k_f = vals[0, K - 1]
+            if im[i] > k_im:
+                push_top(vals, idx, 1, im[i], i)
+                k_im = vals[1, K - 1]
+            s = f[i] + t_prev * im[i]
+            if s > k_s:
+                push_top(vals, idx, 2, s, i)
+                k_s = vals[2, K - 1]
+
+
+@numba.njit(nogil=True, cache=True)
 def new_top(n_lists, K):
     """n_lists empty candidate lists of length K: values -inf, indices -1."""
     return np.full((n_lists, K), -np.inf), np.full((n_lists, K), -1, np.int64)

@@ -22,7 +22,7 @@ the top candidates by f and by IM (engine/select.py picks the winner from them).
 import numba
 import numpy as np
 
-from .common import FAST, N_LISTS, ROW_BLOCK, TOP_K, candidate_partials, new_top, pad3, push_top
+from .common import FAST, N_LISTS, ROW_BLOCK, TOP_K, candidate_partials, new_top, pad3, push_candidates
 from .encoded import chunk_dots, chunk_rows, dots_setup
 
 
@@ -112,19 +112,7 @@ def update_scores(x, V, c, offset, label, deg, J, f, im, eta, w0, pi, t_prev):
             sum_f += 0.0 if lab else fi
             sum_im += imi
             n_u += 0 if lab else 1
-        # Candidates: compare with each list's current K-th value inline; insert rarely.
-        k_f, k_im, k_s = vals[0, TOP_K - 1], vals[1, TOP_K - 1], vals[2, TOP_K - 1]
-        for i in range(i0, i1):
-            if label[i] < 0:
-                if f[i] > k_f:
-                    push_top(vals, idx, 0, f[i], i)
-                    k_f = vals[0, TOP_K - 1]
-                if im[i] > k_im:
-                    push_top(vals, idx, 1, im[i], i)
-                    k_im = vals[1, TOP_K - 1]
-                s = f[i] + t_prev * im[i]
-                if s > k_s:
-                    push_top(vals, idx, 2, s, i)
-                    k_s = vals[2, TOP_K - 1]
+        # Candidates: compared with each list's current K-th value inline; inserted rarely.
+        push_candidates(label, f, im, i0, i1, t_prev, vals, idx)
     sums = np.array([sum_f, sum_im, n_u])
     return (sums,) + candidate_partials(vals, idx, offset, f, im)

@@ -1,0 +1,296 @@
+"""BLR (Bayesian linear regression) against a dense reference written here, from the
+definitions: at every step mu = m + X w and v = diag(X A^-1 X^T) by a closed-form solve
+with A = lam I + X_L^T X_L / s2, and the queries as argmax of the acquisition; across
+store formats, dtypes, chunkings and both backends. The evidence maximization is checked
+against a direct optimization of the Gaussian log likelihood, and recovers lam and s2 on
+data drawn from the model."""
+
+import itertools
+
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+from scipy.optimize import minimize
+from scipy.stats import multivariate_normal
+
+import bigsearch
+from bigsearch.engine import blr_evidence
+from bigsearch.errors import LabelError
+
+from conftest import DTYPES, KINDS, chunkings
+
+RTOL = 1e-9
+GRID = list(itertools.product(KINDS, DTYPES, chunkings(80)))
+
+
+# -- the reference ---------------------------------------------------------------------
+def dense_posterior(X, idx, y, lam, noise):
+    """(mu, v) for every row of X from the labels y of rows idx: the closed form of the
+    model with a flat prior on the intercept, by solving for (b, w) jointly: the prior's
+    precision is diag(0, lam I) on [1, x] (written independently of the centred form the
+    engine uses)."""
+    X = np.asarray(X, np.float64)
+    n, r = X.shape
+    X1 = np.hstack([np.ones((n, 1)), X])
+    if not len(idx):
+        return np.zeros(n), np.einsum("ij,ij->i", X, X) / lam
+    P = np.diag(np.r_[0.0, np.full(r, lam)]) + X1[idx].T @ X1[idx] / noise
+    beta = np.linalg.solve(P, X1[idx].T @ np.asarray(y, np.float64)) / noise
+    v = np.einsum("ij,ji->i", X1, np.linalg.solve(P, X1.T))
+    return X1 @ beta, v
+
+
+def dense_choice(score, labeled):
+    score = np.where(labeled, -np.inf, score)
+    return int(np.argmax(score))  # lowest index among ties
+
+
+def dense_run(X, y, init, steps, lam, noise, beta=0.0):
+    """The queries of greedy (beta = 0) or UCB, one label at a time."""
+    idx = list(init)
+    out = []
+    for _ in range(steps):
+        mu, v = dense_posterior(X, idx, y[idx], lam, noise)
+        labeled = np.zeros(len(X), bool)
+        labeled[idx] = True
+        i = dense_choice(mu + beta * np.sqrt(np.maximum(v, 0)), labeled)
+        out.append(i)
+        idx.append(i)
+    return out
+
+
+def stored_X(path):
+    s = bigsearch.open_store(path)
+    return s.read_rows(np.arange(s.n))
+
+
+def rel_err(a, b):
+    return np.abs(np.asarray(a) - b).max() / max(np.abs(b).max(), 1e-300)
+
+
+def data(n=80, r=6, seed=3):
+    """Raw features with no transform (some negative), labels from a linear rule."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, r))
+    y = (X @ rng.normal(size=r) + 0.3 * rng.normal(size=n) > 1.0).astype(np.int8)
+    return X, y
+
+
+# -- exactness -------------------------------------------------------------------------
+@pytest.mark.parametrize("kind,dtype,chunk_rows", GRID)
+def test_mean_and_variance_match_the_closed_form(store_factory, kind, dtype, chunk_rows):
+    X, y = data()
+    path = store_factory(X, y, kind, dtype, chunk_rows)
+    Xs = stored_X(path)
+    search = bigsearch.BLR(path, acquisition="ucb", lam=0.7, noise=0.3)
+    idx = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])]
+    search.tell(idx, [1, 0])
+    for _ in range(6):
+        mu, v = dense_posterior(Xs, idx, y[idx], 0.7, 0.3)
+        assert rel_err(search.f, mu) < RTOL
+        assert rel_err(search.variance, v) < RTOL
+        i = search.ask()
+        search.tell(i, int(y[i]))
+        idx.append(i)
+
+
+@pytest.mark.parametrize("acquisition,beta", [("greedy", 0.0), ("ucb", 1.5)])
+@pytest.mark.parametrize("kind,dtype,chunk_rows", GRID)
+def test_queries_match_the_reference(store_factory, kind, dtype, chunk_rows, acquisition, beta):
+    X, y = data(seed=5)
+    path = store_factory(X, y, kind, dtype, chunk_rows)
+    init = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])]   # one label would leave mu flat: ties
+    expected = dense_run(stored_X(path), y, init, 30, 2.0, 0.5, beta)
+    search = bigsearch.BLR(path, acquisition=acquisition, beta=beta if beta else 2.0, lam=2.0, noise=0.5)
+    search.tell(init, [1, 0])
+    got = []
+    for _ in range(30):
+        i = search.ask()
+        got.append(i)
+        search.tell(i, int(y[i]))
+    assert got == expected
+
+
+def test_graded_and_score_labels(store_factory):
+    X, y = data(seed=7)
+    scores = X @ np.arange(1.0, 7.0) - 3.0  # a real-valued target, higher is better
+    path = store_factory(X, y, "zarr", "float64", 7)
+    search = bigsearch.BLR(path, lam=1.0, noise=0.2)
+    idx = [0, 1, 2, 3]
+    search.tell(idx, [float(v) for v in scores[idx]])
+    search.tell([4, 5], [0.25, 1])
+    labels = np.r_[scores[idx], 0.25, 1.0]
+    mu, _ = dense_posterior(stored_X(path), idx + [4, 5], labels, 1.0, 0.2)
+    assert rel_err(search.f, mu) < RTOL
+    with pytest.raises(LabelError, match="finite"):
+        search.tell(9, float("nan"))
+
+
+def test_batches(store_factory):
+    """Greedy: the top B of mu. UCB: each member chosen after the earlier ones joined A
+    (variance falls, the mean does not move). Thompson: one draw per member, distinct."""
+    X, y = data(n=120, seed=9)
+    path = store_factory(X, y, "zarr", "float64", 11)
+    Xs = stored_X(path)
+    init = list(np.flatnonzero(y)[:2]) + list(np.flatnonzero(y == 0)[:3])
+    mu, v = dense_posterior(Xs, init, y[init], 1.0, 0.5)
+    labeled = np.zeros(len(X), bool)
+    labeled[init] = True
+
+    greedy = bigsearch.BLR(path, lam=1.0, noise=0.5)
+    greedy.tell(init, y[init].tolist())
+    order = np.lexsort((np.arange(len(X)), -np.where(labeled, -np.inf, mu)))
+    assert greedy.next_batch(5) == order[:5].tolist()
+
+    ucb = bigsearch.BLR(path, acquisition="ucb", beta=2.0, lam=1.0, noise=0.5)
+    ucb.tell(init, y[init].tolist())
+    expected, members = [], []
+    for _ in range(5):
+        X_A = list(init) + members
+        vb = dense_posterior(Xs, X_A, np.zeros(len(X_A)), 1.0, 0.5)[1]  # v depends on the rows alone
+        taken = labeled.copy()
+        taken[members] = True
+        members.append(dense_choice(mu + 2.0 * np.sqrt(vb), taken))
+    expected = members
+    batch = ucb.next_batch(5)
+    assert batch == expected
+    ucb.tell(batch, y[batch].tolist())  # the real answers: A already holds them
+    mu2, v2 = dense_posterior(Xs, init + batch, y[init + batch], 1.0, 0.5)
+    assert rel_err(ucb.f, mu2) < RTOL and rel_err(ucb.variance, v2) < RTOL
+
+    thompson = bigsearch.BLR(path, acquisition="thompson", lam=1.0, noise=0.5, seed=1)
+    thompson.tell(init, y[init].tolist())
+    batch = thompson.next_batch(8)
+    assert len(set(batch)) == 8 and not labeled[batch].any()
+
+
+def test_an_unlabelled_ucb_batch_leaves_no_trace(store_factory):
+    X, y = data(n=60, seed=2)
+    path = store_factory(X, y, "zarr", "float64", 7)
+    search = bigsearch.BLR(path, acquisition="ucb", lam=1.0, noise=0.5)
+    search.tell([0, 1, 2], y[:3].tolist())
+    batch = search.next_batch(4)
+    search.tell(batch[0], int(y[batch[0]]))  # only one member answered
+    idx = [0, 1, 2, batch[0]]
+    mu, v = dense_posterior(stored_X(path), idx, y[idx], 1.0, 0.5)
+    assert rel_err(search.f, mu) < RTOL and rel_err(search.variance, v) < RTOL
+
+
+def test_thompson_draws_are_exact_posterior_samples(store_factory):
+    """The draws' mean and covariance are w and A^-1 (10,000 draws, r = 3)."""
+    X, y = data(n=40, r=3, seed=4)
+    path = store_factory(X, y, "zarr", "float64", 40)
+    search = bigsearch.BLR(path, acquisition="thompson", lam=0.5, noise=0.2, seed=3)
+    search.tell(list(range(10)), y[:10].tolist())
+    search.sync()
+    D = search._draw(10000)
+    Xc = stored_X(path)[:10] - stored_X(path)[:10].mean(axis=0)  # the intercept's flat prior centres the rows
+    Ainv = np.linalg.inv(0.5 * np.eye(3) + Xc.T @ Xc / 0.2)
+    assert np.abs(D.mean(axis=0)).max() < 4 * np.sqrt(np.diag(Ainv).max() / 10000)
+    assert np.abs(np.cov(D.T) - Ainv).max() < 0.05 * np.abs(Ainv).max()
+
+
+def test_sessions_continue_exactly(store_factory):
+    X, y = data(n=90, seed=8)
+    path = store_factory(X, y, "hdf5" if "hdf5" in KINDS else KINDS[0], "float32", 13)
+    for acquisition in ("greedy", "ucb", "thompson"):
+        a = bigsearch.BLR(path, acquisition=acquisition, seed=4)
+        a.tell([0, 1, 2, 3], y[:4].tolist())
+        for _ in range(8):
+            i = a.ask()
+            a.tell(i, int(y[i]))
+        b = type(a).from_state(path, a.export_state())
+        for _ in range(8):
+            i, j = a.ask(), b.ask()
+            assert i == j
+            a.tell(i, int(y[i]))
+            b.tell(j, int(y[j]))
+        assert np.array_equal(a.f, b.f)
+
+
+@pytest.fixture(scope="module")
+def client():
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as c,
+    ):
+        yield c
+
+
+@pytest.mark.parametrize("acquisition", ["greedy", "ucb"])
+def test_the_dask_backend_asks_the_same(store_factory, client, acquisition):
+    X, y = data(n=100, seed=6)
+    path = store_factory(X, y, "zarr", "float32", 9)
+    expected = dense_run(stored_X(path), y, [0, 1], 15, 1.5, 0.4, 2.0 if acquisition == "ucb" else 0.0)
+    search = bigsearch.BLR(path, acquisition=acquisition, lam=1.5, noise=0.4, backend=client)
+    search.tell([0, 1], y[:2].tolist())
+    got = []
+    for _ in range(15):
+        i = search.ask()
+        got.append(i)
+        search.tell(i, int(y[i]))
+    search.close()
+    assert got == expected
+
+
+# -- the evidence ----------------------------------------------------------------------
+def reference_fit(XL, y):
+    """(lam, s2) maximizing the Gaussian likelihood of the labels with the intercept
+    integrated out (flat prior): that of the labels' n - 1 coordinates in a basis
+    orthogonal to the constant, by a general optimizer from several starts."""
+    n = len(y)
+    Q = np.linalg.svd(np.eye(n) - 1.0 / n)[0][:, : n - 1]  # orthonormal, orthogonal to 1
+    yq, Xq = Q.T @ y, Q.T @ XL
+    K = Xq @ Xq.T
+
+    def nll(t):
+        C = K / np.exp(t[0]) + np.exp(t[1]) * np.eye(n - 1)
+        return -multivariate_normal(np.zeros(n - 1), C).logpdf(yq)
+
+    best = min(
+        (
+            minimize(nll, s, method="Nelder-Mead", options=dict(xatol=1e-10, fatol=1e-12, maxiter=4000))
+            for s in ([0.0, 0.0], [3.0, -2.0], [-3.0, 1.0])
+        ),
+        key=lambda r: r.fun,
+    )
+    return np.exp(best.x)
+
+
+@pytest.mark.parametrize("n", [40, 300])  # fewer labels than features, and more
+def test_the_evidence_maximum(n):
+    rng = np.random.default_rng(n)
+    XL = rng.normal(size=(n, 60))
+    y = XL @ rng.normal(size=60) * 0.3 + rng.normal(size=n)
+    lam, s2 = blr_evidence.fit(XL, y)
+    ref = reference_fit(XL, y)
+    assert np.allclose([lam, s2], ref, rtol=1e-3)
+
+
+def test_the_evidence_recovers_lam_and_noise():
+    rng = np.random.default_rng(0)
+    lam, s2, r, n = 4.0, 0.25, 20, 4000
+    XL = rng.normal(size=(n, r))
+    y = 1.5 + XL @ rng.normal(scale=1 / np.sqrt(lam), size=(r, 30)) + rng.normal(scale=np.sqrt(s2), size=(n, 30))
+    fits = np.array([blr_evidence.fit(XL, y[:, j]) for j in range(30)])
+    assert abs(np.median(fits[:, 1]) / s2 - 1) < 0.05
+    assert abs(np.exp(np.median(np.log(fits[:, 0]))) / lam - 1) < 0.4  # r = 20 draws of w per fit
+
+
+def test_refits_are_recorded_and_follow_the_schedule(store_factory):
+    X, y = data(n=200, r=8, seed=12)
+    path = store_factory(X, y, "zarr", "float64", 50)
+    search = bigsearch.BLR(path, refit_share=0.5)
+    idx = list(np.flatnonzero(y)[:3]) + list(np.flatnonzero(y == 0)[:3])
+    search.tell(idx, y[idx].tolist())
+    for _ in range(14):
+        i = search.ask()
+        search.tell(i, int(y[i]))
+        idx.append(i)
+    search.sync()
+    labels = [fit["labels"] for fit in search.refits]
+    assert labels[0] == 6 and all(b >= 1.5 * a for a, b in zip(labels, labels[1:]))
+    lam, s2 = reference_fit(stored_X(path)[idx[: labels[-1]]], y[idx[: labels[-1]]].astype(float))
+    assert np.allclose([search.refits[-1]["lam"], search.refits[-1]["noise"]], [lam, s2], rtol=1e-3)
+    mu, v = dense_posterior(stored_X(path), idx, y[idx], search.lam, search.noise)
+    assert rel_err(search.f, mu) < RTOL and rel_err(search.variance, v) < RTOL
