@@ -1,4 +1,4 @@
-"""Fantasized batches (issue 18): speculate-and-verify (engine/fantasy.py) against the
+"""Fantasized batches (issue 18): speculate-and-verify (engine/methods/fantasy.py) against the
 straightforward greedy with one pass over X per batch member
 (bigsearch.testing.pass_per_member_batch), on the same searches in one run: the batches
 must be equal; passes over X and seconds per batch are compared as ratios.

@@ -38,7 +38,7 @@ def upload(store_dir, url):
     """Copy a local Zarr store's files to ``url`` as they are (same chunks, same bytes)."""
     import obstore
 
-    from bigsearch.storage.remote import object_store
+    from bigsearch.storage.remote_options import object_store
 
     target = object_store(url)
     total = 0

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Pruned LAS queries (engine/pruning.py): the share of X each query reads, and the time
+"""Pruned LAS queries (engine/pruning/las.py): the share of X each query reads, and the time
 per query against the full-pass engine, in one run.
 
 For each store: the full-pass and the pruned engine start from the same labels and run

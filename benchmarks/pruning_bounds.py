@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Pruned LAS (engine/pruning.py): how well block bounds prune, and what a query's
+"""Pruned LAS (engine/pruning/las.py): how well block bounds prune, and what a query's
 bookkeeping costs.
 
 ``simulate N BLOCK_ROWS ORDER [STEPS]``: which block bound prunes best, an in-memory
@@ -13,7 +13,7 @@ remaining bound:
 - pcaP: box of the block in the top-P principal directions of X plus the residual ball;
 - box: the block's bounding box in the full rotated basis.
 
-(u_t - u_s = a s + w, the shift along s exact, as engine/pruning.py does.) Prints the
+(u_t - u_s = a s + w, the shift along s exact, as engine/pruning/las.py does.) Prints the
 mean, p90 and last-50 fractions of blocks read, and the mean per 25 queries.
 
 ``store PATH [--queries Q]``: a pruned LAS search on a store (one positive told, then
@@ -174,7 +174,7 @@ class QueryClock:
     PARTS = ("bounds", "top", "reads", "kernel_all_blocks", "numpy_bounds", "full_sort", "bounded")
 
     def __init__(self, engine):
-        from bigsearch.engine import pruning as module
+        from bigsearch.engine.pruning import las as module
 
         self.pruning = engine.pruning
         self.pr = engine.pruning.pruner
@@ -266,8 +266,8 @@ def synthetic_pruner(nb, versions, scattered, r=128, p=32, seed=0):
     - 1 queries each read nb / 600 blocks (783 at 60M x 128, as the 60M run did): one run
     of blocks among the first 2% (a search staying in a cluster of positives), or
     ``scattered`` blocks anywhere (the worst case for groups: every group mixed)."""
-    from bigsearch.engine.block_summaries import BlockSummaries, gram_basis
-    from bigsearch.engine.pruning import Pruner
+    from bigsearch.engine.pruning.block_summaries import BlockSummaries, gram_basis
+    from bigsearch.engine.pruning.las import Pruner
 
     rng = np.random.default_rng(seed)
     start = np.arange(nb, dtype=np.int64) * 128
@@ -298,7 +298,7 @@ def synthetic_blocks(nb, versions, repeats, expanded, scattered):
     random summaries of nb blocks (the bounds' values do not matter for their cost):
     before (NumPy bounds, a full sort), the one-level kernel, and the grouped order
     (every group's bound, the blocks of ``expanded`` groups)."""
-    from bigsearch.engine.pruning import GroupedOrder
+    from bigsearch.engine.pruning.las import GroupedOrder
 
     pr, u = synthetic_pruner(nb, versions, scattered)
     terms = pr.version_terms(u)

@@ -5,7 +5,7 @@ What a label costs on K^-1 besides the pass over X, in the engine's own function
 - in place (the engine before issue 12's low-rank change): g = K^-1 x (for sparse rows:
   the rows of K^-1 at x's nonzeros), K^-1 -= c g g^T (one read and write of K^-1), and
   V = K^-1 [xq, xz] (one read of K^-1);
-- low rank, fold every m labels (engine/rank_updates.py: LowRankInverse): g from the base
+- low rank, fold every m labels (engine/core/rank_updates.py: LowRankInverse): g from the base
   minus the correction, V updated in O(r), and every m labels the correction folded
   into the base by one BLAS product and V recomputed from it; m from 8 to 512 (at most
   half the labels measured, so that every m pays for its folds), and the engine's
@@ -33,7 +33,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bigsearch.engine.rank_updates import LowRankInverse, advance_score_vectors, batch_update, fold_rank  # noqa: E402
+from bigsearch.engine.core.rank_updates import LowRankInverse, advance_score_vectors, batch_update, fold_rank  # noqa: E402
 from bigsearch.kernels.dense import sparse_rows_times, subtract_outer, times_columns  # noqa: E402
 
 from common import save, table  # noqa: E402

@@ -33,7 +33,7 @@ _spec.loader.exec_module(paper)  # the paper scripts' stores (benchmarks/paper/c
 prepare, replication_ingest = paper.prepare, paper.replication_ingest
 
 from bigsearch import LAS, open_store  # noqa: E402
-from bigsearch.engine.remaining import draw_sample, recent_hit_rate, sampled_estimate, score_sum  # noqa: E402
+from bigsearch.engine.guidance.remaining import draw_sample, recent_hit_rate, sampled_estimate, score_sum  # noqa: E402
 
 CHECKPOINTS = (50, 100, 200)
 RUNS = 5

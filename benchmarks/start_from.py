@@ -1,5 +1,5 @@
 """Cold starts on Adult and MNIST: positives found in the first 50 queries by each
---start-from strategy (engine/seeding.py) against the default starts.
+--start-from strategy (engine/guidance/seeding.py) against the default starts.
 
     python benchmarks/start_from.py          # about 3 minutes on 2 cores
 
@@ -32,7 +32,7 @@ paper = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(paper)  # the paper scripts' stores (benchmarks/paper/common.py)
 
 from bigsearch import open_store  # noqa: E402
-from bigsearch.engine.seeding import StartFrom, from_vector, parse_start  # noqa: E402
+from bigsearch.engine.guidance.seeding import StartFrom, from_vector, parse_start  # noqa: E402
 from bigsearch.simulate import simulate  # noqa: E402
 
 BUDGET = 50

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Block summaries stored with the store (engine/summaries.py): what writing them costs,
+"""Block summaries stored with the store (engine/pruning/summaries.py): what writing them costs,
 and what they save at the start of a pruned search, in one run.
 
 A synthetic store (the tools/ generator, n x 128 float32, generated order) is written
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import bigsearch
-from bigsearch.engine.summaries import GROUP, write_block_summaries
+from bigsearch.engine.pruning.summaries import GROUP, write_block_summaries
 from bigsearch.synthetic import make_clustered_store
 
 from common import machine, median, save, table

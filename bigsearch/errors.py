@@ -23,6 +23,10 @@ class StoreExistsError(StoreError, FileExistsError):
     """The output path already exists and overwriting was not asked for."""
 
 
+class ObjectStoreError(StoreError):
+    """An object store cannot be used: no credentials, unreachable, no such bucket, denied."""
+
+
 class DataError(BigsearchError, ValueError):
     """The numbers in X cannot be used (non-finite values, degrees <= 0)."""
 

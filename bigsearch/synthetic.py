@@ -63,7 +63,7 @@ def make_clustered_store(path, n, r, *, prevalence=0.01, seed=0, spread=1.0, dty
 
     ``progress(rows_written)`` is called after each block, if given; ``compressors``
     goes to the store writer (None: uncompressed, the fast read path). ``summaries``: a
-    dict, filled with what ``engine.summaries.write_block_summaries`` wrote: the pruning
+    dict, filled with what ``engine.pruning.summaries.write_block_summaries`` wrote: the pruning
     block summaries, computed on the complete store before it is published (three passes
     over it; None: not written).
     """
@@ -92,7 +92,7 @@ def make_clustered_store(path, n, r, *, prevalence=0.01, seed=0, spread=1.0, dty
 
 
 def _block_summaries(path):
-    from .engine.summaries import write_block_summaries
+    from .engine.pruning.summaries import write_block_summaries
     return write_block_summaries(path, in_place=True) or {}
 
 

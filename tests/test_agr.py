@@ -9,7 +9,8 @@ import pytest
 from scipy.optimize import minimize
 
 from bigsearch.engine import AGR
-from bigsearch.engine.anchors import cache_path, kmeans, kmeans_plus_plus
+from bigsearch.engine.core.kmeans import kmeans, kmeans_plus_plus
+from bigsearch.engine.methods.agr_anchors import cache_path
 from bigsearch.kernels.agr import local_anchor_embedding, simplex_projection
 from bigsearch.storage import open_store
 from bigsearch.testing import clustered_points

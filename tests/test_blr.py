@@ -14,7 +14,7 @@ from scipy.optimize import minimize
 from scipy.stats import multivariate_normal
 
 import bigsearch
-from bigsearch.engine import blr_evidence
+from bigsearch.engine.methods import blr_evidence
 from bigsearch.errors import LabelError
 
 from conftest import DTYPES, KINDS, chunkings

@@ -12,7 +12,7 @@ import pytest
 
 import bigsearch
 from bigsearch.backends.local import LocalBackend
-from bigsearch.engine.anchors import kmeans, squared_distances
+from bigsearch.engine.core.kmeans import kmeans, squared_distances
 from bigsearch.errors import ParameterError, StoreExistsError
 from bigsearch.ingest.cluster_order import cluster_order
 from bigsearch.testing import clustered_points

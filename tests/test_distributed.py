@@ -216,7 +216,7 @@ def test_refresh_on_the_cluster_matches_local(client, data, store_factory):
 def test_fantasized_batches_verify_on_the_workers(client, data, store_factory):
     """The verification passes of fantasized batches run on the workers; few candidates
     force several of them, and the batch is the local backend's."""
-    from bigsearch.engine.fantasy import FantasizedBatch
+    from bigsearch.engine.methods.fantasy import FantasizedBatch
 
     X, y = data
     path = store_factory(X, y, "zarr", "float32", 37)

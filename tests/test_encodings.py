@@ -343,12 +343,12 @@ def test_ingest_binary_refuses_non_binary_values_with_one_line(tmp_path):
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("B", [1, 5, 30])
 def test_batch_update_equals_sequential_sherman_morrison(B, sparse):
-    """engine/rank_updates.py: K^-1 after batches of B labels (coefficients of both signs,
+    """engine/core/rank_updates.py: K^-1 after batches of B labels (coefficients of both signs,
     as when 1 - eta > 1 / (1 + w0)), kept as a low-rank correction and folded in when it
     grows past fold_at, equals the rank-one updates in turn; the g_b, c_b, the K^-1 x_b
     before each batch and K^-1 [xq, xz] kept in O(r B) match; dense rows and sparse ones
     (K^-1 x_b from the rows of K^-1 at the nonzeros)."""
-    from bigsearch.engine.rank_updates import LowRankInverse, advance_score_vectors, batch_update, fold_rank
+    from bigsearch.engine.core.rank_updates import LowRankInverse, advance_score_vectors, batch_update, fold_rank
     rng = np.random.default_rng(B)
     r = 40
     batches = 2 * fold_rank(r) // B + 1              # every run folds

@@ -18,9 +18,9 @@ RANK = {
     "storage": 2, "kernels": 2,                    # neither knows the other
     "backends": 3,
     "engine": 4,
-    "ingest": 5, "simulate": 5, "synthetic": 5, "datasets": 5,   # beside the stack: write or fetch stores
+    "ingest": 5, "synthetic": 5, "datasets": 5,    # beside the stack: write or fetch stores
     "experiments": 6, "session": 6,
-    "serve": 7,
+    "serve": 7, "simulate": 7,                     # simulate: the old path of experiments/simulate.py
     "cli": 8, "testing": 8,                        # testing: helpers for tests and benchmarks, never the CLI's
     "__main__": 9,
 }
@@ -28,12 +28,19 @@ RANK = {
 
 def imported_layers(path):
     """(line, layer) for every import of a bigsearch module in the module at ``path``."""
-    return layers_in(path.read_text(), path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return layers_in(path.read_text(), module_parts(path))
 
 
 def layers_in(source, module):
     """(line, layer) for every bigsearch import in ``source``, the text of ``module``
     (its dotted name as parts), wherever it stands (inside functions too)."""
+    return [(line, name[1]) for line, name in names_imported(source, module)]
+
+
+def names_imported(source, module):
+    """(line, dotted name as parts) of every bigsearch name ``source`` imports:
+    ``from ..engine.core import base`` from bigsearch/session/x.py gives
+    ["bigsearch", "engine", "core", "base"], as ``import bigsearch.engine.core.base`` does."""
     here = module[:-1]              # the package a relative import starts from
     out = []
     for node in ast.walk(ast.parse(source)):
@@ -43,18 +50,25 @@ def layers_in(source, module):
                 target = base + (node.module.split(".") if node.module else [])
             else:
                 target = (node.module or "").split(".")
-            # `from .. import session`: the names imported are modules of the target
-            names = [target] if len(target) > 1 else [target + [a.name] for a in node.names]
+            names = [target + [a.name] for a in node.names]
         elif isinstance(node, ast.Import):
             names = [a.name.split(".") for a in node.names]
         else:
             continue
-        out += [(node.lineno, t[1]) for t in names if t[0] == "bigsearch" and len(t) > 1]
+        out += [(node.lineno, t) for t in names if t[0] == "bigsearch" and len(t) > 1]
     return out
+
+
+def module_parts(path):
+    return path.relative_to(PACKAGE.parent).with_suffix("").parts
 
 
 def layer_of(path):
     return path.relative_to(PACKAGE).with_suffix("").parts[0]
+
+
+def imports_of(path):
+    return names_imported(path.read_text(), module_parts(path))
 
 
 MODULES = [p for p in sorted(PACKAGE.rglob("*.py")) if p != PACKAGE / "__init__.py"]
@@ -79,8 +93,74 @@ def test_the_check_sees_every_form_of_import():
               "    from bigsearch.cli import options\n    from ..storage.atomic import atomic_open\n")
     assert [t for _, t in layers_in(source, ("bigsearch", "engine", "x"))] == \
         ["engine", "session", "serve", "cli", "storage"]
-    layers = {target for _, target in imported_layers(PACKAGE / "engine" / "anchors.py")}
+    layers = {target for _, target in imported_layers(PACKAGE / "engine" / "core" / "kmeans.py")}
     assert {"storage", "kernels", "backends"} <= layers and "session" not in layers
+
+
+# The rooms of engine/ point down too: the machinery every method shares (core) knows no
+# method and no pruning; pruning and the sessions' helpers (guidance) build on core only;
+# the methods may use all three. Only engine/__init__.py (the lazy public names) stands
+# outside the rooms.
+ENGINE_ROOMS = {"core": 0, "pruning": 1, "guidance": 1, "methods": 2}
+ENGINE = [p for p in MODULES if layer_of(p) == "engine" and p != PACKAGE / "engine" / "__init__.py"]
+
+
+def room_violations(imports, room):
+    """The engine names (dotted) that a module of engine room ``room`` may not import:
+    those of a room at or above its own (other than its own), or the engine's package
+    itself (its lazy names would hide an import of a method)."""
+    wrong = []
+    for _, name in imports:
+        if name[:2] != ["bigsearch", "engine"]:
+            continue
+        other = name[2] if len(name) > 2 else None
+        if other != room and ENGINE_ROOMS.get(other, 99) >= ENGINE_ROOMS[room]:
+            wrong.append(".".join(name))
+    return wrong
+
+
+def test_every_engine_module_is_in_a_room():
+    assert sorted({p.relative_to(PACKAGE / "engine").parts[0] for p in ENGINE}) == sorted(ENGINE_ROOMS)
+
+
+@pytest.mark.parametrize("path", ENGINE, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_engine_rooms_point_down(path):
+    room = path.relative_to(PACKAGE / "engine").parts[0]
+    assert room_violations(imports_of(path), room) == [], f"{path.relative_to(PACKAGE)} ({room}) imports upward"
+
+
+def test_the_room_check_sees_upward_imports():
+    source = ("from ..methods.las import LAS\nfrom .select import Ranked\nfrom .. import WNAS\n"
+              "def f():\n    from ..pruning import las\n    from ...storage import open_store\n")
+    imports = names_imported(source, ("bigsearch", "engine", "core", "x"))
+    assert room_violations(imports, "core") == ["bigsearch.engine.methods.las.LAS", "bigsearch.engine.WNAS",
+                                                "bigsearch.engine.pruning.las"]
+    assert room_violations(imports, "methods") == ["bigsearch.engine.WNAS"]
+
+
+# Only backends/ names a concrete backend: the rest asks make_backend for one (or tests
+# a backend's ``name``), so a new backend changes no module outside backends/.
+CONCRETE_BACKENDS = {"local", "distributed", "LocalBackend", "DistributedBackend"}
+
+
+def concrete_backends_named(imports):
+    return [".".join(name) for _, name in imports
+            if name[:2] == ["bigsearch", "backends"] and CONCRETE_BACKENDS & set(name[2:])]
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if layer_of(p) != "backends"],
+                         ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_backends_name_a_concrete_backend(path):
+    assert concrete_backends_named(imports_of(path)) == []
+
+
+def test_the_backend_check_sees_every_form():
+    source = ("from ..backends.local import pass_progress\nfrom ..backends import LocalBackend, make_backend\n"
+              "import bigsearch.backends.distributed\nfrom ..backends import local\n")
+    imports = names_imported(source, ("bigsearch", "ingest", "x"))
+    assert concrete_backends_named(imports) == ["bigsearch.backends.local.pass_progress",
+                                                "bigsearch.backends.LocalBackend",
+                                                "bigsearch.backends.distributed", "bigsearch.backends.local"]
 
 
 def private_imports(path):

@@ -9,8 +9,8 @@ import pytest
 import bigsearch
 from bigsearch.backends import Backend, ChunkStep, StepCall
 from bigsearch.engine import METHODS, ChunkedSearch, MethodSpec, method_spec
-from bigsearch.engine.base import ActiveSearch, PointArray
-from bigsearch.engine.params import (
+from bigsearch.engine.core.base import ActiveSearch, PointArray
+from bigsearch.engine.core.params import (
     AGRParams,
     DriftCheck,
     LASParams,
@@ -18,7 +18,7 @@ from bigsearch.engine.params import (
     RandomParams,
     WNASParams,
 )
-from bigsearch.engine.select import ChunkPartials
+from bigsearch.engine.core.select import ChunkPartials
 from bigsearch.errors import ParameterError
 from bigsearch.kernels.common import TOP_K
 from bigsearch.simulate import make_search, simulate

@@ -20,7 +20,7 @@ import bigsearch
 from bigsearch.backends.distributed import Distributed
 from bigsearch.session import Session
 from bigsearch.storage import open_store
-from bigsearch.storage.remote import remote_defaults
+from bigsearch.storage.remote_options import remote_defaults
 from bigsearch.testing import clustered_points, dense_las_run
 from bigsearch.testing.s3_server import ACCESS, NO_METADATA, S3Server
 

@@ -62,7 +62,7 @@ def s3(data, tmp_path_factory):
         env = {**ACCESS, "AWS_ENDPOINT_URL": server.endpoint}
         X, y = data
         options = {"endpoint": server.endpoint, "access_key_id": "testing", "secret_access_key": "testing"}
-        from bigsearch.storage.remote import remote_defaults
+        from bigsearch.storage.remote_options import remote_defaults
 
         with remote_defaults(options):
             bigsearch.create_store("s3://features/s.zarr", X, y, chunk_rows=50)
@@ -259,7 +259,7 @@ def test_the_server_stopping_mid_run_is_a_clear_error_after_retries(data):
             },
             "cache_size": 0,
         }  # no cache: every pass goes to the server
-        from bigsearch.storage.remote import remote_defaults
+        from bigsearch.storage.remote_options import remote_defaults
 
         with remote_defaults(**options):
             bigsearch.create_store("s3://features/s.zarr", X, y, chunk_rows=50)
@@ -340,7 +340,7 @@ def test_a_network_failure_that_passes_is_retried_with_backoff(data, tmp_path):
         # the 1.5 s outage whatever the draws; 10 could end within 1 s (failed 1 CI run in about 8)
         options = {"endpoint": f"http://127.0.0.1:{proxy.port}", "retries": "30", "retry_timeout": "60"}
         options.update(access_key_id="testing", secret_access_key="testing", region="us-east-1")
-        from bigsearch.storage.remote import remote_defaults
+        from bigsearch.storage.remote_options import remote_defaults
 
         local = bigsearch.create_store(tmp_path / "s.zarr", X, y, chunk_rows=50)
         with remote_defaults(options, cache_size=0):  # no cache: every pass goes to the server
@@ -371,7 +371,7 @@ def test_a_session_loses_nothing_when_the_server_goes_away(data, tmp_path):
 
     def publish_store():
         server.create_bucket("features")
-        from bigsearch.storage.remote import remote_defaults
+        from bigsearch.storage.remote_options import remote_defaults
 
         with remote_defaults({"endpoint": server.endpoint, "access_key_id": "testing", "secret_access_key": "testing"}):
             bigsearch.create_store("s3://features/s.zarr", X, y, chunk_rows=50)

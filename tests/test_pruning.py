@@ -1,7 +1,7 @@
-"""Pruned selection (engine/pruning.py) against the full-pass engine and the dense
+"""Pruned selection (engine/pruning/las.py) against the full-pass engine and the dense
 reference: identical queries and bit-identical chosen scores, for every store kind,
 dtype and chunking; alpha > 0 falls back to the full pass. Block summaries stored with
-the store (engine/summaries.py) give the same queries, and are not used once X changed."""
+the store (engine/pruning/summaries.py) give the same queries, and are not used once X changed."""
 
 import itertools
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import bigsearch
-from bigsearch.engine.summaries import GROUP, write_block_summaries
+from bigsearch.engine.pruning.summaries import GROUP, write_block_summaries
 from bigsearch.errors import ParameterError
 from bigsearch.testing import clustered_points, dense_las_run
 
@@ -364,8 +364,8 @@ def test_groups_of_blocks_bound_their_rows_and_keep_the_order(store_factory):
     keeps the full pass's queries; at each query every group's bound holds for its rows,
     and the blocks come in the order of min(own bound, group's bound), ties to the lower
     index, as a full sort of those gives."""
-    from bigsearch.engine.block_summaries import group_summaries
-    from bigsearch.engine.pruning import Descending, GroupedOrder
+    from bigsearch.engine.pruning.block_summaries import group_summaries
+    from bigsearch.engine.pruning.las import Descending, GroupedOrder
 
     X, y = tight_blocks(3000, 12, 0.02, seed=4)
     path = store_factory(X, y, "zarr", "float32", 700)
@@ -411,7 +411,7 @@ def test_groups_of_blocks_bound_their_rows_and_keep_the_order(store_factory):
 def test_descending_order_is_the_stable_sort():
     """The lazily sorted order of blocks is the full stable sort's (ties, -inf and NaN
     blocks dropped), as far as any head asks, whatever the floor."""
-    from bigsearch.engine.pruning import Descending
+    from bigsearch.engine.pruning.las import Descending
 
     rng = np.random.default_rng(3)
     bound = np.round(rng.normal(size=5000), 1)           # many ties

@@ -123,7 +123,7 @@ def test_pruned_wnas_continues_after_a_worker_is_killed(client, data, store_fact
     remote.close()
 
 
-# -- block summaries stored with the store (engine/summaries.py) ----------------------
+# -- block summaries stored with the store (engine/pruning/summaries.py) ----------------------
 def swap_unsampled_rows(values):
     """Rows of two blocks of chunk 1 (of 100-row chunks: not sampled by the fingerprint),
     swapped: the column sums stay (X holds multiples of 2^-12: every sum is exact in any
@@ -136,7 +136,7 @@ def swap_unsampled_rows(values):
 def test_workers_read_their_slice_of_the_stored_summaries(client, data, store_factory, kind, dtype, edit):
     from test_pruning import edit_x
 
-    from bigsearch.engine.summaries import CHANGED, write_block_summaries
+    from bigsearch.engine.pruning.summaries import CHANGED, write_block_summaries
 
     X, y = data
     path = store_factory(np.round(X * 4096) / 4096 if edit else X, y, kind, dtype, 100)

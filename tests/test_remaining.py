@@ -1,4 +1,4 @@
-"""Positives remaining (engine/remaining.py): the estimators on their own, then as
+"""Positives remaining (engine/guidance/remaining.py): the estimators on their own, then as
 `session status` and `run` report them."""
 
 import json
@@ -9,7 +9,7 @@ import pytest
 
 import bigsearch
 from bigsearch import Session
-from bigsearch.engine.remaining import (
+from bigsearch.engine.guidance.remaining import (
     _z,
     draw_sample,
     recent_hit_rate,

@@ -4,7 +4,7 @@ whole matrix, whatever the store's chunking, kind and dtype."""
 import numpy as np
 import pytest
 
-from bigsearch.engine.rf import RandomForestSearch
+from bigsearch.engine.methods.rf import RandomForestSearch
 from bigsearch.errors import ParameterError
 
 pytest.importorskip("sklearn", reason="rf needs scikit-learn (bigsearch[ingest] or [test])")

@@ -1,4 +1,4 @@
-"""Cold starts (engine/seeding.py): --start-from ids / vector / keyword in sessions and
+"""Cold starts (engine/guidance/seeding.py): --start-from ids / vector / keyword in sessions and
 runs, the seed's queries, and exactness of everything told to the engine."""
 
 import json
@@ -8,7 +8,7 @@ import pytest
 
 import bigsearch
 from bigsearch import Session
-from bigsearch.engine.seeding import from_keyword, from_vector, parse_start, resolve_start
+from bigsearch.engine.guidance.seeding import from_keyword, from_vector, parse_start, resolve_start
 from bigsearch.errors import BigsearchError, LabelError, ParameterError
 from bigsearch.experiments import run_methods
 from bigsearch.simulate import simulate

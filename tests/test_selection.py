@@ -1,12 +1,12 @@
 """The query is exactly the argmax of f + alpha * s * IM over unlabeled points (lowest
 index among ties), whatever the chunking: the candidate lists and bounds of
-engine/select.py must never miss the winner."""
+engine/core/select.py must never miss the winner."""
 
 import numpy as np
 import pytest
 
 import bigsearch
-from bigsearch.engine.select import ChunkPartials, PassSummary, select
+from bigsearch.engine.core.select import ChunkPartials, PassSummary, select
 from bigsearch.kernels.common import TOP_K
 from bigsearch.testing import clustered_points
 

@@ -517,7 +517,7 @@ def test_a_refitted_copy_continues_exactly(store_factory):
 
 
 def test_the_page_proposes_what_the_session_proposes_from_its_start(tmp_path, store, data):
-    """A session started from a vector asks its candidates first (engine/seeding.py):
+    """A session started from a vector asks its candidates first (engine/guidance/seeding.py):
     the page shows them too, computed ahead or not, until the engine takes over."""
     X, y = data
     v = -X[np.flatnonzero(y == 1)].mean(axis=0)            # away from the positives: negatives first

@@ -1,4 +1,4 @@
-"""Block summaries stored with the store (engine/summaries.py): `bigsearch summarize` in a
+"""Block summaries stored with the store (engine/pruning/summaries.py): `bigsearch summarize` in a
 subprocess (what it writes, what `info` says, each refusal), and pruned LAS and WNAS
 reading them (local backend and a real dask LocalCluster) with exactly the full pass's
 queries; summaries that no longer describe X are recomputed, never used."""
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import bigsearch
-from bigsearch.engine.summaries import CHANGED, GROUP, write_block_summaries
+from bigsearch.engine.pruning.summaries import CHANGED, GROUP, write_block_summaries
 
 from conftest import KINDS, run_cli, store_path, tight_blocks
 

@@ -177,7 +177,7 @@ def object_store_options(f=None, *, cache=True):
     @functools.wraps(f)
     def command(*args, storage_option=(), cache_dir=None, cache_size=None, **kwargs):
         from ..storage.chunk_cache import cache_settings
-        from ..storage.remote import parse_storage_options, remote_defaults
+        from ..storage.remote_options import parse_storage_options, remote_defaults
         if cache_size is not None:
             cache_settings(cache_dir, cache_size)      # a bad --cache-size is an error now, remote store or not
         with remote_defaults(parse_storage_options(storage_option), cache_dir, cache_size):
@@ -211,7 +211,7 @@ def cluster_backend(scheduler, cluster, persist=False):
         raise ParameterError("--persist needs --scheduler or --cluster (it keeps X in the workers' memory)")
     if not (scheduler or cluster):
         return contextlib.nullcontext("local")
-    from ..backends.distributed import connect, tls_security  # imports dask: only for cluster runs
+    from ..backends import connect, tls_security  # imports dask: only for cluster runs
     ctx = click.get_current_context(silent=True)
     tls = dict(ctx.meta.get("bigsearch_tls", {})) if ctx is not None else {}
     if tls and not scheduler:

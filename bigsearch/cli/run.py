@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..engine.registry import method_names  # the registry only: no numerical code
+from ..engine.core.registry import method_names  # the registry only: no numerical code
 from ..errors import ParameterError
 from . import main
 from .options import (
@@ -104,7 +104,7 @@ def _print_summary(runs):
 
 def _print_remaining(record):
     """What is left after the run: the estimate of positives remaining and the recent hit
-    rate (engine/remaining.py; docs/sessions.md, "How many are left")."""
+    rate (engine/guidance/remaining.py; docs/sessions.md, "How many are left")."""
     rem = record.get("remaining")
     if not rem:
         return

@@ -14,7 +14,7 @@ import warnings
 import click
 from click.core import ParameterSource
 
-from ..engine.registry import method_names, method_spec
+from ..engine.core.registry import method_names, method_spec
 from ..errors import LabelError, ParameterError, SessionWarning
 from . import Group, main, printable
 from .ingest import BarProgress

@@ -25,8 +25,8 @@ def summarize(store, block_rows, quiet):
     """Compute STORE's pruning block summaries and store them with it, so pruned searches
     (--prune) skip the pass that computes them (docs/store-format.md). Three passes over X;
     the summaries appear whole or not at all, and replace older ones."""
-    from ..engine.block_summaries import check_block_rows
-    from ..engine.summaries import write_block_summaries
+    from ..engine.pruning.block_summaries import check_block_rows
+    from ..engine.pruning.summaries import write_block_summaries
     from ..storage import is_url, open_store
 
     with flags_for("block_rows"):

@@ -1,7 +1,10 @@
 """Engine: the search methods (ask/tell) built on chunk steps and a backend.
 
-The methods are listed in ``registry.METHODS``. Names are imported on first use, so
-that reading the registry or the parameters imports no numerical code.
+Four rooms (docs/architecture.md): ``core`` (what every method shares), ``methods`` (one
+module per method), ``pruning`` (pruned queries) and ``guidance`` (cold starts, estimates
+of positives left). The methods are listed in ``core.registry.METHODS``. Names are
+imported on first use, so that reading the registry or the parameters imports no
+numerical code.
 """
 
 from __future__ import annotations
@@ -9,22 +12,22 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .registry import METHODS, MethodSpec, method_names, method_spec
+from .core.registry import METHODS, MethodSpec, method_names, method_spec
 
 if TYPE_CHECKING:
-    from .agr import AGR
-    from .asg import ASG
-    from .base import ActiveSearch, ChunkedSearch
-    from .blr import BLR
-    from .las import LAS
-    from .params import LASParams
-    from .random import RandomSearch
-    from .rf import RandomForestSearch
-    from .wnas import WNAS
+    from .core.base import ActiveSearch, ChunkedSearch
+    from .core.params import LASParams
+    from .methods.agr import AGR
+    from .methods.asg import ASG
+    from .methods.blr import BLR
+    from .methods.las import LAS
+    from .methods.random import RandomSearch
+    from .methods.rf import RandomForestSearch
+    from .methods.wnas import WNAS
 
-_LAZY = {"ActiveSearch": "base", "ChunkedSearch": "base", "AGR": "agr", "ASG": "asg", "BLR": "blr", "LAS": "las",
-         "LASParams": "params", "RandomSearch": "random", "RandomForestSearch": "rf",
-         "WNAS": "wnas"}
+_LAZY = {"ActiveSearch": "core.base", "ChunkedSearch": "core.base", "AGR": "methods.agr", "ASG": "methods.asg",
+         "BLR": "methods.blr", "LAS": "methods.las", "LASParams": "core.params", "RandomSearch": "methods.random",
+         "RandomForestSearch": "methods.rf", "WNAS": "methods.wnas"}
 
 __all__ = ["ActiveSearch", "ChunkedSearch", "AGR", "ASG", "BLR", "LAS", "LASParams", "RandomSearch",
            "RandomForestSearch", "WNAS", "METHODS", "MethodSpec", "method_names", "method_spec"]

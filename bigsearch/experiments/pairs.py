@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..engine.registry import method_spec, saving_class
+from ..engine.core.registry import method_spec, saving_class
 from ..errors import ParameterError
-from ..simulate import make_search
 from ..storage import open_store, require_local
 from ..storage.atomic import atomic_open, atomic_write_json
+from .simulate import make_search
 
 
 def run_pairs(store, out, methods=("las", "wnas"), **kwargs):

@@ -20,16 +20,16 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..engine.registry import method_spec
-from ..engine.seeding import resolve_start
+from ..engine.core.registry import method_spec
+from ..engine.guidance.seeding import resolve_start
 from ..errors import ParameterError
-from ..simulate import check_budget, initial_labels, make_search, simulate
 from ..storage import open_store, require_local
 from ..storage.atomic import atomic_write_bytes, atomic_write_json
 from ..storage.fingerprint import store_fingerprint
 from .graded import is_raw, load_answers
 from .reports import markdown_table, recall_curves, summarize, write_ranking_csv, write_runs_csv
 from .resume import Journal
+from .simulate import check_budget, initial_labels, make_search, simulate
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Experiment:
     batch_size: int = 1
     options: dict = field(default_factory=dict)
     graded: tuple | None = None  # (scores file, BEST, ZERO), or (file, "raw", sign): experiments/graded.py
-    start_from: str | None = None  # a cold start (engine/seeding.py) instead of the initial labels
+    start_from: str | None = None  # a cold start (engine/guidance/seeding.py) instead of the initial labels
     dataset: str | None = None   # the array of the store holding X (None: X)
 
     def __post_init__(self):
@@ -91,7 +91,7 @@ def run_methods(store, methods, budget, out, *, seed=0, runs=1, init_index=None,
     (see :class:`Experiment` and :func:`run_experiment`); returns (results, notes).
 
     ``options`` are the methods' parameters and engine options (pi, alpha, anchors,
-    prune, ...): each method takes those it has (the registry, engine/registry.py).
+    prune, ...): each method takes those it has (the registry, engine/core/registry.py).
     """
     exp = Experiment(str(store), tuple(methods), budget, runs, seed,
                      tuple(init_index) if init_index is not None else None, init_positives, init_negatives,

@@ -1,10 +1,10 @@
 """Rewrite a feature store with its rows in cluster order (for pruned queries).
 
-Pruned LAS queries (engine/pruning.py) bound each block of consecutive rows by its
+Pruned LAS queries (engine/pruning/las.py) bound each block of consecutive rows by its
 centroid and spread, so they read least when neighbouring rows are alike. This module
 writes a copy of a store whose rows are grouped by k-means cluster:
 
-1. k-means over the store by streaming passes (engine/anchors.py, the AGR baseline's
+1. k-means over the store by streaming passes (engine/core/kmeans.py, the AGR baseline's
    k-means: k-means++ seeds from a sample, then one pass per Lloyd iteration);
 2. one pass assigns every row to its nearest centre and appends it to that cluster's
    spill file (a temporary directory beside the output), with its label, its id and
@@ -13,7 +13,7 @@ writes a copy of a store whose rows are grouped by k-means cluster:
 3. the clusters are written one after another through the store writer (atomic: the
    output appears only when complete);
 4. before it appears, the pruning block summaries of the new order are computed and
-   stored with it (engine/summaries.py: three more passes), so pruned searches on it
+   stored with it (engine/pruning/summaries.py: three more passes), so pruned searches on it
    skip that pass (not for object-store URLs, which publish as they write).
 
 X is never held whole: memory is one chunk plus the largest cluster. The output keeps
@@ -31,15 +31,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..backends.local import LocalBackend
-from ..engine.anchors import kmeans, squared_distances
-from ..engine.summaries import write_block_summaries
+from ..backends import make_backend
+from ..engine.core.kmeans import kmeans, squared_distances
+from ..engine.pruning.summaries import write_block_summaries
 from ..errors import ParameterError, StoreExistsError
 from ..storage import StoreWriter, is_url, open_store, store_kind_for, store_location
 from ..storage.atomic import remove, remove_stale_leftovers, temp_sibling
 from ..storage.encoding import ENCODING_ATTR
 from ..storage.format import DISPLAY_ATTR, FORMAT_ATTR, PIXELS_NAME
-from ..storage.remote import check_writable, store_exists
+from ..storage.remote import store_exists
+from ..storage.remote_options import check_writable
 
 ROWS_PER_CLUSTER = 8192        # the default k: about this many rows per cluster (at least 16)
 MAX_CLUSTERS = 256
@@ -72,7 +73,7 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
         k = default_clusters(store.n) if clusters is None else int(clusters)
         if not 1 <= k <= store.n:
             raise ParameterError(f"clusters must be between 1 and n = {store.n}, got {clusters}")
-        backend = LocalBackend(store, n_threads)
+        backend = make_backend(store, "local", n_threads)
         try:
             centres = kmeans(store, k, seed=seed, iterations=iterations, mapper=backend.map)
         finally:

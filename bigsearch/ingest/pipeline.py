@@ -18,7 +18,8 @@ from ..errors import InputError, ParameterError, StoreExistsError
 from ..storage import StoreWriter, default_chunk_rows, is_feature_store, is_url, store_format, store_kind_for
 from ..storage.atomic import remove, temp_sibling
 from ..storage.encoding import SCALED, stored_columns, stored_dtype
-from ..storage.remote import check_writable, store_exists
+from ..storage.remote import store_exists
+from ..storage.remote_options import check_writable
 from .columns import resolve_columns as _resolve
 from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, featurize, finish_plan, prepare
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels

@@ -171,7 +171,7 @@ def anchor_gram(nearest, weights, k):
 @numba.njit(nogil=True, cache=True)
 def anchor_scores(nearest, weights, coef, offset, label, f):
     """f_i = z_i . coef[nearest anchors of i]; returns the partials the selection needs
-    (engine/select.py): sums [f, 0, count] over unlabeled points and the top by f."""
+    (engine/core/select.py): sums [f, 0, count] over unlabeled points and the top by f."""
     vals, idx = new_top(1, TOP_K)
     sum_f, n_u = 0.0, 0
     for i in range(nearest.shape[0]):

@@ -1,6 +1,6 @@
 """Bayesian linear regression kernel: one chunk of X, its per-point state, small global state.
 
-The model (engine/blr.py): y = b + x . w + noise, w ~ N(0, I / lam), a flat prior on the
+The model (engine/methods/blr.py): y = b + x . w + noise, w ~ N(0, I / lam), a flat prior on the
 intercept b, noise ~ N(0, s2). With the labeled rows' mean xbar, the labels' mean ybar and
 A = lam I + X_c^T X_c / s2 (X_c: the labeled rows minus xbar), each point's predictive
 mean and variance are

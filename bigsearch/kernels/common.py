@@ -18,7 +18,7 @@ from numba.extending import intrinsic, overload
 
 FAST = {"reassoc", "contract", "nsz"}
 ROW_BLOCK = 64          # rows whose dot products are computed before the per-point update
-TOP_K = 8               # candidates a chunk reports per criterion (see engine/select.py)
+TOP_K = 8               # candidates a chunk reports per criterion (see engine/core/select.py)
 N_LISTS = 3             # criteria: f, IM, and f + t_prev IM (the last query's weight)
 
 
@@ -282,7 +282,7 @@ def candidate_partials(vals, idx, offset, f, im):
 def top_unlabeled(label, f, im, t, k):
     """The k best f + t * im over unlabeled points, best first (lowest index among
     ties): (local indices, scores). Plain arithmetic (no fused multiply-add), so
-    scores round exactly as NumPy's f + t * im does in engine/select.py."""
+    scores round exactly as NumPy's f + t * im does in engine/core/select.py."""
     unl = np.flatnonzero(label < 0)
     sc = np.empty(unl.shape[0])
     for a in range(unl.shape[0]):

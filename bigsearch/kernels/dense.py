@@ -1,4 +1,4 @@
-"""Kernels over the r x r state (K^-1) and its low-rank correction (engine/rank_updates.py).
+"""Kernels over the r x r state (K^-1) and its low-rank correction (engine/core/rank_updates.py).
 
 At r = 2,048, K^-1 is 32 MiB; NumPy's ``Kinv -= c * np.outer(g, g)`` makes three
 passes with temporaries, and a threaded BLAS on a busy machine spent 8x longer on a

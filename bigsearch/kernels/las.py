@@ -16,7 +16,7 @@ V = [K^-1 xq, K^-1 xz, g_1 .. g_B] give
     IM_i = f_i c_i (Mu_i - m_i)                      (unlabeled points; 0 otherwise)
 
 and the chunk's partials: sum of f and IM over unlabeled points, their count, and
-the top candidates by f and by IM (engine/select.py picks the winner from them).
+the top candidates by f and by IM (engine/core/select.py picks the winner from them).
 """
 
 import numba
@@ -74,7 +74,7 @@ def update_scores(x, V, c, offset, label, deg, J, f, im, eta, w0, pi, t_prev):
     row; t_prev: the selection weight of the last query (a guess of this one's).
     Updates J, f, im in place and returns the partials
     (sums [sum f, sum IM, n unlabeled], candidates (idx, f, IM) and K-th values of the
-    lists by f, by IM and by f + t_prev IM; engine/select.py explains them).
+    lists by f, by IM and by f + t_prev IM; engine/core/select.py explains them).
     """
     m = chunk_rows(x)
     nv = V.shape[0]

@@ -1,5 +1,5 @@
 """Pruning kernels: the bound of blocks of rows at a new u, straight from their summaries
-(engine/pruning.py).
+(engine/pruning/las.py).
 
 A block (centroid c, box [lo, hi] in the orthonormal basis P, residual radius R_perp,
 radius R, largest row norm, smallest and largest degree) was last read at the u of its
@@ -9,7 +9,7 @@ prepared once per version (``W``, ``PW = P^T w``, ``||w - P P^T w||``, ``||w||``
 p: no temporaries of blocks x r. The formula, term by term and in the same order, is
 ``Pruner.reference_bounds``'s (the tests hold them equal to rounding, which the SAFETY
 margin covers many times over). A group of consecutive blocks has summaries of the same
-form (engine/pruning.py:group_summaries), so the same kernel bounds groups.
+form (engine/pruning/las.py:group_summaries), so the same kernel bounds groups.
 """
 
 import numba

@@ -11,7 +11,7 @@ per item shown. :func:`refit` instead turns an engine no longer needed (the bran
 taken, or the state before the answer) into a copy of another of the same lineage by
 copying only what differs: with pruned queries, the blocks of rows either engine has
 rescored since they parted and the labels either has been told, a few percent of the
-rows. Which blocks differ is read from the pruner's per-block versions (engine/pruning.py):
+rows. Which blocks differ is read from the pruner's per-block versions (engine/pruning/las.py):
 a block's f and impact factor change only when a query reads it or a full pass rewrites
 every block, and either gives the block a new version. Each copy gets a clock range of
 its own, so the same version in two engines of a lineage means the same event, and the
@@ -25,8 +25,8 @@ import itertools
 
 import numpy as np
 
-from ..backends.local import LocalBackend
-from ..engine.pruning import LASPruning
+from ..backends import make_backend
+from ..engine.pruning.las import LASPruning
 
 CLOCK_RANGE = 1 << 40          # pruner clock ticks per copy: a copy's versions never meet another's
 _ranges = itertools.count(1)
@@ -36,14 +36,15 @@ DIRTY_SHARE = 0.25             # above this share of blocks to copy, one copy of
 
 def forkable(engine):
     """Whether :func:`fork` can copy this engine in memory (else use export/from_state)."""
-    return type(engine.backend) is LocalBackend and not engine.has_pending
+    return engine.backend.name == "local" and not engine.has_pending
 
 
 def fork(engine):
     """A new engine equal to ``engine`` (which must be :func:`forkable`)."""
     source = engine.backend
     clone = type(engine).__new__(type(engine))
-    backend = LocalBackend(engine.store, source.n_threads, source.readahead)
+    backend = make_backend(engine.store, "local", source.n_threads)
+    backend.readahead = source.readahead
     _copy_globals(engine, clone, backend)
     for name in source.array_names():
         values = source.gather(name)
@@ -57,7 +58,7 @@ def refit(target, source):
     """Make ``target`` (an engine from :func:`fork` or :func:`refit` that nothing else
     uses) equal to ``source`` (:func:`forkable`), reusing its arrays; returns the share
     of rows copied (1.0: every array was copied whole)."""
-    if type(target) is not type(source) or type(target.backend) is not LocalBackend \
+    if type(target) is not type(source) or target.backend.name != "local" \
             or set(target.backend.array_names()) != set(source.backend.array_names()):
         raise ValueError("refit needs two engines of the same method on the local backend")
     rows = _rows_that_differ(target, source)

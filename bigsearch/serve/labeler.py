@@ -32,7 +32,7 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 import numpy as np
 
-from ..engine.seeding import seeded_top
+from ..engine.guidance.seeding import seeded_top
 from ..errors import BigsearchError, LabelError, SessionWarning
 from ..session.session import ranked_unskipped
 from .explain import explain

@@ -19,7 +19,6 @@ reason (the state is rebuilt without the undone labels).
 from __future__ import annotations
 
 import io
-import json
 import numbers
 import warnings
 from os import PathLike
@@ -29,12 +28,10 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from .. import __version__
-from ..backends.local import pass_progress
-from ..engine.registry import method_spec, saving_class
-from ..engine.seeding import resolve_start
-from ..engine.select import Ranked
+from ..engine.core.registry import method_spec, saving_class
+from ..engine.core.select import Ranked
+from ..engine.guidance.seeding import resolve_start
 from ..errors import (
-    BigsearchError,
     LabelError,
     ParameterError,
     SessionCorruptError,
@@ -47,36 +44,33 @@ from ..errors import (
 from ..storage import open_store, require_local, store_location, store_source
 from ..storage.atomic import (
     atomic_path,
-    atomic_write_json,
     remove_stale_leftovers,
     remove_tree,
 )
 from ..storage.fingerprint import store_fingerprint
 from .checkpoint import (
     FORMAT_VERSION,
-    list_checkpoints,
-    read_arrays,
-    read_manifest,
     remove_leftovers,
     write_checkpoint,
 )
 from .export import export_format, write_labels
 from .files import read_sealed_json, sealed_json
 from .fingerprint import check_fingerprint
-from .journal import History, JournalWriter, now, read_journal, truncate_journal
+from .journal import JournalWriter, now
 from .lock import SessionLock
+from .recovery import CHECKPOINTS, JOURNAL, SessionRecovery, new_engine
+from .status import SessionStatus
 
 if TYPE_CHECKING:
-    from ..engine.base import ChunkedSearch, Labels
-    from ..engine.seeding import StartFrom
+    from ..engine.core.base import ChunkedSearch, Labels
+    from ..engine.guidance.seeding import StartFrom
     from ..storage import FeatureStore
 
-INFO, JOURNAL, CHECKPOINTS, LOCK = "session.json", "journal.jsonl", "checkpoints", "lock"
-START = "start.npy"        # a vector's or keyword's candidates (engine/seeding.py)
-SAMPLE = "sample.json"     # a random sample for the estimate of positives left (engine/remaining.py)
+INFO, LOCK = "session.json", "lock"      # the journal and checkpoints: recovery.py; the sample: status.py
+START = "start.npy"        # a vector's or keyword's candidates (engine/guidance/seeding.py)
 
 
-class Session:
+class Session(SessionRecovery, SessionStatus):
     """An Active Search session kept in a directory. Use :meth:`create` or :meth:`open`.
 
     Writers (the default) hold the session's lock until :meth:`close`; readers
@@ -127,7 +121,7 @@ class Session:
         ``params``: its parameters (pi, eta, w0, alpha for LAS, see :class:`bigsearch.LAS`).
         A checkpoint is written every ``checkpoint_every`` labels and on close; the
         newest ``keep_checkpoints`` are kept (undo beyond them replays from the start).
-        ``start_from``: a cold start (engine/seeding.py; a spec string or a ``StartFrom``):
+        ``start_from``: a cold start (engine/guidance/seeding.py; a spec string or a ``StartFrom``):
         known positives are recorded as the first labels; a vector's or keyword's
         candidates are kept in the session and asked first until a positive is labeled.
         ``prior_from_labels=False`` (a person answers: the CLI's ``session new``) refuses to
@@ -206,7 +200,7 @@ class Session:
 
     def top(self, k: int = 10) -> Ranked:
         """The k best unlabeled points: (indices, scores), best first; the start's
-        candidates first while no positive is labeled (engine/seeding.py); points put
+        candidates first while no positive is labeled (engine/guidance/seeding.py); points put
         aside with :meth:`skip` come after every other unlabeled point."""
         indices, scores, _ = ranked_unskipped(self.search, self._history.skipped, k, self._ranker())
         return Ranked(indices, scores)
@@ -216,7 +210,7 @@ class Session:
         start = self.start
         if start is None:
             return None
-        from ..engine.seeding import seeded_top
+        from ..engine.guidance.seeding import seeded_top
         return lambda k: seeded_top(self.search, start, k)
 
     @property
@@ -226,7 +220,7 @@ class Session:
         if spec is None or "candidates" not in spec:
             return None
         if self._start is None:
-            from ..engine.seeding import StartFrom
+            from ..engine.guidance.seeding import StartFrom
             try:
                 candidates = np.load(self.directory / START, allow_pickle=False)
             except (OSError, ValueError) as e:
@@ -405,85 +399,6 @@ class Session:
         return [{"rank": int(rank), "index": int(i), "id": None if ids is None else _plain(ids[r]),
                  "score": float(s)} for r, (i, s, rank) in enumerate(zip(indices, scores, ranks))]
 
-    def status(self, estimate: bool = True) -> dict[str, Any]:
-        """A JSON-able summary: labels, positives found, hits by step, checkpoint, and
-        (``estimate``) the estimate of positives remaining, :meth:`remaining`."""
-        labels = [int(y >= 0.5) for _, y in self.history]      # a graded label y counts as positive from 0.5
-        graded = sum(y not in (0, 1) for _, y in self.history)
-        newest = next((body for _, body, _ in self._manifests if body and self._holds_prefix(body)), None)
-        return {
-            "directory": str(self.directory), "method": self.method, "params": self.info["params"],
-            "store": self._store_path(), "n": self.info["store"]["fingerprint"]["n"],
-            "r": self.info["store"]["fingerprint"]["r"], "created": self.info["created"],
-            "labels": len(labels), "positives": int(sum(labels)), "negatives": len(labels) - int(sum(labels)),
-            "graded": graded,
-            "undone": self._history.undone, "journal_records": self._history.last_seq,
-            "skipped": self._history.skipped,
-            "hits": np.cumsum(labels, dtype=np.int64).tolist(),
-            "checkpoint": None if newest is None else {
-                "labels": newest["history"]["labels"], "journal_record": newest["seq"], "created": newest["created"]},
-            "checkpoint_every": self.info["checkpoint_every"],
-            "remaining": self.remaining() if estimate else None,
-        }
-
-    def remaining(self) -> dict[str, Any]:
-        """Positives left unlabeled and the recent hit rate, with their uncertainty
-        (engine/remaining.py; docs/sessions.md says how far to trust each). One pass
-        over X when the engine is not loaded yet, and none otherwise: on a session with
-        pruned queries, whose f is current only where the queries read, the score sum
-        is left out (``score_sum`` None, ``score_sum_left_out`` says why) rather than
-        paid for with a pass; an unreadable store gives {"error"}."""
-        from ..engine.remaining import remaining_summary
-        try:
-            search = self.search
-            costly = search.f_costs_a_pass()
-            f = search.f if search.PROBABILITY_SCORES and not costly else None
-            out = remaining_summary(f, search.labels, np.array([y for _, y in self.history], np.float64))
-        except BigsearchError as e:
-            return {"error": str(e)}
-        if search.PROBABILITY_SCORES and costly:
-            out["score_sum_left_out"] = ("the session's queries are pruned: f of the rows they did not read "
-                                         "is not current, and bringing it up to date costs a pass over X")
-        out["sample"] = self._sample_estimate()
-        return out
-
-    def draw_sample(self, m: int, seed: int | None = None) -> list[int]:
-        """Draw ``m`` unlabeled points uniformly at random (without replacement) for the
-        estimate of positives left: label them as any other, and :meth:`remaining` (and
-        `session status`) estimates the count from their answers, with a confidence
-        interval. Replaces an earlier sample. Returns the points, in row order."""
-        self._require_writer("draw a sample")
-        if isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 1:
-            raise ParameterError(f"the sample size must be a positive integer, got {m!r}")
-        labeled = np.zeros(self.info["store"]["fingerprint"]["n"], bool)
-        labeled[[i for i, _ in self.history]] = True
-        pool = np.flatnonzero(~labeled)
-        if not len(pool):
-            raise LabelError("every point is labeled: nothing remains to estimate")
-        pick = np.sort(np.random.default_rng(seed).choice(pool, size=min(int(m), len(pool)), replace=False))
-        atomic_write_json(self.directory / SAMPLE, {
-            "indices": pick.tolist(), "population": int(len(pool)), "seed": seed, "created": now(),
-            "positives": int(sum(y >= 0.5 for _, y in self.history))})
-        return pick.tolist()
-
-    def _sample_estimate(self):
-        """The sampled estimate, with how much of the sample is answered (None: no sample)."""
-        from ..engine.remaining import sampled_remaining
-        try:
-            sample = json.loads((self.directory / SAMPLE).read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as e:
-            return {"error": f"{self.directory / SAMPLE} is damaged ({e})"}
-        labeled = dict(self.history)
-        answers = [labeled[i] for i in sample["indices"] if i in labeled]
-        out = {"drawn": len(sample["indices"]), "answered": len(answers), "estimate": None}
-        if answers:
-            found_since = int(sum(y >= 0.5 for _, y in self.history)) - sample["positives"]
-            out["estimate"] = sampled_remaining(sample["population"], np.array(answers, np.float64),
-                                                found_since).as_dict()
-        return out
-
     def export_csv(self, out: str | PathLike[str] | IO[str]) -> int:
         """Write one row per label in force, in order: index, id, label, time.
         ``out`` is a path or an open text file."""
@@ -556,42 +471,6 @@ class Session:
         mode = "writer" if self.writable else "reader"
         return f"<Session {self.directory} ({self.method}, {self.n_labels} labels, {mode})>"
 
-    # -- reading the directory -------------------------------------------------------
-    def _read_state(self):
-        """Checkpoint manifests, then the journal (in that order: a checkpoint never
-        covers more journal than was written before it)."""
-        self._manifests = self._read_manifests()
-        path = self.directory / JOURNAL
-        journal = read_journal(path)
-        for ckpt, body, _ in self._manifests:
-            if body is not None and body["journal"]["bytes"] > journal.valid_bytes:
-                raise SessionCorruptError(
-                    f"{path} ends at byte {journal.valid_bytes} but checkpoint {ckpt.name} covers "
-                    f"{body['journal']['bytes']} bytes: acknowledged labels are missing from the journal")
-        if journal.torn_bytes and self.writable:
-            truncate_journal(path, journal.valid_bytes)
-            warnings.warn(f"dropped a torn last line of {path} ({journal.torn_bytes} bytes): a write cut "
-                          "short, never acknowledged", SessionWarning, stacklevel=4)
-        self._history = History.from_records(journal.records)
-
-    def _read_manifests(self):
-        """[(path, manifest body or None, error or None)], newest first."""
-        out = []
-        for path in list_checkpoints(self.directory / CHECKPOINTS):
-            try:
-                out.append((path, read_manifest(path), None))
-            except FileNotFoundError:
-                continue                      # removed by the writer meanwhile
-            except (ValueError, KeyError) as e:
-                out.append((path, None, str(e)))
-        return out
-
-    def _holds_prefix(self, body):
-        """Whether the checkpoint's label groups are the first ones of the history."""
-        k = body["history"]["groups"]
-        return (body["method"] == self.method and k <= len(self._history.groups)
-                and self._history.digest(k) == body["history"]["digest"])
-
     # -- the engine ------------------------------------------------------------------
     def _open_store(self):
         if self._store is None:
@@ -606,69 +485,6 @@ class Session:
 
     def _store_path(self):
         return str(self._store_override or self.info["store"]["path"])
-
-    def _load_engine(self):
-        store = self._open_store()
-        for _ in range(3):
-            try:
-                return self._engine_from_disk(store)
-            except _Vanished:
-                self._read_state()            # the writer pruned a checkpoint as we read it
-        raise SessionError(f"{self.directory}: checkpoints keep changing under this reader; try again")
-
-    def _report(self, what, done, total):
-        if self.progress is not None:
-            self.progress(what, done, total)
-
-    def _engine_from_disk(self, store):
-        damaged, engine, start = [], None, 0
-        self._saved = None
-        for path, body, error in self._manifests:
-            if body is None:
-                damaged.append(f"{path.name}: {error}")
-            elif self._holds_prefix(body):
-                what = f"restoring the checkpoint after label {body['history']['labels']:,} (one pass over X)"
-                self._report(what, 0, store.n_chunks)
-                try:
-                    with pass_progress(lambda done, total: self._report(what, done, total)):
-                        engine = self._engine_from_checkpoint(store, path, body)
-                    self._report(what, store.n_chunks, store.n_chunks)
-                except (ValueError, KeyError, OSError) as e:
-                    if not path.exists():
-                        raise _Vanished() from None
-                    damaged.append(f"{path.name}: {e}")
-                    continue
-                start = body["history"]["groups"]
-                self._saved = (start, body["history"]["digest"])
-                break
-        self._since_checkpoint = sum(len(g.index) for g in self._history.groups[start:])
-        if engine is None:
-            if damaged:
-                raise SessionCorruptError(
-                    f"{self.directory}: no valid checkpoint ({'; '.join(damaged)}); rebuild the state "
-                    f"from the journal with `bigsearch session rebuild {self.directory}`")
-            engine = new_engine(self.method, store, self.info["params"], self.info["engine"],
-                                self._backend, self._n_threads)
-        for problem in damaged:
-            warnings.warn(f"skipped damaged checkpoint {problem}; using an older one", SessionWarning, stacklevel=5)
-        since = self._history.groups[start:]
-        try:
-            for k, group in enumerate(since):
-                self._report("replaying the labels since (one pass per group)", k, len(since))
-                apply_group(engine, group.index, group.label)
-            if since:
-                self._report("replaying the labels since (one pass per group)", len(since), len(since))
-        except BaseException:
-            engine.close()
-            raise
-        return engine
-
-    def _engine_from_checkpoint(self, store, path, body):
-        arrays = read_arrays(path, body)
-        if body["store_fingerprint"] != self.info["store"]["fingerprint"]:
-            raise ValueError("it was written for another store")
-        return saving_class(self.method).from_state(store, {"meta": body["meta"], "arrays": arrays},
-                                               backend=self._backend, n_threads=self._n_threads)
 
     def _drop_engine(self):
         if self._engine is not None:
@@ -690,10 +506,6 @@ class Session:
             raise SessionError(f"cannot {what}: session {self.directory} is closed")
 
 
-class _Vanished(Exception):
-    """A checkpoint disappeared while a reader loaded it."""
-
-
 def require_prior(method, store, params):
     """Refuse to take pi from the labels of the store a person is about to label."""
     y = store.labels() if "pi" in method_spec(method).settings() and params.get("pi") is None else None
@@ -701,18 +513,6 @@ def require_prior(method, store, params):
         raise ParameterError("pi is required: the store has labels, and a prior taken from them would tell the "
                              "search the share of the answers you are about to give; pass pi, your guess of "
                              "the share of positives")
-
-
-def new_engine(method, store, params, options, backend, n_threads):
-    """An engine initialized with no labels: the state every replay starts from."""
-    kwargs = {k: v for k, v in {**params, **options}.items() if v is not None}
-    engine = saving_class(method)(store, backend=backend, n_threads=n_threads, **kwargs)
-    try:
-        engine.sync()                          # initialize now, before any label is told
-    except BaseException:
-        engine.close()
-        raise
-    return engine
 
 
 def ranked_unskipped(engine, skipped, k, top=None):
@@ -728,12 +528,6 @@ def ranked_unskipped(engine, skipped, k, top=None):
     aside = np.fromiter((int(i) in skip for i in indices), bool, len(indices))
     order = np.concatenate([np.flatnonzero(~aside), np.flatnonzero(aside)])[:k]
     return indices[order], scores[order], order + 1
-
-
-def apply_group(engine, index, label):
-    """Tell a group of labels and apply them in one pass."""
-    engine.tell(index, label)
-    engine.sync()
 
 
 def read_info(directory):

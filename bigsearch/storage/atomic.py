@@ -10,7 +10,7 @@ id, so a later write to the same path removes what a killed writer left
 
 Every place in bigsearch that publishes a file goes through here: feature stores
 (storage/writer.py), session directories, checkpoints and exports (session/), experiment
-identities (experiments/resume.py), the AGR anchors cache (engine/anchors.py).
+identities (experiments/resume.py), the AGR anchors cache (engine/methods/agr_anchors.py).
 """
 
 import ctypes

@@ -280,7 +280,7 @@ class FeatureStore:
 
     def read_group(self, name, select=None):
         """(attributes, arrays) of a group stored beside X (block summaries:
-        engine/summaries.py), or None when the store has none. ``select``: {array name:
+        engine/pruning/summaries.py), or None when the store has none. ``select``: {array name:
         slice or None}: only those arrays, each sliced along its first axis (None: whole)."""
         return self._read_group(name, select)
 
@@ -323,7 +323,7 @@ class FeatureStore:
         return out
 
     def _summaries_description(self):
-        """The pruning block summaries stored beside X (engine/summaries.py): None when
+        """The pruning block summaries stored beside X (engine/pruning/summaries.py): None when
         there are none; else their block size, and whether they were written whole and
         for this X as far as its fingerprint tells (a search checks more before using them)."""
         try:

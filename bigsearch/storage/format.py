@@ -18,7 +18,7 @@ from ..errors import StoreError
 
 FORMAT_VERSION = 2          # 2: encoded X (float16, int8, binary); plain float stores are still written as 1
 FORMAT_ATTR = "bigsearch_format"
-SUMMARIES_GROUP = "block_summaries"   # pruning block summaries beside X (engine/summaries.py)
+SUMMARIES_GROUP = "block_summaries"   # pruning block summaries beside X (engine/pruning/summaries.py)
 COMPLETE_ATTR = "every_chunk_written"   # True: a missing chunk file is damage, not the fill value
 X_NAME, Y_NAME, IDS_NAME = "X", "y", "ids"
 # What a person is shown for a point (written by ingest/records.py; docs/store-format.md)

@@ -17,241 +17,23 @@ minutes by default); then the read stops with one line naming the store and the 
 
 Writing. Object stores cannot rename a prefix, so a new store is written in place and
 its root ``zarr.json`` is written last: until then the prefix holds no store that opens.
+
+URLs, storage options and the obstore client: storage/remote_options.py; obstore's errors
+as one line each: storage/remote_errors.py.
 """
 
 import contextlib
-import datetime
 import hashlib
-import os
-import re
 
 import numpy as np
 
-from ..errors import StoreError, StoreExistsError, StoreNotFoundError
+from ..errors import ObjectStoreError, StoreExistsError, StoreNotFoundError
 from .base import advise_willneed, map_file_array, release_nothing
 from .chunk_cache import ChunkCache, cache_settings
 from .location import url_scheme
+from .remote_errors import translated_errors
+from .remote_options import READ_ONLY_SCHEMES, ROOT_KEY, check_url, object_store, with_defaults
 from .zarr_store import ZarrStore
-
-WRITABLE_SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl")
-READ_ONLY_SCHEMES = ("http", "https")
-CLIENT_OPTIONS = (
-    "allow_http",
-    "allow_invalid_certificates",
-    "connect_timeout",
-    "default_content_type",
-    "pool_idle_timeout",
-    "pool_max_idle_per_host",
-    "proxy_url",
-    "proxy_ca_certificate",
-    "proxy_excludes",
-    "randomize_addresses",
-    "read_timeout",
-    "timeout",
-    "user_agent",
-)
-ENDPOINT_KEYS = ("endpoint", "endpoint_url", "aws_endpoint", "aws_endpoint_url")
-ROOT_KEY = "zarr.json"
-
-
-class ObjectStoreError(StoreError):
-    """An object store cannot be used: no credentials, unreachable, no such bucket, denied."""
-
-
-# -- URLs and options -----------------------------------------------------------------------
-def check_url(url, write=False):
-    """Refuse a scheme obstore cannot serve (or cannot write), with the ones it can."""
-    scheme = url_scheme(url)
-    if write and scheme in READ_ONLY_SCHEMES:
-        raise StoreError(f"{url}: {scheme}:// stores are read-only; write to s3://, gs:// or az:// instead")
-    if scheme not in WRITABLE_SCHEMES + READ_ONLY_SCHEMES:
-        raise StoreError(
-            f"{url}: unknown URL scheme {scheme}://; bigsearch reads s3://, gs://, az:// "
-            "and http(s):// stores, and local paths"
-        )
-
-
-def check_writable(url, kind):
-    """Refuse what cannot be written at ``url``: a read-only or unknown scheme, or a store
-    of a format other than Zarr (``kind``)."""
-    check_url(url, write=True)
-    if kind != "zarr":
-        raise StoreError(
-            f"{url}: HDF5 files cannot be written to object storage; write a Zarr store "
-            "(a URL not ending in .h5, or output.format zarr)"
-        )
-
-
-def parse_storage_options(pairs):
-    """``("KEY=VALUE", ...)`` as a dict (``--storage-option``)."""
-    out = {}
-    for pair in pairs or ():
-        key, sep, value = str(pair).partition("=")
-        if not sep or not key.strip():
-            raise StoreError(f"storage_options {pair!r} is not KEY=VALUE (e.g. endpoint=http://localhost:9000)")
-        out[key.strip().lower()] = value.strip()
-    return out
-
-
-_defaults = {}
-
-
-@contextlib.contextmanager
-def remote_defaults(storage_options=None, cache_dir=None, cache_size=None):
-    """Storage options and cache settings for the object-store URLs this process opens
-    by path meanwhile (the CLI's ``--storage-option``, ``--cache-dir``, ``--cache-size``).
-    Stores sent to dask workers carry theirs explicitly."""
-    old = dict(_defaults)
-    _defaults.update({"storage_options": dict(storage_options or {}), "cache_dir": cache_dir, "cache_size": cache_size})
-    try:
-        yield
-    finally:
-        _defaults.clear()
-        _defaults.update(old)
-
-
-def _with_defaults(options):
-    merged = dict(_defaults)
-    merged.update({k: v for k, v in (options or {}).items() if v is not None})
-    return merged
-
-
-def object_store(url, storage_options=None):
-    """An obstore store rooted at ``url`` (its path is the store's prefix)."""
-    try:
-        from obstore.exceptions import BaseError
-        from obstore.store import from_url
-    except ImportError:
-        raise StoreError(f"{url}: stores in object storage need obstore: pip install 'bigsearch[remote]'") from None
-    config, client, retry = _split_options(url, dict(storage_options or {}))
-    try:
-        return from_url(url.rstrip("/"), config=config or None, client_options=client or None, retry_config=retry)
-    except BaseError as e:
-        detail = str(e).splitlines()[0]
-        raise ObjectStoreError(f"{url}: bad storage option: {detail}; see docs/cluster.md for the keys") from None
-    except ValueError as e:  # obstore's own URL checks (e.g. "empty host")
-        raise ObjectStoreError(f"{url}: not an object-store URL ({e}); give SCHEME://BUCKET/PATH") from None
-
-
-def _split_options(url, options):
-    """Storage options as obstore's (config, client options, retry config)."""
-    retry = {
-        "max_retries": _option_number(options, "retries", 10, int, most=1000),
-        "retry_timeout": datetime.timedelta(seconds=_option_number(options, "retry_timeout", 180, float, most=86400)),
-    }
-    client = {
-        k: _bool(options.pop(k)) if k.startswith("allow") else options.pop(k)
-        for k in list(options)
-        if k in CLIENT_OPTIONS
-    }
-    endpoint = next(
-        (options[k] for k in ENDPOINT_KEYS if k in options),
-        os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT"),
-    )
-    if url_scheme(url) in ("s3", "s3a") and endpoint and endpoint.startswith("http://"):
-        client.setdefault("allow_http", True)  # the user named a plain-http endpoint
-    if url_scheme(url) == "http":
-        client.setdefault("allow_http", True)
-    for k in ("skip_signature", "virtual_hosted_style_request"):
-        if k in options:
-            options[k] = _bool(options[k])
-    return options, client, retry
-
-
-def _option_number(options, key, default, kind, most):
-    """Storage option ``key`` as a number of ``kind`` (int, or float seconds) in [0, most]."""
-    text = options.pop(key, default)
-    try:
-        value = kind(text)
-    except (TypeError, ValueError):
-        value = -1
-    if not 0 <= value <= most:
-        raise ObjectStoreError(f"storage_options {key}={text}: give a number from 0 to {most} (e.g. {key}={default})")
-    return value
-
-
-def _bool(value):
-    return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
-
-
-# -- errors ---------------------------------------------------------------------------------
-def _endpoint_of(url, storage_options):
-    opts = storage_options or {}
-    return next(
-        (opts[k] for k in ENDPOINT_KEYS if k in opts),
-        os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT") or "its default endpoint",
-    )
-
-
-def describe_error(error, url, storage_options=None, action="read"):
-    """An obstore (or OS) error as one line that says what is wrong and how to fix it."""
-    text = str(error)
-    first = text.splitlines()[0] if text else type(error).__name__
-    code = re.search(r"<Code>([^<]+)</Code>", text)
-    code = code.group(1) if code else ""
-    name = type(error).__name__
-    bucket = url.split("://", 1)[-1].split("/", 1)[0]
-    endpoint = _endpoint_of(url, storage_options)
-    if code in ("NoSuchBucket", "ContainerNotFound") or "bucket does not exist" in text.lower():
-        return StoreNotFoundError(
-            f"{url}: the bucket {bucket!r} does not exist at {endpoint}; create it or check the URL"
-        )
-    if (
-        code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken")
-        or name == "UnauthenticatedError"
-    ):
-        return ObjectStoreError(
-            f"{url}: the object store rejected the credentials ({code or name}); "
-            "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the matching storage options)"
-        )
-    if code == "AccessDenied" or name == "PermissionDeniedError":
-        return ObjectStoreError(
-            f"{url}: permission denied to {action} ({code or 'HTTP 403'}); the credentials "
-            f"need {action} access to bucket {bucket!r}"
-        )
-    if (
-        "/latest/api/token" in text
-        or "metadata" in first.lower()
-        and "credential" in text.lower()
-        or "169.254.169.254" in text
-    ):
-        return ObjectStoreError(
-            f"{url}: no credentials for the object store: set AWS_ACCESS_KEY_ID and "
-            "AWS_SECRET_ACCESS_KEY (or storage_options access_key_id=... "
-            "secret_access_key=...), or skip_signature=true for a public bucket"
-        )
-    if (
-        "error sending request" in text
-        or "Connection refused" in text
-        or "dns error" in text
-        or "connect" in first.lower()
-        and "timed out" in text.lower()
-    ):
-        retries = re.search(r"after (\d+) retries", text)
-        tried = f" (after {retries.group(1)} retries)" if retries else ""
-        return ObjectStoreError(
-            f"{url}: cannot reach the object store at {endpoint}{tried}; check the "
-            "endpoint (AWS_ENDPOINT_URL or storage_options endpoint=...) and the network"
-        )
-    if isinstance(error, FileNotFoundError) or name == "NotFoundError":
-        return StoreNotFoundError(f"no feature store at {url} (no {ROOT_KEY} there)")
-    return ObjectStoreError(f"{url}: object store error while trying to {action}: {first[:300]}")
-
-
-@contextlib.contextmanager
-def translated_errors(url, storage_options=None, action="read"):
-    """Turn obstore's errors (and zarr's wrapping of them) into one-line StoreErrors."""
-    from obstore.exceptions import BaseError
-
-    error = None
-    try:
-        yield
-    except StoreError:
-        raise
-    except (BaseError, OSError) as e:
-        error = describe_error(e, url, storage_options, action)
-    if error is not None:  # raised outside the except block: no context for dask to carry
-        raise error from None
 
 
 # -- reading --------------------------------------------------------------------------------
@@ -419,7 +201,7 @@ def _version(meta):
 
 def open_object_store(url, options=None):
     """``open_store`` for URLs: the options given, over the thread's remote defaults."""
-    options = _with_defaults(options)
+    options = with_defaults(options)
     return ObjectZarrStore(
         url, options.get("storage_options"), options.get("cache_dir"), options.get("cache_size"), options.get("dataset")
     )
@@ -434,7 +216,7 @@ def zarr_group_for_writing(url, storage_options, overwrite):
     import zarr
 
     check_url(url, write=True)
-    storage_options = _with_defaults({"storage_options": storage_options}).get("storage_options") or {}
+    storage_options = with_defaults({"storage_options": storage_options}).get("storage_options") or {}
     store = object_store(url, storage_options)
     with translated_errors(url, storage_options, "write"):
         exists = _exists(store, ROOT_KEY)
@@ -537,7 +319,7 @@ _HELD = None
 
 def store_exists(url, storage_options=None):
     """Whether a feature store (a root zarr.json) exists at ``url``."""
-    storage_options = _with_defaults({"storage_options": storage_options}).get("storage_options") or {}
+    storage_options = with_defaults({"storage_options": storage_options}).get("storage_options") or {}
     with translated_errors(url, storage_options, "read"):
         return _exists(object_store(url, storage_options), ROOT_KEY)
 

@@ -7,13 +7,14 @@ was written; a killed writer's objects are deleted by the next write to the URL)
 Replacing an existing store (``overwrite=True``) deletes it first.
 """
 
-from .remote import check_url, check_writable, zarr_group_for_writing
+from .remote import zarr_group_for_writing
+from .remote_options import check_url, check_writable
 from .writer import StoreWriter
 
 
 class ObjectStoreWriter(StoreWriter, for_urls=True):
     """``StoreWriter(url, ...)`` for ``s3://``, ``gs://`` and ``az://`` URLs (Zarr only);
-    storage options from :func:`bigsearch.storage.remote.remote_defaults` and the
+    storage options from :func:`bigsearch.storage.remote_options.remote_defaults` and the
     environment."""
 
     @staticmethod

@@ -1,9 +1,9 @@
 """The straightforward fantasized greedy, one pass over X per batch member: the
-reference that engine/fantasy.py's speculate-and-verify batches must equal, on stores
+reference that engine/methods/fantasy.py's speculate-and-verify batches must equal, on stores
 too large for the dense solves of dense.py (and the baseline of benchmarks/fantasy.py).
 
 It starts from a synced LAS's K^-1, xq and degrees (not from X alone), and shares no
-code with engine/fantasy.py.
+code with engine/methods/fantasy.py.
 """
 
 import numpy as np

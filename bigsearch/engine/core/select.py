@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..kernels.common import TOP_K
+from ...kernels.common import TOP_K
 
 
 class ChunkPartials(NamedTuple):

@@ -18,7 +18,7 @@ the model is retrained after every label with all labels so far; the query is th
 unlabeled point with the highest f. An anchor that no point uses (Lambda_jj = 0) drops
 out of L~.
 
-Cost: k-means once (cached beside the store, engine/anchors.py); one pass over X to
+Cost: k-means once (cached beside the store, engine/methods/agr_anchors.py); one pass over X to
 embed every point (O(n k r) for the distances); then per label an O(k^3) solve and a
 pass over the per-point state (O(n s), no read of X). Z lives in the backend's per-chunk
 state like LAS's per-point arrays.
@@ -31,14 +31,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..backends import ChunkStep, StepCall
-from ..errors import ParameterError
-from ..kernels.agr import anchor_gram, anchor_scores, embed_rows, nearest_anchors
-from ..storage.encoding import decode, n_rows
-from .anchors import BLOCK_ROWS, anchors_for, squared_distances
-from .base import ChunkedSearch, PointArray, StoreLike
-from .params import AGRParams
-from .select import ChunkPartials, PassSummary
+from ...backends import ChunkStep, StepCall
+from ...errors import ParameterError
+from ...kernels.agr import anchor_gram, anchor_scores, embed_rows, nearest_anchors
+from ...storage.encoding import decode, n_rows
+from ..core.base import ChunkedSearch, PointArray, StoreLike
+from ..core.kmeans import BLOCK_ROWS, squared_distances
+from ..core.params import AGRParams
+from ..core.select import ChunkPartials, PassSummary
+from .agr_anchors import anchors_for
 
 RIDGE = 1e-6
 

@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import LabelError, ParameterError
-from ..storage.encoding import decode
-from ..storage.format import DISPLAY_ATTR, RECORDS_NAME
-from .select import Ranked
+from ...errors import LabelError, ParameterError
+from ...storage.encoding import decode
+from ...storage.format import DISPLAY_ATTR, RECORDS_NAME
+from ..core.select import Ranked
 
 STRATEGIES = ("ids", "vector", "keyword")
 VECTOR_CANDIDATES = 1000  # points kept, most similar first: the seed's queries until a positive

@@ -13,7 +13,7 @@ import numbers
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from ..errors import ParameterError
+from ...errors import ParameterError
 
 
 def _check(name: str, value: Any, low: float, high: float, low_open: bool = True,
@@ -130,7 +130,7 @@ class RandomParams(Params):
 
 @dataclass(frozen=True)
 class RFParams(Params):
-    """The random-forest baseline (engine/rf.py), MolPAL's defaults: n_trees trees of depth
+    """The random-forest baseline (engine/methods/rf.py), MolPAL's defaults: n_trees trees of depth
     at most max_depth, min_samples_leaf rows per leaf; seed: the forest's random_state."""
     n_trees: int = 100
     max_depth: int = 8
@@ -161,7 +161,7 @@ ACQUISITIONS = ("greedy", "ucb", "thompson")
 
 @dataclass(frozen=True)
 class BLRParams(Params):
-    """Bayesian linear regression (engine/blr.py). acquisition: greedy (the predictive
+    """Bayesian linear regression (engine/methods/blr.py). acquisition: greedy (the predictive
     mean), ucb (mean + beta sqrt(variance)) or thompson (one exact posterior draw per
     query); lam: the prior precision of the weights, noise: the variance of a label's
     noise (None: each fitted by the evidence of the labels, refitted each time the labels

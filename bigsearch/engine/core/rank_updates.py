@@ -35,8 +35,8 @@ import functools
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from ..errors import NumericalError
-from ..kernels.dense import sparse_rows_times, subtract_low_rank, subtract_outer, times_columns
+from ...errors import NumericalError
+from ...kernels.dense import sparse_rows_times, subtract_low_rank, subtract_outer, times_columns
 
 FEW_LABELS = 8       # up to this many: the numba kernels (one thread); more: BLAS
 SPARSE_ROWS = 0.25   # labeled rows with fewer nonzeros than this share: K^-1 x_b from the rows of K^-1 at them

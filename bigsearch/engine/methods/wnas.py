@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import StepCall
-from .base import PointArray, PrunableSearch, StoreLike
-from .params import WNASParams
-from .pruning_wnas import WNASPruning
-from .select import PassSummary
-from .steps import WNAS_UPDATE
+from ...backends import StepCall
+from ..core.base import PointArray, PrunableSearch, StoreLike
+from ..core.params import WNASParams
+from ..core.select import PassSummary
+from ..core.steps import WNAS_UPDATE
+from ..pruning.wnas import WNASPruning
 
 
 class WNAS(PrunableSearch):
@@ -30,7 +30,7 @@ class WNAS(PrunableSearch):
     backend : "local" or a dask ``distributed.Client``
     n_threads : int, optional
     prune : bool
-        Exact pruned selection (engine/pruning_wnas.py; on a dask backend each worker
+        Exact pruned selection (engine/pruning/wnas.py; on a dask backend each worker
         prunes its own chunks): labels told one batch of at most 8 at a time cost no
         pass, and a query reads only the blocks of rows that could hold it; the queries
         are the full pass's.
@@ -52,7 +52,7 @@ class WNAS(PrunableSearch):
         super().__init__(store, WNASParams(), backend=backend, n_threads=n_threads, store_options=store_options)
         self._start_pruning(WNASPruning(self, block_rows) if prune else None)
 
-    # -- pruned queries (engine/pruning_wnas.py) --------------------------------------
+    # -- pruned queries (engine/pruning/wnas.py) --------------------------------------
     def engine_options(self) -> dict[str, Any]:
         return {"prune": True, "block_rows": self.pruning.block_rows} if self.pruning is not None else {}
 

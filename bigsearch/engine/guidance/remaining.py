@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..errors import ParameterError
+from ...errors import ParameterError
 
 LEVEL = 0.95
 RECENT_WINDOW = 20

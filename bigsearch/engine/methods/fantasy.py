@@ -41,12 +41,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..backends import ChunkStep
-from ..errors import NumericalError, ParameterError
-from ..kernels.dense import times_columns
-from ..storage.encoding import decode, take
-from .select import best_ranked
-from .steps import decoded_blocks
+from ...backends import ChunkStep
+from ...errors import NumericalError, ParameterError
+from ...kernels.dense import times_columns
+from ...storage.encoding import decode, take
+from ..core.select import best_ranked
+from ..core.steps import decoded_blocks
 
 SAFETY = 1e-9  # relative rounding margin (dot products of length r err ~1e-13 relative)
 CAP = 8  # points per step returned by a verification pass, at most, per chunk

@@ -16,12 +16,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..backends import ChunkStep
-from ..kernels.common import column_sums, top_unlabeled
-from ..kernels.encoded import binary_gram, binary_products, binary_quadratic
-from ..kernels.las import degrees, point_weights, update_scores
-from ..kernels.wnas import add_similarities
-from ..storage.encoding import Encoded, decode, n_features, n_rows
+from ...backends import ChunkStep
+from ...kernels.common import column_sums, top_unlabeled
+from ...kernels.encoded import binary_gram, binary_products, binary_quadratic
+from ...kernels.las import degrees, point_weights, update_scores
+from ...kernels.wnas import add_similarities
+from ...storage.encoding import Encoded, decode, n_features, n_rows
 from .select import ChunkPartials, Ranked
 
 BLAS_ROWS = 4096         # rows converted to float64 at a time: bounded temporaries ...
@@ -190,7 +190,7 @@ def best_in_chunk(state, t, k):
     (global indices, scores).
 
     Called only for the rare chunks whose reported candidates cannot settle the
-    choice (engine/select.py). Ties go to the lowest index.
+    choice (engine/core/select.py). Ties go to the lowest index.
     """
     i, score = top_unlabeled(state.label, state.f, state.im if t else state.f, t, k)
     return Ranked(state.start + i, score)

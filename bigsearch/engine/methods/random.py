@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from .base import ActiveSearch, StoreLike
-from .params import RandomParams
+from ..core.base import ActiveSearch, StoreLike
+from ..core.params import RandomParams
 
 
 class RandomSearch(ActiveSearch):

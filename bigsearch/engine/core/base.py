@@ -24,9 +24,9 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 from numpy.typing import DTypeLike
 
-from ..backends import Backend, StepCall, make_backend
-from ..errors import LabelError, ParameterError, StoreError
-from ..storage import FeatureStore, open_store
+from ...backends import Backend, StepCall, make_backend
+from ...errors import LabelError, ParameterError, StoreError
+from ...storage import FeatureStore, open_store
 from .params import Params
 from .select import PassSummary, Ranked, select
 from .steps import best_in_chunk
@@ -42,7 +42,7 @@ class ActiveSearch:
     method: ClassVar[str] = "?"
     GRADED: ClassVar[bool] = False     # takes graded labels y in [0, 1] besides 0 and 1
     REAL_LABELS: ClassVar[bool] = False   # takes any finite number (a regression target, e.g. a score)
-    PROBABILITY_SCORES: ClassVar[bool] = False   # f in [0, 1], read as P(positive) (engine/remaining.py)
+    PROBABILITY_SCORES: ClassVar[bool] = False   # f in [0, 1], read as P(positive) (engine/guidance/remaining.py)
     # init_progress(what, done, total), if set, hears of the steps of a long initialization
     # (AGR's k-means iterations), for a progress bar
     init_progress: Callable[[str, int, int], None] | None = None
@@ -373,7 +373,7 @@ def _as_arrays(pairs: list[tuple[int, Any]]) -> tuple[np.ndarray, np.ndarray]:
 
 class PrunableSearch(ChunkedSearch):
     """A chunked search whose queries may be pruned: read only the blocks of X that could
-    hold the answer (engine/pruning.py, engine/pruning_wnas.py). Keeps the bytes of X read
+    hold the answer (engine/pruning/las.py, engine/pruning/wnas.py). Keeps the bytes of X read
     to choose each query, for ``run_details``."""
 
     FULL_PASS: ClassVar[str] = "a full pass per query"   # what a query costs without pruning

@@ -15,10 +15,10 @@ check it against scikit-learn run on the whole matrix.
 
 import numpy as np
 
-from ..errors import ParameterError
-from ..storage.encoding import decode
-from .base import ActiveSearch
-from .params import RFParams
+from ...errors import ParameterError
+from ...storage.encoding import decode
+from ..core.base import ActiveSearch
+from ..core.params import RFParams
 
 PREDICT_ROWS = 8192  # rows converted to float64 and predicted at a time: bounded memory
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DataError, ResourceError
-from ..limits import available_memory
-from .base import ActiveSearch, StoreLike
-from .params import LASParams
-from .select import Ranked, select_dense
+from ...errors import DataError, ResourceError
+from ...limits import available_memory
+from ..core.base import ActiveSearch, StoreLike
+from ..core.params import LASParams
+from ..core.select import Ranked, select_dense
 
 BYTES_PER_ENTRY = 8 * 3  # W^-1, the matrix it is inverted from, and a temporary
 

@@ -1,4 +1,4 @@
-"""Block summaries stored with the store, so pruned LAS queries (engine/pruning.py) skip
+"""Block summaries stored with the store, so pruned LAS queries (engine/pruning/las.py) skip
 the pass that computes them at initialization.
 
 What is stored is a property of X alone: per block of ``block_rows`` rows its centroid,
@@ -22,11 +22,12 @@ import time
 
 import numpy as np
 
-from ..backends.local import LocalBackend, pass_progress
-from ..errors import BigsearchError
-from ..storage import open_store
-from ..storage.fingerprint import store_fingerprint
-from ..storage.format import SUMMARIES_GROUP
+from ...backends import make_backend, pass_progress
+from ...errors import BigsearchError
+from ...storage import open_store
+from ...storage.fingerprint import store_fingerprint
+from ...storage.format import SUMMARIES_GROUP
+from ..core.steps import COLSUM, GRAM
 from .block_summaries import (
     DEFAULT_BASIS,
     BlockSummaries,
@@ -35,7 +36,6 @@ from .block_summaries import (
     compute_summaries,
     gram_basis,
 )
-from .steps import COLSUM, GRAM
 
 GROUP = SUMMARIES_GROUP
 VERSION = 1
@@ -51,7 +51,7 @@ def summaries_of_store(store, block_rows=None, basis_dim=DEFAULT_BASIS, n_thread
     search runs; None when some degree is <= 0 or X is not finite (LAS cannot search it).
     ``progress(what, chunks done, chunks)``, if given, is called as each pass moves."""
     block_rows = check_block_rows(block_rows)
-    backend = LocalBackend(store, n_threads)
+    backend = make_backend(store, "local", n_threads)
 
     def run(what, step, *args):
         if progress is None:

@@ -6,7 +6,7 @@ rewritten through K = I_r - X^T diag(rho) X (r x r), so that
 
 - initialization costs three passes over X and O(n r^2 + r^3) work;
 - each label costs a Sherman-Morrison update of K^-1 (kept as a low-rank correction:
-  engine/rank_updates.py) and ONE pass over X (O(n r)) that updates f,
+  engine/core/rank_updates.py) and ONE pass over X (O(n r)) that updates f,
   J = diag(X K^-1 X^T) and the impact factor together.
 
 f, the impact factor and the queries are those of the dense ASG (tests check this
@@ -21,20 +21,20 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .. import limits
-from ..backends import StepCall
-from ..errors import DataError, NumericalError, ParameterError
-from ..kernels.dense import times_columns
-from ..kernels.las import degrees
-from ..storage import FeatureStore
-from ..storage.encoding import decode
-from .base import PointArray, PrunableSearch, StoreLike
+from ... import limits
+from ...backends import StepCall
+from ...errors import DataError, NumericalError, ParameterError
+from ...kernels.dense import times_columns
+from ...kernels.las import degrees
+from ...storage import FeatureStore
+from ...storage.encoding import decode
+from ..core.base import PointArray, PrunableSearch, StoreLike
+from ..core.params import DriftCheck, LASParams
+from ..core.rank_updates import DeferredK, LowRankInverse, advance_score_vectors, batch_update
+from ..core.select import PassSummary
+from ..core.steps import COLSUM, FUSED_LABELS, GRAM, LAS_REFRESH, LAS_RESCORE, LAS_UPDATE, Compared
+from ..pruning.las import LASPruning
 from .fantasy import FantasizedBatch, check_fantasy
-from .params import DriftCheck, LASParams
-from .pruning import LASPruning
-from .rank_updates import DeferredK, LowRankInverse, advance_score_vectors, batch_update
-from .select import PassSummary
-from .steps import COLSUM, FUSED_LABELS, GRAM, LAS_REFRESH, LAS_RESCORE, LAS_UPDATE, Compared
 
 DRIFT_CHECK_SHARE = 0.1  # the O(r^3) drift check costs at most this share of the updates it checks
 
@@ -61,7 +61,7 @@ class LAS(PrunableSearch):
         Every this many labels, check ||K K^-1 - I|| (O(r^3)) and recompute K^-1 and J
         from X when it exceeds ``drift_tol`` (None or 0: never).
     prune : bool
-        Exact pruned selection (engine/pruning.py): with alpha = 0, a query reads only the
+        Exact pruned selection (engine/pruning/las.py): with alpha = 0, a query reads only the
         blocks of rows that could hold the answer (on a dask backend, each worker prunes
         its own chunks), and the answer is the full pass's. J and the impact factor are
         then brought up to date only when asked for. ``pruning_status`` says whether it is on, and why not.
@@ -241,7 +241,7 @@ class LAS(PrunableSearch):
     def next_batch(self, k: int) -> list[int]:
         """The next k points to label together: with ``fantasy`` (a soft label in [0, 1],
         or "f"), sequential greedy with each chosen point told that fantasized label
-        (engine/fantasy.py); else the top k."""
+        (engine/methods/fantasy.py); else the top k."""
         if self.fantasy is None or k <= 1:
             return super().next_batch(k)
         self._sync_scores()
@@ -270,7 +270,7 @@ class LAS(PrunableSearch):
         return (Kinv + Kinv.T) / 2
 
     def _update(self, idx: np.ndarray, lab: np.ndarray) -> None:
-        """Sherman-Morrison for the new labels (as matrix products: engine/rank_updates.py),
+        """Sherman-Morrison for the new labels (as matrix products: engine/core/rank_updates.py),
         then one fused pass.
 
         A batch (more than FUSED_LABELS labels) at alpha = 0 without fantasized batches
@@ -343,7 +343,7 @@ class LAS(PrunableSearch):
     @property
     def Kinv(self):
         """K^-1 (float64, r x r). The labels since the last fold are kept as a low-rank
-        correction of a base matrix (engine/rank_updates.py); then this is a new matrix,
+        correction of a base matrix (engine/core/rank_updates.py); then this is a new matrix,
         and changing it changes nothing until it is assigned back (``las.Kinv = ...``)."""
         return self._inverse.value()
 

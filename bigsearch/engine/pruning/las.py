@@ -30,7 +30,7 @@ remaining row's f (kept in memory), so a block is re-read only when u moved enou
 
 The bookkeeping stays small at any n (``GroupedOrder``): blocks are grouped by
 GROUP_BLOCKS, a group has summaries of a block's form (``group_summaries``, in
-engine/block_summaries.py with the blocks' own), and a query
+engine/pruning/block_summaries.py with the blocks' own), and a query
 bounds every group (kernels/pruning.py, one pass, no temporaries), then the blocks of a
 group only when the group's bound reaches the blocks about to be read, sorting only
 those; a block's bound is the smaller of its own and its group's. Each block's version
@@ -48,10 +48,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..backends import ChunkStep
-from ..kernels.las import update_scores
-from ..kernels.pruning import block_bounds, group_bounds, unlabeled_maxima
-from ..storage.encoding import Encoded, decode, n_rows
+from ...backends import ChunkStep
+from ...kernels.las import update_scores
+from ...kernels.pruning import block_bounds, group_bounds, unlabeled_maxima
+from ...storage.encoding import Encoded, decode, n_rows
+from ..core.select import best_ranked
 from . import summaries as saved  # the summaries saved with the store
 from .block_summaries import (
     DEFAULT_BASIS,
@@ -62,7 +63,6 @@ from .block_summaries import (
     gram_basis,
     summary_step,
 )
-from .select import best_ranked
 
 SAFETY = 1e-9          # relative margin for rounding (dot products of length r err ~1e-14)
 NO_LABELS = np.zeros(0)
@@ -530,7 +530,7 @@ CHUNK_TOP = ChunkStep(chunk_top_step, whole_chunk=False)
 def chunk_summaries(x, state, basis, block_rows, stored):
     """A chunk's block summaries (``summary_step``'s columns): with ``stored`` (the store's
     source, each chunk's first block), its slice of the stored ones when they were made
-    with ``basis`` and its blocks' degrees are the stored ones (engine/summaries.py), read
+    with ``basis`` and its blocks' degrees are the stored ones (engine/pruning/summaries.py), read
     where the chunk is; else computed from x. ``state.summaries_from`` says which."""
     if stored is not None:
         start = np.arange(0, n_rows(x), block_rows)

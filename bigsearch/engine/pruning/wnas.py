@@ -14,7 +14,7 @@ with P and falls with N, so
 
 with P_B the sum of the raising terms' t_max and N_B of the lowering terms' t_min over
 the labels the block has not seen. The bound is evaluated for every row from memory
-(O(n), no read of X); blocks are read best bound first (engine/pruning.py:best_first).
+(O(n), no read of X); blocks are read best bound first (engine/pruning/las.py:best_first).
 Reading a block applies the labels it has not seen, batch by batch, with the full
 pass's kernel (``add_similarities``) on its rows, so num, den and f are bit-identical to
 the full pass's. A batch of more than ``FUSED_LABELS`` labels is applied by a full pass
@@ -35,12 +35,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..backends import ChunkStep
-from ..kernels.las import degrees
-from ..kernels.wnas import add_similarities
-from ..storage.encoding import decode, n_rows
+from ...backends import ChunkStep
+from ...kernels.las import degrees
+from ...kernels.wnas import add_similarities
+from ...storage.encoding import decode, n_rows
+from ..core.select import ChunkPartials, best_ranked
+from ..core.steps import BLAS_ROWS, FUSED_LABELS, WNAS_UPDATE, colsum_step, wnas_update_step
 from .block_summaries import block_layout, check_block_rows
-from .pruning import (
+from .las import (
     SAFETY,
     ChunkTop,
     apply_labels_to_chunk,
@@ -48,8 +50,6 @@ from .pruning import (
     row_range,
     rows_of,
 )
-from .select import ChunkPartials, best_ranked
-from .steps import BLAS_ROWS, FUSED_LABELS, WNAS_UPDATE, colsum_step, wnas_update_step
 from .summaries import (
     CHANGED,
     block_degrees,
@@ -87,7 +87,7 @@ BALLS = ChunkStep(ball_step, from_scratch=True)
 
 class Checked(NamedTuple):
     """What ``checked_update_step`` returns: the full pass's partials, and what the
-    stored block summaries are checked with (engine/summaries.py)."""
+    stored block summaries are checked with (engine/pruning/summaries.py)."""
     partials: ChunkPartials
     sums: np.ndarray          # the chunk's column sums (COLSUM's kernel)
     degrees: dict             # per block: smallest, largest, summed x_i . s_stored
@@ -204,7 +204,7 @@ class WNASPruning:
     def full_pass(self, args):
         """The full pass that applies a batch of labels (``WNAS_UPDATE``'s partials). The
         first one also checks the block summaries stored with the store against X
-        (engine/summaries.py: column sums and every block's degrees, from the chunks it
+        (engine/pruning/summaries.py: column sums and every block's degrees, from the chunks it
         reads anyway), so that their centres and radii replace the pass that computes them."""
         e = self.engine
         if self.summaries_from is not None:

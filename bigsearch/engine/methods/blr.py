@@ -33,18 +33,18 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from .. import limits
-from ..backends import ChunkStep, StepCall
-from ..errors import DataError, NumericalError
-from ..kernels.blr import blr_scores, sample_tops
-from ..kernels.encoded import binary_quadratic
-from ..storage.encoding import decode
+from ... import limits
+from ...backends import ChunkStep, StepCall
+from ...errors import DataError, NumericalError
+from ...kernels.blr import blr_scores, sample_tops
+from ...kernels.encoded import binary_quadratic
+from ...storage.encoding import decode
+from ..core.base import ChunkedSearch, PointArray, StoreLike
+from ..core.params import BLRParams
+from ..core.rank_updates import DeferredK, LowRankInverse, batch_update
+from ..core.select import ChunkPartials, best_ranked
+from ..core.steps import COLSUM, FUSED_LABELS, _packed_bits, decoded_blocks, lower_quadratic_form
 from . import blr_evidence as evidence
-from .base import ChunkedSearch, PointArray, StoreLike
-from .params import BLRParams
-from .rank_updates import DeferredK, LowRankInverse, batch_update
-from .select import ChunkPartials, best_ranked
-from .steps import COLSUM, FUSED_LABELS, _packed_bits, decoded_blocks, lower_quadratic_form
 
 NO_C = np.zeros(0)
 DEFAULT_LAM, DEFAULT_NOISE = 1.0, 1.0  # before the labels can tell (evidence.MIN_LABELS)

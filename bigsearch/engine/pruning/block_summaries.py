@@ -1,6 +1,6 @@
-"""Block summaries: what bounds a block's rows without reading them (engine/pruning.py),
+"""Block summaries: what bounds a block's rows without reading them (engine/pruning/las.py),
 computed by one pass over X (``compute_summaries``) or read from the store
-(engine/summaries.py). Both of those modules import this one, and it neither of them.
+(engine/pruning/summaries.py). Both of those modules import this one, and it neither of them.
 """
 
 from dataclasses import dataclass
@@ -8,11 +8,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..backends import ChunkStep
-from ..errors import ParameterError
-from ..kernels.common import ROW_BLOCK
-from ..storage.encoding import decode, n_rows
-from .steps import BLAS_ROWS
+from ...backends import ChunkStep
+from ...errors import ParameterError
+from ...kernels.common import ROW_BLOCK
+from ...storage.encoding import decode, n_rows
+from ..core.steps import BLAS_ROWS
 
 DEFAULT_BLOCK_ROWS = 128
 DEFAULT_BASIS = 32

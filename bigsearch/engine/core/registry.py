@@ -14,7 +14,7 @@ import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ParameterError
+from ...errors import ParameterError
 
 if TYPE_CHECKING:
     from .base import ActiveSearch, ChunkedSearch
@@ -28,8 +28,8 @@ class MethodSpec:
     """One search method.
 
     name: what users type (``--method NAME``); target: "module:Class" of its
-    :class:`~bigsearch.engine.base.ActiveSearch` subclass (a search's ``params`` is its
-    frozen parameters record, defined where the method wants: engine/params.py for the
+    :class:`~bigsearch.engine.core.base.ActiveSearch` subclass (a search's ``params`` is its
+    frozen parameters record, defined where the method wants: engine/core/params.py for the
     built-in ones); description: one line for help texts; ranks: it has scores to rank
     points by (``top(k)``, batches, the pairs experiment); sessions: it can save and restore
     its state (``export_state`` / ``from_state``), which sessions need; warm_start: its
@@ -74,16 +74,18 @@ class MethodSpec:
 
 
 METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
-    MethodSpec("las", "bigsearch.engine.las:LAS", "Linearized Active Search: label propagation with the impact factor",
-               sessions=True, warm_start=True),
-    MethodSpec("wnas", "bigsearch.engine.wnas:WNAS", "weighted-neighbour Active Search (no parameters)", sessions=True),
-    MethodSpec("agr", "bigsearch.engine.agr:AGR", "Anchor Graph Regularization (k-means anchors)"),
-    MethodSpec("asg", "bigsearch.engine.asg:ASG", "dense Active Search on Graphs (n x n: small stores)"),
-    MethodSpec("random", "bigsearch.engine.random:RandomSearch", "uniform random queries (the baseline)", ranks=False),
-    MethodSpec("blr", "bigsearch.engine.blr:BLR",
+    MethodSpec("las", "bigsearch.engine.methods.las:LAS",
+               "Linearized Active Search: label propagation with the impact factor", sessions=True, warm_start=True),
+    MethodSpec("wnas", "bigsearch.engine.methods.wnas:WNAS", "weighted-neighbour Active Search (no parameters)",
+               sessions=True),
+    MethodSpec("agr", "bigsearch.engine.methods.agr:AGR", "Anchor Graph Regularization (k-means anchors)"),
+    MethodSpec("asg", "bigsearch.engine.methods.asg:ASG", "dense Active Search on Graphs (n x n: small stores)"),
+    MethodSpec("random", "bigsearch.engine.methods.random:RandomSearch", "uniform random queries (the baseline)",
+               ranks=False),
+    MethodSpec("blr", "bigsearch.engine.methods.blr:BLR",
                "Bayesian linear regression on x . w (greedy, UCB or Thompson; any labels, scores included)",
                sessions=True),
-    MethodSpec("rf", "bigsearch.engine.rf:RandomForestSearch",
+    MethodSpec("rf", "bigsearch.engine.methods.rf:RandomForestSearch",
                "random forest retrained per batch, greedy (MolPAL's model; a baseline, needs scikit-learn)"),
 )}
 
