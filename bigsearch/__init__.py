@@ -7,24 +7,25 @@ The names below are imported on first use (PEP 562), so that ``import bigsearch`
 ``bigsearch --version`` do not pay for numba, dask and zarr.
 """
 
-import importlib
+import importlib as _importlib
 
 __version__ = "0.1.0"
 
 _LAZY = {"LAS": "engine", "WNAS": "engine", "BLR": "engine", "AGR": "engine", "ASG": "engine", "RandomSearch": "engine",
-         "Session": "session", "open_store": "storage", "create_store": "storage", "BigsearchError": "errors"}
+         "Session": "session", "open_store": "storage", "create_store": "storage", "BigsearchError": "errors",
+         "prepare": "ingest"}
 
 __all__ = ["LAS", "WNAS", "BLR", "AGR", "ASG", "RandomSearch", "Session", "open_store", "create_store",
-           "BigsearchError", "__version__"]
+           "BigsearchError", "prepare", "__version__"]
 
 
 def __getattr__(name):
     if name in _LAZY:
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        value = getattr(_importlib.import_module(f".{_LAZY[name]}", __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'bigsearch' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted({name for name in globals() if not name.startswith("_") or name.startswith("__")} | set(_LAZY))

@@ -45,7 +45,7 @@ def run_into_closed_pipe(*args):
 def test_a_closed_pipe_ends_quietly(labeled, tmp_path):
     store, y = labeled
     directory = tmp_path / "sess"
-    assert run_cli("session", "new", store, directory).returncode == 0
+    assert run_cli("session", "new", store, directory, "--pi", 0.1).returncode == 0
     pos = int(np.flatnonzero(y)[0])
     assert run_cli("session", "label", directory, pos, 1).returncode == 0
     for args in (

@@ -183,7 +183,7 @@ def test_session_commands_on_a_cluster_follow_the_local_session(client, data, tm
     nexts = {}
     for name, where in (("local", []), ("cluster", on_cluster)):
         d = tmp_path / name
-        assert run_cli("session", "new", store, d, "--alpha", "0.01", *where).returncode == 0
+        assert run_cli("session", "new", store, d, "--alpha", "0.01", "--pi", 0.1, *where).returncode == 0
         assert run_cli("session", "label", d, first, 1, *where).returncode == 0
         for _ in range(3):
             out = json.loads(run_cli("session", "next", d, "--json", *where).stdout)

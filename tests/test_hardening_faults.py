@@ -184,3 +184,79 @@ def _files(root):
         out.append(d)
         out += [os.path.join(d, f) for f in files]
     return out
+
+
+# -- writes that fail: a file size limit, a full disk ------------------------------------------
+ADULT_300 = ["--label-column", "14", "--positive", ">50K", "--bins", "5"]
+
+
+def _fails_cleanly(done, out):
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {out}: writing the store failed"), done.stderr
+    assert os.listdir(out.parent) == [], "a temporary was left behind"
+    return lines[0]
+
+
+@pytest.mark.parametrize("name", ["a.h5", "a.zarr"])
+def test_a_write_past_the_file_size_limit_ends_in_one_line(tmp_path, name):
+    """`ulimit -f`: HDF5 crashed (SIGSEGV, exit 139) leaving its temporary; Zarr said only
+    "File too large"."""
+    import resource
+    import subprocess
+    import sys
+
+    from conftest import FIXTURES
+
+    out = tmp_path / "o" / name
+    out.parent.mkdir()
+    limit = 40 * 1024     # bytes: the store needs about 120 KiB
+
+    def limit_file_size():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    done = subprocess.run([sys.executable, "-m", "bigsearch", "ingest", FIXTURES / "adult_head300.data", out,
+                           *ADULT_300], capture_output=True, text=True, timeout=300, preexec_fn=limit_file_size)
+    message = _fails_cleanly(done, out)
+    assert "(File too large)" in message and "raise the limit" in message and "ulimit -f" in message
+
+
+@pytest.mark.parametrize("name", ["a.h5", "a.zarr"])
+def test_a_full_disk_ends_in_one_line(tmp_path, name):
+    """ENOSPC, on a small tmpfs mounted in a user and mount namespace of its own: large enough for
+    the check of the space free before writing (about 116 KiB of X), too small for the store."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import FIXTURES
+
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-Urm", "true"]).returncode:
+        pytest.skip("needs unshare -Urm (user and mount namespaces) to mount a small tmpfs")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    out = disk / "o" / name
+    script = (f"mount -t tmpfs -o size=136k tmpfs {disk} && mkdir {out.parent} && "
+              f"{sys.executable} -m bigsearch ingest {FIXTURES / 'adult_head300.data'} {out} {' '.join(ADULT_300)}; "
+              f"status=$?; ls -A {out.parent} >&2; exit $status")
+    done = subprocess.run(["unshare", "-Urm", "sh", "-c", script.replace(">50K", "'>50K'")], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, f"one line, and nothing left in the output directory: {done.stderr}"
+    assert lines[0].startswith(f"Error: {out}: writing the store failed (No space left on device); "
+                               "the disk is full"), lines
+
+
+def test_an_io_error_on_the_store_is_named_and_one_on_another_file_is_not():
+    """EIO: the translation alone (no device fails on demand here); EFBIG and ENOSPC run above."""
+    import errno
+
+    from bigsearch.storage.writer import write_failure
+
+    ours = OSError(errno.EIO, "Input/output error", "/d/.a.zarr.partial-x/X/c/0/0")
+    assert "check the disk" in str(write_failure(Path("/d/a.zarr"), Path("/d/.a.zarr.partial-x"), ours))
+    other = OSError(errno.EIO, "Input/output error", "/d/input.csv")
+    assert write_failure(Path("/d/a.zarr"), Path("/d/.a.zarr.partial-x"), other) is None
+    hdf5 = RuntimeError("Can't decrement id ref count (file write failed: ..., errno = 28, error message = 'x')")
+    assert "disk is full" in str(write_failure(Path("/d/a.h5"), Path("/d/.a.h5.partial-x"), hdf5))

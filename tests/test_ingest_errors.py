@@ -112,7 +112,7 @@ def test_unknown_format(tmp_path):
     msg = ingest_fails(tmp_path, blob)
     assert "blob.bin: cannot tell the format" in msg and "--format" in msg
     msg = ingest_fails(tmp_path, FIXTURES / "higgs_head100.test", "--format", "xlsx")
-    assert "--format 'xlsx' is not one of csv, tsv, libsvm, npy, hdf5, zarr, idx, parquet" in msg
+    assert "--format 'xlsx' is not one of csv, tsv, libsvm, npy, hdf5, zarr, idx, parquet, arff" in msg
 
 
 def test_existing_out_is_kept(tmp_path):
@@ -189,3 +189,36 @@ def test_the_library_names_parameters_and_the_cli_flags(tmp_path, flags, options
         ingest([src], tmp_path / "lib.zarr", **{k: groups[k](**v) for k, v in options.items()})
     assert str(e.value) == library
     assert ingest_fails(tmp_path, src, *flags) == f"Error: {cli}"
+
+
+ARFF_HEAD = "@relation r\n@attribute a real\n@attribute kind {x, y}\n@attribute label {p, n}\n@data\n"
+ARFF_ROWS = "".join(f"{i}.5, {'xy'[i % 2]}, {'pn'[i % 3 == 0]}\n" for i in range(200))
+
+
+@pytest.mark.parametrize("change,expected", [
+    (lambda rows: rows[:120] + ["1.5, x\n"] + rows[120:], "line 126: 2 fields where 3 were expected"),
+    (lambda rows: rows[:30] + ["abc, x, p\n"] + rows[30:], "line 36: 'abc' in numeric attribute 0 (a) is not a number"),
+    (lambda rows: rows[:50] + ["1.0, z, p\n"] + rows[50:], "line 56: 'z' is not one of the values declared for "
+                                                           "attribute 'kind' ({x, y})"),
+    (lambda rows: rows[:10] + ["?, x, p\n"] + rows[10:], "line 16: column 0 (a) is missing or NaN"),
+    (lambda rows: ["{0 1.5, 2 p}\n"] + rows, "line 6: a sparse ARFF row"),
+])
+def test_bad_arff_rows_name_their_line(tmp_path, change, expected):
+    rows = change(ARFF_ROWS.splitlines(keepends=True))
+    src = write(tmp_path, "bad.arff", ARFF_HEAD + "".join(rows))
+    msg = ingest_fails(tmp_path, src, "--label-column", "label", "--positive", "p")
+    assert f"bad.arff, {expected}" in msg, msg
+
+
+@pytest.mark.parametrize("head,expected", [
+    ("@relation r\n@attribute a real\n", "no @data line"),
+    ("@relation r\n@attribute when date 'yyyy-MM-dd'\n@data\n", "line 2: attribute 'when' has type 'date'"),
+    ("@relation r\n@attribute a real\n@attribute a real\n@data\n", "line 3: attribute 'a' is declared twice"),
+    ("@relation r\n@attribute\n@data\n", "line 2: an @attribute line needs a name and a type"),
+    ("@relation r\n@data\n1\n", "line 2: @data before any @attribute line"),
+    ("@relation r\n@attribute a real\n@data\n% only a comment\n", "no data rows after @data"),
+])
+def test_bad_arff_headers(tmp_path, head, expected):
+    src = write(tmp_path, "head.dat", head)
+    msg = ingest_fails(tmp_path, src)
+    assert f"head.dat{':' if expected.startswith('no') else ','} {expected}" in msg, msg

@@ -400,7 +400,7 @@ def test_a_session_on_s3_keeps_its_files_local_and_asks_what_a_local_one_asks(s3
     local = bigsearch.create_store(tmp_path / "s.zarr", X, y, chunk_rows=64)
     first = first_positive(y)
     d = tmp_path / "session-s3"  # on s3 through the CLI; on local disk through the library (faster)
-    assert run_cli("session", "new", url, d, "--alpha", 0.01).returncode == 0
+    assert run_cli("session", "new", url, d, "--alpha", 0.01, "--pi", repr(float(y.mean()))).returncode == 0
     assert run_cli("session", "label", d, first, 1).returncode == 0
     i = json.loads(run_cli("session", "next", d, "--json").stdout)[0]["index"]
     assert run_cli("session", "label", d, i, int(y[i])).returncode == 0

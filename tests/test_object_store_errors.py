@@ -379,7 +379,7 @@ def test_a_session_loses_nothing_when_the_server_goes_away(data, tmp_path):
     try:
         publish_store()
         first = int(np.flatnonzero(y)[0])
-        assert cli("session", "new", "s3://features/s.zarr", d, env=env).returncode == 0
+        assert cli("session", "new", "s3://features/s.zarr", d, "--pi", 0.1, env=env).returncode == 0
         assert cli("session", "label", d, first, 1, env=env).returncode == 0
         server.stop()
         done = cli("session", "label", d, 7, 0, *FAST_FAIL, env=env)

@@ -14,7 +14,7 @@ from bigsearch import Session
 from bigsearch.session.files import read_sealed_json, sealed_json
 from bigsearch.testing import clustered_points
 
-from conftest import run_cli
+from conftest import FIXTURES, run_cli
 
 
 @pytest.fixture
@@ -54,9 +54,9 @@ def test_a_session_from_the_command_line(tmp_path, store):
     with Session.open(d, readonly=True) as s:
         assert [r["index"] for r in top] == s.top(3)[0].tolist()
     assert [r["rank"] for r in top] == [1, 2, 3] and top[0]["id"] == f"doc-{top[0]['index']:04d}"
-    table = ok("session", "next", d, "-k", 2).stdout.splitlines()
-    assert table[0].split() == ["rank", "index", "id", "score"]
-    assert table[1].split()[:3] == ["1", str(top[0]["index"]), top[0]["id"]]
+    shown = ok("session", "next", d, "-k", 2).stdout.splitlines()
+    assert shown[0].startswith(f"#1: index {top[0]['index']}, id {top[0]['id']} (score ")
+    assert shown[-1] == f"answer: bigsearch session label {d} {top[0]['index']} 1   (1: positive, 0: negative)"
 
     first, second = top[0]["index"], top[1]["index"]
     res = ok("session", "label", d, first, y[first], second, y[second])
@@ -214,3 +214,80 @@ def test_a_locked_session_names_its_holder(tmp_path, store):
         holder.wait()
     res = ok("session", "undo", d)
     assert f"Warning: took over the lock of process {holder.pid}" in res.stderr
+
+
+@pytest.fixture
+def adult_store(tmp_path):
+    """The Adult excerpt ingested with its records (what the page and `next` show)."""
+    out = tmp_path / "adult.zarr"
+    ok("ingest", FIXTURES / "adult_head300.data", out, "--label-column", 14, "--positive", ">50K", "--bins", 5,
+       "--normalize", "--bias")
+    return out
+
+
+def test_next_shows_the_record_and_never_the_label_column(tmp_path, adult_store):
+    d = tmp_path / "sess"
+    ok("session", "new", adult_store, d, "--pi", 0.2)
+    rows = json.loads(ok("session", "next", d, "-k", 2, "--json").stdout)
+    source = (FIXTURES / "adult_head300.data").read_text().splitlines()
+    for r in rows:
+        fields = r["record"]["fields"]
+        line = [v.strip() for v in source[r["index"]].split(",")]
+        assert "f14" not in fields, "the label column is the answer"
+        assert [str(v).strip() for v in fields.values()] == [str(float(v)) if v.isdigit() else v for v in line[:14]]
+    text = ok("session", "next", d, "-k", 2).stdout
+    first = rows[0]
+    workclass = source[first["index"]].split(",")[1].strip()
+    assert f"#1: index {first['index']} (score " in text and f"  f1   {workclass}" in text
+    assert "K" not in text.replace("Kingdom", ""), "neither <=50K nor >50K is shown"
+
+
+def test_new_on_a_labelled_store_requires_pi(tmp_path, store):
+    path, _ = store
+    res = run_cli("session", "new", path, tmp_path / "s")
+    assert res.returncode == 2 and res.stderr.startswith("Error: --pi is required: the store has labels")
+    assert "--pi, your guess of the share of positives" in res.stderr and not (tmp_path / "s").exists()
+    unlabelled = bigsearch.create_store(tmp_path / "u.zarr", *clustered_points(100, 4, seed=1)[:1], chunk_rows=40)
+    ok("session", "new", unlabelled, tmp_path / "u", "--pi", 0.1)
+    ok("session", "new", path, tmp_path / "w", "--method", "wnas")      # WNAS has no prior
+
+
+def test_status_leads_with_the_recent_hit_rate(tmp_path, store):
+    path, y = store
+    d = tmp_path / "sess"
+    ok("session", "new", path, d, "--pi", 0.1)
+    positives = np.flatnonzero(y)[:3]
+    ok("session", "label", d, *[v for i in positives for v in (i, 1)], 0, 0)
+    lines = ok("session", "status", d).stdout.splitlines()
+    order = [line.split()[0] for line in lines if line.split()[0] in ("recent", "left", "score")]
+    assert order == ["recent", "left", "score"], lines
+    assert "3 positive in the last 4 labels" in lines[[ln.split()[0] for ln in lines].index("recent")]
+    assert "not a count" in lines[-1]
+
+
+def test_next_is_quiet_unless_verbose(tmp_path, store):
+    path, y = store
+    d = tmp_path / "sess"
+    ok("session", "new", path, d, "--pi", 0.1, "--prune")
+    ok("session", "label", d, int(np.flatnonzero(y)[0]), 1)
+    assert ok("session", "next", d).stderr == ""
+    assert ok("session", "next", d, "-v").stderr.startswith("las: pruning on")
+
+
+def test_next_shows_an_image_as_text(tmp_path):
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 16, (60, 6, 5)).astype(np.float32)
+    np.save(tmp_path / "images.npy", images)
+    (tmp_path / "labels.txt").write_text("".join(f"{int(i % 5 == 0)}\n" for i in range(60)))
+    ok("ingest", tmp_path / "images.npy", tmp_path / "im.zarr", "--labels", tmp_path / "labels.txt",
+       "--normalize", "--bias")
+    d = tmp_path / "sess"
+    ok("session", "new", tmp_path / "im.zarr", d, "--pi", 0.2)
+    record = json.loads(ok("session", "next", d, "--json").stdout)[0]
+    np.testing.assert_array_equal(record["record"]["pixels"], images[record["index"]].ravel())
+    lines = ok("session", "next", d).stdout.splitlines()[1:-1]
+    lo, hi = record["record"]["range"]
+    shades = " .:-=+*#%@"
+    expected = ["  " + "".join(shades[min(9, int((v - lo) / (hi - lo) * 10))] * 2 for v in row)
+                for row in images[record["index"]]]
+    assert lines == expected

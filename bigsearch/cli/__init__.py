@@ -68,6 +68,9 @@ def printable(text):
 @click.version_option(__version__, prog_name="bigsearch")
 def main():
     """Active Search on feature stores larger than memory (LAS, WNAS, ASG, random)."""
+    # A write past the file size limit (ulimit -f) then fails with EFBIG, which the
+    # writers report, instead of the signal killing the process (Python ignores it too).
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
 def register():

@@ -58,6 +58,16 @@ class BarProgress:
             self._finished = label
 
 
+def input_rate(nbytes, seconds):
+    """'120 MB/s of input'; for an input too small for a rate to mean anything (under
+    10 MB: start-up dominates), its size: '38 kB of input'."""
+    if nbytes >= 10e6 and seconds > 0:
+        return f"{nbytes / 1e6 / seconds:,.0f} MB/s of input"
+    if nbytes >= 1e6:
+        return f"{nbytes / 1e6:.1f} MB of input"
+    return f"{max(1, round(nbytes / 1e3)):,} kB of input" if nbytes else "an empty input"
+
+
 def _split(values):
     """--categorical a,b --categorical c -> [a, b, c]."""
     return [v.strip() for value in values for v in value.split(",") if v.strip()]
@@ -90,7 +100,7 @@ def _option_groups(o):
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str), metavar="SRC... OUT")
 @click.option("--format", "fmt", default=None, metavar="FORMAT",
-              help="Input format: csv, tsv, libsvm, npy, hdf5, zarr, idx or parquet (default: detected).")
+              help="Input format: csv, tsv, libsvm, npy, hdf5, zarr, idx, parquet or arff (default: detected).")
 @click.option("--label-column", default=None, metavar="NAME|INDEX",
               help="The column holding the labels (a 0-based index when numeric).")
 @click.option("--positive", multiple=True, metavar="VALUE",
@@ -175,10 +185,9 @@ def ingest(paths, scheduler, cluster, quiet, **flags):
         if summary["labels"]:
             c = summary["labels"]
             labels_text = f"; labels: {c.get('1', 0):,} positive, {c.get('0', 0):,} negative"
-        mb = summary["input_bytes"] / 1e6
         click.echo(f"{summary['out']}: {summary['rows_written']:,} rows x {summary['n_features']} features "
                    f"({summary['rows_read']:,} rows read{labels_text}) in {summary['seconds']:.1f} s, "
-                   f"{mb / max(summary['seconds'], 1e-9):.0f} MB/s of input", err=True)
+                   f"{input_rate(summary['input_bytes'], summary['seconds'])}", err=True)
         if summary["binary_possible"]:
             from ..storage.encoding import bytes_per_point
             r = summary["n_features"]

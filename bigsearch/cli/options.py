@@ -95,6 +95,9 @@ def las_options(f):
     return f
 
 
+BLR_RENAMED = {"lam": "--blr-lam", "noise": "--blr-noise"}    # BLR's options whose flags are spelled otherwise
+
+
 def blr_options(f):
     """--acquisition, --beta, --blr-lam, --blr-noise: the parameters of BLR."""
     for decorator in reversed([

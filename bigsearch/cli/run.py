@@ -12,6 +12,7 @@ from ..engine.core.registry import method_names  # the registry only: no numeric
 from ..errors import ParameterError
 from . import main
 from .options import (
+    BLR_RENAMED,
     IndexList,
     MethodList,
     blr_options,
@@ -25,29 +26,32 @@ from .options import (
 
 # Parameters the library names in its errors, and the flags users give them by here.
 RUN_FLAGS = ("init_index", "init_positives", "init_negatives", "batch_size", "overwrite", "start_from", "fantasy",
-             "prune", "pi", "eta", "w0", "alpha")
+             "prune", "pi", "eta", "w0", "alpha", "acquisition", "beta")
 AGR_RENAMED = {"anchors": "--agr-anchors", "neighbors": "--agr-neighbors", "gamma": "--agr-gamma"}
 RUN_RENAMED = {"graded scores": "--scores", "graded BEST,ZERO": "--grade",    # graded=(FILE, BEST, ZERO)
-               **AGR_RENAMED}
+               **AGR_RENAMED, **BLR_RENAMED}
 
 
-def run_and_report(store, methods, budget, out, *, quiet=False, table=True, **kwargs):
-    """``experiments.run_methods`` with progress bars, then a summary, the table and where
-    the results are (unless ``quiet``)."""
+def run_and_report(store, methods, budget, out, *, quiet=False, table=True, verbose=False, checkpoints=None,
+                   **kwargs):
+    """``experiments.run_methods`` with progress bars, then a summary, the table (at
+    ``checkpoints`` when given: table.md is rewritten at them) and where the results are
+    (unless ``quiet``); ``verbose``: how each method chose its queries too."""
     from ..experiments import run_methods
-    from ..experiments.reports import markdown_table
+    from ..experiments.reports import markdown_table, write_table
     runs = kwargs.get("runs", 1)
     with flags_for(*RUN_FLAGS, renamed=RUN_RENAMED):
         results, notes = run_methods(store, methods, budget, out, progress=None if quiet else _bars(budget, runs),
                                      **kwargs)
+    shown = write_table(out, results, checkpoints) if checkpoints else markdown_table(results["summary"], budget)
     if not quiet:
         if runs == 1:
             _print_summary(results["runs"])
             for r in results["runs"]:
                 _print_remaining(r)
         if table:
-            click.echo(markdown_table(results["summary"], budget))
-        for r in results["runs"][:len(methods)]:
+            click.echo(shown)
+        for r in results["runs"][:len(methods)] if verbose else ():
             _print_reads(r)
         for note in notes:
             click.echo(note, err=True)
@@ -155,7 +159,7 @@ def search_options(f):
 @click.argument("store", type=click.Path(path_type=str))
 @click.option("--method", "methods", type=MethodList(method_names()), default="las", show_default=True,
               help=f"{', '.join(method_names())}; several separated by commas.")
-@click.option("--budget", type=click.IntRange(0), required=True, help="Number of queries (T).")
+@click.option("--budget", type=int, required=True, help="Number of queries (T), at least 1.")
 @click.option("--runs", type=click.IntRange(1), default=1, show_default=True,
               help="Runs per method; run r starts from labels drawn with seed S + r.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the initial labels (and of random).")
@@ -189,14 +193,24 @@ def search_options(f):
 @click.option("--out", type=click.Path(file_okay=False, path_type=str), required=True,
               help="Directory for results.json, runs.csv, ranking.csv, table.md and recall.png/.pdf/.svg.")
 @click.option("--overwrite", is_flag=True, help="Replace the results of another experiment in --out.")
+@click.option("--checkpoints", type=IndexList(), default=None, metavar="T1,T2,...",
+              help="Query counts the results table reports (default: half the budget and the budget).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary.")
+@click.option("-v", "--verbose", is_flag=True, help="Also say how each method chose its queries (pruning, X read).")
 def run(store, methods, budget, runs, seed, init_index, init_positives, init_negatives, start_from, batch_size, pi, eta,
         w0, alpha, agr_anchors, agr_neighbors, agr_gamma, threads, scheduler, cluster, persist, dataset, acquisition,
-        beta, blr_lam, blr_noise, prune, fantasy, scores, lower_is_better, grade, out, overwrite, quiet):
+        beta, blr_lam, blr_noise, prune, fantasy, scores, lower_is_better, grade, out, overwrite, checkpoints, quiet,
+        verbose):
     """Simulated Active Search on STORE, answering queries from its stored labels y.
 
     Rerunning the same command on the same --out continues an interrupted experiment.
     """
+    if budget < 1:
+        raise ParameterError(f"--budget {budget}: a run asks at least one query; give the number of queries, "
+                             "e.g. --budget 100")
+    if checkpoints is not None and (not checkpoints or min(checkpoints) < 1 or max(checkpoints) > budget):
+        raise ParameterError(f"--checkpoints {','.join(map(str, checkpoints))}: give query counts from 1 to the "
+                             f"budget ({budget})")
     if out == "-":
         raise click.BadParameter("results are several files (results.json, runs.csv, table.md, ...), so they "
                                  "cannot go to stdout; give a directory", param_hint="'--out'")
@@ -207,7 +221,7 @@ def run(store, methods, budget, runs, seed, init_index, init_positives, init_neg
                        dataset=dataset, pi=pi, eta=eta, w0=w0, alpha=alpha, anchors=agr_anchors,
                        neighbors=agr_neighbors, gamma=agr_gamma, acquisition=acquisition, beta=beta, lam=blr_lam,
                        noise=blr_noise, prune=prune or None, fantasy=_fantasy(fantasy),
-                       graded=_graded(scores, grade, lower_is_better))
+                       graded=_graded(scores, grade, lower_is_better), verbose=verbose, checkpoints=checkpoints)
 
 
 def _fantasy(value):
@@ -280,7 +294,8 @@ def pairs(store, methods, pairs, top, seed, pi, eta, w0, alpha, agr_anchors, agr
 @click.option("--n", type=click.IntRange(100), default=200_000, show_default=True, help="Points in the demo store.")
 @click.option("--budget", type=click.IntRange(1), default=200, show_default=True)
 @click.option("-q", "--quiet", is_flag=True)
-def demo(directory, n, budget, quiet):
+@click.option("-v", "--verbose", is_flag=True, help="Also say how each method chose its queries.")
+def demo(directory, n, budget, quiet, verbose):
     """Make a synthetic store (rare clustered positives) and run LAS, WNAS and random on it."""
     from ..synthetic import make_clustered_store
     directory = Path(directory)
@@ -294,5 +309,16 @@ def demo(directory, n, budget, quiet):
                                hidden=quiet or not sys.stderr.isatty()) as bar:
             make_clustered_store(store, n, 32, prevalence=0.005, seed=0, spread=0.7,
                                  progress=lambda rows: bar.update(rows - bar.pos))
+    if not quiet and not kernels_cached():
+        click.echo("compiling kernels (first run only, ~30 s)...", err=True)
     run_and_report(store, ["las", "wnas", "random"], budget, directory / "results", quiet=quiet, overwrite=True,
-                   table=False)
+                   table=False, verbose=verbose)
+
+
+def kernels_cached():
+    """True when numba's disk cache holds the LAS kernels (a run then compiles nothing):
+    beside the kernels, or under NUMBA_CACHE_DIR."""
+    import os
+    kernels = Path(__file__).resolve().parents[1] / "kernels"
+    cache = Path(os.environ["NUMBA_CACHE_DIR"]) if os.environ.get("NUMBA_CACHE_DIR") else kernels / "__pycache__"
+    return cache.is_dir() and any(cache.rglob("las.*.nbi"))

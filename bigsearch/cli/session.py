@@ -18,7 +18,16 @@ from ..engine.core.registry import method_names, method_spec
 from ..errors import LabelError, ParameterError, SessionWarning
 from . import Group, main, printable
 from .ingest import BarProgress
-from .options import cluster_backend, cluster_options, dataset_option, flags_for, las_options, object_store_options
+from .options import (
+    BLR_RENAMED,
+    blr_options,
+    cluster_backend,
+    cluster_options,
+    dataset_option,
+    flags_for,
+    las_options,
+    object_store_options,
+)
 
 
 def _session():
@@ -97,20 +106,25 @@ def session():
 @click.option("--prune", is_flag=True,
               help="LAS (alpha = 0) and WNAS: exact pruned queries: read only the blocks of rows "
                    "that could hold the answer.")
+@blr_options
 @dataset_option
 @cluster_options
 @object_store_options
 @click.pass_context
-def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, start_from, prune, dataset, scheduler,
-        cluster, persist):
+def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, start_from, prune, acquisition, beta,
+        blr_lam, blr_noise, dataset, scheduler, cluster, persist):
     """Start a session on STORE, kept in the new directory DIRECTORY."""
-    flags = {"pi": pi, "eta": eta, "w0": w0, "alpha": alpha, "prune": prune}
-    params = {k: v for k, v in flags.items() if ctx.get_parameter_source(k) == ParameterSource.COMMANDLINE}
-    with flags_for(*flags):        # the method's one check, before anything is opened or written
+    flags = {"pi": pi, "eta": eta, "w0": w0, "alpha": alpha, "prune": prune, "acquisition": acquisition, "beta": beta,
+             "lam": blr_lam, "noise": blr_noise}
+    source = {"lam": "blr_lam", "noise": "blr_noise"}        # the option's name where the flag's differs
+    params = {k: v for k, v in flags.items()
+              if ctx.get_parameter_source(source.get(k, k)) == ParameterSource.COMMANDLINE}
+    with flags_for(*flags, renamed=BLR_RENAMED):    # the method's one check, before anything is opened or written
         method_spec(method, need="sessions").validate(params, strict=True, offered=flags)
-    with cluster_backend(scheduler, cluster, persist) as backend, \
+    with flags_for("pi", "start_from"), cluster_backend(scheduler, cluster, persist) as backend, \
             _session().create(store, directory, method=method, checkpoint_every=checkpoint_every,
-                              backend=backend, start_from=start_from, dataset=dataset, **params) as s:
+                              backend=backend, start_from=start_from, dataset=dataset, prior_from_labels=False,
+                              **params) as s:
         st = s.status(estimate=False)
         start = s.info.get("start")
     click.echo(f"created session {directory}: {_describe_method(st)} on {st['store']} ({st['n']:,} x {st['r']})")
@@ -119,20 +133,32 @@ def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, sta
     click.echo(f"next: bigsearch session next {directory}")
 
 
+verbose_option = click.option("-v", "--verbose", is_flag=True,
+                              help="Also say how the engine chose (pruning, the share of X read).")
+
+
 @session.command("next")
 @click.argument("directory", type=click.Path(path_type=str))
 @click.option("-k", "k", type=click.IntRange(1), default=1, show_default=True, help="How many candidates.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (a list of {rank, index, id, score}).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON: a list of {rank, index, id, score, record} (record: the point's fields or image, "
+                   "as the labelling page shows them; null when the store keeps none).")
+@verbose_option
 @store_option
 @cluster_options
 @object_store_options
-def next_(directory, k, as_json, store, scheduler, cluster, persist):
-    """Show the next K points to label, best first (changes nothing)."""
+def next_(directory, k, as_json, verbose, store, scheduler, cluster, persist):
+    """Show the next K points to label, best first, each with its record (changes nothing)."""
+    from ..serve.records import hidden_fields, read_display
     with cluster_backend(scheduler, cluster, persist) as backend, \
             _opening(_session().open(directory, readonly=True, store=store, backend=backend)) as s:
         rows = s.candidates(k)
         reads = s.reads()
-    if reads is not None:      # on stderr: --json output stays a list
+        data = s.search.store
+        hidden = hidden_fields(data)          # the label column is the answer: never shown
+        for r in rows:
+            r["record"] = read_display(data, r["index"], hidden)
+    if reads is not None and verbose:      # on stderr: --json output stays a list
         pruned = reads["pruning"].startswith("on") and reads["bytes_read"]
         share = (f"; this query read {reads['bytes_read'][-1] / reads['x_bytes']:.1%} of X, after the pass "
                  "that opening the session costs" if pruned else "")
@@ -142,10 +168,51 @@ def next_(directory, k, as_json, store, scheduler, cluster, persist):
     elif not rows:
         click.echo("every point is labeled")
     else:
-        click.echo(f"{'rank':>4}  {'index':>10}  {'id':<20}  score")
         for r in rows:
-            ident = "-" if r["id"] is None else printable(r["id"])
-            click.echo(f"{r['rank']:>4}  {r['index']:>10}  {ident:<20}  {r['score']:.6g}")
+            _print_candidate(r)
+        first = rows[0]["index"]
+        click.echo(f"answer: bigsearch session label {directory} {first} 1   (1: positive, 0: negative)")
+
+
+def _print_candidate(r):
+    ident = "" if r["id"] is None else f", id {printable(r['id'])}"
+    click.echo(f"#{r['rank']}: index {r['index']}{ident} (score {r['score']:.6g})")
+    record = r["record"]
+    if record is None:
+        click.echo("  (the store keeps no records to show: ingest it from its source file to see them)")
+    elif record["kind"] == "fields":
+        width = max((len(printable(k)) for k in record["fields"]), default=0)
+        for name, value in record["fields"].items():
+            click.echo(f"  {printable(name):<{width}}  {printable(_value(value))}")
+    else:
+        for line in _image_lines(record):
+            click.echo("  " + line)
+
+
+def _value(value):
+    """A record's value as the page shows it: text trimmed, 39.0 as 39."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+SHADES = " .:-=+*#%@"
+
+
+def _image_lines(record):
+    """A grey image as text, one character per pixel, darker for higher values (colour
+    images: their mean over channels)."""
+    shape, pixels = record["shape"], record["pixels"]
+    h, w = shape[0], shape[1]
+    channels = len(pixels) // (h * w) or 1
+    lo, hi = record["range"]
+    span = (hi - lo) or 1.0
+    lines = []
+    for i in range(h):
+        row = pixels[i * w * channels:(i + 1) * w * channels]
+        values = [sum(row[j * channels:(j + 1) * channels]) / channels for j in range(w)]
+        lines.append("".join(SHADES[min(len(SHADES) - 1, int((v - lo) / span * len(SHADES)))] * 2 for v in values))
+    return lines
 
 
 @session.command(context_settings={"ignore_unknown_options": True})
@@ -375,12 +442,18 @@ def _describe_start(start):
 
 
 def _remaining_lines(rem):
-    """How many positives are left and what the next labels will likely yield (docs/sessions.md)."""
+    """What the next labels will likely yield and how many positives are left, from the
+    person's own answers (docs/sessions.md); the score sum, uncalibrated, last and labelled so."""
     if rem is None:
         return []
     if "error" in rem:
         return [f"remaining   not estimated: {rem['error']}"]
     out = []
+    r = rem["recent_hit_rate"]
+    if r is not None:
+        out.append(f"recent      {round(r['value'] * r['basis'])} positive in the last {r['basis']} labels "
+                   f"({r['value']:.0%}; {r['level']:.0%} interval {r['low']:.0%}-{r['high']:.0%}): "
+                   "the rate to expect of the next queries")
     sample = rem.get("sample")
     if sample is None:
         out.append("left        no estimate yet: label a random sample for one (bigsearch session sample DIR)")
@@ -394,15 +467,10 @@ def _remaining_lines(rem):
                    f"{e['high']:,.0f}), from {sample['answered']} of the {sample['drawn']} random points labeled")
     s = rem["score_sum"]
     if s is not None:
-        out.append(f"score sum   {s['value']:,.0f} (f summed over {rem['unlabeled']:,} unlabeled points; f is not "
-                   "calibrated, so this overstates the positives left, tenfold on Adult: docs/sessions.md)")
+        out.append(f"score sum   {s['value']:,.0f} (f summed over {rem['unlabeled']:,} unlabeled points; not a count: "
+                   "f is not calibrated and overstates the positives left, tenfold on Adult: docs/sessions.md)")
     if s is None and rem.get("score_sum_left_out"):
         out.append(f"score sum   left out: {rem['score_sum_left_out']}")
-    r = rem["recent_hit_rate"]
-    if r is not None:
-        out.append(f"recent      {round(r['value'] * r['basis'])} positive in the last {r['basis']} labels "
-                   f"({r['value']:.0%}; {r['level']:.0%} interval {r['low']:.0%}-{r['high']:.0%}): "
-                   "the rate to expect of the next queries")
     return out
 
 

@@ -9,15 +9,17 @@ with population SDs, before this change.)
 """
 
 import csv
+from pathlib import Path
 
 import numpy as np
 
-from ..storage.atomic import atomic_open
+from ..storage.atomic import atomic_open, atomic_write_bytes
 
 
-def checkpoints(budget):
-    """The query counts the tables report: half the budget and the whole budget."""
-    return sorted({t for t in (budget // 2, budget) if t > 0})
+def checkpoints(budget, at=None):
+    """The query counts the tables report: ``at`` (those within the budget), else half the
+    budget and the whole budget."""
+    return sorted({t for t in (at or (budget // 2, budget)) if 0 < t <= budget})
 
 
 def hits_after(record, t):
@@ -26,7 +28,7 @@ def hits_after(record, t):
     return hits[min(t, len(hits)) - 1] if hits and t > 0 else 0
 
 
-def summarize(records, budget, methods=None):
+def summarize(records, budget, methods=None, at=None):
     """{method: {str(t): {"mean", "std", "se", "runs"}}} at each checkpoint t: ``std`` the
     sample standard deviation over runs, ``se`` the standard error of the mean (both None
     for fewer than two runs)."""
@@ -35,7 +37,7 @@ def summarize(records, budget, methods=None):
     for m in methods:
         mine = [r for r in records if r["method"] == m]
         out[m] = {}
-        for t in checkpoints(budget):
+        for t in checkpoints(budget, at):
             found = np.array([hits_after(r, t) for r in mine], float)
             out[m][str(t)] = {"mean": float(found.mean()) if found.size else float("nan"),
                               **_spread(found), "runs": len(mine)}
@@ -56,9 +58,10 @@ def _cell(c):
     return f"{c['mean']:.1f} ± {c['std']:.1f} (SE {c['se']:.1f})"
 
 
-def markdown_table(summary, budget, caption=None):
-    """The paper's Table 1 layout: a row per method, 'mean ± SD (SE x)' at T/2 and T."""
-    ts = checkpoints(budget)
+def markdown_table(summary, budget, caption=None, at=None):
+    """The paper's Table 1 layout: a row per method, 'mean ± SD (SE x)' at T/2 and T (or
+    at the query counts ``at``)."""
+    ts = checkpoints(budget, at)
     lines = ["| method | " + " | ".join(f"{t} queries" for t in ts) + " |",
              "|---|" + "---:|" * len(ts)]
     for m, cells in summary.items():
@@ -133,3 +136,12 @@ def _names(ids, indices):
     if values is None:
         return [""] * len(indices)
     return [v.decode() if isinstance(v, bytes) else str(v) for v in values]
+
+
+def write_table(out, results, at):
+    """Rewrite ``out``/table.md (and the summary shown) at the query counts ``at``;
+    returns the table."""
+    summary = summarize(results["runs"], results["budget"], list(results["summary"]), at)
+    table = markdown_table(summary, results["budget"], at=at)
+    atomic_write_bytes(Path(out) / "table.md", table.encode())
+    return table

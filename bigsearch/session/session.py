@@ -113,7 +113,8 @@ class Session(SessionRecovery, SessionStatus):
     @classmethod
     def create(cls, store: Any, directory: str | PathLike[str], *, method: str = "las", checkpoint_every: int = 50,
                keep_checkpoints: int = 3, backend: Any = "local", n_threads: int | None = None,
-               start_from: Any = None, dataset: str | None = None, **params: Any) -> Session:
+               start_from: Any = None, dataset: str | None = None, prior_from_labels: bool = True,
+               **params: Any) -> Session:
         """Start a session on ``store`` in the new (or empty) ``directory``.
 
         ``method``: a registered method that can save its state (las, wnas);
@@ -123,6 +124,9 @@ class Session(SessionRecovery, SessionStatus):
         ``start_from``: a cold start (engine/guidance/seeding.py; a spec string or a ``StartFrom``):
         known positives are recorded as the first labels; a vector's or keyword's
         candidates are kept in the session and asked first until a positive is labeled.
+        ``prior_from_labels=False`` (a person answers: the CLI's ``session new``) refuses to
+        take LAS's ``pi`` from the store's labels, which would tell the search the share of
+        the answers: ``pi`` must then be given when the store has labels.
         ``store``: a path or URL (``dataset``: the array holding X, default X), or a
         zarr.Array / h5py.Dataset in a file, which the session reopens by its file and name.
         """
@@ -131,6 +135,8 @@ class Session(SessionRecovery, SessionStatus):
         path, options = store_source(store, dataset)       # what reopens it: a path, and the dataset when not X
         store = open_store(path, options)          # our own handle, closed with the session
         try:
+            if not prior_from_labels:
+                require_prior(method, store, params)
             start = resolve_start(store, start_from)
             engine = new_engine(method, store, settings, backend, n_threads)
         except BaseException:
@@ -526,6 +532,15 @@ class Session(SessionRecovery, SessionStatus):
             raise SessionError(f"cannot {what}: session {self.directory} is open read-only")
         if self._lock is None:
             raise SessionError(f"cannot {what}: session {self.directory} is closed")
+
+
+def require_prior(method, store, params):
+    """Refuse to take pi from the labels of the store a person is about to label."""
+    y = store.labels() if "pi" in method_spec(method).settings() and params.get("pi") is None else None
+    if y is not None and (y >= 0).any():
+        raise ParameterError("pi is required: the store has labels, and a prior taken from them would tell the "
+                             "search the share of the answers you are about to give; pass pi, your guess of "
+                             "the share of positives")
 
 
 def ranked_unskipped(engine, skipped, k, top=None):

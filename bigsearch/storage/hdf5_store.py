@@ -6,7 +6,9 @@ blocks of ``chunk_rows`` rows chosen by us. Filters, big-endian data or chunks t
 were never written take the slow path (h5py ``read_direct`` into a reused buffer).
 """
 
+import contextlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +37,8 @@ class HDF5Writer:
     def __init__(self, path, r, dtype, chunk_rows, labels, ids_dtype, attrs, compressors, scaled=False):
         import h5py
         self.file = h5py.File(path, "w")
+        self.fd = self.file.id.get_vfd_handle()     # the sec2 driver's file descriptor
+        self.discarded = False
         self.set_attrs(attrs)
         kw = {} if compressors is None else {"compression": compressors}
         self.x = self.file.create_dataset(X_NAME, shape=(0, r), maxshape=(None, r), chunks=(chunk_rows, r),
@@ -50,29 +54,78 @@ class HDF5Writer:
                                                 dtype=dt)
 
     def write(self, start, X, scale, y, ids):
-        stop = start + len(X)
-        for arr, values in ((self.x, X), (self.scale, scale), (self.y, y), (self.ids, ids)):
-            if arr is None:
-                continue
-            if values is None:
-                raise StoreError("every block must carry the same optional columns (y, ids)")
-            if stop > arr.shape[0]:     # grow only: StoreWriter.write_at fills regions in any order
-                arr.resize(stop, axis=0)
-            arr[start:stop] = values
+        with self._guard():
+            stop = start + len(X)
+            for arr, values in ((self.x, X), (self.scale, scale), (self.y, y), (self.ids, ids)):
+                if arr is None:
+                    continue
+                if values is None:
+                    raise StoreError("every block must carry the same optional columns (y, ids)")
+                if stop > arr.shape[0]:     # grow only: StoreWriter.write_at fills regions in any order
+                    arr.resize(stop, axis=0)
+                arr[start:stop] = values
 
     def create_rows(self, name, tail, dtype, chunk_rows):
         import h5py
         dt = h5py.string_dtype() if dtype is str else np.dtype(dtype)
-        return self.file.create_dataset(name, shape=(0, *tail), maxshape=(None, *tail), chunks=(chunk_rows, *tail),
-                                        dtype=dt)
+        with self._guard():
+            rows = self.file.create_dataset(name, shape=(0, *tail), maxshape=(None, *tail),
+                                            chunks=(chunk_rows, *tail), dtype=dt)
+        return _GuardedRows(rows, self._guard)
 
     def set_attrs(self, attrs):
-        for k, v in attrs.items():
-            self.file.attrs[k] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else json.dumps(v)
+        with self._guard():
+            for k, v in attrs.items():
+                self.file.attrs[k] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else json.dumps(v)
+
+    @contextlib.contextmanager
+    def _guard(self):
+        """A write that fails (EFBIG, ENOSPC, EIO) leaves HDF5 holding unwritten data that
+        any later call (a flush, a close, the library's own cleanup at exit) tries to write
+        again, and crashes on (SIGSEGV). So the file's descriptor is pointed at /dev/null
+        at once: the rest "succeeds" into nothing, and StoreWriter removes the file."""
+        try:
+            yield
+        except (OSError, RuntimeError):
+            self._discard()
+            raise
+
+    def _discard(self):
+        if self.discarded:
+            return
+        self.discarded = True
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self.fd)
+        finally:
+            os.close(null)
 
     def close(self):
-        if self.file.id.valid:
-            self.file.close()
+        if not self.file.id.valid:
+            return
+        if not self.discarded:
+            with self._guard():
+                self.file.flush()
+        self.file.close()
+
+
+class _GuardedRows:
+    """A per-row dataset whose failed writes are guarded as the writer's own (see _guard)."""
+
+    def __init__(self, dataset, guard):
+        self.dataset, self.guard = dataset, guard
+
+    @property
+    def shape(self):
+        return self.dataset.shape
+
+    def resize(self, shape):
+        with self.guard():
+            self.dataset.resize(shape)
+
+    def __setitem__(self, rows, values):
+        with self.guard():
+            self.dataset[rows] = values
 
 
 class HDF5Store(FeatureStore):

@@ -8,6 +8,9 @@ what a killed writer left behind (and never what a live one is writing); every f
 the store is fsync'd before the rename (storage/atomic.py).
 """
 
+import errno
+import os
+import re
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -155,11 +158,15 @@ class StoreWriter:
 
     def close(self):
         """Write what is pending and publish the finished store at ``path``."""
-        self._flush(final=True)
-        if self.n == 0:
+        try:
+            self._flush(final=True)
+            if self.n == 0:
+                self.abort()
+                raise StoreError(f"{self.path}: no rows were written")
+            self._backend.close()
+        except (OSError, RuntimeError) as e:
             self.abort()
-            raise StoreError(f"{self.path}: no rows were written")
-        self._backend.close()
+            raise write_failure(self.path, self.tmp, e) or e
         self._publish_written()
         return self.path
 
@@ -195,6 +202,35 @@ class StoreWriter:
             self.close()
         else:
             self.abort()
+            failure = write_failure(self.path, self.tmp, exc) if isinstance(exc, (OSError, RuntimeError)) else None
+            if failure is not None:
+                raise failure from None
+
+
+# What a failed write of the store means, and what to do about it.
+WRITE_FAILURES = {errno.EFBIG: "the file is larger than the file system or the file size limit allows (ulimit -f): "
+                               "raise the limit, or write to another file system",
+                  errno.ENOSPC: "the disk is full: free space, or write to another disk",
+                  errno.EDQUOT: "the disk quota is exhausted: free space, or write to another disk",
+                  errno.EIO: "the device reported an I/O error: check the disk, or write to another disk"}
+HDF5_ERRNO = re.compile(r"errno = (\d+)")
+
+
+def write_failure(path, tmp, error):
+    """A StoreError naming ``path`` and the fix, for an error of writing the store (its
+    temporary ``tmp``): EFBIG, ENOSPC, EDQUOT or EIO, from the OS (Zarr) or in HDF5's
+    message (h5py raises RuntimeError or OSError with the C library's errno in its text);
+    None for any other error. An EIO names our file; the others cannot come from reading."""
+    code = getattr(error, "errno", None)
+    if code not in WRITE_FAILURES:
+        m = HDF5_ERRNO.search(str(error))
+        code = int(m.group(1)) if m else None
+    if code not in WRITE_FAILURES:
+        return None
+    if code == errno.EIO and Path(tmp).name not in f"{getattr(error, 'filename', '')} {error}":
+        return None
+    return StoreError(f"{path}: writing the store failed ({os.strerror(code)}); {WRITE_FAILURES[code]}. "
+                      "Nothing was written")
 
 
 class _RowsArray:

@@ -208,7 +208,8 @@ class LAS(PrunableSearch):
             raise DataError(
                 f"{self.store.path}: {n_bad} of {self.n} points have a degree x_i . sum_j x_j <= 0 "
                 f"(the first is row {first}); LAS needs positive degrees: unit-normalize the rows and "
-                "append a constant 1 feature (`bigsearch ingest --normalize --bias`), which makes every "
+                "append a constant 1 feature (`bigsearch ingest --normalize --bias` for files; "
+                "bigsearch.prepare(X, normalize=True, bias=True) for an array), which makes every "
                 "similarity cos + 1 >= 0")
         G = np.sum([q.G for q in grams], axis=0)
         self.K = np.eye(self.store.r) - (G + G.T) / 2

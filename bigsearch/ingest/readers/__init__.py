@@ -1,7 +1,7 @@
 """Readers, one per input format, and the detection of an input's format.
 
 The format comes from --format, else from the file's first bytes (HDF5, NumPy, Parquet
-and IDX signatures, looked for through gzip), else from its name (.csv, .tsv, .svm,
+and IDX signatures and ARFF's @relation, looked for through gzip), else from its name (.csv, .tsv, .svm,
 ...), else from its text (``label index:value`` tokens are LIBSVM, anything else
 delimited is CSV).
 """
@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from ...errors import InputError
+from .arff import ArffReader
 from .arrays import HDF5Reader, ParquetReader, ZarrReader
 from .base import Block, Column, Reader, open_binary
 from .binary import IdxReader, NpyReader
@@ -31,7 +32,7 @@ def register_reader(cls):
     return cls
 
 
-for _reader in (CsvReader, LibsvmReader, NpyReader, HDF5Reader, ZarrReader, IdxReader, ParquetReader):
+for _reader in (CsvReader, LibsvmReader, NpyReader, HDF5Reader, ZarrReader, IdxReader, ParquetReader, ArffReader):
     register_reader(_reader)
 FORMATS = tuple(READERS)
 
