@@ -475,7 +475,8 @@ def _remaining_lines(rem):
 
 
 def _describe_method(st):
-    params = ", ".join(f"{k}={v:.4g}" for k, v in sorted(st["params"].items()))
+    params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                       for k, v in sorted(st["params"].items()) if v is not None)
     return f"{st['method']}" + (f" ({params})" if params else "")
 
 
