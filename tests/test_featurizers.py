@@ -5,8 +5,18 @@ import numpy as np
 import pytest
 
 from bigsearch.errors import InputError, ParameterError
-from bigsearch.ingest.minmax import check_minmax, cws_buckets, minmax_features, minmax_kernel, minmax_params
+from bigsearch.ingest.minmax import (
+    check_minmax,
+    cws_buckets,
+    minmax_buckets,
+    minmax_draws,
+    minmax_features,
+    minmax_kernel,
+    minmax_params,
+    pack_draws,
+)
 from bigsearch.ingest.weighting import apply_idf, document_frequency, idf_weights
+from bigsearch.testing.minmax_reference import reference_cws_buckets
 
 SMILES = ["CCO", "c1ccccc1O", "CC(=O)Nc1ccc(O)cc1", "CCN(CC)CC", "O=C(O)c1ccccc1OC(C)=O"]
 
@@ -43,7 +53,7 @@ def test_minmax_draws_collide_with_probability_the_kernel():
     agree between two points with probability K(x, x') (Ioffe 2010), binomial s.d. <= 0.0079."""
     A = sparse_counts(1)
     spec = {"samples": 4000, "buckets": 2**62, "power": 1, "seed": 5}
-    h = cws_buckets(A, *minmax_params(A.shape[1], spec), 1, spec["buckets"])
+    h = cws_buckets(A, *minmax_draws(A.shape[1], spec), 1, spec["buckets"])
     agree = (h[:, None, :] == h[None, :, :]).mean(axis=2)
     assert np.abs(agree - minmax_kernel(A, A)).max() < 0.04
 
@@ -61,6 +71,40 @@ def test_minmax_binary_is_tanimoto_and_the_map_is_reproducible():
     assert np.array_equal(one, halves)  # blocking does not matter
     other = minmax_features(A, {**spec, "seed": 8}, minmax_params(40, {**spec, "seed": 8}))
     assert not np.array_equal(one, other)
+
+
+def enamine_counts(bits=2048):
+    """Atom-pair count fingerprints of 40 real molecules (tests/fixtures), with an all-zero
+    row and a row of fractional values (as IDF weighting leaves them) appended."""
+    pytest.importorskip("rdkit", reason="RDKit is the optional extra bigsearch[chem]")
+    from pathlib import Path
+
+    from bigsearch.ingest.fingerprints import fingerprints, parse_spec
+
+    lines = (Path(__file__).parent / "fixtures" / "enamine10k_head40.csv").read_text().splitlines()[1:]
+    F = fingerprints([line.split(",")[0] for line in lines], parse_spec(f"atompair:{bits}", counts=True))
+    return np.vstack([F, np.zeros(bits), F[0] * np.linspace(0.01, 7.5, bits)])
+
+
+@pytest.mark.parametrize(
+    "power, samples, buckets, n_threads",
+    [(2, 2048, 2, None), (2, 2048, 2, 1), (1, 300, 16, 3), (3, 77, 5, 2), (7, 10, 3, 4)],  # first: the recipe
+)
+def test_minmax_buckets_are_the_plain_loops(power, samples, buckets, n_threads):
+    """The tiled, threaded kernel gives the same bucket, bit for bit, as the plain loop over
+    rows, draws and features the map was first written as (same draws, same hash), on real
+    fingerprints, whatever the tile width (power 3 and 7 do not divide it) and threads."""
+    A = enamine_counts()
+    spec = {"samples": samples, "buckets": buckets, "power": power, "seed": 11}
+    draws = minmax_draws(A.shape[1], spec)
+    expected = reference_cws_buckets(A, *draws, power, buckets)
+    got = minmax_buckets(A, pack_draws(*draws, power), buckets, n_threads=n_threads)
+    assert np.array_equal(got, expected)
+    assert len(np.unique(expected)) == buckets  # every bucket is used: the comparison is not vacuous
+    Z = minmax_features(A, spec, minmax_params(A.shape[1], spec))
+    rows, cols = np.nonzero(Z)
+    assert np.array_equal(cols.reshape(-1, samples) % buckets, expected[np.unique(rows)])
+    assert not Z[40].any() and np.array_equal(np.unique(rows), np.delete(np.arange(len(A)), 40))
 
 
 def test_minmax_zero_rows_negative_values_and_bad_options():
