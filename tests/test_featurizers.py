@@ -274,3 +274,39 @@ def test_ingest_minmax_cli(tmp_path):
     )
     assert bad.returncode == 2 and bad.stderr.startswith("Error: --fingerprint 'maccs'")
     assert not (tmp_path / "x.zarr").exists()
+
+
+def test_ingest_states_throughput_per_stage(tmp_path):
+    """`ingest`'s summary times the writing pass's stages (read, featurize, map, write)
+    with rows/s and MB/s each; the map stage did nothing without a feature map."""
+    pytest.importorskip("rdkit", reason="RDKit is the optional extra bigsearch[chem]")
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from bigsearch.ingest import FeatureOptions, ingest
+
+    mols = str(Path(__file__).parent / "fixtures" / "enamine10k_head40.csv")
+    recipe = ["--smiles-column", "smiles", "--drop", "score", "--fingerprint", "atompair", "--counts"]
+    minmax = ["--minmax", "64", "--minmax-buckets", "2", "--minmax-power", "2"]
+    run = subprocess.run(
+        [sys.executable, "-m", "bigsearch", "ingest", mols, str(tmp_path / "m.zarr"), *recipe, *minmax],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    line = next(line for line in run.stderr.splitlines() if line.startswith("per stage: "))
+    for stage in ("read", "featurize", "map", "write"):
+        assert re.search(rf"\b{stage} [0-9.]+ s \([0-9,]+ rows/s, [0-9,.]+ MB/s\)", line), line
+    summary = ingest(
+        [mols],
+        tmp_path / "plain.zarr",
+        features=FeatureOptions(smiles_column="smiles", drop=("score",), fingerprint="atompair"),
+    )
+    stages = summary["stages"]
+    assert list(stages) == ["read", "featurize", "map", "write"]
+    assert stages["map"]["rows"] == 0 and stages["map"]["MB"] == 0
+    assert stages["read"]["rows"] == stages["featurize"]["rows"] == stages["write"]["rows"] == 40
+    assert stages["featurize"]["MB"] == 40 * 2048 * 8 / 1e6 and stages["write"]["MB"] == 40 * 2048 * 4 / 1e6
+    assert all(stages[s]["seconds"] > 0 and stages[s]["rows_per_second"] > 0 for s in ("read", "featurize", "write"))

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError, ParameterError
-from ..kernels.minmax import cws_tiles, sparse_logs
+from ..kernels.minmax import cws_tiles, one_hot_blocks, sparse_logs
 
 # Draws per tile: enough that the loop over one feature's draws is long and vectorized
 # (rounded to whole SIMD vectors and whole feature blocks); measured best from 32 to 256.
@@ -91,11 +91,11 @@ def pack_draws(gamma_r, log_c, beta, salts, power):
     step = math.lcm(8, power)
     lanes = min(max(step, TILE_DRAWS // step * step), -(-draws // step) * step)
     n_tiles = -(-draws // lanes)
-    tiles = np.ones((n_tiles, r, 3, lanes))           # padding draws: finite, never hashed
+    tiles = np.ones((n_tiles, r, 3, lanes))  # padding draws: finite, never hashed
     for q, values in enumerate((gamma_r, beta, log_c)):
         for tile in range(n_tiles):
-            part = values[tile * lanes:(tile + 1) * lanes]
-            tiles[tile, :, q, :len(part)] = part.T
+            part = values[tile * lanes : (tile + 1) * lanes]
+            tiles[tile, :, q, : len(part)] = part.T
     return MinMaxParams(tiles, salts, power, draws // power)
 
 
@@ -107,8 +107,8 @@ def minmax_features(Z, spec, params):
     buckets = minmax_buckets(Z, params, spec["buckets"])
     D, B = spec["samples"], spec["buckets"]
     out = np.zeros((len(Z), D * B))
-    rows = np.flatnonzero(Z.any(axis=1))              # an all-zero row stays all zero
-    out[rows[:, None], (np.arange(D) * B)[None, :] + buckets[rows]] = 1.0 / np.sqrt(D)
+    rows = np.flatnonzero(Z.any(axis=1))  # an all-zero row stays all zero
+    one_hot_blocks(buckets, rows, B, 1.0 / np.sqrt(D), out)
     return out
 
 

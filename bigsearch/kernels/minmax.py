@@ -98,3 +98,11 @@ def _sample_feature(log_x, k, gamma_r, beta, log_c, best, best_k, best_t):
         best[s] = log_a if better else best[s]
         best_k[s] = k if better else best_k[s]
         best_t[s] = t if better else best_t[s]
+
+
+@numba.njit(cache=True, nogil=True)
+def one_hot_blocks(buckets, rows, n_buckets, value, out):
+    """out[i, d * n_buckets + buckets[i, d]] = value for every d and every i in ``rows``."""
+    for i in rows:
+        for d in range(buckets.shape[1]):
+            out[i, d * n_buckets + buckets[i, d]] = value
