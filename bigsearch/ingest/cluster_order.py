@@ -144,7 +144,7 @@ def _assign(store, centres, backend, n_threads):
         parts = runner.map(NEAREST, centres)
     finally:
         runner.close()
-    return np.concatenate([p.centre for p in parts]) if parts else np.zeros(0, np.int32)
+    return np.concatenate([p.centre for p in parts])
 
 
 def _ids_dtype(store):
@@ -201,7 +201,7 @@ class DisplaySpill:
         return cls(store, spec["array"], first.shape[1:], None if strings else first.dtype)
 
     def read(self, a, b):
-        return self.store.read_per_row(self.name, np.arange(a, b, dtype=np.int64))
+        return self.store.read_per_row(self.name, slice(a, b))
 
     def write(self, fh, values):
         if self.dtype is None:       # strings, one JSON string literal per line (any text survives)
@@ -232,11 +232,11 @@ def _spill(store, nearest, sizes, spill, ids_dtype, display):
         files = {part: stack.enter_context(open(spill / part, "wb")) for part in itemsizes if has_y or part != "y"}
         shown_files = {}
         for j, (a, b) in enumerate(store.chunks):
-            rows = np.arange(a, b, dtype=np.int64)
+            rows = slice(a, b)
             order = np.argsort(nearest[a:b], kind="stable")   # the chunk's rows, by cluster, in row order
             present, starts, counts = np.unique(nearest[a:b][order], return_index=True, return_counts=True)
             with store.chunk(j) as x:
-                parts = {"x": np.asarray(x)[order], "ids": _ids(store, rows, ids_dtype)[order]}
+                parts = {"x": np.asarray(x)[order], "ids": _ids(store, a, b, ids_dtype)[order]}
             if has_y:
                 parts["y"] = store.read_per_row("y", rows)[order].astype(np.int8)
             shown = display.read(a, b)[order] if display else None
@@ -251,10 +251,10 @@ def _spill(store, nearest, sizes, spill, ids_dtype, display):
                 cursor[c] += count
 
 
-def _ids(store, rows, ids_dtype):
-    """The ids of ``rows``: the stored ones, else the row numbers."""
-    ids = store.read_per_row("ids", rows)
-    return (rows if ids is None else ids).astype(ids_dtype)
+def _ids(store, a, b, ids_dtype):
+    """The ids of rows a to b - 1: the stored ones, else the row numbers."""
+    ids = store.read_per_row("ids", slice(a, b))
+    return (np.arange(a, b) if ids is None else ids).astype(ids_dtype)
 
 
 def _write(store, spill, sizes, ids_dtype, out, display, *, chunk_rows, kind, encoding, compressors, overwrite,
