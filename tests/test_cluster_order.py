@@ -14,6 +14,7 @@ import bigsearch
 from bigsearch.backends.local import LocalBackend
 from bigsearch.engine.core.kmeans import kmeans, squared_distances
 from bigsearch.errors import ParameterError, StoreExistsError
+from bigsearch.ingest import cluster_order as ordering
 from bigsearch.ingest.cluster_order import cluster_order
 from bigsearch.testing import clustered_points
 
@@ -45,6 +46,31 @@ def test_rows_are_permuted_with_labels_and_ids(tmp_path, store_factory, kind, dt
     assert sum(summary["sizes"]) == 500
     check_permuted(src, out, 5)
     assert bigsearch.open_store(out).chunk_rows == 37
+
+
+@pytest.mark.parametrize("kind,dtype,chunk_rows", [("zarr", "float32", 37), ("hdf5", "float64", 64)])
+def test_every_row_appears_once_with_its_id_and_label(tmp_path, monkeypatch, kind, dtype, chunk_rows):
+    """k-means on a sample (100 of 1,001 rows), the spill read back in blocks of 3 rows, chunk
+    sizes that do not divide n, shuffled ids: the output is the input's rows permuted, each
+    once with its id and label, cluster after cluster, rows of a cluster in input order."""
+    monkeypatch.setattr(ordering, "MIN_SAMPLE", 100)
+    monkeypatch.setattr(ordering, "SAMPLE_PER_CLUSTER", 10)
+    monkeypatch.setattr(ordering, "WRITE_BYTES", 3 * 8 * np.dtype(dtype).itemsize)
+    X, y = clustered_points(1001, 8, prevalence=0.1, seed=7, spread=0.3)
+    ids = np.random.default_rng(0).permutation(1001) * 3 + 10**9
+    src, out = store_path(tmp_path, "s", kind), store_path(tmp_path, "o", kind)
+    bigsearch.create_store(src, X.astype(dtype), y, ids=ids, chunk_rows=chunk_rows)
+    summary = cluster_order(src, out, clusters=6, seed=1, chunk_rows=50)
+    b = bigsearch.open_store(out)
+    place = {int(v): i for i, v in enumerate(ids)}
+    rows = np.array([place[int(v)] for v in b.ids()])
+    assert np.array_equal(np.sort(rows), np.arange(1001))            # each row exactly once
+    assert np.array_equal(b.read_rows(np.arange(1001)), X.astype(dtype)[rows].astype(np.float64))
+    assert np.array_equal(b.labels(), y[rows]) and b.dtype == np.dtype(dtype) and b.chunk_rows == 50
+    sizes = np.array(summary["sizes"])
+    assert sizes.sum() == 1001 and (sizes > 0).sum() > 1
+    for run in np.split(rows, np.cumsum(sizes[sizes > 0])[:-1]):
+        assert np.all(np.diff(run) > 0)                              # a cluster's rows in input order
 
 
 def test_rows_of_a_cluster_are_contiguous(tmp_path, store_factory):

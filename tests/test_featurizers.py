@@ -5,8 +5,18 @@ import numpy as np
 import pytest
 
 from bigsearch.errors import InputError, ParameterError
-from bigsearch.ingest.minmax import check_minmax, cws_buckets, minmax_features, minmax_kernel, minmax_params
+from bigsearch.ingest.minmax import (
+    check_minmax,
+    cws_buckets,
+    minmax_buckets,
+    minmax_draws,
+    minmax_features,
+    minmax_kernel,
+    minmax_params,
+    pack_draws,
+)
 from bigsearch.ingest.weighting import apply_idf, document_frequency, idf_weights
+from bigsearch.testing.minmax_reference import reference_cws_buckets
 
 SMILES = ["CCO", "c1ccccc1O", "CC(=O)Nc1ccc(O)cc1", "CCN(CC)CC", "O=C(O)c1ccccc1OC(C)=O"]
 
@@ -43,7 +53,7 @@ def test_minmax_draws_collide_with_probability_the_kernel():
     agree between two points with probability K(x, x') (Ioffe 2010), binomial s.d. <= 0.0079."""
     A = sparse_counts(1)
     spec = {"samples": 4000, "buckets": 2**62, "power": 1, "seed": 5}
-    h = cws_buckets(A, *minmax_params(A.shape[1], spec), 1, spec["buckets"])
+    h = cws_buckets(A, *minmax_draws(A.shape[1], spec), 1, spec["buckets"])
     agree = (h[:, None, :] == h[None, :, :]).mean(axis=2)
     assert np.abs(agree - minmax_kernel(A, A)).max() < 0.04
 
@@ -61,6 +71,40 @@ def test_minmax_binary_is_tanimoto_and_the_map_is_reproducible():
     assert np.array_equal(one, halves)  # blocking does not matter
     other = minmax_features(A, {**spec, "seed": 8}, minmax_params(40, {**spec, "seed": 8}))
     assert not np.array_equal(one, other)
+
+
+def enamine_counts(bits=2048):
+    """Atom-pair count fingerprints of 40 real molecules (tests/fixtures), with an all-zero
+    row and a row of fractional values (as IDF weighting leaves them) appended."""
+    pytest.importorskip("rdkit", reason="RDKit is the optional extra bigsearch[chem]")
+    from pathlib import Path
+
+    from bigsearch.ingest.fingerprints import fingerprints, parse_spec
+
+    lines = (Path(__file__).parent / "fixtures" / "enamine10k_head40.csv").read_text().splitlines()[1:]
+    F = fingerprints([line.split(",")[0] for line in lines], parse_spec(f"atompair:{bits}", counts=True))
+    return np.vstack([F, np.zeros(bits), F[0] * np.linspace(0.01, 7.5, bits)])
+
+
+@pytest.mark.parametrize(
+    "power, samples, buckets, n_threads",
+    [(2, 2048, 2, None), (2, 2048, 2, 1), (1, 300, 16, 3), (3, 77, 5, 2), (7, 10, 3, 4)],  # first: the recipe
+)
+def test_minmax_buckets_are_the_plain_loops(power, samples, buckets, n_threads):
+    """The tiled, threaded kernel gives the same bucket, bit for bit, as the plain loop over
+    rows, draws and features the map was first written as (same draws, same hash), on real
+    fingerprints, whatever the tile width (power 3 and 7 do not divide it) and threads."""
+    A = enamine_counts()
+    spec = {"samples": samples, "buckets": buckets, "power": power, "seed": 11}
+    draws = minmax_draws(A.shape[1], spec)
+    expected = reference_cws_buckets(A, *draws, power, buckets)
+    got = minmax_buckets(A, pack_draws(*draws, power), buckets, n_threads=n_threads)
+    assert np.array_equal(got, expected)
+    assert len(np.unique(expected)) == buckets  # every bucket is used: the comparison is not vacuous
+    Z = minmax_features(A, spec, minmax_params(A.shape[1], spec))
+    rows, cols = np.nonzero(Z)
+    assert np.array_equal(cols.reshape(-1, samples) % buckets, expected[np.unique(rows)])
+    assert not Z[40].any() and np.array_equal(np.unique(rows), np.delete(np.arange(len(A)), 40))
 
 
 def test_minmax_zero_rows_negative_values_and_bad_options():
@@ -230,3 +274,39 @@ def test_ingest_minmax_cli(tmp_path):
     )
     assert bad.returncode == 2 and bad.stderr.startswith("Error: --fingerprint 'maccs'")
     assert not (tmp_path / "x.zarr").exists()
+
+
+def test_ingest_states_throughput_per_stage(tmp_path):
+    """`ingest`'s summary times the writing pass's stages (read, featurize, map, write)
+    with rows/s and MB/s each; the map stage did nothing without a feature map."""
+    pytest.importorskip("rdkit", reason="RDKit is the optional extra bigsearch[chem]")
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from bigsearch.ingest import FeatureOptions, ingest
+
+    mols = str(Path(__file__).parent / "fixtures" / "enamine10k_head40.csv")
+    recipe = ["--smiles-column", "smiles", "--drop", "score", "--fingerprint", "atompair", "--counts"]
+    minmax = ["--minmax", "64", "--minmax-buckets", "2", "--minmax-power", "2"]
+    run = subprocess.run(
+        [sys.executable, "-m", "bigsearch", "ingest", mols, str(tmp_path / "m.zarr"), *recipe, *minmax],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    line = next(line for line in run.stderr.splitlines() if line.startswith("per stage: "))
+    for stage in ("read", "featurize", "map", "write"):
+        assert re.search(rf"\b{stage} [0-9.]+ s \([0-9,]+ rows/s, [0-9,.]+ MB/s\)", line), line
+    summary = ingest(
+        [mols],
+        tmp_path / "plain.zarr",
+        features=FeatureOptions(smiles_column="smiles", drop=("score",), fingerprint="atompair"),
+    )
+    stages = summary["stages"]
+    assert list(stages) == ["read", "featurize", "map", "write"]
+    assert stages["map"]["rows"] == 0 and stages["map"]["MB"] == 0
+    assert stages["read"]["rows"] == stages["featurize"]["rows"] == stages["write"]["rows"] == 40
+    assert stages["featurize"]["MB"] == 40 * 2048 * 8 / 1e6 and stages["write"]["MB"] == 40 * 2048 * 4 / 1e6
+    assert all(stages[s]["seconds"] > 0 and stages[s]["rows_per_second"] > 0 for s in ("read", "featurize", "write"))

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import bigsearch
-from bigsearch.engine.guidance.remaining import remaining_summary
 from bigsearch.engine.core.steps import FUSED_LABELS
+from bigsearch.engine.guidance.remaining import remaining_summary
 from bigsearch.testing import brute_force_impact, dense_f, dense_las_run, dense_wnas
 
 from conftest import DTYPES, KINDS, chunkings

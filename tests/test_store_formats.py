@@ -49,6 +49,8 @@ class StoreFormatTests:
             np.testing.assert_array_equal(s.ids(), ids)
             np.testing.assert_array_equal(s.ids([49, 0, 7, 0]), ids[[49, 0, 7, 0]])
             assert len(s.ids([])) == 0
+            for name, values in (("y", y), ("ids", ids)):  # a range of rows, as cluster order reads them
+                np.testing.assert_array_equal(s.read_per_row(name, slice(3, 41)), values[3:41])
             np.testing.assert_array_equal(s.read_rows([49, 0, 7]), X[[49, 0, 7]].astype(np.float64))
             assert s.attrs["bigsearch_format"] == 1
 
@@ -62,6 +64,7 @@ class StoreFormatTests:
         with open_store(path) as s:
             assert list(s.ids()) == ["a", "b", "c", "d", "e"]
             assert list(s.ids([4, 1, 4])) == ["e", "b", "e"]
+            assert list(s.read_per_row("ids", slice(1, 3))) == ["b", "c"]
             assert s.attrs["provenance"] == {"source": "unit test", "rows": [1, 2]}
             assert s.labels() is None
 

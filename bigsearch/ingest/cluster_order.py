@@ -2,48 +2,60 @@
 
 Pruned LAS queries (engine/pruning/las.py) bound each block of consecutive rows by its
 centroid and spread, so they read least when neighbouring rows are alike. This module
-writes a copy of a store whose rows are grouped by k-means cluster:
+writes a copy of a store whose rows are grouped by k-means cluster, in a few passes:
 
-1. k-means over the store by streaming passes (engine/core/kmeans.py, the AGR baseline's
-   k-means: k-means++ seeds from a sample, then one pass per Lloyd iteration);
-2. one pass assigns every row to its nearest centre and appends it to that cluster's
-   spill file (a temporary directory beside the output), with its label, its id and
-   what a person sees of it (the ``records`` or ``pixels`` array of ``display``,
-   ingest/records.py);
-3. the clusters are written one after another through the store writer (atomic: the
+1. k-means on a sample (engine/core/kmeans.py, the AGR baseline's k-means: k-means++ seeds,
+   then Lloyd iterations) of at most ``SAMPLE_ROWS`` rows read with ``read_rows``, held
+   in memory (the whole store when it is that small);
+2. one assignment pass over X through the engine's backend: every row's nearest centre
+   (BLAS, blocks of 4,096 rows), kept as one int32 per row;
+3. one bucketed write: a pass over X in order puts each chunk's rows of cluster c, with
+   their labels and ids, at cluster c's next free place in a spill file (a temporary
+   directory beside the output) laid out cluster after cluster, since the sizes are
+   known; what a person sees of a row (the ``records`` or ``pixels`` array of
+   ``display``, ingest/records.py) goes to one spill file per cluster. The spill files
+   are then read in order, in bounded blocks, through the store writer (atomic: the
    output appears only when complete);
 4. before it appears, the pruning block summaries of the new order are computed and
    stored with it (engine/pruning/summaries.py: three more passes), so pruned searches on it
    skip that pass (not for object-store URLs, which publish as they write).
 
-X is never held whole: memory is one chunk plus the largest cluster. The output keeps
-``y`` and the display array in the new row order, and ``ids`` holds each row's original
-id (the source's ``ids`` when it has them, else its original row number), so answers
-still name the original points. Cost: the k-means passes, then X read twice and written
-twice (docs/performance.md).
+Rows of a cluster keep their original order. X is never held whole: memory is the
+sample, the n int32 assignments, a chunk and a write block (``WRITE_BYTES``), besides the
+display array of the largest cluster when the store has one. The output keeps ``y`` and
+the display array in the new row order, and ``ids`` holds each row's original id (the
+source's ``ids`` when it has them, else its original row number), so answers still name
+the original points. Cost: X read twice (assignment, spill) and written twice (spill,
+output), then the summaries' passes (docs/performance.md).
 """
 
 import contextlib
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
-from ..backends import make_backend
-from ..engine.core.kmeans import kmeans, squared_distances
+from ..backends import ChunkStep, make_backend
+from ..engine.core.kmeans import BLOCK_ROWS, kmeans, squared_distances
 from ..engine.pruning.summaries import write_block_summaries
 from ..errors import ParameterError, StoreExistsError
 from ..storage import StoreWriter, is_url, open_store, store_kind_for, store_location
 from ..storage.atomic import remove, remove_stale_leftovers, temp_sibling
-from ..storage.encoding import ENCODING_ATTR
+from ..storage.encoding import ENCODING_ATTR, decode, n_rows
 from ..storage.format import DISPLAY_ATTR, FORMAT_ATTR, PIXELS_NAME
 from ..storage.remote import store_exists
 from ..storage.remote_options import check_writable
 
 ROWS_PER_CLUSTER = 8192        # the default k: about this many rows per cluster (at least 16)
 MAX_CLUSTERS = 256
+SAMPLE_PER_CLUSTER = 256       # k-means runs on a sample of this many rows per cluster,
+MIN_SAMPLE = 65_536            # at least this many,
+SAMPLE_BYTES = 256 << 20       # and at most this much float64 data
+WRITE_BYTES = 64 << 20         # rows read back from the spill files at a time
 
 
 def default_clusters(n):
@@ -51,14 +63,15 @@ def default_clusters(n):
 
 
 def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_rows=None, kind=None,
-                  encoding=None, compressors=None, overwrite=False, n_threads=None):
+                  encoding=None, compressors=None, overwrite=False, n_threads=None, backend="local"):
     """Write ``source``'s rows to a new store ``out`` grouped by k-means cluster.
 
     The source holds float32 or float64 X; the output has its dtype, or ``encoding``
     (storage/encoding.py: the rows are encoded as they are written).
 
-    ``clusters``: k (default about n / 8,192, at least 16, at most 256). Returns a summary dict:
-    the clusters, their sizes, and the seconds spent clustering and rewriting.
+    ``clusters``: k (default about n / 8,192, at least 16, at most 256). ``backend``: where
+    the assignment pass runs (backends.make_backend). Returns a summary dict: the clusters,
+    their sizes, and the seconds spent clustering and rewriting.
     """
     t0 = time.perf_counter()
     out = out if is_url(str(out)) else Path(out)      # a URL is never a local path (s3:// is not ./s3:)
@@ -73,17 +86,17 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
         k = default_clusters(store.n) if clusters is None else int(clusters)
         if not 1 <= k <= store.n:
             raise ParameterError(f"clusters must be between 1 and n = {store.n}, got {clusters}")
-        backend = make_backend(store, "local", n_threads)
-        try:
-            centres = kmeans(store, k, seed=seed, iterations=iterations, mapper=backend.map)
-        finally:
-            backend.close()
+        ids_dtype = _ids_dtype(store)
+        centres = _sample_kmeans(store, k, seed, iterations, n_threads)
         t_kmeans = time.perf_counter() - t0
+        nearest = _assign(store, centres, backend, n_threads)
+        t_assign = time.perf_counter() - t0 - t_kmeans
+        sizes = np.bincount(nearest, minlength=k)
         spill = _spill_dir(out)
         written = {}
         try:
             display = DisplaySpill.of(store)
-            sizes, ids_dtype = _spill(store, centres, spill, display)
+            _spill(store, nearest, sizes, spill, ids_dtype, display)
             _write(store, spill, sizes, ids_dtype, out, display, chunk_rows=chunk_rows or store.chunk_rows,
                    kind=store_kind_for(out, kind), encoding=encoding or store.encoding, compressors=compressors,
                    overwrite=overwrite, attrs={**_kept_attrs(store.attrs, display), "cluster_order": {
@@ -93,7 +106,55 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
         finally:
             remove(spill)
     return {"out": str(out), "clusters": k, "sizes": sizes.tolist(), "kmeans_seconds": t_kmeans,
-            "seconds": time.perf_counter() - t0, **written}
+            "assign_seconds": t_assign, "seconds": time.perf_counter() - t0, **written}
+
+
+def _sample_kmeans(store, k, seed, iterations, n_threads):
+    """k-means centres from a sample of the store's rows (the whole store when it is small)."""
+    size = min(store.n, max(SAMPLE_PER_CLUSTER * k, MIN_SAMPLE), max(k, SAMPLE_BYTES // (8 * store.r)))
+    rng = np.random.default_rng([seed, 3])
+    sample = store if size == store.n else open_store(
+        store.read_rows(np.sort(rng.choice(store.n, size=size, replace=False))))
+    backend = make_backend(sample, "local", n_threads)
+    try:
+        return kmeans(sample, k, seed=seed, iterations=iterations, mapper=backend.map)
+    finally:
+        backend.close()
+
+
+class Nearest(NamedTuple):
+    centre: np.ndarray        # per row of the chunk, its nearest centre (int32)
+
+
+def nearest_step(x, state, centres):
+    """A chunk's rows' nearest centres."""
+    centre_sq = (centres * centres).sum(axis=1)
+    out = np.empty(n_rows(x), np.int32)
+    for a in range(0, len(out), BLOCK_ROWS):
+        out[a:a + BLOCK_ROWS] = squared_distances(decode(x, a, a + BLOCK_ROWS), centres, centre_sq).argmin(axis=1)
+    return Nearest(out)
+
+
+NEAREST = ChunkStep(nearest_step, from_scratch=True)    # reads only X: a lost chunk's part is recomputed
+
+
+def _assign(store, centres, backend, n_threads):
+    """The assignment pass: every row's nearest centre (n int32), chunks in parallel."""
+    runner = make_backend(store, backend, n_threads)
+    try:
+        parts = runner.map(NEAREST, centres)
+    finally:
+        runner.close()
+    return np.concatenate([p.centre for p in parts])
+
+
+def _ids_dtype(store):
+    ids = store.read_per_row("ids", np.array([0], np.int64))
+    ids_dtype = np.dtype(np.int64) if ids is None else ids.dtype
+    if ids_dtype.kind in "OUS":
+        raise ParameterError(f"{store.path}: cluster order keeps ids of integer type only; "
+                             f"this store's ids are {ids_dtype}")
+    return ids_dtype
 
 
 def _store_exists(out, kind):
@@ -141,7 +202,7 @@ class DisplaySpill:
         return cls(store, spec["array"], first.shape[1:], None if strings else first.dtype)
 
     def read(self, a, b):
-        return self.store.read_per_row(self.name, np.arange(a, b, dtype=np.int64))
+        return self.store.read_per_row(self.name, slice(a, b))
 
     def write(self, fh, values):
         if self.dtype is None:       # strings, one JSON string literal per line (any text survives)
@@ -161,50 +222,58 @@ class DisplaySpill:
         return writer.add_rows_array(self.name, self.tail, str if self.dtype is None else self.dtype, rows)
 
 
-def _spill(store, centres, spill, display):
-    """One pass: each row (and its label, id and display value) appended to its nearest
-    centre's files."""
-    k = len(centres)
-    y = store.labels()
-    ids = store.ids()
-    ids_dtype = np.dtype(np.int64) if ids is None else ids.dtype
-    if ids_dtype.kind in "OUS":
-        raise ParameterError(f"{store.path}: cluster order keeps ids of integer type only; "
-                             f"this store's ids are {ids_dtype}")
-    centre_sq = (centres * centres).sum(axis=1)
-    sizes = np.zeros(k, np.int64)
+def _spill(store, nearest, sizes, spill, ids_dtype, display):
+    """One pass in row order: each chunk's rows of cluster c (and their labels, ids and
+    display values) written at cluster c's next free place in the spill files ``x``, ``y``
+    and ``ids``, laid out cluster after cluster; display values appended to ``c.d``."""
+    has_y = store.read_per_row("y", np.array([0], np.int64)) is not None
+    itemsizes = {"x": store.r * store.dtype.itemsize, "y": 1, "ids": ids_dtype.itemsize}
+    cursor = np.concatenate([[0], np.cumsum(sizes)[:-1]])     # the next free row of each cluster
     with contextlib.ExitStack() as stack:
-        parts = ("x", "y", "ids") + (("d",) if display else ())
-        files = [[stack.enter_context(open(spill / f"{c}.{part}", "wb")) for part in parts] for c in range(k)]
+        files = {part: stack.enter_context(open(spill / part, "wb")) for part in itemsizes if has_y or part != "y"}
+        shown_files = {}
         for j, (a, b) in enumerate(store.chunks):
+            rows = slice(a, b)
+            order = np.argsort(nearest[a:b], kind="stable")   # the chunk's rows, by cluster, in row order
+            present, starts, counts = np.unique(nearest[a:b][order], return_index=True, return_counts=True)
             with store.chunk(j) as x:
-                for a0 in range(0, b - a, 4096):
-                    xb = np.asarray(x[a0:a0 + 4096])
-                    nearest = squared_distances(xb.astype(np.float64), centres, centre_sq).argmin(axis=1)
-                    rows = np.arange(a + a0, a + a0 + len(xb))
-                    shown = display.read(rows[0], rows[-1] + 1) if display else None
-                    for c in np.unique(nearest):
-                        pick = nearest == c
-                        files[c][0].write(np.ascontiguousarray(xb[pick]).tobytes())
-                        if y is not None:
-                            files[c][1].write(y[rows[pick]].tobytes())
-                        files[c][2].write((rows[pick] if ids is None else ids[rows[pick]]).astype(ids_dtype).tobytes())
-                        if display:
-                            display.write(files[c][3], shown[pick])
-                        sizes[c] += pick.sum()
-    return sizes, ids_dtype
+                parts = {"x": np.asarray(x)[order], "ids": _ids(store, a, b, ids_dtype)[order]}
+            if has_y:
+                parts["y"] = store.read_per_row("y", rows)[order].astype(np.int8)
+            shown = display.read(a, b)[order] if display else None
+            for c, start, count in zip(present, starts, counts):
+                for part, fh in files.items():
+                    size = itemsizes[part]
+                    os.pwrite(fh.fileno(), parts[part][start:start + count].tobytes(), int(cursor[c]) * size)
+                if display:
+                    if c not in shown_files:
+                        shown_files[c] = stack.enter_context(open(spill / f"{c}.d", "wb"))
+                    display.write(shown_files[c], shown[start:start + count])
+                cursor[c] += count
+
+
+def _ids(store, a, b, ids_dtype):
+    """The ids of rows a to b - 1: the stored ones, else the row numbers."""
+    ids = store.read_per_row("ids", slice(a, b))
+    return (np.arange(a, b) if ids is None else ids).astype(ids_dtype)
 
 
 def _write(store, spill, sizes, ids_dtype, out, display, *, chunk_rows, kind, encoding, compressors, overwrite,
            attrs, summaries):
-    has_y = store.labels() is not None
-    with StoreWriter(out, store.r, encoding=encoding, chunk_rows=chunk_rows, kind=kind, labels=has_y,
+    """The spill files, in order and in blocks of about WRITE_BYTES, through the store writer."""
+    has_y = (spill / "y").exists()
+    n, r = int(sizes.sum()), store.r
+    block = max(1, WRITE_BYTES // (r * store.dtype.itemsize))
+    X = np.memmap(spill / "x", dtype=store.dtype, mode="r", shape=(n, r)) if n else np.zeros((0, r), store.dtype)
+    y = np.memmap(spill / "y", dtype=np.int8, mode="r") if has_y and n else None
+    ids = np.memmap(spill / "ids", dtype=ids_dtype, mode="r") if n else np.zeros(0, ids_dtype)
+    with StoreWriter(out, r, encoding=encoding, chunk_rows=chunk_rows, kind=kind, labels=has_y,
                      ids_dtype=ids_dtype, attrs=attrs, overwrite=overwrite, compressors=compressors) as w:
         w.before_publish = summaries      # (object-store writers publish as they write: not there)
-        shown = display.rows_array(w) if display else None
-        for c in np.flatnonzero(sizes):
-            X = np.fromfile(spill / f"{c}.x", dtype=store.dtype).reshape(-1, store.r)
-            y = np.fromfile(spill / f"{c}.y", dtype=np.int8) if has_y else None
-            w.append(X, y, np.fromfile(spill / f"{c}.ids", dtype=ids_dtype))
-            if display:
+        for a in range(0, n, block):
+            b = a + block
+            w.append(np.array(X[a:b]), None if y is None else np.array(y[a:b]), np.array(ids[a:b]))
+        if display:
+            shown = display.rows_array(w)
+            for c in np.flatnonzero(sizes):
                 shown.append(display.load(spill / f"{c}.d"))

@@ -9,6 +9,7 @@ features, then the paper's normalize, bias and RFF. ``encode`` and ``finish`` ar
 block and the plan, so they can run anywhere a block is.
 """
 
+import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -209,12 +210,19 @@ def finish(Z, plan, weights=None):
     """IDF, the MinMax map, normalize, append the bias, map through random Fourier
     features (as the plan says; ``weights`` from :func:`prepare`). Returns (features,
     number of all-zero rows that could not be normalized)."""
-    weights = weights or {}
-    zero_rows = 0
+    Z, zero_rows, _ = _finish_timed(Z, plan, weights or {})
+    return Z, zero_rows
+
+
+def _finish_timed(Z, plan, weights):
+    """:func:`finish`, and the seconds spent in the feature maps (MinMax, RFF)."""
+    zero_rows, map_seconds = 0, 0.0
     if plan.idf is not None:
         Z = apply_idf(Z, weights["idf"])
     if plan.minmax:
+        t0 = time.perf_counter()
         Z = minmax_features(Z, plan.minmax, weights["minmax"])
+        map_seconds += time.perf_counter() - t0
     if plan.normalize:
         norms = row_norms(Z)
         zero = norms == 0
@@ -223,9 +231,11 @@ def finish(Z, plan, weights=None):
     if plan.bias:
         Z = np.hstack([Z, np.ones((len(Z), 1))])
     if plan.rff:
+        t0 = time.perf_counter()
         W, b = weights["rff"]
         Z = np.sqrt(2.0 / plan.rff["dim"]) * np.cos(Z @ W + b)
-    return Z, zero_rows
+        map_seconds += time.perf_counter() - t0
+    return Z, zero_rows, map_seconds
 
 
 def row_norms(Z):
@@ -243,3 +253,11 @@ def row_norms(Z):
 def featurize(block, plan, weights=None):
     """A block's features as the plan says: (features, number of all-zero rows)."""
     return finish(encode(block, plan), plan, weights)
+
+
+def featurize_timed(block, plan, weights=None):
+    """:func:`featurize`, and the seconds it spent: (features, all-zero rows,
+    {"featurize": everything but the feature map, "map": the MinMax or RFF map})."""
+    t0 = time.perf_counter()
+    X, zero_rows, map_seconds = _finish_timed(encode(block, plan), plan, weights or {})
+    return X, zero_rows, {"featurize": time.perf_counter() - t0 - map_seconds, "map": map_seconds}

@@ -24,16 +24,23 @@ norm and every similarity is >= 0, so LAS degrees are positive. Its standard dev
 is at most 1 / (2 sqrt(D)).
 
 The random numbers (Gamma(2, 1) r and c, uniform beta for each draw and feature) come from
-``numpy.random.default_rng([seed, 2])``, and the bucket of a draw from a SplitMix64 hash
+``numpy.random.default_rng([seed, 2])`` (:func:`minmax_draws`), and the bucket of a draw from a SplitMix64 hash
 of (draw, k*, t*) salted by the same generator, so the map depends on the seed only.
 """
 
-import numba
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..errors import InputError, ParameterError
+from ..kernels.minmax import cws_tiles, one_hot_blocks, sparse_logs
 
-GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+# Draws per tile: enough that the loop over one feature's draws is long and vectorized
+# (rounded to whole SIMD vectors and whole feature blocks); measured best from 32 to 256.
+TILE_DRAWS = 128
 
 
 def check_minmax(spec):
@@ -50,8 +57,9 @@ def minmax_width(spec):
     return spec["samples"] * spec["buckets"]
 
 
-def minmax_params(r, spec):
-    """The random numbers of the map for inputs of r features: (log r, log c, beta, salts)."""
+def minmax_draws(r, spec):
+    """The random numbers of the map for inputs of r features: (r, log c, beta, salts),
+    one row of r numbers per draw (D * p draws)."""
     rng = np.random.default_rng([spec["seed"], 2])
     draws = spec["samples"] * spec["power"]
     gamma_r = rng.gamma(2.0, 1.0, (draws, r))
@@ -61,62 +69,70 @@ def minmax_params(r, spec):
     return gamma_r, log_c, beta, salts
 
 
+@dataclass(frozen=True)
+class MinMaxParams:
+    """The draws packed for the kernel (kernels/minmax.py): ``tiles[tile, k, q, lane]``,
+    q = 0, 1, 2 for r, beta, log c of draw tile * lanes + lane (the last tile padded)."""
+
+    tiles: np.ndarray
+    salts: np.ndarray
+    power: int
+    samples: int
+
+
+def minmax_params(r, spec):
+    """The map's random numbers for inputs of r features, packed (computed once per ingest)."""
+    return pack_draws(*minmax_draws(r, spec), spec["power"])
+
+
+def pack_draws(gamma_r, log_c, beta, salts, power):
+    """The draws (:func:`minmax_draws`) as :class:`MinMaxParams`."""
+    draws, r = gamma_r.shape
+    step = math.lcm(8, power)
+    lanes = min(max(step, TILE_DRAWS // step * step), -(-draws // step) * step)
+    n_tiles = -(-draws // lanes)
+    tiles = np.ones((n_tiles, r, 3, lanes))  # padding draws: finite, never hashed
+    for q, values in enumerate((gamma_r, beta, log_c)):
+        for tile in range(n_tiles):
+            part = values[tile * lanes : (tile + 1) * lanes]
+            tiles[tile, :, q, : len(part)] = part.T
+    return MinMaxParams(tiles, salts, power, draws // power)
+
+
 def minmax_features(Z, spec, params):
     """z(Z) as the module docstring defines it: (m, D * B) float64."""
     if Z.size and Z.min() < 0:
         row = int(np.argwhere(Z < 0)[0][0])
         raise InputError(f"minmax needs non-negative features; row {row} of the block has a negative one")
-    buckets = cws_buckets(np.ascontiguousarray(Z, np.float64), *params, spec["power"], spec["buckets"])
+    buckets = minmax_buckets(Z, params, spec["buckets"])
     D, B = spec["samples"], spec["buckets"]
     out = np.zeros((len(Z), D * B))
-    rows = np.repeat(np.arange(len(Z)), D)
-    cols = (np.arange(D) * B)[None, :] + buckets
-    nonzero = np.repeat(Z.any(axis=1), D)  # an all-zero row stays all zero
-    out[rows[nonzero], cols.ravel()[nonzero]] = 1.0 / np.sqrt(D)
+    rows = np.flatnonzero(Z.any(axis=1))  # an all-zero row stays all zero
+    one_hot_blocks(buckets, rows, B, 1.0 / np.sqrt(D), out)
     return out
 
 
-@numba.njit(cache=True, nogil=True)
-def _mix(h):
-    """SplitMix64's finalizer: a well-spread 64-bit hash of h."""
-    h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return h ^ (h >> np.uint64(31))
+def minmax_buckets(Z, params, n_buckets, n_threads=None):
+    """Each row's bucket per feature block, (m, D) int64. The tiles of draws are shared
+    among ``n_threads`` threads (default: every core); each reads its tiles once per call."""
+    indptr, columns, logs = sparse_logs(np.ascontiguousarray(Z, np.float64))
+    out = np.zeros((len(indptr) - 1, params.samples), np.int64)
+    n_tiles = params.tiles.shape[0]
+    n_threads = max(1, min(n_tiles, n_threads or os.cpu_count() or 1))
+    bounds = np.linspace(0, n_tiles, n_threads + 1).astype(int)
+    args = (indptr, columns, logs, params.tiles, params.salts, params.power, n_buckets)
+    if n_threads == 1:
+        cws_tiles(*args, 0, n_tiles, out)
+    else:
+        with ThreadPoolExecutor(n_threads) as pool:
+            list(pool.map(lambda a, b: cws_tiles(*args, a, b, out), bounds[:-1], bounds[1:]))
+    return out
 
 
-@numba.njit(cache=True, nogil=True)
 def cws_buckets(Z, gamma_r, log_c, beta, salts, power, n_buckets):
-    """Per row and per feature block d: the bucket of the power CWS draws of block d.
-
-    Draw s of row x (Ioffe 2010): for each k with x_k > 0, t_k = floor(ln x_k / r_k +
-    beta_k), ln a_k = ln c_k - r_k (t_k - beta_k) - r_k; the pair is (k*, t_k*) with
-    k* = argmin_k ln a_k (ties: lowest k)."""
-    m, r = Z.shape
-    n_blocks = gamma_r.shape[0] // power
-    out = np.zeros((m, n_blocks), np.int64)
-    nz = np.empty(r, np.int64)
-    for i in range(m):
-        n_nz = 0
-        for k in range(r):
-            if Z[i, k] > 0:
-                nz[n_nz] = k
-                n_nz += 1
-        if n_nz == 0:
-            continue
-        for d in range(n_blocks):
-            h = np.uint64(d) * GOLDEN
-            for p in range(power):
-                s = d * power + p
-                best, best_k, best_t = np.inf, -1, 0
-                for j in range(n_nz):
-                    k = nz[j]
-                    t = np.floor(np.log(Z[i, k]) / gamma_r[s, k] + beta[s, k])
-                    log_a = log_c[s, k] - gamma_r[s, k] * (t - beta[s, k]) - gamma_r[s, k]
-                    if log_a < best:
-                        best, best_k, best_t = log_a, k, np.int64(t)
-                h = _mix(h ^ salts[s] ^ (np.uint64(best_k) * GOLDEN) ^ _mix(np.uint64(best_t + (1 << 40))))
-            out[i, d] = np.int64(h % np.uint64(n_buckets))
-    return out
+    """Per row and per feature block d: the bucket of the power CWS draws of block d
+    (kernels/minmax.py), from the draws as :func:`minmax_draws` returns them."""
+    return minmax_buckets(Z, pack_draws(gamma_r, log_c, beta, salts, power), n_buckets)
 
 
 def minmax_kernel(A, B):

@@ -21,7 +21,7 @@ from ..storage.encoding import SCALED, stored_columns, stored_dtype
 from ..storage.remote import store_exists
 from ..storage.remote_options import check_writable
 from .columns import resolve_columns as _resolve
-from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, featurize, finish_plan, prepare
+from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, featurize_timed, finish_plan, prepare
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
 from .options import BLOCK_BYTES, CODECS, FeatureOptions, LabelOptions, OutputOptions, SourceOptions
@@ -31,6 +31,7 @@ from .stats import block_stats, merge_stats
 
 # The most float64 data one transform step holds (docs/ingest.md has the measurements).
 STEP_BYTES = 32 << 20
+STAGES = ("read", "featurize", "map", "write")      # of the writing pass, timed for the summary
 
 
 class Progress:
@@ -109,6 +110,9 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
             progress.warn(f"{totals['zero_rows']:,} rows are all zero; features.normalize leaves them zero")
         writer.set_attrs(featurization=_featurization(plan, rule, subsample, features.bins),
                          provenance=_provenance(readers, label_readers, totals, command))
+        closing = time.perf_counter()
+    totals["seconds"]["write"] += time.perf_counter() - closing     # the last chunks, the publishing
+    stages = _stages(totals["seconds"], totals["rows"], writer.n, sum(r.size for r in readers), plan, writer)
     if output.cluster_order is not None:
         out = _reorder(out, final, output, kind, compressors, encoding)
     return {"out": str(out), "kind": kind, "rows_read": totals["rows"], "rows_written": writer.n,
@@ -116,7 +120,7 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
             "seconds": time.perf_counter() - t0, "input_bytes": sum(r.size for r in readers),
             "blocks_on_cluster": mapper.remote, "blocks_redone_here": mapper.redone,
             "binary_possible": writer.binary_possible and encoding in ("float32", "float64"),
-            "encoding": encoding}
+            "encoding": encoding, "stages": stages}
 
 
 def _needs_statistics(plan, labels):
@@ -410,11 +414,15 @@ def _check_categories(plan, stats):
 def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids, write_ids,
                  block_bytes, progress, mapper, stats_pass, keeper=None):
     weights = prepare(plan)
-    totals = {"rows": 0, "labels": Counter(), "label_values": set(), "matched": set(), "zero_rows": 0}
+    seconds = dict.fromkeys(STAGES, 0.0)
+    totals = {"rows": 0, "labels": Counter(), "label_values": set(), "matched": set(), "zero_rows": 0,
+              "seconds": seconds}
     width = max(len(readers[0].columns), plan.encoded_width, plan.width)
     label = "pass 2/2: writing" if stats_pass else "writing"
-    steps = _steps(_blocks(readers, label_readers, block_bytes, progress, label), width)
-    for offset, step, (X, zero_rows) in mapper.imap(featurize, steps, plan, weights):
+    steps = _timed(_steps(_blocks(readers, label_readers, block_bytes, progress, label), width), seconds)
+    for offset, step, (X, zero_rows, spent) in mapper.imap(featurize_timed, steps, plan, weights):
+        for stage, s in spent.items():
+            seconds[stage] += s
         totals["zero_rows"] += zero_rows
         y = ids = None
         if rule is not None:
@@ -433,10 +441,40 @@ def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_id
             totals["labels"].update({int(k): int(v) for k, v in zip(*np.unique(y, return_counts=True))})
         totals["rows"] += len(step)
         if len(X):
+            t0 = time.perf_counter()
             limits.check_values(X, _value_dtype(writer.encoding),
                                 step.where if subsample is None else _kept_where(step, keep))
             writer.append(X, y, ids)
+            seconds["write"] += time.perf_counter() - t0
     return totals
+
+
+def _timed(items, seconds):
+    """``items``, the time spent producing each (reading and splitting blocks) added to
+    seconds["read"]."""
+    items = iter(items)
+    while True:
+        t0 = time.perf_counter()
+        item = next(items, None)
+        seconds["read"] += time.perf_counter() - t0
+        if item is None:
+            return
+        yield item
+
+
+def _stages(seconds, rows_read, rows_written, input_bytes, plan, writer):
+    """Throughput per stage of the writing pass: what each handled (rows, MB: the input
+    file for read, float64 features for featurize and map, stored bytes for write) and how fast."""
+    stored = writer.n * stored_columns(writer.encoding, plan.width) * stored_dtype(writer.encoding).itemsize
+    mapped = plan.mapped_width if plan.minmax else plan.width if plan.rff else 0
+    handled = {"read": (rows_read, input_bytes), "featurize": (rows_read, rows_read * plan.encoded_width * 8),
+               "map": (rows_read if mapped else 0, rows_read * mapped * 8), "write": (rows_written, stored)}
+    out = {}
+    for stage, (rows, size) in handled.items():
+        s = seconds[stage]
+        out[stage] = {"seconds": s, "rows": rows, "MB": size / 1e6, "rows_per_second": rows / s if s else None,
+                      "MB_per_second": size / 1e6 / s if s else None}
+    return out
 
 
 def _value_dtype(encoding):

@@ -152,13 +152,14 @@ class FeatureStore:
 
     def _read_optional(self, name, rows=None):
         """Array ``name`` (y or ids), or only its entries at ``rows`` (sorted, unique
-        int64); None when the store has no such array."""
+        int64, or a ``slice`` of consecutive rows); None when the store has no such array."""
         raise NotImplementedError
 
     def read_per_row(self, name, rows=None):
         """An array stored beside X with one entry per row (y, ids, ingest's display
-        records: storage/format.py), or its entries at ``rows`` (sorted, unique int64);
-        None when the store has none."""
+        records: storage/format.py), or its entries at ``rows`` (sorted, unique int64, or
+        a ``slice(a, b)``: rows a to b - 1, read as one range, much faster than their
+        indices); None when the store has none."""
         return self._read_optional(name, rows)
 
     def _read_scale(self):

@@ -263,7 +263,10 @@ class HDF5Store(FeatureStore):
             return None
         dataset = self._file[name]
         # h5py's fancy indexing wants increasing indices, and at least one
-        values = dataset[()] if rows is None else dataset[rows] if len(rows) else dataset[0:0]
+        if rows is None:
+            values = dataset[()]
+        else:
+            values = dataset[rows] if isinstance(rows, slice) or len(rows) else dataset[0:0]
         if values.dtype.kind in "OS":  # h5py strings arrive as bytes
             values = np.array([v.decode() if isinstance(v, bytes) else v for v in values], dtype=object)
         return values
