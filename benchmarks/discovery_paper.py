@@ -86,6 +86,8 @@ METHODS = {
     "agr": (False, "agr", {}),
     "rf": (False, "rf", {}),
     "random": (False, "random", {}),
+    "blr": (False, "blr", {}),
+    "blr ucb": (False, "blr", {"acquisition": "ucb"}),
 }
 
 
