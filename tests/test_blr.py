@@ -99,7 +99,7 @@ def test_mean_and_variance_match_the_closed_form(store_factory, kind, dtype, chu
 def test_queries_match_the_reference(store_factory, kind, dtype, chunk_rows, acquisition, beta):
     X, y = data(seed=5)
     path = store_factory(X, y, kind, dtype, chunk_rows)
-    init = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])]   # one label would leave mu flat: ties
+    init = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])]  # one label would leave mu flat: ties
     expected = dense_run(stored_X(path), y, init, 30, 2.0, 0.5, beta)
     search = bigsearch.BLR(path, acquisition=acquisition, beta=beta if beta else 2.0, lam=2.0, noise=0.5)
     search.tell(init, [1, 0])
@@ -293,4 +293,31 @@ def test_refits_are_recorded_and_follow_the_schedule(store_factory):
     lam, s2 = reference_fit(stored_X(path)[idx[: labels[-1]]], y[idx[: labels[-1]]].astype(float))
     assert np.allclose([search.refits[-1]["lam"], search.refits[-1]["noise"]], [lam, s2], rtol=1e-3)
     mu, v = dense_posterior(stored_X(path), idx, y[idx], search.lam, search.noise)
+    assert rel_err(search.f, mu) < RTOL and rel_err(search.variance, v) < RTOL
+
+
+@pytest.mark.parametrize("encoding", ["float16", "int8", "binary"])
+@pytest.mark.parametrize("acquisition,beta", [("greedy", 0.0), ("ucb", 1.0)])
+def test_encoded_stores(tmp_path, encoding, acquisition, beta):
+    """float16 and int8 codes, and packed bits (the sparse kernels): the same mu, v and
+    queries as the reference on the decoded X."""
+    rng = np.random.default_rng(21)
+    bits = rng.random((90, 24)) < 0.2
+    y = (bits[:, :4].sum(axis=1) >= 2).astype(np.int8)
+    scale = rng.uniform(0.5, 1.5, size=(90, 1))  # bits with a scale per row: no two scores tie
+    X = (bits * scale if encoding == "binary" else rng.normal(size=(90, 24))).astype(np.float32)
+    path = tmp_path / f"s-{encoding}.zarr"
+    bigsearch.create_store(path, X, y, encoding=encoding, chunk_rows=13)
+    Xs = stored_X(path)
+    init = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])]
+    expected = dense_run(Xs, y, init, 12, 1.5, 0.5, beta)
+    search = bigsearch.BLR(path, acquisition=acquisition, beta=beta or 2.0, lam=1.5, noise=0.5)
+    search.tell(init, y[init].tolist())
+    got = []
+    for _ in range(12):
+        i = search.ask()
+        got.append(i)
+        search.tell(i, int(y[i]))
+    assert got == expected
+    mu, v = dense_posterior(Xs, init + got, y[init + got], 1.5, 0.5)
     assert rel_err(search.f, mu) < RTOL and rel_err(search.variance, v) < RTOL
