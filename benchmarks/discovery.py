@@ -195,7 +195,7 @@ def main():
                 init,
                 5 * batch // b,
                 b,
-                answers={True: graded, "scores": linear, "raw": -score}.get(use_grades),   # raw: lower is better
+                answers={True: graded, "scores": linear, "raw": -score}.get(use_grades),  # raw: lower is better
                 **options,
             )
             r.update(config=name, start=start, init_positives=int(hit[init_idx].sum()))

@@ -321,3 +321,23 @@ def test_encoded_stores(tmp_path, encoding, acquisition, beta):
     assert got == expected
     mu, v = dense_posterior(Xs, init + got, y[init + got], 1.5, 0.5)
     assert rel_err(search.f, mu) < RTOL and rel_err(search.variance, v) < RTOL
+
+
+def test_a_drifted_inverse_is_rebuilt(store_factory):
+    """With lam and noise fixed, the schedule of refits checks |A A^-1 - I| instead; a
+    damaged A^-1 is rebuilt from X (warned), and the scores are the reference's again."""
+    X, y = data(n=120, seed=13)
+    path = store_factory(X, y, "zarr", "float64", 16)
+    search = bigsearch.BLR(path, acquisition="ucb", lam=1.0, noise=0.5)
+    idx = [0, 1, 2, 3]
+    search.tell(idx, y[idx].tolist())
+    search.sync()
+    search._inverse.base[0, 0] += 1e-6  # the drift of many updates, at once
+    with pytest.warns(RuntimeWarning, match="drifted"):
+        for _ in range(4):
+            i = search.ask()
+            search.tell(i, int(y[i]))
+            idx.append(i)
+        search.sync()
+    mu, v = dense_posterior(stored_X(path), idx, y[idx], 1.0, 0.5)
+    assert rel_err(search.f, mu) < RTOL and rel_err(search.variance, v) < RTOL

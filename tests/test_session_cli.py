@@ -147,7 +147,7 @@ BAD = {
     "negative index": (None, ["label", "{d}", "-3", "1"], "index -3 is out of range"),
     "already labeled": (None, ["label", "{d}", "5", "0"], "point 5 is already labeled"),
     "label not 0 or 1": (None, ["label", "{d}", "6", "2"],
-                         "label '2' for point 6 is not 0 (negative), 1 (positive) or a graded"),
+                         "label 2 for point 6 is not 0 (negative), 1 (positive) or a graded"),
     "label in a file": (None, ["label", "{d}", "--from", "{bad_csv}"], "line 3: label 'yes' for point 7 is not 0"),
     "unpaired": (None, ["label", "{d}", "6"], "labels come in INDEX LABEL pairs, but 1 values were given"),
     "undo too many": (None, ["undo", "{d}", "99"], "cannot undo 99 labels: the session has 5"),

@@ -402,7 +402,7 @@ def _parse_label(label, i, where):
     if not math.isfinite(y):
         raise LabelError(f"{where}label {label!r} for point {i} is not 0 (negative), 1 (positive), "
                          "a graded label in [0, 1] or (for blr) a score")
-    return int(y) if y in (0.0, 1.0) else y
+    return int(y) if y.is_integer() and abs(y) < 2**53 else y
 
 
 def read_label_csv(path):

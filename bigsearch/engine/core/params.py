@@ -210,7 +210,7 @@ def _check_pruning(record: Any) -> None:
 DEFAULT_BLOCK_ROWS = 128  # rows per pruning block (engine/pruning/)
 
 
-def check_block_rows(block_rows):
+def check_block_rows(block_rows: Any) -> int:
     """Rows per block: a multiple of the kernels' ROW_BLOCK, so a block's rows go through
     exactly the code path (pairs of rows, vectorized groups) they take in the full pass."""
     from ...kernels.common import ROW_BLOCK  # the kernels' row block: numerical code, imported when needed

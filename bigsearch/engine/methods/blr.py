@@ -29,6 +29,7 @@ when v is needed, J by one O(n r^2) pass); ``refits`` records each. Given values
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -47,6 +48,7 @@ from ..core.steps import COLSUM, FUSED_LABELS, decoded_blocks, lower_quadratic_f
 from . import blr_evidence as evidence
 
 NO_C = np.zeros(0)
+DRIFT_TOL = 1e-10  # max |A A^-1 - I| tolerated (checked when a refit would be due: fixed lam and noise)
 DEFAULT_LAM, DEFAULT_NOISE = 1.0, 1.0  # before the labels can tell (evidence.MIN_LABELS)
 
 
@@ -297,14 +299,14 @@ class BLR(ChunkedSearch):
         if not B:
             return np.zeros((0, r)), NO_C
         mean_new = rows.mean(axis=0)
-        Z = [rows - mean_new] if B > 1 else []
+        parts = [rows - mean_new] if B > 1 else []
         if n:
-            Z.append(np.sqrt(n * B / (n + B)) * (mean_new - self.xA / n)[None, :])
+            parts.append(np.sqrt(n * B / (n + B)) * (mean_new - self.xA / n)[None, :])
         self.xA += rows.sum(axis=0)
         self._in_A.update(int(i) for i in idx)
-        if not Z:
+        if not parts:
             return np.zeros((0, r)), NO_C
-        Z = np.vstack(Z)
+        Z = np.vstack(parts)
         gamma = np.full(len(Z), 1.0 / self.noise)
         G, c, _, _ = batch_update(self._inverse, Z, gamma, np.resize(idx, len(Z)))
         self._A.add(Z, gamma)
@@ -322,12 +324,11 @@ class BLR(ChunkedSearch):
         """Refit lam and noise by the evidence when the labels grew by refit_share; True
         when A was rebuilt."""
         p, n_L = self.params, self._n_labels()
-        if (
-            (p.lam is not None and p.noise is not None)
-            or n_L < evidence.MIN_LABELS
-            or n_L < self._labels_at_refit * (1.0 + p.refit_share)
-        ):
+        if n_L < evidence.MIN_LABELS or n_L < self._labels_at_refit * (1.0 + p.refit_share):
             return False
+        if p.lam is not None and p.noise is not None:  # nothing to fit: check the inverse instead
+            self._labels_at_refit = n_L
+            return self._drifted()
         idx = np.flatnonzero(self._label >= 0)
         y = self.label_values(idx)
         if np.ptp(y) == 0:  # all labels alike (no positive yet): nothing to fit
@@ -341,6 +342,19 @@ class BLR(ChunkedSearch):
         log_ev = evidence.log_evidence(evidence.spectrum(XL, y), self.lam, self.noise)
         self.refits.append({"labels": n_L, "lam": self.lam, "noise": self.noise, "log_evidence": log_ev})
         self._rebuild_A(XL)
+        return True
+
+    def _drifted(self) -> bool:
+        """Whether A^-1, updated label by label, drifted from the inverse of A (max |A A^-1 -
+        I| above DRIFT_TOL, O(r^3)): then both are rebuilt from the labeled rows."""
+        residual = float(np.abs(self._A.value() @ self.Ainv - np.eye(self.store.r)).max())
+        if residual <= DRIFT_TOL:
+            return False
+        warnings.warn(
+            f"A^-1 drifted (||A A^-1 - I|| = {residual:.2e}); recomputing it from X", RuntimeWarning, stacklevel=5
+        )
+        self.refits.append({"labels": self._n_labels(), "lam": self.lam, "noise": self.noise, "drift": residual})
+        self._rebuild_A()
         return True
 
     def _rebuild_A(self, XL: np.ndarray | None = None) -> None:

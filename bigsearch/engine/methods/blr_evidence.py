@@ -92,10 +92,13 @@ def fit(
         s2, lam_ = best(log_rho)
         return lam_, s2
     if noise is not None:
-        t = _maximize(lambda t: log_evidence(sp, math.exp(t), noise), math.log(scale / var))
-        return math.exp(t), noise
-    t = _maximize(lambda t: log_evidence(sp, lam, math.exp(t)), math.log(var))
-    return lam, math.exp(t)
+        s2 = noise
+        t = _maximize(lambda t: log_evidence(sp, math.exp(t), s2), math.log(scale / var))
+        return math.exp(t), s2
+    assert lam is not None
+    lam_fixed = lam
+    t = _maximize(lambda t: log_evidence(sp, lam_fixed, math.exp(t)), math.log(var))
+    return lam_fixed, math.exp(t)
 
 
 def _maximize(fn, centre: float) -> float:

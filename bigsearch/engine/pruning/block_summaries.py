@@ -57,8 +57,6 @@ class BlockSummaries:
         return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
 
 
-
-
 def block_layout(chunks, block_rows):
     """(chunk, start, stop) of every block: runs of ``block_rows`` rows from each chunk's start."""
     out = [(j, a, min(b, a + block_rows)) for j, (c0, b) in enumerate(chunks) for a in range(c0, b, block_rows)]
