@@ -789,3 +789,57 @@ def test_a_headerless_csv_keeps_its_names_from_names_or_a_names_file(tmp_path):
             age, work, _ = rows[item["index"]]
             assert item["display"]["fields"] == {names[0]: age, names[1]: work}
             labeler.close()
+
+
+def test_a_number_where_the_method_takes_one(tmp_path, store):
+    """BLR takes a score, LAS a grade in [0, 1], each through the page's JSON; a number
+    the method does not take is refused (400) with what it takes; a score is shown in the
+    recent decisions, corrected to another and undone, as the journal keeps it."""
+    Session.create(store, tmp_path / "blr", method="blr").close()
+    Session.create(store, tmp_path / "las", pi=0.1).close()
+    with Session.open(tmp_path / "blr") as blr, Session.open(tmp_path / "las") as las:
+        clients = {}
+        for name, s in (("blr", blr), ("las", las)):
+            labeler, guard = Labeler(s), Guard("127.0.0.1")
+            clients[name] = (labeler, create_app(labeler, guard).test_client(), guard.csrf_token)
+        labeler, client, csrf = clients["blr"]
+        view = client.get("/api/state").get_json()
+        assert view["session"]["takes"] == "number"
+        i = first = view["item"]["index"]
+        r = post(client, "/api/answer", {"index": i, "label": 3.7}, csrf)
+        assert r.status_code == 200, r.get_json()
+        assert r.get_json()["recent"][0] == {"index": i, "id": None, "label": 3.7}
+        assert r.get_json()["last"] == {"index": i, "label": 3.7}
+        j = r.get_json()["item"]["index"]
+        r = post(client, "/api/answer", {"index": j, "label": -12}, csrf)       # an integer score
+        assert r.status_code == 200 and blr.history == [(i, 3.7), (j, -12.0)]
+        assert r.get_json()["progress"]["positives"] == 1 and r.get_json()["progress"]["curve"] == [[1, 1], [2, 1]]
+        r = post(client, "/api/correct", {"index": i, "label": 2.5}, csrf)
+        assert r.status_code == 200 and blr.history == [(i, 2.5), (j, -12.0)]
+        r = post(client, "/api/undo", {"index": j}, csrf)
+        assert r.status_code == 200 and blr.history == [(i, 2.5)]
+        for bad in (None, "3.7", True, 1e400, 10**400):
+            r = client.post("/api/answer", data=f'{{"index": {j}, "label": {json_text(bad)}}}',
+                            headers={"X-CSRF-Token": csrf}, content_type="application/json")
+            assert r.status_code == 400 and r.get_json()["error"].startswith("blr takes 0, 1 or any finite number")
+        labeler, client, csrf = clients["las"]
+        view = client.get("/api/state").get_json()
+        assert view["session"]["takes"] == "grade"
+        i = view["item"]["index"]
+        r = post(client, "/api/answer", {"index": i, "label": 3.7}, csrf)
+        assert r.status_code == 400
+        assert r.get_json()["error"] == "las takes 0, 1 or a grade in [0, 1], not 3.7"
+        r = post(client, "/api/answer", {"index": i, "label": 0.25}, csrf)
+        assert r.status_code == 200 and las.history == [(i, 0.25)]
+        assert r.get_json()["recent"][0]["label"] == 0.25 and r.get_json()["progress"]["positives"] == 0
+        for labeler, _, _ in clients.values():
+            labeler.close()
+    with Session.open(tmp_path / "blr", readonly=True) as s:        # read back from the journal
+        assert s.history == [(first, 2.5)] and s.status()["undone"] == 3   # the correction's 2, the undo's 1
+    assert journal_ops(tmp_path / "las") == [{"op": "label", "index": [i], "label": [0.25]}]
+
+
+def json_text(value):
+    """``value`` as a JSON text, Python's spelling of the non-finite floats included."""
+    import json
+    return json.dumps(value)

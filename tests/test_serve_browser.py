@@ -510,3 +510,65 @@ def test_the_quickstart_page_walk_through(tmp_path, browser, servers):
     r = run_cli(*commands[2][1:], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "page.csv").read_text().count("\n") == budget + 1
+
+
+def type_number(driver, text):
+    """Type ``text`` into the page's number field and press Enter."""
+    field = driver.find_element(By.ID, "number-input")
+    field.send_keys(text)
+    field.send_keys(Keys.ENTER)
+
+
+def test_a_score_typed_in_the_number_field(tmp_path, browser, servers, store):
+    """A blr session takes a score from the number field (Enter records it; keys typed in
+    the field are not shortcuts), shows it among the last decisions, changes it in place,
+    and the journal holds it; a las session refuses a score, saying what it takes."""
+    d = tmp_path / "blr"
+    Session.create(store, d, method="blr").close()
+    server = servers(d).start()
+    browser.get(server.url)
+    first = wait_for(browser, 0)
+    assert body(browser, "takes") == "number"
+    assert browser.find_element(By.ID, "number-label").text == "your measurement / score"
+    type_number(browser, "3.7")
+    second = wait_for(browser, 1)
+    assert status_text(browser) == f"recorded point {first} as 3.7"
+    assert browser.find_element(By.ID, "last-label").text == f"point {first}: 3.7"
+    field = browser.find_element(By.ID, "number-input")
+    assert browser.switch_to.active_element == field and field.get_attribute("value") == ""   # ready for the next
+    field.send_keys("-20", Keys.BACK_SPACE, Keys.SPACE, "x")    # no undo, skip or answer while typing
+    assert field.get_attribute("value") == "-2" and body(browser, "labels") == "1"
+    field.send_keys(".5", Keys.ENTER)
+    third = wait_for(browser, 2)
+    field.send_keys(Keys.ESCAPE)                                 # out of the field: the keys answer again
+    press(browser, 1)
+    wait_for(browser, 3)
+    recent = browser.find_elements(By.CSS_SELECTOR, "#recent li")
+    assert [e.find_element(By.CSS_SELECTOR, "span + span").text for e in recent] == ["positive", "-2.5", "3.7"]
+    recent[2].find_element(By.CSS_SELECTOR, "button.change").click()          # 3.7 was a typo of 4.25
+    change = recent[2].find_element(By.TAG_NAME, "input")
+    assert browser.switch_to.active_element == change and change.get_attribute("value") == "3.7"
+    change.send_keys(Keys.CONTROL, "a")
+    change.send_keys("4.25", Keys.ENTER)
+    WebDriverWait(browser, WAIT).until(lambda b: status_text(b) == f"corrected point {first} to 4.25")
+    screenshot(browser, "serve-number.png")
+    server.stop()
+    with Session.open(d, readonly=True) as s:                    # the journal, read back
+        assert s.history == [(first, 4.25), (second, -2.5), (third, 1)]
+    # a las session: a grade in [0, 1], not a score
+    d = tmp_path / "las"
+    Session.create(store, d, pi=0.1).close()
+    server = servers(d).start()
+    browser.get(server.url)
+    shown = wait_for(browser, 0)
+    assert browser.find_element(By.ID, "number-label").text == "a grade in [0, 1]"
+    type_number(browser, "3.7")
+    WebDriverWait(browser, WAIT).until(lambda b: "not 3.7" in status_text(b))
+    assert status_text(browser) == "las takes 0, 1 or a grade in [0, 1], not 3.7"
+    assert "error" in browser.find_element(By.ID, "status").get_attribute("class")
+    field = browser.find_element(By.ID, "number-input")
+    field.clear()
+    type_number(browser, "0.4")
+    wait_for(browser, 1)
+    server.stop()
+    assert journal_history(d) == ([(shown, 0.4)], 0)

@@ -37,8 +37,10 @@ class ServeCommand(click.Command):
 def serve(directory, host, port, budget, count_start, question, hide, new_token, no_prefetch, store):
     """Label the session in DIRECTORY in a web browser (docs/serve.md).
 
-    Keys: a positive, x negative, space skip, backspace undo. Ctrl-C stops the server
-    and writes a checkpoint; every acknowledged label is already in the journal.
+    Keys: a positive, x negative, space skip, backspace undo; a method that takes grades
+    or scores (las, wnas, blr, ...) also takes a number typed in the page's field.
+    Ctrl-C stops the server and writes a checkpoint; every acknowledged label is already
+    in the journal.
     """
     try:
         from ..serve.server import serve as run

@@ -39,8 +39,8 @@ def explain(engine, index, history, top=5, f=None):
     X_L, x = rows[:-1], rows[-1]
     weight, contribution, prior = terms(engine, x, X_L, lab)
     order = np.lexsort((-np.abs(weight), -contribution))[:top]
-    points = [{"index": int(idx[k]), "label": int(lab[k]), "weight": float(weight[k]),
-               "contribution": float(contribution[k])} for k in order]
+    points = [{"index": int(idx[k]), "label": int(lab[k]) if lab[k] in (0, 1) else float(lab[k]),   # a grade as given
+               "weight": float(weight[k]), "contribution": float(contribution[k])} for k in order]
     others = np.setdiff1d(np.arange(len(idx)), order)
     rest = {"count": int(len(others)), "contribution": float(contribution[others].sum())}
     return {"f": f, "prior": prior, "labeled": float(contribution.sum()), "points": points, "rest": rest}

@@ -26,6 +26,7 @@ waits for it first, so it always sees the state it was asked to save.
 """
 
 import io
+import math
 import threading
 import warnings
 from concurrent.futures import CancelledError, ThreadPoolExecutor
@@ -41,6 +42,10 @@ from .fork import fork, forkable, refit
 from .records import hidden_fields, read_display
 
 RECENT = 10                    # decisions listed on the page, each correctable
+# What a method's answers may be (the page asks for a number unless "binary"), and how
+# a refusal says it.
+TAKES = {"binary": "0 (negative) or 1 (positive)", "grade": "0, 1 or a grade in [0, 1]",
+         "number": "0, 1 or any finite number (a measurement or score, higher is better)"}
 
 
 class Conflict(BigsearchError):
@@ -97,7 +102,7 @@ class Labeler:
         used = max(0, len(labels) - self.start_labels)
         rate = recent_hit_rate(np.array(labels, np.float64)) if labels else None
         return {"item": self._current, "skipped": len(self.session.skipped), "question": self.question,
-                "progress": {"labels": len(labels), "positives": int(sum(labels)),
+                "progress": {"labels": len(labels), "positives": sum(y >= 0.5 for y in labels),
                              "curve": hits_curve(labels), "budget": self.budget, "used": used,
                              "start_labels": self.start_labels, "spent": self._spent(), "n": self.session.search.n,
                              "hit_rate": None if rate is None else {"hits": int(round(rate.value * rate.basis)),
@@ -105,7 +110,8 @@ class Labeler:
                                                                     "high": rate.high}},
                 "recent": self._recent(history),
                 "last": _last(self.session.last_action()),
-                "session": {"directory": str(self.session.directory), "method": self.session.method}}
+                "session": {"directory": str(self.session.directory), "method": self.session.method,
+                            "takes": label_kind(self.session.search)}}
 
     def _spent(self):
         return self.budget is not None and self.session.n_labels - self.start_labels >= self.budget
@@ -121,7 +127,7 @@ class Labeler:
     def answer(self, index, label):
         """Record the answer for ``index`` (durable when this returns); the new view."""
         with self._lock:
-            index, label = _point(index), _label(label)
+            index, label = _point(index), self._label(label)
             self._check_unlabeled(index)
             if self._spent():
                 raise BudgetSpent(f"the budget of {self.budget} labels is spent: undo or correct an answer, "
@@ -179,7 +185,7 @@ class Labeler:
         are withdrawn and told again, in order, with this one changed (two journal
         records: an undo, then one group of labels)."""
         with self._lock:
-            index, label = _point(index), _label(label)
+            index, label = _point(index), self._label(label)
             history = self.session.history
             recent = [i for i, _ in history[-RECENT:]]
             if index not in recent:
@@ -194,6 +200,24 @@ class Labeler:
             self.session.tell([i for i, _ in tail], [y for _, y in tail], checkpoint=not self.background_checkpoints)
             self._replan()
             return self._view()
+
+    def _label(self, label):
+        """0 or 1 as an int, another number as a float when the session's method takes it
+        (a grade in [0, 1], or any finite number for a regression); else a LabelError
+        naming what the method takes."""
+        takes = label_kind(self.session.search)
+        refused = LabelError(f"{self.session.method} takes {TAKES[takes]}, not {label!r}")
+        if isinstance(label, bool) or not isinstance(label, (int, float)):
+            raise refused
+        if label in (0, 1):
+            return int(label)
+        try:
+            y = float(label)
+        except OverflowError:                 # a JSON integer too large for a float
+            y = math.inf
+        if (takes == "number" and math.isfinite(y)) or (takes == "grade" and 0.0 <= y <= 1.0):
+            return y
+        raise refused
 
     def _undo_labels(self, count):
         """Session.undo, adopting the engine kept from before the newest label when it
@@ -364,8 +388,10 @@ class Labeler:
         if ahead is None or ahead["index"] != index:
             _discard(ahead)
             return None
-        future = ahead["futures"].pop(label)
+        future = ahead["futures"].pop(label, None)     # None: a grade or number, not computed ahead
         _discard(ahead, self._keep_result)
+        if future is None:
+            return None
         if future.cancel():
             return None            # not started yet: computing it here is as fast
         try:
@@ -396,7 +422,7 @@ CURVE_POINTS = 400
 def hits_curve(labels, points=CURVE_POINTS):
     """[[t, positives among the first t labels]] at no more than ``points`` values of t
     (the last one always): a curve that costs the same to send at 10 or 100,000 labels."""
-    hits = np.cumsum(labels, dtype=np.int64)
+    hits = np.cumsum(np.asarray(labels, np.float64) >= 0.5, dtype=np.int64)   # a grade counts from 0.5
     if len(hits) == 0:
         return []
     t = np.unique(np.linspace(1, len(hits), min(points, len(hits))).round().astype(np.int64))
@@ -450,10 +476,10 @@ def _point(index):
     return index
 
 
-def _label(label):
-    if isinstance(label, bool) or label not in (0, 1):
-        raise LabelError(f"label {label!r} is not 0 (negative) or 1 (positive)")
-    return label
+def label_kind(engine):
+    """What ``engine``'s method takes as an answer: "number" (any finite number: a
+    regression such as blr), "grade" (y in [0, 1]) or "binary" (0 or 1)."""
+    return "number" if engine.REAL_LABELS else "grade" if engine.GRADED else "binary"
 
 
 def _plain(value):

@@ -11,7 +11,7 @@ from ..errors import ParameterError
 from ..session import Session
 from ..storage.atomic import atomic_path
 from .app import Guard, create_app
-from .labeler import Labeler
+from .labeler import Labeler, label_kind
 
 DEFAULT_PORT = 8765
 TOKEN_FILE = "serve-token"     # in the session directory, mode 0600: the same address after a restart
@@ -104,7 +104,8 @@ def serve(directory, *, host="127.0.0.1", port=DEFAULT_PORT, budget=None, store=
             echo(f"access token: {token} (needed from every machine; {host} is not a loopback address; "
                  f"kept in {session.directory / TOKEN_FILE} for the next start; "
                  f"`bigsearch serve {directory} --new-token` replaces it)")
-        echo("keys: a positive, x negative, space skip, backspace undo; Ctrl-C to stop")
+        echo("keys: a positive, x negative, space skip, backspace undo; " + NUMBER_FIELD[label_kind(session.search)]
+             + "Ctrl-C to stop")
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             server.run()                          # returns on KeyboardInterrupt
@@ -116,6 +117,11 @@ def serve(directory, *, host="127.0.0.1", port=DEFAULT_PORT, budget=None, store=
             labeler.close()
         session.close()
     echo(f"stopped; session {directory} has {session.n_labels} labels")
+
+
+# What the page's number field takes, said at start (none: the method takes 0 or 1 only).
+NUMBER_FIELD = {"binary": "", "grade": "or type a grade in [0, 1] and Enter; ",
+                "number": "or type a measurement or score and Enter; "}
 
 
 def _interrupt(signum, frame):

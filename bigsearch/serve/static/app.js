@@ -1,4 +1,5 @@
-// The labelling page: one item at a time, one key per answer (docs/serve.md).
+// The labelling page: one item at a time, one key per answer, or a number typed in the
+// number field when the session's method takes grades or scores (docs/serve.md).
 // Plain JavaScript, no build step. Every change is a JSON POST carrying the CSRF token;
 // the server answers with the whole new view, which is rendered at once.
 "use strict";
@@ -12,9 +13,10 @@ window.bigsearchTimings = [];   // ms from each answer key to the next item on s
 window.bigsearchStatus = [];    // every status line shown, in order (for tests)
 
 const KEYS = { a: "positive", x: "negative", " ": "skip", Backspace: "undo" };
-const NAMES = { positive: "a", negative: "x", skip: "space", undo: "backspace" };
+const NAMES = { positive: "a", negative: "x", skip: "space", undo: "backspace", number: "enter" };
 
 document.addEventListener("keydown", (event) => {
+  if (event.target instanceof Element && event.target.closest("input")) return;   // typing a number
   if (event.ctrlKey || event.metaKey || event.altKey || event.repeat) return;
   const key = event.key.length === 1 ? event.key.toLowerCase() : event.key;   // Shift, Caps Lock: A is a
   const action = KEYS[key];
@@ -24,9 +26,31 @@ document.addEventListener("keydown", (event) => {
 });
 document.querySelectorAll("#answers button").forEach((b) =>
   b.addEventListener("click", () => act(b.dataset.action)));
+$("number-answer").addEventListener("submit", (event) => {
+  event.preventDefault();                   // Enter in the field, or the record button
+  const text = $("number-input").value.trim();
+  if (text === "") return status(`type ${wanted()} first, then Enter`, true);
+  act("number", null, Number(text));
+});
+$("number-input").addEventListener("keydown", (event) => {
+  if (event.key === "Escape") $("number-input").blur();      // back to the keys
+});
 document.addEventListener("visibilitychange", () => { if (!document.hidden && !busy) load(); });
 
-function request(action) {
+function wanted() {
+  return view && view.session.takes === "number" ? "your measurement or score" : "a grade in [0, 1]";
+}
+
+function labelName(y) {
+  // 1 and 0 by name; a grade or a score as the number it is
+  return y === 1 ? "positive" : y === 0 ? "negative" : String(y);
+}
+
+function labelClass(y) {
+  return y === 1 ? "positive" : y === 0 ? "negative" : "number";
+}
+
+function request(action, value) {
   // [path, body] for an action on what the page shows, or a message why there is none
   if (action === "undo") {
     if (!view.last) return "nothing to undo";
@@ -35,17 +59,18 @@ function request(action) {
   if (!view.item) return "every point is labeled";
   if (action === "skip") return ["/api/skip", { index: view.item.index }];
   if (view.progress.spent) return "the budget is spent: undo or correct an answer, or serve again with a larger --budget";
-  return ["/api/answer", { index: view.item.index, label: action === "positive" ? 1 : 0 }];
+  const label = action === "number" ? value : action === "positive" ? 1 : 0;
+  return ["/api/answer", { index: view.item.index, label }];
 }
 
-async function act(action, correction) {
+async function act(action, correction, value) {
   if (!view) return;
   if (busy) {                 // one change at a time: a second key is dropped, aloud
     ignored.push(NAMES[action] || action);
     return status(`key ${NAMES[action] || action} ignored: still ${busy} (one key per answer)`, true);
   }
   ignored = [];
-  const req = correction ? ["/api/correct", correction] : request(action);
+  const req = correction ? ["/api/correct", correction] : request(action, value);
   if (typeof req === "string") return status(req);
   const [path, body] = req;
   const t0 = performance.now();
@@ -67,7 +92,8 @@ async function act(action, correction) {
       render(data);
       const dropped = ignored.length ? ` (${ignored.join(", ")} pressed meanwhile: ignored, one key per answer)` : "";
       status(done(action, body, correction) + dropped);
-      if (action === "positive" || action === "negative") {
+      if (action === "number" && !correction) $("number-input").value = "";   // ready for the next one
+      if (action === "positive" || action === "negative" || action === "number") {
         requestAnimationFrame(() => window.bigsearchTimings.push(performance.now() - t0));
       }
     } else {
@@ -98,18 +124,18 @@ function sameTarget(action, body, correction) {
 }
 
 function done(action, body, correction) {
-  if (correction) return `corrected point ${body.index} to ${body.label ? "positive" : "negative"}`;
+  if (correction) return `corrected point ${body.index} to ${labelName(body.label)}`;
   if (action === "undo") return `undid the ${body.skip ? "skip" : "label"} of point ${body.index}`;
   if (action === "skip") return `skipped point ${body.index}`;
-  return `recorded point ${body.index} as ${action}`;
+  return `recorded point ${body.index} as ${labelName(body.label)}`;
 }
 
 function outcome(pending) {
   // what the server holds of a change whose reply was lost, read back from its state
   const { action, body, correction } = pending;
   const labeled = view.recent.find((d) => d.index === body.index);
-  const name = (y) => (y ? "positive" : "negative");
-  if (action === "positive" || action === "negative" || correction) {
+  const name = labelName;
+  if (action === "positive" || action === "negative" || action === "number" || correction) {
     if (labeled && labeled.label === body.label) return `reconnected: point ${body.index} is recorded as ${name(body.label)}`;
     if (labeled) return `reconnected: point ${body.index} is recorded as ${name(labeled.label)}, not ${name(body.label)}`;
     return `reconnected: your answer for point ${body.index} was not recorded; answer again`;
@@ -173,7 +199,18 @@ function render(data) {
   document.body.dataset.labels = data.progress.labels;
   document.body.dataset.skipped = data.skipped;
   document.body.dataset.spent = data.progress.spent ? "1" : "0";
+  renderNumberField(data);
   setBusy(busy);
+}
+
+function renderNumberField(data) {
+  // the number field, for a method that takes grades (LAS, WNAS, ...) or any number (blr)
+  const takes = data.session.takes;
+  document.body.dataset.takes = takes;
+  $("number-answer").hidden = takes === "binary" || !data.item || data.progress.spent;
+  $("number-label").textContent = takes === "number" ? "your measurement / score" : "a grade in [0, 1]";
+  const input = $("number-input");
+  if (takes === "grade") { input.min = "0"; input.max = "1"; } else { input.removeAttribute("min"); input.removeAttribute("max"); }
 }
 
 function renderItem(item, progress) {
@@ -247,7 +284,7 @@ function renderWhy(why, chosenBy) {
   $("why").hidden = !why && !chosenBy;   // no why: the method's scores have no explanation here
   $("why-summary").hidden = !why;
   if (!why) { $("why-table").hidden = true; return; }
-  const positives = why.points.some((p) => p.label) || why.rest.contribution > 0;
+  const positives = why.points.some((p) => p.label > 0) || why.rest.contribution > 0;
   const las = why.prior !== null && why.prior !== undefined;
   if (!why.points.length || (las && !positives)) {
     $("why-summary").textContent = `f = ${fmt(why.f)}, all from the prior: ` +
@@ -276,7 +313,7 @@ function renderWhy(why, chosenBy) {
   };
   for (const p of why.points) {
     const name = `point ${p.index}` + (p.id !== null && p.id !== undefined ? ` (${p.id})` : "");
-    add([name, p.label ? "positive" : "negative", fmt(p.weight), fmt(p.contribution)], p.label ? "positive" : "negative");
+    add([name, labelName(p.label), fmt(p.weight), fmt(p.contribution)], labelClass(p.label));
   }
   if (why.rest.count) add([`${why.rest.count} other labeled points`, "", "", fmt(why.rest.contribution)]).className = "rest";
   if (las) add(["the prior", "", "", fmt(why.prior)]).className = "rest";
@@ -294,7 +331,7 @@ function renderProgress(p, last, skipped) {
   $("hit-rate").textContent = !r ? "none yet" :
     `${r.hits} of the last ${r.of} (${Math.round(100 * r.low)}-${Math.round(100 * r.high)}%)`;
   $("last-label").textContent = !last ? "none" :
-    `point ${last.index}: ${last.skip ? "skipped" : last.label ? "positive" : "negative"}`;
+    `point ${last.index}: ${last.skip ? "skipped" : labelName(last.label)}`;
   const bar = $("budget-bar");
   bar.hidden = !p.budget;
   if (p.budget) $("budget-fill").style.width = `${Math.min(100, 100 * p.used / p.budget)}%`;
@@ -307,15 +344,49 @@ function renderRecent(recent) {
   list.replaceChildren();
   for (const d of recent) {
     const li = el("li");
-    const label = el("span", d.label ? "positive" : "negative");
-    label.className = d.label ? "positive" : "negative";
-    const fix = el("button", `make ${d.label ? "negative" : "positive"}`);
-    fix.dataset.index = d.index;
-    fix.addEventListener("click", () => act(d.label ? "negative" : "positive", { index: d.index, label: 1 - d.label }));
-    li.append(el("span", `point ${d.index}` + (d.id !== null && d.id !== undefined ? ` (${d.id})` : "") + " "), label, fix);
+    const label = el("span", labelName(d.label));
+    label.className = labelClass(d.label);
+    li.append(el("span", `point ${d.index}` + (d.id !== null && d.id !== undefined ? ` (${d.id})` : "") + " "), label);
+    if (d.label === 0 || d.label === 1) {
+      const fix = el("button", `make ${d.label ? "negative" : "positive"}`);
+      fix.dataset.index = d.index;
+      fix.addEventListener("click", () => act(d.label ? "negative" : "positive", { index: d.index, label: 1 - d.label }));
+      li.append(fix);
+    }
+    if (view.session.takes !== "binary") {
+      const change = el("button", "change");
+      change.className = "change";
+      change.addEventListener("click", () => changeRecent(li, d));
+      li.append(change);
+    }
     list.append(li);
   }
   $("recent-none").hidden = recent.length > 0;
+}
+
+function changeRecent(li, d) {
+  // a new number for a recent decision, in place: Enter records the correction, Escape cancels
+  const form = el("form");
+  form.noValidate = true;
+  form.className = "change-form";
+  const input = el("input");
+  input.type = "number";
+  input.step = "any";
+  input.value = String(d.label);
+  input.setAttribute("aria-label", `new answer for point ${d.index}`);
+  const save = el("button", "save");
+  save.type = "submit";
+  form.append(input, save);
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (input.value.trim() === "") return status(`type ${wanted()} for point ${d.index} first`, true);
+    act("number", { index: d.index, label: Number(input.value) });
+  });
+  input.addEventListener("keydown", (event) => { if (event.key === "Escape") renderRecent(view.recent); });
+  li.querySelectorAll("button").forEach((b) => b.remove());
+  li.append(form);
+  input.focus();
+  input.select();
 }
 
 function curve(hits, labels, budget) {
