@@ -156,8 +156,14 @@ class BLRPruning:
                         a, z = sm.start[b] - st.start, sm.stop[b] - st.start
                         for clock, Vl, cl, cst in self.log:
                             if clock >= self.pruner.version[b]:
-                                self._score(x, st, a, z, *lower_quadratic_form(row_range(x, a, z), st.J[a:z], Vl,
-                                                                               cl, first=3), cst)
+                                self._score(
+                                    x,
+                                    st,
+                                    a,
+                                    z,
+                                    *lower_quadratic_form(row_range(x, a, z), st.J[a:z], Vl, cl, first=3),
+                                    cst,
+                                )
                     a, z = sm.start[run[0]] - st.start, sm.stop[run[-1]] - st.start
                     self._score(x, st, a, z, V, NO_LABELS, consts)
                     if self.ucb:
@@ -166,6 +172,17 @@ class BLRPruning:
     def _score(self, x, st, a, z, V, c, consts):
         """The full pass's kernel on a chunk's rows a:z (J lowered by the rows 3: of V)."""
         e = self.engine
-        blr_scores(row_range(x, a, z), V, c, st.start + a, st.label[a:z], st.J[a:z], st.v[a:z], st.f[a:z],
-                   st.im[a:z], *consts, e._beta, e._t)
-
+        blr_scores(
+            row_range(x, a, z),
+            V,
+            c,
+            st.start + a,
+            st.label[a:z],
+            st.J[a:z],
+            st.v[a:z],
+            st.f[a:z],
+            st.im[a:z],
+            *consts,
+            e._beta,
+            e._t,
+        )
