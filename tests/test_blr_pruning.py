@@ -169,3 +169,42 @@ def test_run_cli_blr_prune(data, store_factory, tmp_path):
     assert "blr: pruning on" in err and "X read per round" in err
     assert pruned["queries"] == full["queries"]
     assert sum(pruned["bytes_read"][1:]) < sum(full["bytes_read"][1:])
+
+
+@pytest.mark.parametrize(
+    "encoding,acquisition", list(itertools.product(["int8", "float16", "binary"], ["greedy", "ucb"]))
+)
+def test_encoded_stores_prune_to_the_full_pass(data, tmp_path, encoding, acquisition):
+    X, y = data
+    X = (X > 0).astype(float) if encoding == "binary" else X
+    path = tmp_path / "e.zarr"
+    bigsearch.create_store(path, X, None, encoding=encoding, chunk_rows=700, kind="zarr")
+    assert_same_and_cheaper(path, y, 0.95, acquisition=acquisition, lam=1.0, noise=0.5)
+
+
+def test_session_keeps_pruning_across_reopen(data, store_factory, tmp_path):
+    """A pruned UCB session saved (J of unread blocks brought up to date first) and
+    reopened goes on with the full pass's queries."""
+    from bigsearch.session import Session
+
+    X, y = data
+    path = store_factory(X, None, "zarr", "float64", 700)
+    opts = dict(acquisition="ucb", lam=1.0, noise=0.5)
+    full = bigsearch.BLR(path, **opts)
+    with Session.create(path, tmp_path / "s", method="blr", prune=True, checkpoint_every=4, **opts) as s:
+        assert s.search.pruning_status.startswith("on")
+        for i in start(y):
+            s.tell(i, int(y[i]))
+            full.tell(i, int(y[i]))
+        for _ in range(10):
+            i = int(s.search.ask())
+            assert i == full.ask()
+            s.tell(i, int(y[i]))
+            full.tell(i, int(y[i]))
+    with Session.open(tmp_path / "s") as s:
+        assert s.search.pruning_status.startswith("on")
+        for _ in range(5):
+            i = int(s.search.ask())
+            assert i == full.ask()
+            s.tell(i, int(y[i]))
+            full.tell(i, int(y[i]))
