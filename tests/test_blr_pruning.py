@@ -208,3 +208,23 @@ def test_session_keeps_pruning_across_reopen(data, store_factory, tmp_path):
             assert i == full.ask()
             s.tell(i, int(y[i]))
             full.tell(i, int(y[i]))
+
+
+def test_the_dask_backend_says_pruning_is_off(data, store_factory):
+    from distributed import Client, LocalCluster
+
+    X, y = data
+    path = store_factory(X, None, "zarr", "float32", 700)
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        on_dask = bigsearch.BLR(path, prune=True, lam=1.0, noise=0.5, backend=client)
+        local = bigsearch.BLR(path, lam=1.0, noise=0.5)
+        for s in (on_dask, local):
+            s.tell(start(y), y[start(y)].tolist())
+        assert on_dask.pruning_status == (
+            "off: pruned BLR queries need the local backend for now: a full pass per query"
+        )
+        assert [on_dask.ask() for _ in range(1)] == [local.ask()]
+        on_dask.close()
