@@ -228,3 +228,31 @@ def test_the_dask_backend_says_pruning_is_off(data, store_factory):
         )
         assert [on_dask.ask() for _ in range(1)] == [local.ask()]
         on_dask.close()
+
+
+@pytest.mark.parametrize("acquisition", ["greedy", "ucb"])
+def test_a_fork_prunes_on_its_own_arrays(data, store_factory, acquisition):
+    """The labelling page's in-memory copy (serve/fork.py) of a pruned search goes on with
+    the full pass's queries, and so does the original after it."""
+    from bigsearch.serve.fork import fork
+
+    X, y = data
+    path = store_factory(X, None, "zarr", "float32", 700)
+    opts = dict(acquisition=acquisition, lam=1.0, noise=0.5)
+    full, e = bigsearch.BLR(path, **opts), bigsearch.BLR(path, prune=True, block_rows=64, **opts)
+    for s in (full, e):
+        s.tell(start(y), y[start(y)].tolist())
+    for _ in range(5):
+        i = e.ask()
+        assert i == full.ask()
+        e.tell(i, int(y[i]))
+        full.tell(i, int(y[i]))
+    e.sync()
+    copy = fork(e)
+    reference = fork(full)
+    for engine, ref in ((copy, reference), (e, full)):
+        for _ in range(8):
+            i = engine.ask()
+            assert i == ref.ask()
+            engine.tell(i, int(y[i]))
+            ref.tell(i, int(y[i]))

@@ -56,7 +56,7 @@ class BLRPruning:
         self.stale = False  # f (and J, v, im) of unread blocks lag behind the labels
         self.log = []  # UCB: (clock, V, c, consts) of each J update since the last full pass
         self.hold = None  # the weights a UCB batch keeps while its members join A
-        self.score = None  # UCB: f + im per point, at each block's version
+        self.ucb_score = None  # UCB: f + im per point, at each block's version
         acq = engine.params.acquisition
         if acq == "thompson":
             self.status = "off: Thompson: a full pass per query: a new draw each query"
@@ -84,10 +84,15 @@ class BLRPruning:
             self.summaries = compute_summaries(e.backend.map, e.store.chunks, basis, self.block_rows)
             self.pruner = Pruner(self.summaries, None, 1.0)
             e.bytes_since_query += 2 * e.store.nbytes
-        f = e.backend.gather("f")
-        self.score = f + e.backend.gather("im") if self.ucb else f
-        self.pruner.reset(self.u(), self.score, e.backend.gather("label"))
+        if self.ucb:
+            self.ucb_score = e.backend.gather("f") + e.backend.gather("im")
+        self.pruner.reset(self.u(), self.score(), e.backend.gather("label"))
         self.log, self.hold, self.stale = [], None, False
+
+    def score(self):
+        """The selection score per point at each block's version: f itself for greedy
+        (the backend's array, never a copy: a fork's pruning reads its own)."""
+        return self.ucb_score if self.ucb else self.engine.backend.gather("f")
 
     def _now(self):
         """(w, V = [w, d, h], consts) as the full pass would score with now."""
@@ -109,7 +114,7 @@ class BLRPruning:
         if self.ucb and len(c):
             _, V, consts = self._now()
             self.log.append((self.pruner.clock, np.vstack([V, G]), c, consts))
-        self.pruner.labeled(idx, self.score, e.backend.gather("label"))
+        self.pruner.labeled(idx, self.score(), e.backend.gather("label"))
         self.stale = True
 
     def top(self, k):
@@ -118,7 +123,7 @@ class BLRPruning:
         if self.ucb:
             self.pruner.rounding = self._ucb_rounding(V, consts)
         label = e.backend.gather("label")
-        idx, sc, rows = self.pruner.top(k, self.u(), lambda blocks: self._read(blocks, V, consts), self.score, label)
+        idx, sc, rows = self.pruner.top(k, self.u(), lambda blocks: self._read(blocks, V, consts), self.score(), label)
         e.bytes_since_query += int(rows) * e.store.bytes_per_point
         oldest = self.pruner.version.min()
         self.log = [entry for entry in self.log if entry[0] >= oldest]
@@ -167,7 +172,7 @@ class BLRPruning:
                     a, z = sm.start[run[0]] - st.start, sm.stop[run[-1]] - st.start
                     self._score(x, st, a, z, V, NO_LABELS, consts)
                     if self.ucb:
-                        self.score[st.start + a : st.start + z] = st.f[a:z] + st.im[a:z]
+                        self.ucb_score[st.start + a : st.start + z] = st.f[a:z] + st.im[a:z]
 
     def _score(self, x, st, a, z, V, c, consts):
         """The full pass's kernel on a chunk's rows a:z (J lowered by the rows 3: of V)."""
