@@ -182,14 +182,15 @@ def test_encoded_stores_prune_to_the_full_pass(data, tmp_path, encoding, acquisi
     assert_same_and_cheaper(path, y, 0.95, acquisition=acquisition, lam=1.0, noise=0.5)
 
 
-def test_session_keeps_pruning_across_reopen(data, store_factory, tmp_path):
-    """A pruned UCB session saved (J of unread blocks brought up to date first) and
+@pytest.mark.parametrize("acquisition", ["greedy", "ucb"])
+def test_session_keeps_pruning_across_reopen(data, store_factory, tmp_path, acquisition):
+    """A pruned session saved (for UCB, J of unread blocks brought up to date first) and
     reopened goes on with the full pass's queries."""
     from bigsearch.session import Session
 
     X, y = data
     path = store_factory(X, None, "zarr", "float64", 700)
-    opts = dict(acquisition="ucb", lam=1.0, noise=0.5)
+    opts = dict(acquisition=acquisition, lam=1.0, noise=0.5)
     full = bigsearch.BLR(path, **opts)
     with Session.create(path, tmp_path / "s", method="blr", prune=True, checkpoint_every=4, **opts) as s:
         assert s.search.pruning_status.startswith("on")

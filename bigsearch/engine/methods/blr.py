@@ -479,7 +479,8 @@ class BLR(PrunableSearch):
         return {**super().run_details(), "refits": self.refits}
 
     def export_state(self) -> dict[str, Any]:
-        self._sync_scores()  # J of the blocks pruned queries did not read
+        if self._beta > 0:
+            self._sync_scores()  # J of the blocks pruned queries did not read (greedy saves J as stale)
         return super().export_state()
 
     # -- saving and restoring ------------------------------------------------------
