@@ -211,24 +211,31 @@ def test_session_keeps_pruning_across_reopen(data, store_factory, tmp_path, acqu
             full.tell(i, int(y[i]))
 
 
-def test_the_dask_backend_says_pruning_is_off(data, store_factory):
+def test_the_dask_backend_prunes_greedy_and_says_ucb_is_off(data, store_factory):
+    """Greedy: each worker prunes its chunks; the queries are the local full pass's and
+    read less than X per round. UCB (its log of J updates is the driver's) says it is off."""
     from distributed import Client, LocalCluster
 
     X, y = data
     path = store_factory(X, None, "zarr", "float32", 700)
     with (
-        LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
         Client(cluster) as client,
     ):
-        on_dask = bigsearch.BLR(path, prune=True, lam=1.0, noise=0.5, backend=client)
-        local = bigsearch.BLR(path, lam=1.0, noise=0.5)
-        for s in (on_dask, local):
-            s.tell(start(y), y[start(y)].tolist())
-        assert on_dask.pruning_status == (
-            "off: pruned BLR queries need the local backend for now: a full pass per query"
-        )
-        assert [on_dask.ask() for _ in range(1)] == [local.ask()]
-        on_dask.close()
+        full, _ = run(path, y, False, lam=1.0, noise=0.5)
+        pruned, e = run(path, y, True, lam=1.0, noise=0.5, backend=client)
+        assert pruned == full
+        assert e.pruning_status.endswith("(greedy), each worker pruning its chunks")
+        details = e.run_details()
+        read = details["bytes_read"][1:]
+        assert sum(read) < 0.8 * len(read) * details["x_bytes"]
+        e.close()
+        refitted, e = run(path, y, True, backend=client)  # refits: the workers' caches reset
+        assert refitted == run(path, y, False)[0] and len(e.refits) >= 3
+        e.close()
+        ucb = bigsearch.BLR(path, prune=True, acquisition="ucb", backend=client)
+        assert ucb.pruning_status == "off: pruned UCB queries need the local backend for now: a full pass per query"
+        ucb.close()
 
 
 @pytest.mark.parametrize("acquisition", ["greedy", "ucb"])

@@ -121,8 +121,8 @@ class BLR(PrunableSearch):
         Seed of Thompson's draws.
     prune : bool
         Exact pruned greedy and UCB queries (engine/pruning/blr.py): a query reads only the
-        blocks of rows that could hold the answer (local backend; ``pruning_status`` says
-        whether it is on, and why not).
+        blocks of rows that could hold the answer (UCB: on the local backend;
+        ``pruning_status`` says whether it is on, and why not).
     block_rows : int, optional
         Rows per pruning block (a multiple of 64; default 128).
     backend, n_threads : as for LAS.

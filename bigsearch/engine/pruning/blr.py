@@ -15,18 +15,28 @@ as the full passes would have: the J updates since its version (kept in a log: e
 update's V and c, as the update's pass had them) are replayed on its rows by the same
 functions, then f, v and im come from the full pass's kernel (bit-identical scores).
 
-Thompson draws anew each query, so its queries keep the full pass; so does the dask
-backend, for now.
+Thompson draws anew each query, so its queries keep the full pass. On the dask backend,
+greedy queries are pruned where the chunks live (``chunk_top_step``: each chunk's
+summaries and cache in its state on the worker, its exact top k back to the driver, as
+LAS's); UCB's log of J updates stays on the driver, so UCB keeps the full pass there.
 """
 
 import numpy as np
 
 from ...backends import ChunkStep
 from ...kernels.blr import blr_scores
-from ...storage.encoding import n_features
+from ...storage.encoding import n_features, n_rows
+from ..core.select import best_ranked
 from ..core.steps import decoded_blocks, lower_quadratic_form
-from .block_summaries import DEFAULT_BASIS, check_block_rows, compute_summaries, gram_basis
-from .las import NO_LABELS, Pruner, apply_labels_to_chunk, row_range
+from .block_summaries import (
+    DEFAULT_BASIS,
+    BlockSummaries,
+    check_block_rows,
+    compute_summaries,
+    gram_basis,
+    summary_step,
+)
+from .las import NO_LABELS, ChunkTop, Pruner, apply_labels_to_chunk, row_range
 
 ROUNDING = 1e3  # the UCB term's rounding, in units of sqrt of the scale of v (see ``_ucb_rounding``)
 
@@ -42,8 +52,54 @@ def gram_step(x, state):
 GRAM_X = ChunkStep(gram_step, from_scratch=True)
 
 
+def chunk_top_step(x, state, u, V, consts, beta, t, k, generation, u_reset, basis, block_rows):
+    """A chunk's exact top k of greedy BLR at u = [w, mean], reading only the blocks that
+    could hold it (the dask backend): the chunk's summaries and cache live in its state
+    (built at the first call, when every block is read once); ``generation`` changes after
+    each full pass, at ``u_reset``, and the cache is then rebuilt from the chunk's f."""
+    pr = getattr(state, "pruner", None)
+    if pr is None:
+        start = np.arange(0, n_rows(x), block_rows)
+        stop = np.minimum(start + block_rows, n_rows(x))
+        cols = summary_step(x, state, basis, block_rows)
+        pr = state.pruner = Pruner(BlockSummaries(block_rows, 0 * start, start, stop, basis, *cols), None, 1.0)
+        pr.unknown(u)
+    elif state.pruner_generation != generation:
+        pr.reset(u_reset, state.f, state.label)
+    state.pruner_generation = generation
+
+    def read(blocks):
+        blocks = np.sort(blocks)
+        for run in np.split(blocks, np.flatnonzero(blocks[1:] != blocks[:-1] + 1) + 1):
+            a, z = pr.sm.start[run[0]], pr.sm.stop[run[-1]]
+            st = state
+            blr_scores(
+                row_range(x, a, z),
+                V,
+                NO_LABELS,
+                st.start + a,
+                st.label[a:z],
+                st.J[a:z],
+                st.v[a:z],
+                st.f[a:z],
+                st.im[a:z],
+                *consts,
+                beta,
+                t,
+            )
+
+    idx, sc, rows = pr.top(k, u, read, state.f, state.label)
+    return ChunkTop(idx + state.start, sc, rows)
+
+
+# It updates state it did not create: a lost chunk is rebuilt by the engine's recipe,
+# whose partials are not a ChunkTop, and the query is asked again (BLRPruning).
+CHUNK_TOP = ChunkStep(chunk_top_step, whole_chunk=False)
+
+
 class BLRPruning:
-    """Glue between a BLR engine and the Pruner (one for all of X, on the local backend).
+    """Glue between a BLR engine and the Pruner: one for all of X on the local backend,
+    one per chunk on the workers of the dask backend (greedy).
 
     ``status`` says whether queries are pruned, and why not when they are not."""
 
@@ -57,11 +113,17 @@ class BLRPruning:
         self.log = []  # UCB: (clock, V, c, consts) of each J update since the last full pass
         self.hold = None  # the weights a UCB batch keeps while its members join A
         self.ucb_score = None  # UCB: f + im per point, at each block's version
+        self.local = getattr(engine.backend, "name", "") == "local"
+        self.basis, self.generation, self.u_reset = None, 0, None  # for the workers' pruners (dask)
         acq = engine.params.acquisition
         if acq == "thompson":
             self.status = "off: Thompson: a full pass per query: a new draw each query"
-        elif getattr(engine.backend, "name", "") != "local":
-            self.status = "off: pruned BLR queries need the local backend for now: a full pass per query"
+        elif not self.local and acq == "ucb":
+            self.status = "off: pruned UCB queries need the local backend for now: a full pass per query"
+        elif not self.local:
+            self.status = (
+                f"on: exact pruning of blocks of {self.block_rows} rows ({acq}), each worker pruning its chunks"
+            )
         else:
             self.status = f"on: exact pruning of blocks of {self.block_rows} rows ({acq})"
 
@@ -78,12 +140,17 @@ class BLRPruning:
         if not self.active:
             return
         e = self.engine
+        if self.basis is None:
+            self.basis = gram_basis(np.sum(e.backend.map(GRAM_X), axis=0), self.basis_dim)
+            e.bytes_since_query += e.store.nbytes
+        if not self.local:  # the workers reset their chunks' caches at the next query
+            self.generation += 1
+            self.u_reset, self.hold, self.stale = self.u(), None, False
+            return
         if self.summaries is None:
-            G = np.sum(e.backend.map(GRAM_X), axis=0)
-            basis = gram_basis(G, self.basis_dim)
-            self.summaries = compute_summaries(e.backend.map, e.store.chunks, basis, self.block_rows)
+            self.summaries = compute_summaries(e.backend.map, e.store.chunks, self.basis, self.block_rows)
             self.pruner = Pruner(self.summaries, None, 1.0)
-            e.bytes_since_query += 2 * e.store.nbytes
+            e.bytes_since_query += e.store.nbytes
         if self.ucb:
             self.ucb_score = e.backend.gather("f") + e.backend.gather("im")
         self.pruner.reset(self.u(), self.score(), e.backend.gather("label"))
@@ -114,12 +181,15 @@ class BLRPruning:
         if self.ucb and len(c):
             _, V, consts = self._now()
             self.log.append((self.pruner.clock, np.vstack([V, G]), c, consts))
-        self.pruner.labeled(idx, self.score(), e.backend.gather("label"))
+        if self.local:
+            self.pruner.labeled(idx, self.score(), e.backend.gather("label"))
         self.stale = True
 
     def top(self, k):
         e = self.engine
         _, V, consts = self._now()
+        if not self.local:
+            return self._top_on_workers(k, V, consts)
         if self.ucb:
             self.pruner.rounding = self._ucb_rounding(V, consts)
         label = e.backend.gather("label")
@@ -127,6 +197,18 @@ class BLRPruning:
         e.bytes_since_query += int(rows) * e.store.bytes_per_point
         oldest = self.pruner.version.min()
         self.log = [entry for entry in self.log if entry[0] >= oldest]
+        self.stale = True
+        return idx, sc
+
+    def _top_on_workers(self, k, V, consts):
+        """Each chunk's exact top k, pruned where the chunk lives: one round trip."""
+        e = self.engine
+        args = (self.u(), V, consts, e._beta, e._t, k, self.generation, self.u_reset, self.basis, self.block_rows)
+        parts = e.backend.map(CHUNK_TOP, *args)
+        if not all(isinstance(part, ChunkTop) for part in parts):
+            parts = e.backend.map(CHUNK_TOP, *args)  # a lost worker's chunks were rebuilt: again
+        idx, sc = best_ranked(np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts]), k)
+        e.bytes_since_query += int(sum(q[2] for q in parts)) * e.store.bytes_per_point
         self.stale = True
         return idx, sc
 
