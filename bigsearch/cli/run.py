@@ -177,7 +177,7 @@ def search_options(f):
 @search_options
 @blr_options
 @click.option("--prune", is_flag=True,
-              help="LAS (alpha = 0) and WNAS: exact pruned queries: read only the blocks of rows "
+              help="LAS (alpha = 0), WNAS and BLR (greedy, UCB): exact pruned queries: read only the blocks of rows "
                    "that could hold the answer; the queries are those of the full pass.")
 @click.option("--fantasy", default=None, metavar="Y|f",
               help="LAS batches: sequential greedy, each chosen point told the fantasized label Y in [0, 1] "

@@ -104,7 +104,7 @@ def session():
                    "vector:FILE.npy (ask the most similar first) or keyword:COLUMN=WORDS (ask matching "
                    "records first), until the first positive; docs/sessions.md.")
 @click.option("--prune", is_flag=True,
-              help="LAS (alpha = 0) and WNAS: exact pruned queries: read only the blocks of rows "
+              help="LAS (alpha = 0), WNAS and BLR (greedy, UCB): exact pruned queries: read only the blocks of rows "
                    "that could hold the answer.")
 @blr_options
 @dataset_option

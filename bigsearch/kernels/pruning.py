@@ -24,7 +24,7 @@ def bound_at(top, v, i, terms, centre, lo, hi, radii):
     at version v: -inf when there is none (top -inf), +inf when never read (top +inf)."""
     if top == -np.inf:
         return -np.inf
-    a, w_perp, w_norm, u_norms, W, PW, b, safety = terms
+    a, w_perp, w_norm, u_norms, c_mags, W, PW, b, safety = terms
     radius_perp, radius, norm_max, deg_min, deg_max = radii
     cw = 0.0
     for j in range(centre.shape[1]):
@@ -35,7 +35,7 @@ def bound_at(top, v, i, terms, centre, lo, hi, radii):
     spread = min(box + radius_perp[i] * w_perp[v], radius[i] * w_norm[v])
     ub = cw + spread
     drift = ub / deg_min[i] if ub >= 0.0 else ub / deg_max[i]
-    scale = abs(top) + b * abs(a[v]) + b * (abs(cw) + spread + norm_max[i] * u_norms[v]) / deg_min[i]
+    scale = abs(top) + b * (abs(a[v]) + c_mags[v]) + b * (abs(cw) + spread + norm_max[i] * u_norms[v]) / deg_min[i]
     return top + b * (a[v] + drift) + safety * scale
 
 
@@ -43,7 +43,7 @@ def bound_at(top, v, i, terms, centre, lo, hi, radii):
 def block_bounds(items, best, slot, terms, centre, lo, hi, radii, out):
     """out[t] = the bound of block items[t] (``bound_at``, at its version).
 
-    ``terms``: per version a, ||w_perp||, ||w||, u_norms, W, P^T w, then b_unl and the
+    ``terms``: per version a, ||w_perp||, ||w||, u_norms, c_mags, W, P^T w, then b and the
     rounding margin (``Pruner.version_terms``); ``radii``: (radius_perp, radius,
     norm_max, deg_min, deg_max), one value per block each."""
     for t in range(len(items)):

@@ -366,4 +366,11 @@ class BLRParams(Params):
 
 @dataclass(frozen=True)
 class BLROptions(Options, BLRParams):
-    """BLR (engine/methods/blr.py): its parameters, :class:`BLRParams`."""
+    """BLR (engine/methods/blr.py): its parameters, :class:`BLRParams`, and pruning (greedy
+    and UCB queries, engine/pruning/blr.py)."""
+    prune: bool = False
+    block_rows: int | None = None
+
+    def __post_init__(self) -> None:
+        BLRParams.__post_init__(self)
+        _check_pruning(self)

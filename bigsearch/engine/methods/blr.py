@@ -24,6 +24,9 @@ of A); for Thompson, one draw per member.
 lam and s2 come from the evidence of the labels (engine/blr_evidence.py), refitted each
 time the labels grow by ``refit_share`` (a refit rebuilds A^-1 from the labeled rows and,
 when v is needed, J by one O(n r^2) pass); ``refits`` records each. Given values are kept.
+
+With ``prune``, greedy and UCB queries read only the blocks of X that could hold the answer
+(engine/pruning/blr.py): the same queries as the full pass; a refit is a full pass.
 """
 
 from __future__ import annotations
@@ -40,11 +43,12 @@ from ...errors import DataError, NumericalError
 from ...kernels.blr import blr_scores, sample_tops
 from ...kernels.encoded import binary_quadratic
 from ...storage.encoding import decode
-from ..core.base import ChunkedSearch, PointArray, StoreLike
-from ..core.params import BLRParams
+from ..core.base import PointArray, PrunableSearch, StoreLike
+from ..core.params import BLROptions, BLRParams
 from ..core.rank_updates import DeferredK, LowRankInverse, batch_update
 from ..core.select import ChunkPartials, best_ranked
 from ..core.steps import COLSUM, FUSED_LABELS, decoded_blocks, lower_quadratic_form, packed_bits
+from ..pruning.blr import BLRPruning
 from . import blr_evidence as evidence
 
 NO_C = np.zeros(0)
@@ -99,7 +103,7 @@ BLR_UPDATE = ChunkStep(blr_update_step)
 SAMPLE_TOPS = ChunkStep(sample_tops_step)  # reads the labels it did not write: redone after a loss
 
 
-class BLR(ChunkedSearch):
+class BLR(PrunableSearch):
     """Bayesian linear regression search over a feature store.
 
     Parameters
@@ -117,6 +121,12 @@ class BLR(ChunkedSearch):
         Refit lam and noise each time the labels grow by this share.
     seed : int, optional
         Seed of Thompson's draws.
+    prune : bool
+        Exact pruned greedy and UCB queries (engine/pruning/blr.py): a query reads only the
+        blocks of rows that could hold the answer (UCB: on the local backend;
+        ``pruning_status`` says whether it is on, and why not).
+    block_rows : int, optional
+        Rows per pruning block (a multiple of 64; default 128).
     backend, n_threads : as for LAS.
     """
 
@@ -147,7 +157,10 @@ class BLR(ChunkedSearch):
         backend: Any = "local",
         n_threads: int | None = None,
         store_options: dict[str, Any] | None = None,
+        prune: bool = False,
+        block_rows: int | None = None,
     ) -> None:
+        options = BLROptions(acquisition, beta, lam, noise, refit_share, seed, prune, block_rows)  # checked
         params = BLRParams(acquisition, beta, lam, noise, refit_share, seed)
 
         def checked(st):
@@ -171,6 +184,10 @@ class BLR(ChunkedSearch):
         self._rng = np.random.default_rng(params.seed)
         self._J_stale = False  # J lags behind A: recomputed when read
         self._labels_at_refit = 0
+        self._start_pruning(BLRPruning(self, options.block_rows) if options.prune else None)
+
+    def engine_options(self) -> dict[str, Any]:
+        return {"prune": True, "block_rows": self.pruning.block_rows} if self.pruning is not None else {}
 
     # -- scores --------------------------------------------------------------------
     @property
@@ -203,9 +220,19 @@ class BLR(ChunkedSearch):
         return self._inverse.value()
 
     def _fresh_J(self) -> None:
-        self._sync()
+        self._sync_scores()
         if self._J_stale:
             self._rescore("Ainv")
+
+    def _sync_scores(self) -> None:
+        """_sync, then every block current (pruned queries leave the blocks they did not
+        read behind: for UCB their J updates are replayed first, so J stays the full
+        pass's to the bit)."""
+        self._sync()
+        pruning = self._pruned()
+        if pruning is not None and pruning.stale:
+            pruning.catch_up()
+            self._rescore("keep")
 
     def _set_inverse(self, Ainv: np.ndarray, A: DeferredK) -> None:
         self._inverse, self._A = LowRankInverse(Ainv), A
@@ -268,10 +295,19 @@ class BLR(ChunkedSearch):
             self._rescore("Ainv" if self._beta > 0 else "keep")
             self._J_stale = self._beta == 0
             return
-        if (self._beta == 0 and len(c) > FUSED_LABELS) or self._J_stale:  # J is not needed to choose
+        if (self._beta == 0 and (len(c) > FUSED_LABELS or self._pruned())) or self._J_stale:  # J is not needed
             G, c, self._J_stale = G[:0], c[:0], True
         self._draw()
+        pruning = self._pruned()
+        if pruning is not None:
+            pruning.hold = None  # a UCB batch's weights give way to the labels'
+            pruning.labels_told(idx, lab, G, c)  # no pass: the next query reads what it needs
+            return
         self._score_pass(self._weights(), G, c, idx, lab)
+
+    def _pass(self, step: Any, *args: Any, t_prev: float = 0.0) -> None:
+        super()._pass(step, *args, t_prev=t_prev)
+        self.bytes_since_query += self.store.nbytes
 
     def _score_pass(self, w, G, c, idx, lab) -> None:
         mean, v0, d0, h = self._consts(w)
@@ -395,6 +431,8 @@ class BLR(ChunkedSearch):
         self._pass(step, *args, t_prev=self._t)
         if J_from != "keep":
             self._J_stale = False
+        if self.pruning is not None:
+            self.pruning.after_full_pass()
 
     def rebuild_recipe(self, J_from: str = "Ainv") -> StepCall:
         labeled = np.flatnonzero(self._label >= 0)
@@ -432,9 +470,11 @@ class BLR(ChunkedSearch):
 
     def _ucb_batch(self, k: int) -> list[int]:
         """Each member joins A before the next is chosen; mu stays (its weights are kept)."""
-        self._fresh_J()
+        if self._J_stale:
+            self._rescore("Ainv")
         chosen: list[int] = []
         w = self._weights()
+        pruning = self._pruned()
         for _ in range(k):
             i = int(self._top(1)[0][0])
             chosen.append(i)
@@ -442,11 +482,20 @@ class BLR(ChunkedSearch):
                 break
             idx = np.array([i])
             G, c = self._into_A(idx, decode(self.store.read_stored_rows(idx)))
-            self._score_pass(w, G, c, idx, np.zeros(1, np.int8))
+            if pruning is not None:
+                pruning.hold = w
+                pruning.labels_told(idx, np.zeros(1, np.int8), G, c)
+            else:
+                self._score_pass(w, G, c, idx, np.zeros(1, np.int8))
         return chosen
 
     def run_details(self) -> dict[str, Any]:
-        return {"refits": self.refits}
+        return {**super().run_details(), "refits": self.refits}
+
+    def export_state(self) -> dict[str, Any]:
+        if self._beta > 0:
+            self._sync_scores()  # J of the blocks pruned queries did not read (greedy saves J as stale)
+        return super().export_state()
 
     # -- saving and restoring ------------------------------------------------------
     def _export_meta(self) -> dict[str, Any]:
@@ -459,7 +508,13 @@ class BLR(ChunkedSearch):
             "in_A": sorted(self._in_A),
             "J_stale": self._J_stale,
             "rng": self._rng.bit_generator.state,
+            **({"prune": {"block_rows": self.pruning.block_rows}} if self.pruning is not None else {}),
         }
+
+    @classmethod
+    def _options_from_meta(cls, meta: dict[str, Any]) -> dict[str, Any]:
+        prune = meta.get("prune")
+        return {**meta["params"], **({"prune": True, "block_rows": prune["block_rows"]} if prune else {})}
 
     def _saved_globals(self) -> dict[str, np.ndarray]:
         inverse = self._inverse

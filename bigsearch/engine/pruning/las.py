@@ -36,6 +36,13 @@ group only when the group's bound reaches the blocks about to be read, sorting o
 those; a block's bound is the smaller of its own and its group's. Each block's version
 is a row of a small table of the u's in use, counted as blocks move.
 
+The same Pruner serves linear scores f_i = c + x_i . u (BLR's predictive mean,
+engine/pruning/blr.py): built with ``s=None`` and b = 1 over summaries whose degrees are
+all 1, it takes u with the constant c as its last entry, and the shift is the change of
+c (it moves every f by exactly that), so the bound is the same formula. Scores that
+only fall as labels arrive may be added to such f (BLR's UCB term): the cached
+maximum plus the bound still bounds them (``rounding`` covers their rounding).
+
 alpha > 0 is not pruned: the rescaling of the impact factor needs sums of IM over all
 unlabeled points, so those queries keep the full pass (``status`` says which).
 
@@ -79,15 +86,16 @@ class Pruner:
 
     def __init__(self, summaries, s, b_unl):
         self.sm = summaries
-        self.s = s
-        self.ss = float(s @ s)
+        self.s = s                           # None: linear scores, u's last entry is the constant c
+        self.ss = float(s @ s) if s is not None else 0.0
         self.b = b_unl
+        self.rounding = 0.0                  # the rounding scale of score terms outside f (linear scores)
         nb = summaries.n_blocks
         self.best = np.full(nb, -np.inf)     # max f of unlabeled rows, at the block's version
         self.version = np.zeros(nb, np.int64)
         self.slot = np.zeros(nb, np.int32)
         self.clock = 0
-        self._every_block_at(np.zeros(len(s)), 0)
+        self._every_block_at(np.zeros(len(s) if s is not None else summaries.basis.shape[0] + 1), 0)
 
     def _every_block_at(self, u, version):
         self.table_u = u.astype(np.float64)[None, :].copy()   # (slots, r): the u of each version in use
@@ -146,16 +154,23 @@ class Pruner:
 
     def version_terms(self, u):
         """What the bound kernel needs per row of the version table (u_v): a, with
-        u - u_v = a s + w, ||w - P P^T w||, ||w||, ||u_v|| + ||u|| (the rounding margin's
-        scale), w and P^T w; then b_unl and the margin."""
+        u - u_v = a s + w (linear scores: a the change of c, w of the rest), ||w - P P^T w||,
+        ||w||, ||u_v|| + ||u|| and the constants' magnitudes (the rounding margin's scale),
+        w and P^T w; then b and the margin."""
         delta = u[None, :] - self.table_u
-        a = delta @ self.s / self.ss
-        W = delta - a[:, None] * self.s[None, :]
+        if self.s is None:
+            a, W, table = delta[:, -1], delta[:, :-1], self.table_u[:, :-1]
+            c_mags = np.abs(self.table_u[:, -1]) + abs(u[-1]) + self.rounding
+            u = u[:-1]
+        else:
+            a = delta @ self.s / self.ss
+            W, table, c_mags = delta - a[:, None] * self.s[None, :], self.table_u, np.zeros(len(delta))
         PW = W @ self.sm.basis
         w_perp = np.linalg.norm(W - PW @ self.sm.basis.T, axis=1)
         w_norm = np.linalg.norm(W, axis=1)
-        u_norms = np.linalg.norm(self.table_u, axis=1) + np.linalg.norm(u)
-        return a, w_perp, w_norm, u_norms, np.ascontiguousarray(W), np.ascontiguousarray(PW), self.b, SAFETY
+        u_norms = np.linalg.norm(table, axis=1) + np.linalg.norm(u)
+        return (a, w_perp, w_norm, u_norms, c_mags, np.ascontiguousarray(W), np.ascontiguousarray(PW), self.b,
+                SAFETY)
 
     def bounds(self, u):
         """Per block, an upper bound (rounding margin included) on f at u of its unlabeled
@@ -168,13 +183,13 @@ class Pruner:
     def reference_bounds(self, u):
         """``bounds`` in NumPy, the formula the kernel follows (kept for the tests)."""
         sm, inv = self.sm, self.slot
-        a, w_perp, w_norm, u_norms, W, PW, _, _ = self.version_terms(u)
+        a, w_perp, w_norm, u_norms, c_mags, W, PW, _, _ = self.version_terms(u)
         cw = np.einsum("ij,ij->i", sm.centre, W[inv])
         box = np.maximum(sm.lo * PW[inv], sm.hi * PW[inv]).sum(axis=1)
         spread = np.minimum(box + sm.radius_perp * w_perp[inv], sm.radius * w_norm[inv])
         ub = cw + spread
         drift = np.where(ub >= 0, ub / sm.deg_min, ub / sm.deg_max)
-        scale = (np.abs(self.best) + self.b * np.abs(a[inv])
+        scale = (np.abs(self.best) + self.b * (np.abs(a[inv]) + c_mags[inv])
                  + self.b * (np.abs(cw) + spread + sm.norm_max * u_norms[inv]) / sm.deg_min)
         with np.errstate(invalid="ignore"):
             out = self.best + self.b * (a[inv] + drift) + SAFETY * scale
