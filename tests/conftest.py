@@ -15,6 +15,8 @@ from bigsearch import datasets
 from bigsearch.storage import STORE_FORMATS, store_format
 from bigsearch.testing import clustered_points
 
+pytest_plugins = ["pytester"]   # tests/test_lanes.py runs pytest on small test files
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # The project's copy of the public data sets beside a worktree (as in CI): the default mirror
 # of `bigsearch datasets`. A clone without it skips the tests that need whole data sets.
@@ -130,3 +132,76 @@ def run_on_a_terminal(*args, cwd=None, env=None):
         reader.join(timeout=10)
         os.close(master)
     return res, b"".join(chunks).decode(errors="replace")
+
+
+# -- test lanes ---------------------------------------------------------------------------
+# Markers applied from what a test uses (docs/contributing.md, "Test lanes"); each of them also
+# marks it `slow`, so `pytest -m "not slow"` is the quick lane. By the fixtures a test asks for,
+# the names its own code calls, or its module (where every test in it does so through helpers).
+USES = {
+    "cli": {"names": {"run_cli", "run_on_a_terminal", "subprocess"},
+            "modules": {"test_cli_run", "test_cli_startup", "test_cli_practical", "test_quickstart",
+                        "test_readme", "test_session_cli", "test_hardening", "test_kernel_cache"}},
+    "cluster": {"fixtures": {"client", "cluster", "tls_cluster"}, "names": {"LocalCluster"},
+                "modules": {"test_hardening_cluster", "test_ingest_cluster"}},
+    "browser": {"fixtures": {"browser", "servers"}, "modules": {"test_serve_browser"}},
+    "s3": {"fixtures": {"s3", "iam_s3"}, "names": {"S3Server"}},
+    "kills": {"names": {"SIGKILL", "kill", "kill_worker"},
+              "modules": {"test_hardening_kills", "test_distributed_loss", "test_session_crash"}},
+    "large": {"modules": {"test_out_of_core"}},
+}
+# Fast enough to stay in the quick lane although they use one of the above (seconds measured on
+# 2 loaded cores): none yet.
+QUICK = set()
+
+
+class Lanes:
+    """Marks each collected test with the USES markers that apply to it, and `slow` with them."""
+
+    @staticmethod
+    def uses(item):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        names = set(getattr(getattr(getattr(item, "function", None), "__code__", None), "co_names", ()))
+        module = item.module.__name__.rpartition(".")[2] if getattr(item, "module", None) else ""
+        return [marker for marker, how in USES.items()
+                if fixtures & how.get("fixtures", set()) or names & how.get("names", set())
+                or module in how.get("modules", set())]
+
+    def pytest_collection_modifyitems(self, config, items):
+        for item in items:
+            used = self.uses(item)
+            for marker in used:
+                item.add_marker(marker)
+            if used and item.nodeid not in QUICK:
+                item.add_marker("slow")
+
+
+def pytest_configure(config):
+    for marker in USES:
+        config.addinivalue_line("markers", f"{marker}: applied by tests/conftest.py (USES); implies slow")
+    config.pluginmanager.register(Lanes(), "lanes")
+    config.pluginmanager.register(SkipsFailOnCI(), "skips_fail_on_ci")
+
+
+class SkipsFailOnCI:
+    """When the environment variable CI is set (.ci/run sets it), a skipped test fails: CI is
+    meant to run every test, so a skip there hides a check (Chromium missing, a data set not
+    mirrored). Except the skips whose reason starts with one of ACCEPTABLE."""
+
+    ACCEPTABLE = (
+        "this system offers no transparent huge pages",   # a kernel option, not ours to install
+    )
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        if not (os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail")):
+            return
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        if not reason.startswith(self.ACCEPTABLE):
+            report.outcome = "failed"
+            report.longrepr = (f"skipped on CI (CI={os.environ['CI']}): {reason}\n"
+                               "CI must run this test: give it what it needs, or add the reason to "
+                               "SkipsFailOnCI.ACCEPTABLE in tests/conftest.py with why")
