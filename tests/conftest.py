@@ -51,6 +51,17 @@ def small_data():
     return X, y
 
 
+@pytest.fixture(scope="module")
+def client():
+    """A dask Client on a real LocalCluster of two single-threaded worker processes, one per
+    test module (a module may define its own, e.g. test_distributed_loss.py's)."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as c:
+        yield c
+
+
 def tight_blocks(n, r, prevalence, seed):
     """Clustered points with rows sorted so that consecutive rows (blocks) are tight: what
     the pruned engines' bounds are tested on."""

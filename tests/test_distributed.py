@@ -7,7 +7,6 @@ import shutil
 
 import numpy as np
 import pytest
-from distributed import Client, LocalCluster
 
 import bigsearch
 from bigsearch.backends import Backend
@@ -19,13 +18,6 @@ from conftest import run_cli, run_queries
 
 RTOL = 1e-9
 LAS_OPTIONS = {"pi": 0.05, "eta": 0.6, "alpha": 0.05}
-
-
-@pytest.fixture(scope="module")
-def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")

@@ -286,14 +286,6 @@ def test_batch_at_alpha_zero_defers_J(tmp_path, datasets, encoding):
 
 
 # -- the distributed backend -------------------------------------------------------------
-@pytest.fixture(scope="module")
-def client():
-    from distributed import Client, LocalCluster
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as c:
-        yield c
-
-
 @pytest.mark.parametrize("kind,encoding", list(itertools.product(KINDS, ENCODINGS)))
 def test_distributed_backend_matches_dense(tmp_path, datasets, client, kind, encoding):
     _, y = datasets[encoding]
