@@ -22,6 +22,7 @@ from bigsearch.session import Session
 from bigsearch.storage import open_store
 from bigsearch.storage.remote import ObjectZarrStore, remote_defaults
 from bigsearch.testing import clustered_points, dense_las_run
+from bigsearch.testing.cluster import assert_persisted, persisted_chunks
 from bigsearch.testing.s3_server import ACCESS, NO_METADATA, S3Server
 from bigsearch.testing.store_suite import StoreFormatTests
 
@@ -269,6 +270,10 @@ def test_local_cluster_workers_read_their_shards_from_s3(s3, client, data, tmp_p
     assert run_queries(on_cluster, y, 10) == run_queries(on_disk, y, 10)
     np.testing.assert_array_equal(on_cluster.f, on_disk.f)
     np.testing.assert_array_equal(on_cluster.impact, on_disk.impact)
+    if persist:  # X is in the workers' memory, split between them
+        assert_persisted(on_cluster.backend)
+    else:
+        assert not any(persisted_chunks(on_cluster.backend).values())
     wnas = [bigsearch.WNAS(s, backend=b) for s, b in ((local, "local"), (url, client))]
     for s in wnas:
         s.tell(start, 1)
