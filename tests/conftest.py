@@ -2,6 +2,7 @@
 
 import os
 import pty
+import shutil
 import subprocess
 import sys
 import threading
@@ -100,12 +101,25 @@ def run_queries(search, y, steps):
     return out
 
 
-def run_cli(*args, cwd=None, timeout=300, env=None):
+def run_cli(*args, cwd=None, timeout=300, env=None, prefix=()):
     """The real `bigsearch` command in a subprocess; returns CompletedProcess. ``env``:
-    variables to set (a value None removes one)."""
+    variables to set (a value None removes one); ``prefix``: a command that runs it
+    (e.g. WITHOUT_FILE_PERMISSION_OVERRIDE)."""
     env = {k: v for k, v in {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}.items() if v is not None}
-    return subprocess.run([sys.executable, "-m", "bigsearch", *map(str, args)], capture_output=True,
+    return subprocess.run([*prefix, sys.executable, "-m", "bigsearch", *map(str, args)], capture_output=True,
                           text=True, cwd=cwd, timeout=timeout, env=env)
+
+
+def without_file_permission_override():
+    """A command prefix under which file modes hold even for root (CI runs as root): the
+    capabilities that let root read and write any file are dropped from the bounding set,
+    so the command runs as root but is refused what its modes refuse. () when not root."""
+    if os.geteuid() != 0:
+        return ()
+    prefix = ("setpriv", "--bounding-set=-dac_override,-dac_read_search", "--")
+    if shutil.which("setpriv") is None or subprocess.run([*prefix, "true"]).returncode != 0:
+        pytest.skip("running as root, and cannot drop root's file-permission override (setpriv, util-linux)")
+    return prefix
 
 
 def run_on_a_terminal(*args, cwd=None, env=None):
