@@ -155,7 +155,7 @@ def run_on_a_terminal(*args, cwd=None, env=None):
 # marks it `slow`, so `pytest -m "not slow"` is the quick lane. By the fixtures a test asks for,
 # the names its own code calls, or its module (where every test in it does so through helpers).
 USES = {
-    "cli": {"names": {"run_cli", "run_on_a_terminal", "subprocess"},
+    "cli": {"fixtures": {"client_for"}, "names": {"run_cli", "run_on_a_terminal", "subprocess", "ServerProcess"},
             "modules": {"test_cli_run", "test_cli_startup", "test_cli_practical", "test_quickstart",
                         "test_readme", "test_session_cli", "test_hardening", "test_kernel_cache"}},
     "cluster": {"fixtures": {"client", "cluster", "tls_cluster"}, "names": {"LocalCluster"},
