@@ -157,7 +157,8 @@ def run_on_a_terminal(*args, cwd=None, env=None):
 USES = {
     "cli": {"fixtures": {"client_for"}, "names": {"run_cli", "run_on_a_terminal", "subprocess", "ServerProcess"},
             "modules": {"test_cli_run", "test_cli_startup", "test_cli_practical", "test_quickstart",
-                        "test_readme", "test_session_cli", "test_hardening", "test_kernel_cache"}},
+                        "test_readme", "test_session_cli", "test_hardening", "test_kernel_cache",
+                        "test_ingest_errors", "test_make_store"}},
     "cluster": {"fixtures": {"client", "cluster", "tls_cluster"}, "names": {"LocalCluster"},
                 "modules": {"test_hardening_cluster", "test_ingest_cluster"}},
     "browser": {"fixtures": {"browser", "servers"}, "modules": {"test_serve_browser"}},
@@ -166,9 +167,14 @@ USES = {
               "modules": {"test_hardening_kills", "test_distributed_loss", "test_session_crash"}},
     "large": {"modules": {"test_out_of_core"}},
 }
-# Fast enough to stay in the quick lane although they use one of the above (seconds measured on
-# 2 loaded cores): none yet.
+# Fast enough to stay in the quick lane although they use one of the above: none yet.
 QUICK = set()
+
+
+def one_row_chunks(item):
+    """A test parametrized to chunks of one row: a pass per row, the slowest of the chunkings
+    (the quick lane keeps its uneven and whole-store siblings)."""
+    return getattr(getattr(item, "callspec", None), "params", {}).get("chunk_rows") == 1
 
 
 class Lanes:
@@ -188,7 +194,7 @@ class Lanes:
             used = self.uses(item)
             for marker in used:
                 item.add_marker(marker)
-            if used and item.nodeid not in QUICK:
+            if (used and item.nodeid not in QUICK) or one_row_chunks(item):
                 item.add_marker("slow")
 
 
