@@ -137,8 +137,9 @@ def main():
                 record = simulate(
                     store, kind, budget, seed=seed, batch_size=args.rf_batch if kind == "rf" else 1, **opts
                 )
-                runs.append({"found": record["hits"][-1], "seconds": time.perf_counter() - t,
-                             "load_average": load_record()})
+                runs.append(
+                    {"found": record["hits"][-1], "seconds": time.perf_counter() - t, "load_average": load_record()}
+                )
                 print(name, method, seed, runs[-1], flush=True)
                 path.write_text(json.dumps(results, indent=1))
     results["machine"] = {"cpu": _cpu(), "note": "2 cores shared by 8 agents"}
