@@ -218,7 +218,15 @@ class SkipsFailOnCI:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
         outcome = yield
-        report = outcome.get_result()
+        self.fail_unless_acceptable(outcome.get_result())
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_make_collect_report(self, collector):
+        """A whole module skipped (pytest.importorskip at its top) counts too."""
+        outcome = yield
+        self.fail_unless_acceptable(outcome.get_result())
+
+    def fail_unless_acceptable(self, report):
         if not (os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail")):
             return
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)

@@ -22,6 +22,15 @@ def test_runs():
     pass
 """
 
+MODULE_SKIPPED = """
+import pytest
+
+pytest.importorskip("no_such_module_here")
+
+def test_never_collected():
+    pass
+"""
+
 
 @pytest.mark.parametrize("ci", [None, "true"])
 def test_a_skip_fails_on_ci_unless_its_reason_is_acceptable(pytester, monkeypatch, ci):
@@ -29,13 +38,14 @@ def test_a_skip_fails_on_ci_unless_its_reason_is_acceptable(pytester, monkeypatc
         monkeypatch.setenv("CI", ci)
     else:
         monkeypatch.delenv("CI", raising=False)
-    pytester.makepyfile(SKIPPING)
-    result = pytester.runpytest("-p", "no:randomly", plugins=[SkipsFailOnCI()])
+    pytester.makepyfile(test_skipping=SKIPPING, test_module_skipped=MODULE_SKIPPED)
+    result = pytester.runpytest("-p", "no:randomly", "--continue-on-collection-errors", plugins=[SkipsFailOnCI()])
     if ci:
-        result.assert_outcomes(passed=1, failed=1, skipped=1, xfailed=1)
-        result.stdout.fnmatch_lines(["*skipped on CI (CI=true): the tool is not installed*"])
+        result.assert_outcomes(passed=1, failed=1, skipped=1, xfailed=1, errors=1)
+        result.stdout.fnmatch_lines(["*skipped on CI (CI=true): the tool is not installed*",
+                                     "*skipped on CI (CI=true): could not import 'no_such_module_here'*"])
     else:
-        result.assert_outcomes(passed=1, skipped=2, xfailed=1)
+        result.assert_outcomes(passed=1, skipped=3, xfailed=1)
 
 
 USING = """
