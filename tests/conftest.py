@@ -167,8 +167,6 @@ USES = {
               "modules": {"test_hardening_kills", "test_distributed_loss", "test_session_crash"}},
     "large": {"modules": {"test_out_of_core"}},
 }
-# Fast enough to stay in the quick lane although they use one of the above: none yet.
-QUICK = set()
 
 
 def one_row_chunks(item):
@@ -194,7 +192,7 @@ class Lanes:
             used = self.uses(item)
             for marker in used:
                 item.add_marker(marker)
-            if (used and item.nodeid not in QUICK) or one_row_chunks(item):
+            if used or one_row_chunks(item):
                 item.add_marker("slow")
 
 
