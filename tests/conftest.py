@@ -165,14 +165,19 @@ USES = {
     "s3": {"fixtures": {"s3", "iam_s3"}, "names": {"S3Server"}},
     "kills": {"names": {"SIGKILL", "kill", "kill_worker"},
               "modules": {"test_hardening_kills", "test_distributed_loss", "test_session_crash"}},
-    "large": {"modules": {"test_out_of_core"}},
+    "large": {"fixtures": {"adult_store"}, "names": {"adult"}, "modules": {"test_out_of_core"}},   # adult: 48k rows
 }
+# Tests whose one-row-chunk cases are slow (a pass per row over hundreds of rows, each 10-25 s on
+# 2 loaded cores); their siblings with uneven and whole-store chunks stay in the quick lane.
+ONE_ROW_CHUNKS_SLOW = {"test_f_and_impact_match_brute_force", "test_query_sequences_match_dense",
+                       "test_pruned_queries_and_scores_are_the_full_pass", "test_pruned_wnas_is_the_full_pass",
+                       "test_query_is_argmax_with_duplicate_points"}
 
 
-def one_row_chunks(item):
-    """A test parametrized to chunks of one row: a pass per row, the slowest of the chunkings
-    (the quick lane keeps its uneven and whole-store siblings)."""
-    return getattr(getattr(item, "callspec", None), "params", {}).get("chunk_rows") == 1
+def slow_one_row_chunks(item):
+    """A case with chunks of one row of a test in ONE_ROW_CHUNKS_SLOW."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return params.get("chunk_rows") == 1 and getattr(item, "originalname", "") in ONE_ROW_CHUNKS_SLOW
 
 
 class Lanes:
@@ -192,7 +197,7 @@ class Lanes:
             used = self.uses(item)
             for marker in used:
                 item.add_marker(marker)
-            if used or one_row_chunks(item):
+            if used or slow_one_row_chunks(item):
                 item.add_marker("slow")
 
 
