@@ -2,13 +2,16 @@
 
 Benchmarks report ratios measured in one run (the machines are shared and noisy):
 the per-iteration time of a method divided by a bare streaming pass over the same
-store, with the two measured alternately so a slow spell hits both.
+store, with the two measured alternately so a slow spell hits both. Every benchmark
+records the machine's load average while it ran (``load_record``, in ``save`` and
+``stamp``) and flags its figures when it went above LOADED: they are not to be compared.
 """
 
 import json
 import os
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -27,6 +30,44 @@ from bigsearch.testing.memory import PeakMemory, anonymous_rss, start_peak_measu
 from bigsearch.testing.memory import peak_rss as peak_rss_bytes  # noqa: E402,F401
 
 PEAK_INTERVAL = 0.01   # seconds between samples of anonymous memory in timed runs (PeakMemory)
+
+LOADED = 2.0  # a one-minute load average above this: the figures were taken on a busy machine
+LOAD_EVERY_S = 5.0
+_loads = []  # the one-minute load average, sampled every LOAD_EVERY_S from this module's import
+
+
+def _sample_load():
+    while True:
+        _loads.append(os.getloadavg()[0])
+        time.sleep(LOAD_EVERY_S)
+
+
+threading.Thread(target=_sample_load, daemon=True, name="load-average").start()
+
+
+def load_record():
+    """The load average while the benchmark ran (one-minute averages: first, highest, last
+    sampled) and whether it went above LOADED (then its figures are flagged)."""
+    loads = [*_loads, os.getloadavg()[0]]
+    return {"first": loads[0], "max": max(loads), "last": loads[-1], "samples": len(loads),
+            "limit": LOADED, "loaded": max(loads) > LOADED}
+
+
+def load_note(load=None):
+    """One line for the benchmark's output: the load, and the flag when it was above LOADED."""
+    load = load or load_record()
+    note = f"load average (1 min) {load['first']:.2f} at the start, {load['max']:.2f} at most"
+    if load["loaded"]:
+        note += f": LOADED (above {LOADED:g}), these figures are flagged and not to be compared"
+    return note
+
+
+def stamp(record):
+    """``record`` with the load average (``load_average``) added; prints the load note.
+    For the benchmarks that write their own results (``save`` stamps its records)."""
+    load = load_record()
+    print(load_note(load), file=sys.stderr)
+    return {**record, "load_average": load}
 
 
 def bench_store(n, r, kind="zarr", dtype="float32", prevalence=0.005, seed=0, chunk_rows=None):
@@ -62,7 +103,7 @@ def timed(fn, *args):
 
 def save(name, record):
     RESULTS.mkdir(exist_ok=True)
-    record = {"benchmark": name, "when": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": machine(), **record}
+    record = stamp({"benchmark": name, "when": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": machine(), **record})
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(record, indent=2, default=float))
     print(f"saved {path}", file=sys.stderr)

@@ -29,6 +29,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import load_record, stamp  # noqa: E402
 from bigsearch.simulate import simulate  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "datasets" / "molpal_enamine10k" / "Enamine10k_scores.csv.gz"
@@ -198,12 +199,12 @@ def main():
                 answers={True: graded, "scores": linear, "raw": -score}.get(use_grades),  # raw: lower is better
                 **options,
             )
-            r.update(config=name, start=start, init_positives=int(hit[init_idx].sum()))
+            r.update(config=name, start=start, init_positives=int(hit[init_idx].sum()), load_average=load_record())
             print(f"start {start} {name:32s} found {r['found']:.3f} ({r['seconds']:.0f} s)", flush=True)
             results["runs"].append(r)
             results_path.write_text(json.dumps(results, indent=1))
     results["machine"] = {"cpu": _cpu(), "python": platform.python_version(), "note": "2 cores shared by 8 agents"}
-    results_path.write_text(json.dumps(results, indent=1))
+    results_path.write_text(json.dumps(stamp(results), indent=1))
     (args.out / "table.md").write_text(table(results, configs))
     print(table(results, configs))
 

@@ -34,6 +34,7 @@ from scipy import linalg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import load_note, load_record  # noqa: E402
 from benchmarks.discovery import DATA, grades  # noqa: E402
 from bigsearch.ingest.fingerprints import fingerprints, parse_spec  # noqa: E402
 from bigsearch.ingest.minmax import minmax_features, minmax_params  # noqa: E402
@@ -218,7 +219,8 @@ def main():
             }
             print(f"{spec:40s} {labels:7s} {found.mean():.3f} ± {se:.3f}  {np.round(found, 3)}", flush=True)
             with open(args.out, "a") as fh:
-                fh.write(json.dumps(row) + "\n")
+                fh.write(json.dumps({**row, "load_average": load_record()}) + "\n")
+    print(load_note())
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import load_record, stamp  # noqa: E402
 from bigsearch.simulate import simulate  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "datasets"
@@ -138,11 +139,13 @@ def main():
                 record = simulate(
                     store, kind, budget, seed=seed, batch_size=args.rf_batch if kind == "rf" else 1, **opts
                 )
-                runs.append({"found": record["hits"][-1], "seconds": time.perf_counter() - t})
+                runs.append(
+                    {"found": record["hits"][-1], "seconds": time.perf_counter() - t, "load_average": load_record()}
+                )
                 print(name, method, seed, runs[-1], flush=True)
                 path.write_text(json.dumps(results, indent=1))
     results["machine"] = {"cpu": _cpu(), "note": "2 cores shared by 8 agents"}
-    path.write_text(json.dumps(results, indent=1))
+    path.write_text(json.dumps(stamp(results), indent=1))
     (args.out / "paper_methods.md").write_text(table(results))
     print(table(results))
 

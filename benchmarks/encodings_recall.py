@@ -28,6 +28,9 @@ HERE = Path(__file__).resolve().parent
 DATA = Path(os.environ.get("BIGSEARCH_BENCH_DATA", "/tmp/bigsearch-bench")) / "recall"
 os.environ["BIGSEARCH_PAPER_DATA"] = str(DATA)  # benchmarks/paper/common.py's stores and runs
 sys.path.insert(0, str(HERE / "paper"))
+sys.path.insert(0, str(HERE.parent))
+
+from benchmarks.common import stamp  # noqa: E402
 
 from common import cli, replication_ingest  # noqa: E402  (benchmarks/paper/common.py)
 
@@ -125,7 +128,7 @@ def main():
             print(f"  {enc:8s} {cells}  identical queries {row['identical_queries']}/{res['runs']}")
     out["load_after"] = os.getloadavg()
     path = HERE / "results" / "encodings_recall.json"
-    path.write_text(json.dumps(out, indent=1))
+    path.write_text(json.dumps(stamp(out), indent=1))
     print(f"saved {path}")
 
 

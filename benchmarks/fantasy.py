@@ -27,6 +27,8 @@ import bigsearch  # noqa: E402
 from bigsearch.synthetic import make_clustered_store  # noqa: E402
 from bigsearch.testing import pass_per_member_batch  # noqa: E402
 
+from common import stamp  # noqa: E402
+
 
 def compare(store, init, answers, batch, fantasy, pi, batches):
     """Per batch: both choosers' batches, passes and seconds; the real answers told between."""
@@ -102,7 +104,7 @@ def main():
             f"vs {[r['ref_passes'] for r in rows]}, time ratio "
             f"{np.sum([r['ref_seconds'] for r in rows]) / np.sum([r['seconds'] for r in rows]):.1f}x"
         )
-    (args.out / "fantasy.json").write_text(json.dumps(out, indent=1))
+    (args.out / "fantasy.json").write_text(json.dumps(stamp(out), indent=1))
 
 
 def _cpu():

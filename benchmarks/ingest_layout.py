@@ -24,6 +24,8 @@ from bigsearch.ingest import FeatureOptions, LabelOptions, OutputOptions, ingest
 from bigsearch.storage import open_store
 from bigsearch.storage.base import disk_bytes
 
+from common import stamp
+
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 if SHARED.is_dir():
     os.environ.setdefault(MIRROR_ENV, str(SHARED))
@@ -120,7 +122,7 @@ def main():
     d.mkdir(parents=True, exist_ok=True)
     result = {"codecs": codecs(d)}
     result["dense"], result["chunk_sizes"] = chunk_sizes(d, args.n)
-    print(json.dumps(result))
+    print(json.dumps(stamp(result)))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from common import stamp
+
 COLUMNS = 28
 
 
@@ -134,7 +136,7 @@ def main():
     if not args.keep:
         csv_path.unlink(missing_ok=True)
         svm_path.unlink(missing_ok=True)
-    print(json.dumps(results))
+    print(json.dumps(stamp(results)))
 
 
 if __name__ == "__main__":

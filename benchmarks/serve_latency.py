@@ -42,7 +42,7 @@ import numpy as np
 
 from bigsearch import Session, open_store
 
-from common import DATA, RESULTS, bench_store, machine, table
+from common import DATA, RESULTS, bench_store, machine, stamp, table
 
 KEYS = {1: "a", 0: "x"}
 
@@ -245,7 +245,7 @@ def merge(name, rows, key):
     record["note"] = ("2 shared cores, loaded by other engineers' work (load = 1-minute load average during the "
                       "rows); latencies measured in the page; checkpoint_spike measured in-process")
     RESULTS.mkdir(exist_ok=True)
-    path.write_text(json.dumps(record, indent=2, default=float))
+    path.write_text(json.dumps(stamp(record), indent=2, default=float))
     print(f"saved {path}", file=sys.stderr)
 
 

@@ -2,6 +2,7 @@
 
 import os
 import pty
+import shutil
 import subprocess
 import sys
 import threading
@@ -14,7 +15,10 @@ import pytest
 import bigsearch
 from bigsearch import datasets
 from bigsearch.storage import STORE_FORMATS, store_format
-from bigsearch.testing import clustered_points
+from bigsearch.testing import clustered_points, store_suite
+from bigsearch.testing.store_suite import DTYPES, read_all  # noqa: F401 (read_all: for the tests)
+
+pytest_plugins = ["pytester"]   # tests/test_lanes.py runs pytest on small test files
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # The project's copy of the public data sets beside a worktree (as in CI): the default mirror
@@ -23,7 +27,6 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 if SHARED.is_dir():
     os.environ.setdefault(datasets.MIRROR_ENV, str(SHARED))
 KINDS = list(STORE_FORMATS)     # every store format: tests parametrized by kind run on each
-DTYPES = ["float32", "float64"]
 
 
 def dataset_files(name, *files):
@@ -38,15 +41,6 @@ def dataset_files(name, *files):
     return [folder / f for f in files]
 
 
-def read_all(store):
-    """Every row of X, read chunk by chunk through the store."""
-    parts = []
-    for j in range(store.n_chunks):
-        with store.chunk(j) as x:
-            parts.append(np.array(x))
-    return np.concatenate(parts)
-
-
 def chunkings(n):
     """Chunk sizes the engine must be exact for: one row, a size not dividing n, all rows."""
     return [1, 7, n]
@@ -57,6 +51,17 @@ def small_data():
     """80 points, 6 features, ~20% positives: small enough for brute-force references."""
     X, y = clustered_points(80, 6, prevalence=0.2, seed=11, spread=0.8)
     return X, y
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A dask Client on a real LocalCluster of two single-threaded worker processes, one per
+    test module (a module may define its own, e.g. test_distributed_loss.py's)."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as c:
+        yield c
 
 
 def tight_blocks(n, r, prevalence, seed):
@@ -126,12 +131,25 @@ def run_queries(search, y, steps):
     return out
 
 
-def run_cli(*args, cwd=None, timeout=300, env=None):
+def run_cli(*args, cwd=None, timeout=300, env=None, prefix=()):
     """The real `bigsearch` command in a subprocess; returns CompletedProcess. ``env``:
-    variables to set (a value None removes one)."""
+    variables to set (a value None removes one); ``prefix``: a command that runs it
+    (e.g. WITHOUT_FILE_PERMISSION_OVERRIDE)."""
     env = {k: v for k, v in {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}.items() if v is not None}
-    return subprocess.run([sys.executable, "-m", "bigsearch", *map(str, args)], capture_output=True,
+    return subprocess.run([*prefix, sys.executable, "-m", "bigsearch", *map(str, args)], capture_output=True,
                           text=True, cwd=cwd, timeout=timeout, env=env)
+
+
+def without_file_permission_override():
+    """A command prefix under which file modes hold even for root (CI runs as root): the
+    capabilities that let root read and write any file are dropped from the bounding set,
+    so the command runs as root but is refused what its modes refuse. () when not root."""
+    if os.geteuid() != 0:
+        return ()
+    prefix = ("setpriv", "--bounding-set=-dac_override,-dac_read_search", "--")
+    if shutil.which("setpriv") is None or subprocess.run([*prefix, "true"]).returncode != 0:
+        pytest.skip("running as root, and cannot drop root's file-permission override (setpriv, util-linux)")
+    return prefix
 
 
 def run_on_a_terminal(*args, cwd=None, env=None):
@@ -160,3 +178,94 @@ def run_on_a_terminal(*args, cwd=None, env=None):
         reader.join(timeout=10)
         os.close(master)
     return res, b"".join(chunks).decode(errors="replace")
+
+
+# -- test lanes ---------------------------------------------------------------------------
+# Markers applied from what a test uses (docs/contributing.md, "Test lanes"); each of them also
+# marks it `slow`, so `pytest -m "not slow"` is the quick lane. By the fixtures a test asks for,
+# the names its own code calls, or its module (where every test in it does so through helpers).
+USES = {
+    "cli": {"fixtures": {"client_for"}, "names": {"run_cli", "run_on_a_terminal", "subprocess", "ServerProcess"},
+            "modules": {"test_cli_run", "test_cli_startup", "test_cli_practical", "test_quickstart",
+                        "test_readme", "test_session_cli", "test_hardening", "test_kernel_cache",
+                        "test_ingest_errors", "test_make_store"}},
+    "cluster": {"fixtures": {"client", "cluster", "tls_cluster"}, "names": {"LocalCluster"},
+                "modules": {"test_hardening_cluster", "test_ingest_cluster"}},
+    "browser": {"fixtures": {"browser", "servers"}, "modules": {"test_serve_browser"}},
+    "s3": {"fixtures": {"s3", "iam_s3"}, "names": {"S3Server"}},
+    "kills": {"names": {"SIGKILL", "kill", "kill_worker"},
+              "modules": {"test_hardening_kills", "test_distributed_loss", "test_session_crash"}},
+    "large": {"fixtures": {"adult_store"}, "names": {"adult"}, "modules": {"test_out_of_core"}},   # adult: 48k rows
+}
+# Tests whose one-row-chunk cases are slow (a pass per row over hundreds of rows, each 10-25 s on
+# 2 loaded cores); their siblings with uneven and whole-store chunks stay in the quick lane.
+ONE_ROW_CHUNKS_SLOW = {"test_f_and_impact_match_brute_force", "test_query_sequences_match_dense",
+                       "test_pruned_queries_and_scores_are_the_full_pass", "test_pruned_wnas_is_the_full_pass",
+                       "test_query_is_argmax_with_duplicate_points"}
+
+
+def slow_one_row_chunks(item):
+    """A case with chunks of one row of a test in ONE_ROW_CHUNKS_SLOW."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return params.get("chunk_rows") == 1 and getattr(item, "originalname", "") in ONE_ROW_CHUNKS_SLOW
+
+
+class Lanes:
+    """Marks each collected test with the USES markers that apply to it, and `slow` with them."""
+
+    @staticmethod
+    def uses(item):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        names = set(getattr(getattr(getattr(item, "function", None), "__code__", None), "co_names", ()))
+        module = item.module.__name__.rpartition(".")[2] if getattr(item, "module", None) else ""
+        return [marker for marker, how in USES.items()
+                if fixtures & how.get("fixtures", set()) or names & how.get("names", set())
+                or module in how.get("modules", set())]
+
+    def pytest_collection_modifyitems(self, config, items):
+        for item in items:
+            used = self.uses(item)
+            for marker in used:
+                item.add_marker(marker)
+            if used or slow_one_row_chunks(item):
+                item.add_marker("slow")
+
+
+def pytest_configure(config):
+    for marker in USES:
+        config.addinivalue_line("markers", f"{marker}: applied by tests/conftest.py (USES); implies slow")
+    config.pluginmanager.register(Lanes(), "lanes")
+    config.pluginmanager.register(SkipsFailOnCI(), "skips_fail_on_ci")
+
+
+class SkipsFailOnCI:
+    """When the environment variable CI is set (.ci/run sets it), a skipped test fails: CI is
+    meant to run every test, so a skip there hides a check (Chromium missing, a data set not
+    mirrored). Except the skips whose reason starts with one of ACCEPTABLE."""
+
+    ACCEPTABLE = (
+        "this system offers no transparent huge pages",   # a kernel option, not ours to install
+        store_suite.LACKS,    # a case of the store suite that does not apply, by the store's declaration
+    )
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        self.fail_unless_acceptable(outcome.get_result())
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_make_collect_report(self, collector):
+        """A whole module skipped (pytest.importorskip at its top) counts too."""
+        outcome = yield
+        self.fail_unless_acceptable(outcome.get_result())
+
+    def fail_unless_acceptable(self, report):
+        if not (os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail")):
+            return
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        if not reason.startswith(self.ACCEPTABLE):
+            report.outcome = "failed"
+            report.longrepr = (f"skipped on CI (CI={os.environ['CI']}): {reason}\n"
+                               "CI must run this test: give it what it needs, or add the reason to "
+                               "SkipsFailOnCI.ACCEPTABLE in tests/conftest.py with why")

@@ -15,7 +15,10 @@ import zarr
 import bigsearch
 from bigsearch.errors import BigsearchError, DataError, ParameterError, StoreError
 from bigsearch.simulate import simulate
+from bigsearch.storage import open_store
+from bigsearch.storage.arrays import DaskArrayStore, HDF5DatasetStore, NumpyArrayStore, ZarrArrayStore
 from bigsearch.testing import brute_force_impact, dense_las_run, dense_wnas
+from bigsearch.testing.store_suite import StoreFormatTests
 
 from conftest import DTYPES, chunkings, read_all, run_cli
 
@@ -229,3 +232,39 @@ def test_xarray_opens_a_store_over_points_and_features(small_data, tmp_path):
     np.testing.assert_array_equal(ds["y"].values, y)
     assert ds["ids"].values[3] == "p3"
     np.testing.assert_allclose(ds["X"].values * ds["X_scale"].values[:, None], X, atol=0.01)
+
+
+# -- the store suite (bigsearch/testing/store_suite.py), on each array wrapped as a store ---------
+class ArraySuite(StoreFormatTests):
+    """An array wrapped as a store: made by its library, not by bigsearch.create_store (so no
+    codecs, attributes or atomic writes of ours), held by the caller (not a path)."""
+
+    kind = "numpy"
+    writes = local_path = keeps_attrs = atomic_writes = False
+    fast_path = False  # read through its library into a buffer
+    raw_codec = None
+
+    def make(self, tmp_path, X, y=None, ids=None, chunk_rows=None, name="s", **options):
+        assert not options, f"{options}: an array wrapped as a store has no writing options"
+        x = as_array(self.kind, X, min(chunk_rows or 10, len(X)), tmp_path, name)
+        return x, dict(y=y, ids=ids, chunk_rows=chunk_rows)
+
+    def open(self, where):
+        x, options = where
+        return open_store(x, options)
+
+
+class TestNumpyArraySuite(ArraySuite):
+    fmt, kind, fast_path = NumpyArrayStore, "numpy", True  # its blocks are views of the array
+
+
+class TestZarrArraySuite(ArraySuite):
+    fmt, kind = ZarrArrayStore, "zarr"
+
+
+class TestHDF5DatasetSuite(ArraySuite):
+    fmt, kind = HDF5DatasetStore, "h5py"
+
+
+class TestDaskArraySuite(ArraySuite):
+    fmt, kind = DaskArrayStore, "dask"

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from distributed import Client, LocalCluster
 
 import bigsearch
 from bigsearch.backends import Backend, ChunkStep, LocalBackend
@@ -105,13 +104,6 @@ class TestLocalBackend(BackendTests):
 
     def engine_backend(self, backend):
         return "local"
-
-
-@pytest.fixture(scope="module")
-def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as c:
-        yield c
 
 
 class TestDistributedBackend(BackendTests):

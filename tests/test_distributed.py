@@ -7,25 +7,18 @@ import shutil
 
 import numpy as np
 import pytest
-from distributed import Client, LocalCluster
 
 import bigsearch
 from bigsearch.backends import Backend
 from bigsearch.backends.distributed import Distributed, PersistedChunks
 from bigsearch.errors import ClusterError
 from bigsearch.testing import clustered_points
+from bigsearch.testing.cluster import assert_persisted, persisted_chunks
 
 from conftest import run_cli, run_queries
 
 RTOL = 1e-9
 LAS_OPTIONS = {"pi": 0.05, "eta": 0.6, "alpha": 0.05}
-
-
-@pytest.fixture(scope="module")
-def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +88,11 @@ def test_persisted_X_gives_the_same_search(client, data, store_factory):
     path = store_factory(X, y, "zarr", "float32", 37)
     remote = bigsearch.LAS(path, backend=Distributed(client, persist=True), **LAS_OPTIONS)
     assert_same_search(bigsearch.LAS(path, **LAS_OPTIONS), remote, y, 20)
+    assert_persisted(remote.backend)                # X is in the workers' memory, split between them
+    remote.close()
+    remote = bigsearch.LAS(path, backend=client, **LAS_OPTIONS)
+    remote.ask()
+    assert not any(persisted_chunks(remote.backend).values())   # without persist the workers read the store
     remote.close()
 
 

@@ -62,7 +62,16 @@ def test_fantasy_in_simulate_and_its_checks(small_data, store_factory):
     X, y = small_data
     path = store_factory(X, y)
     record = simulate(path, "las", 20, seed=1, batch_size=5, pi=0.2, fantasy=0.0)
-    assert len(record["queries"]) == 20 and len({i for i, _ in record["queries"]}) == 20
+    labels = np.full(len(y), -1.0)  # the reference: batches of 5 by dense solves on X, then y told
+    for i, label in record["init"]:
+        labels[i] = label
+    expected = []
+    for _ in range(4):
+        batch = dense_fantasized_batch(stored_X(path), labels, 5, pi=0.2, fantasy=0.0)
+        labels[batch] = y[batch]
+        expected += batch
+    assert [i for i, _ in record["queries"]] == expected
+    assert [label for _, label in record["queries"]] == [int(y[i]) for i in expected]
     for bad in (1.5, "x", -1):
         with pytest.raises(ParameterError, match="fantasy"):
             bigsearch.LAS(path, pi=0.2, fantasy=bad)

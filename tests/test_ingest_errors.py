@@ -10,16 +10,16 @@ import pytest
 import bigsearch
 from bigsearch.errors import BigsearchError
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_cli, without_file_permission_override
 
 GOOD_ROWS = "".join(f"{i},{i % 7}.5,{i % 2}\n" for i in range(3000))
 
 
-def ingest_fails(tmp_path, *args, out_name="out.zarr"):
+def ingest_fails(tmp_path, *args, out_name="out.zarr", prefix=()):
     """Run the CLI expecting a clean failure; returns the message."""
     out = tmp_path / out_name
     before = set(os.listdir(tmp_path))
-    r = run_cli("ingest", *args, out)
+    r = run_cli("ingest", *args, out, prefix=prefix)
     assert r.returncode == 2, (r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr
@@ -140,12 +140,12 @@ def test_unreadable_inputs(tmp_path):
     assert "adir: a directory, and not a Zarr store" in msg
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
 def test_file_without_read_permission(tmp_path):
     src = write(tmp_path, "secret.csv", GOOD_ROWS)
     src.chmod(0)
-    msg = ingest_fails(tmp_path, src)
-    assert "secret.csv: cannot be read (Permission denied)" in msg
+    msg = ingest_fails(tmp_path, src, prefix=without_file_permission_override())   # root too
+    # click's check of the argument comes before the reader's own ("cannot be read (Permission denied)")
+    assert f"Path '{src}' is not readable" in msg
 
 
 def test_truncated_gzip_csv_and_idx(tmp_path):

@@ -47,6 +47,8 @@ def peak_kb(*args):
 
 
 @pytest.mark.slow
+@pytest.mark.large
+@pytest.mark.timeout(1200)  # a 350 MB CSV written and ingested (each ingest allowed 300 s)
 def test_memory_is_bounded_by_blocks_not_by_the_input(tmp_path):
     small, _ = write_csv(tmp_path / "small.csv", 0.1)
     big, rows = write_csv(tmp_path / "big.csv", 350)

@@ -1,5 +1,6 @@
 """LAS against the independent dense reference: f, the impact factor and the queries,
-for every store kind, dtype and chunking (1 row, 7 rows, all rows)."""
+for every store kind, dtype and chunking (1 row, 7 rows, all rows). On the local backend
+here; test_las_exact_distributed.py runs these same tests on a dask cluster."""
 
 import itertools
 
@@ -17,6 +18,12 @@ RTOL = 1e-9
 GRID = list(itertools.product(KINDS, DTYPES, chunkings(80)))
 
 
+@pytest.fixture
+def backend():
+    """The backend under test (test_las_exact_distributed.py overrides it)."""
+    return "local"
+
+
 def rel_err(a, b):
     return np.abs(np.asarray(a) - b).max() / np.abs(b).max()
 
@@ -28,12 +35,12 @@ def stored_X(path):
 
 
 @pytest.mark.parametrize("kind,dtype,chunk_rows", GRID)
-def test_f_and_impact_match_brute_force(small_data, store_factory, kind, dtype, chunk_rows):
+def test_f_and_impact_match_brute_force(backend, small_data, store_factory, kind, dtype, chunk_rows):
     X, y = small_data
     path = store_factory(X, y, kind, dtype, chunk_rows)
     Xs = stored_X(path)
     labels = np.full(len(y), -1)
-    search = bigsearch.LAS(path, pi=0.2, eta=0.5, alpha=0.01)
+    search = bigsearch.LAS(path, backend=backend, pi=0.2, eta=0.5, alpha=0.01)
     start = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])]
     search.tell(start, [1, 0])
     labels[start] = [1, 0]
@@ -48,12 +55,12 @@ def test_f_and_impact_match_brute_force(small_data, store_factory, kind, dtype, 
 
 @pytest.mark.parametrize("alpha", [0.0, 1e-2, 1.0])
 @pytest.mark.parametrize("kind,dtype,chunk_rows", GRID)
-def test_query_sequence_matches_dense(small_data, store_factory, kind, dtype, chunk_rows, alpha):
+def test_query_sequence_matches_dense(backend, small_data, store_factory, kind, dtype, chunk_rows, alpha):
     X, y = small_data
     path = store_factory(X, y, kind, dtype, chunk_rows)
     init = [int(np.flatnonzero(y)[3])]
     expected = dense_las_run(stored_X(path), y, init, 40, pi=0.15, eta=0.6, w0=0.02, alpha=alpha)
-    search = bigsearch.LAS(path, pi=0.15, eta=0.6, w0=0.02, alpha=alpha)
+    search = bigsearch.LAS(path, backend=backend, pi=0.15, eta=0.6, w0=0.02, alpha=alpha)
     search.tell(init[0], 1)
     got = []
     for _ in range(40):
@@ -64,11 +71,11 @@ def test_query_sequence_matches_dense(small_data, store_factory, kind, dtype, ch
 
 
 @pytest.mark.parametrize("kind,dtype", list(itertools.product(KINDS, DTYPES)))
-def test_asg_equals_las(small_data, store_factory, kind, dtype):
+def test_asg_equals_las(backend, small_data, store_factory, kind, dtype):
     X, y = small_data
     path = store_factory(X, y, kind, dtype, 7)
-    las = bigsearch.LAS(path, alpha=0.5)
-    asg = bigsearch.ASG(path, alpha=0.5)
+    las = bigsearch.LAS(path, backend=backend, alpha=0.5)
+    asg = bigsearch.ASG(path, alpha=0.5)                # dense, in memory: no backend
     start = int(np.flatnonzero(y)[0])
     for s in (las, asg):
         s.tell(start, 1)
@@ -81,7 +88,7 @@ def test_asg_equals_las(small_data, store_factory, kind, dtype):
 
 
 @pytest.mark.parametrize("kind,dtype,chunk_rows", GRID)
-def test_wnas_matches_definition(small_data, store_factory, kind, dtype, chunk_rows):
+def test_wnas_matches_definition(backend, small_data, store_factory, kind, dtype, chunk_rows):
     X, y = small_data
     path = store_factory(X, y, kind, dtype, chunk_rows)
     Xs = stored_X(path)
@@ -100,12 +107,12 @@ def test_wnas_matches_definition(small_data, store_factory, kind, dtype, chunk_r
         labels[i] = y[i]
 
 
-def test_labels_told_together_equal_labels_told_one_by_one(small_data, store_factory):
+def test_labels_told_together_equal_labels_told_one_by_one(backend, small_data, store_factory):
     """Several tells before an ask are applied in one pass (sequential Sherman-Morrison)."""
     X, y = small_data
     path = store_factory(X, y, "zarr", "float64", 7)
     batch = [3, 10, 40, 41, 77]
-    one, many = bigsearch.LAS(path, pi=0.2), bigsearch.LAS(path, pi=0.2)
+    one, many = bigsearch.LAS(path, backend=backend, pi=0.2), bigsearch.LAS(path, backend=backend, pi=0.2)
     one.tell(0, int(y[0]))
     many.tell(0, int(y[0]))
     one.ask()
@@ -121,20 +128,20 @@ def test_labels_told_together_equal_labels_told_one_by_one(small_data, store_fac
     assert rel_err(many.J, one.J) < RTOL
 
 
-def test_initial_labels_given_before_first_ask_use_one_initialization(small_data, store_factory):
+def test_initial_labels_given_before_first_ask_use_one_initialization(backend, small_data, store_factory):
     X, y = small_data
     path = store_factory(X, y, "hdf5", "float64", 7)
-    s = bigsearch.LAS(path, pi=0.2)
+    s = bigsearch.LAS(path, backend=backend, pi=0.2)
     s.tell([1, 2, 3], [int(y[1]), int(y[2]), int(y[3])])
     labels = np.full(len(y), -1)
     labels[[1, 2, 3]] = y[[1, 2, 3]]
     assert rel_err(s.f, dense_f(stored_X(path), labels, pi=0.2)) < RTOL
 
 
-def test_no_labels_at_all(small_data, store_factory):
+def test_no_labels_at_all(backend, small_data, store_factory):
     X, y = small_data
     path = store_factory(X, y, "zarr", "float64", 7)
-    s = bigsearch.LAS(path, pi=0.2)
+    s = bigsearch.LAS(path, backend=backend, pi=0.2)
     ref = dense_f(stored_X(path), np.full(len(y), -1), pi=0.2)
     assert rel_err(s.f, ref) < RTOL
     assert 0 <= s.ask() < len(y)

@@ -20,9 +20,12 @@ import bigsearch
 from bigsearch.backends.distributed import Distributed
 from bigsearch.session import Session
 from bigsearch.storage import open_store
+from bigsearch.storage.remote import ObjectZarrStore
 from bigsearch.storage.remote_options import remote_defaults
 from bigsearch.testing import clustered_points, dense_las_run
+from bigsearch.testing.cluster import assert_persisted, persisted_chunks
 from bigsearch.testing.s3_server import ACCESS, NO_METADATA, S3Server
+from bigsearch.testing.store_suite import StoreFormatTests
 
 from conftest import run_cli, run_queries
 
@@ -268,6 +271,10 @@ def test_local_cluster_workers_read_their_shards_from_s3(s3, client, data, tmp_p
     assert run_queries(on_cluster, y, 10) == run_queries(on_disk, y, 10)
     np.testing.assert_array_equal(on_cluster.f, on_disk.f)
     np.testing.assert_array_equal(on_cluster.impact, on_disk.impact)
+    if persist:  # X is in the workers' memory, split between them
+        assert_persisted(on_cluster.backend)
+    else:
+        assert not any(persisted_chunks(on_cluster.backend).values())
     wnas = [bigsearch.WNAS(s, backend=b) for s, b in ((local, "local"), (url, client))]
     for s in wnas:
         s.tell(start, 1)
@@ -467,3 +474,28 @@ def test_an_http_store_reads_like_the_local_one_through_the_cache(data, tmp_path
     finally:
         server.terminate()
         server.wait()
+
+
+class TestObjectStoreSuite(StoreFormatTests):
+    """The store suite (bigsearch/testing/store_suite.py) on Zarr in the S3 server: a URL, not a
+    local path (so not recognized by content); written in place, since an object store cannot
+    swap a prefix atomically (bigsearch/storage/remote.py)."""
+
+    fmt = ObjectZarrStore
+    local_path = atomic_writes = False
+    cached_decode = True  # chunks are fetched (and decoded) into the local chunk cache
+
+    @pytest.fixture(autouse=True)
+    def _server(self, s3):
+        self.server = s3
+
+    def path(self, tmp_path, name="s"):
+        return f"s3://{BUCKET}/{tmp_path.name}/{name}.zarr"
+
+    def make(self, tmp_path, X, y=None, ids=None, chunk_rows=None, name="s", **options):
+        super().make(tmp_path, X, y, ids, chunk_rows, name, **options)
+        return self.path(tmp_path, name)  # the URL (create_store returns it as a Path)
+
+    def listing(self, tmp_path):
+        found = self.server.client().list_objects_v2(Bucket=BUCKET, Prefix=f"{tmp_path.name}/")
+        return sorted({o["Key"].split("/")[1] for o in found.get("Contents", [])})

@@ -44,6 +44,7 @@ print(json.dumps({**peak.as_dict(), "x_bytes": store.nbytes, "n": store.n, "hold
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # writes 1 GiB, then two runs of up to 900 s each
 @pytest.mark.parametrize("kind", ["zarr", "hdf5"])
 def test_run_over_a_store_four_times_larger_than_its_memory(tmp_path, kind):
     n, r = 2_100_000, 128                                  # X: 1.0 GiB of float32

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ import bigsearch
 from bigsearch import Session
 from bigsearch.testing import clustered_points
 from bigsearch.testing.dense import dense_f, dense_wnas
+from bigsearch.testing.serve import PageClient, ServerProcess
 from tests.conftest import chunkings, run_cli
 
 flask = pytest.importorskip("flask", reason="bigsearch[serve] (flask, waitress) is not installed")
@@ -281,20 +283,22 @@ def test_why_this_point_for_wnas(store_factory):
 # -- the web application ----------------------------------------------------------------
 @pytest.fixture
 def client_for(tmp_path, store):
-    made = []
+    """The real server (`bigsearch serve` in a subprocess) on a new session, and an HTTP
+    client for it; with the page's CSRF token and (off loopback) the printed access token."""
+    servers = []
 
-    def make(host="127.0.0.1", token=None):
-        d = tmp_path / f"s{len(made)}"
+    def make(host="127.0.0.1"):
+        d = tmp_path / f"s{len(servers)}"
         Session.create(store, d, pi=0.1).close()
-        session = Session.open(d)
-        labeler = Labeler(session)
-        guard = Guard(host, token)
-        made.append((labeler, session))
-        return create_app(labeler, guard).test_client(), guard
+        servers.append(ServerProcess(d, "--host", host).start())
+        token = re.search(r"access token: (\S+)", servers[-1].banner[1])
+        auth = {"Authorization": f"Bearer {token.group(1)}"} if token else {}
+        state = PageClient(servers[-1].url).get("/api/state", headers=auth).get_json()
+        guard = SimpleNamespace(token=token and token.group(1), csrf_token=state["csrf"])
+        return PageClient(servers[-1].url), guard
     yield make
-    for labeler, session in made:
-        labeler.close()
-        session.close()
+    for server in servers:
+        assert server.stop()[0] == 0
 
 
 def post(client, path, body, csrf, **headers):
@@ -314,7 +318,7 @@ def test_changes_need_the_csrf_token_and_the_page_origin(client_for):
                     content_type="application/x-www-form-urlencoded")
     assert r.status_code == 415
     assert client.get("/api/state").get_json()["progress"]["labels"] == 0
-    r = post(client, "/api/answer", {"index": i, "label": 1}, guard.csrf_token, Origin="http://localhost")
+    r = post(client, "/api/answer", {"index": i, "label": 1}, guard.csrf_token, Origin=client.base)  # the page's
     assert r.status_code == 200 and r.get_json()["progress"]["labels"] == 1
     r = post(client, "/api/answer", {"index": i, "label": 0}, guard.csrf_token)
     assert r.status_code == 409 and r.get_json()["state"]["progress"]["labels"] == 1
@@ -333,11 +337,11 @@ def test_loopback_server_refuses_other_host_names(client_for):
 
 
 def test_other_hosts_need_the_token(client_for):
-    client, guard = client_for(host="0.0.0.0", token="s3cret-token")
+    client, guard = client_for(host="0.0.0.0")
     assert client.get("/api/state").status_code == 403
     assert client.get("/api/state?token=wrong").status_code == 403
-    assert client.get("/api/state", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
-    r = client.get("/?token=s3cret-token")
+    assert client.get("/api/state", headers={"Authorization": f"Bearer {guard.token}"}).status_code == 200
+    r = client.get(f"/?token={guard.token}")
     cookie = r.headers["Set-Cookie"]
     assert r.status_code == 303 and "HttpOnly" in cookie and "SameSite=Strict" in cookie
     assert client.get("/api/state").status_code == 200         # the cookie now

@@ -31,6 +31,22 @@ def dense_f(X, labels, pi, eta=0.5, w0=None):
     return np.linalg.solve(np.eye(n) - (b / d)[:, None] * A, (1.0 - b) * y_prime)
 
 
+def dense_K(X, labels, eta=0.5, w0=None):
+    """The r x r matrix K = I - X^T B D^-1 X of the low-rank solve (f = (I - B) y' +
+    B D^-1 X K^-1 X^T (I - B) y', Woodbury on dense_f's system), from X and the labels."""
+    X = np.asarray(X, np.float64)
+    w0 = 1.0 / len(X) if w0 is None else w0
+    d = X @ X.sum(axis=0)
+    b = np.where(labels >= 0, 1.0 - eta, 1.0 / (1.0 + w0))
+    return np.eye(X.shape[1]) - X.T @ ((b / d)[:, None] * X)
+
+
+def dense_J(X, labels, eta=0.5, w0=None):
+    """J_i = x_i^T K^-1 x_i for every point (K: dense_K)."""
+    X = np.asarray(X, np.float64)
+    return np.einsum("ij,jk,ik->i", X, np.linalg.inv(dense_K(X, labels, eta, w0)), X)
+
+
 @one_blas_thread
 def brute_force_impact(X, labels, pi, eta=0.5, w0=None):
     """IM_i = f_i * sum_{j in U, j != i} (f+_j - f_j) for every unlabeled i (0 elsewhere)."""

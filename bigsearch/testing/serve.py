@@ -1,12 +1,17 @@
 """Driving the labelling page for tests and benchmarks: `bigsearch serve` in a
 subprocess and a headless Chromium (Selenium) pointed at the system's browser."""
 
+import json as _json  # PageClient.post takes json= as Flask's client does
 import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from http.cookiejar import CookieJar
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -61,3 +66,50 @@ class ServerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+class Response:
+    """A response of ``PageClient``, read the way Flask's test responses are."""
+
+    def __init__(self, status, headers, body):
+        self.status_code, self.headers, self.body = status, headers, body
+
+    def get_data(self, as_text=False):
+        return self.body.decode() if as_text else self.body
+
+    def get_json(self):
+        return _json.loads(self.body)
+
+
+class PageClient:
+    """HTTP requests to a running `bigsearch serve` (the real server, over a socket), with
+    its cookies kept and redirects returned, not followed: the part of Flask's test
+    client's interface the tests use (``get``, ``post``)."""
+
+    def __init__(self, url):
+        parts = urllib.parse.urlsplit(url)
+        self.base = f"http://127.0.0.1:{parts.port}"
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()), _NoRedirect)
+
+    def open(self, method, path, body=None, headers=None):
+        request = urllib.request.Request(self.base + path, data=body, method=method, headers=headers or {})
+        try:
+            with self.opener.open(request, timeout=60) as r:
+                return Response(r.status, r.headers, r.read())
+        except urllib.error.HTTPError as e:
+            return Response(e.code, e.headers, e.read())
+
+    def get(self, path, headers=None):
+        return self.open("GET", path, headers=headers)
+
+    def post(self, path, json=None, data=None, headers=None, content_type=None):
+        if json is not None:
+            body, content_type = _json.dumps(json).encode(), "application/json"
+        else:
+            body = data.encode()
+        return self.open("POST", path, body, {**(headers or {}), "Content-Type": content_type})
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
