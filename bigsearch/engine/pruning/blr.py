@@ -71,22 +71,7 @@ def chunk_top_step(x, state, u, V, consts, beta, t, k, generation, u_reset, basi
     def read(blocks):
         blocks = np.sort(blocks)
         for run in np.split(blocks, np.flatnonzero(blocks[1:] != blocks[:-1] + 1) + 1):
-            a, z = pr.sm.start[run[0]], pr.sm.stop[run[-1]]
-            st = state
-            blr_scores(
-                row_range(x, a, z),
-                V,
-                NO_LABELS,
-                st.start + a,
-                st.label[a:z],
-                st.J[a:z],
-                st.v[a:z],
-                st.f[a:z],
-                st.im[a:z],
-                *consts,
-                beta,
-                t,
-            )
+            score_rows(x, state, pr.sm.start[run[0]], pr.sm.stop[run[-1]], V, NO_LABELS, consts, beta, t)
 
     idx, sc, rows = pr.top(k, u, read, state.f, state.label)
     return ChunkTop(idx + state.start, sc, rows)
@@ -259,17 +244,23 @@ class BLRPruning:
     def _score(self, x, st, a, z, V, c, consts):
         """The full pass's kernel on a chunk's rows a:z (J lowered by the rows 3: of V)."""
         e = self.engine
-        blr_scores(
-            row_range(x, a, z),
-            V,
-            c,
-            st.start + a,
-            st.label[a:z],
-            st.J[a:z],
-            st.v[a:z],
-            st.f[a:z],
-            st.im[a:z],
-            *consts,
-            e._beta,
-            e._t,
-        )
+        score_rows(x, st, a, z, V, c, consts, e._beta, e._t)
+
+
+def score_rows(x, st, a, z, V, c, consts, beta, t):
+    """The full pass's kernel (kernels/blr.py) on a chunk's rows a:z: the same arithmetic,
+    bit for bit (J lowered by the rows 3: of V with coefficients c)."""
+    blr_scores(
+        row_range(x, a, z),
+        V,
+        c,
+        st.start + a,
+        st.label[a:z],
+        st.J[a:z],
+        st.v[a:z],
+        st.f[a:z],
+        st.im[a:z],
+        *consts,
+        beta,
+        t,
+    )
