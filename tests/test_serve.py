@@ -753,7 +753,7 @@ def test_the_token_is_kept_mode_0600_and_rotated(tmp_path):
 
 
 def test_refusals_are_a_page_for_people_and_json_with_a_code_for_the_page(client_for):
-    client, _ = client_for(host="0.0.0.0", token="s3cret-token")
+    client, _ = client_for(host="0.0.0.0")  # the real server, asked without its access token
     r = client.get("/")
     assert r.status_code == 403 and r.mimetype == "text/html"
     text = r.get_data(as_text=True)

@@ -212,6 +212,21 @@ class DistributedBackend:
             found.update(part)
         return [found[j] for j in chunk_ids]
 
+    def persisted_chunks(self) -> dict[str, dict[int, np.ndarray]]:
+        """{worker address: {chunk j: its rows of X}} that this backend's shards hold in
+        their workers' memory (``persist=True``), read on the workers; empty dicts where
+        they read the store instead (tests show X is where it should be with this)."""
+        keys = {shard.future.key for shard in self.shards}
+
+        def held(dask_worker: Any) -> dict[int, np.ndarray]:
+            chunks: dict[int, np.ndarray] = {}
+            for key, actor in dask_worker.state.actors.items():
+                if key in keys and isinstance(actor.local.store, PersistedChunks):
+                    chunks.update({j: np.array(x) for j, x in actor.local.store.rows.items()})
+            return chunks
+
+        return self.client.run(held)
+
     def close(self) -> None:
         for shard in self.shards:
             shard.future.release()

@@ -229,9 +229,10 @@ def label(directory, pairs, from_csv, store, scheduler, cluster, persist):
     between 0 and 1 (e.g. 0.4: how good a measured score is)."""
     if pairs and from_csv:
         raise LabelError("give INDEX LABEL pairs or --from FILE, not both")
-    indices, labels = read_label_csv(from_csv) if from_csv else parse_pairs(pairs)
+    indices, labels, wheres = read_label_csv(from_csv) if from_csv else parse_pairs(pairs)
     with cluster_backend(scheduler, cluster, persist) as backend, \
             _opening(_session().open(directory, store=store, backend=backend)) as s:
+        _check_labels(s.search, indices, labels, wheres)
         s.tell(indices, labels)
         n, pos = s.n_labels, sum(y >= 0.5 for _, y in s.history)
     graded = sum(y not in (0, 1) for y in labels)
@@ -378,7 +379,17 @@ def parse_pairs(tokens):
     if len(tokens) % 2:
         raise LabelError(f"labels come in INDEX LABEL pairs, but {len(tokens)} values were given")
     pairs = [_parse_pair(tokens[k], tokens[k + 1]) for k in range(0, len(tokens), 2)]
-    return [i for i, _ in pairs], [y for _, y in pairs]
+    return [i for i, _ in pairs], [y for _, y in pairs], [""] * len(pairs)
+
+
+def _check_labels(engine, indices, labels, wheres):
+    """Each label checked by the session's method (what labels it takes), an error naming
+    its line of --from."""
+    for i, y, where in zip(indices, labels, wheres):
+        try:
+            engine.validate_labels(i, y)
+        except LabelError as e:
+            raise LabelError(f"{where}{e}") from None
 
 
 def _parse_pair(index, label, where=""):
@@ -422,14 +433,15 @@ def read_label_csv(path):
         rows = rows[1:]
     else:
         cols, start = (0, 1), 1
-    pairs = []
+    pairs, wheres = [], []
     for line, row in enumerate(rows, start):
         if len(row) <= max(cols):
             raise LabelError(f"{path} line {line}: expected index and label, got {','.join(row)!r}")
-        pairs.append(_parse_pair(row[cols[0]].strip(), row[cols[1]], f"{path} line {line}: "))
+        wheres.append(f"{path} line {line}: ")
+        pairs.append(_parse_pair(row[cols[0]].strip(), row[cols[1]], wheres[-1]))
     if not pairs:
         raise LabelError(f"{path} has no labels")
-    return [i for i, _ in pairs], [y for _, y in pairs]
+    return [i for i, _ in pairs], [y for _, y in pairs], wheres
 
 
 # -- output helpers ----------------------------------------------------------------------

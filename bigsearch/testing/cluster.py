@@ -5,20 +5,8 @@ import numpy as np
 
 def persisted_chunks(backend):
     """{worker address: {chunk j: its rows of X}} that the shards of ``backend`` (a
-    distributed backend) hold in their workers' memory (``persist=True``); empty dicts
-    where they read the store instead."""
-    keys = {shard.future.key for shard in backend.shards}
-
-    def held(dask_worker):
-        from bigsearch.backends.distributed import PersistedChunks
-
-        chunks = {}
-        for key, actor in dask_worker.state.actors.items():
-            if key in keys and isinstance(actor.local.store, PersistedChunks):
-                chunks.update({j: np.array(x) for j, x in actor.local.store.rows.items()})
-        return chunks
-
-    return backend.client.run(held)
+    distributed backend) hold in their workers' memory (``persist=True``)."""
+    return backend.persisted_chunks()
 
 
 def assert_persisted(backend):

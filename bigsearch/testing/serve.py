@@ -80,6 +80,11 @@ class Response:
     def get_json(self):
         return _json.loads(self.body)
 
+    @property
+    def mimetype(self):
+        """The content type without its parameters (``text/html``), as Flask's."""
+        return self.headers.get("Content-Type", "").split(";")[0].strip()
+
 
 class PageClient:
     """HTTP requests to a running `bigsearch serve` (the real server, over a socket), with
