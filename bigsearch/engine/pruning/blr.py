@@ -25,18 +25,17 @@ import numpy as np
 
 from ...backends import ChunkStep
 from ...kernels.blr import blr_scores
-from ...storage.encoding import n_features, n_rows
+from ...storage.encoding import n_features
 from ..core.select import best_ranked
 from ..core.steps import decoded_blocks, lower_quadratic_form
 from .block_summaries import (
     DEFAULT_BASIS,
-    BlockSummaries,
     check_block_rows,
     compute_summaries,
     gram_basis,
     summary_step,
 )
-from .las import NO_LABELS, ChunkTop, Pruner, apply_labels_to_chunk, row_range
+from .las import NO_LABELS, ChunkTop, Pruner, adjacent_runs, apply_labels_to_chunk, chunk_pruner, row_range
 
 ROUNDING = 1e3  # the UCB term's rounding, in units of sqrt of the scale of v (see ``_ucb_rounding``)
 
@@ -57,20 +56,21 @@ def chunk_top_step(x, state, u, V, consts, beta, t, k, generation, u_reset, basi
     could hold it (the dask backend): the chunk's summaries and cache live in its state
     (built at the first call, when every block is read once); ``generation`` changes after
     each full pass, at ``u_reset``, and the cache is then rebuilt from the chunk's f."""
-    pr = getattr(state, "pruner", None)
-    if pr is None:
-        start = np.arange(0, n_rows(x), block_rows)
-        stop = np.minimum(start + block_rows, n_rows(x))
-        cols = summary_step(x, state, basis, block_rows)
-        pr = state.pruner = Pruner(BlockSummaries(block_rows, 0 * start, start, stop, basis, *cols), None, 1.0)
-        pr.unknown(u)
-    elif state.pruner_generation != generation:
-        pr.reset(u_reset, state.f, state.label)
-    state.pruner_generation = generation
+    pr = chunk_pruner(
+        x,
+        state,
+        lambda: summary_step(x, state, basis, block_rows),
+        basis,
+        block_rows,
+        None,
+        1.0,
+        u,
+        generation,
+        u_reset,
+    )
 
     def read(blocks):
-        blocks = np.sort(blocks)
-        for run in np.split(blocks, np.flatnonzero(blocks[1:] != blocks[:-1] + 1) + 1):
+        for run in adjacent_runs(blocks):
             score_rows(x, state, pr.sm.start[run[0]], pr.sm.stop[run[-1]], V, NO_LABELS, consts, beta, t)
 
     idx, sc, rows = pr.top(k, u, read, state.f, state.label)

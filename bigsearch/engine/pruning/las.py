@@ -516,25 +516,39 @@ def chunk_top_step(x, state, u, V, k, generation, u_reset, basis, block_rows, s,
     fit: ``chunk_summaries``). ``generation`` changes after each full pass, at
     ``u_reset``: the cache is then rebuilt from the chunk's f. Blocks whose bound is
     below ``floor`` (at most the k-th best score over all chunks) are not read."""
+    pr = chunk_pruner(x, state, lambda: chunk_summaries(x, state, basis, block_rows, stored), basis, block_rows,
+                      s, 1.0 / (1.0 + w0), u, generation, u_reset)
+
+    def read(blocks):
+        for run in adjacent_runs(blocks):
+            _score_rows(x, state, pr.sm.start[run[0]], pr.sm.stop[run[-1]], V, eta, w0, pi)
+    idx, sc, rows = pr.top(k, u, read, state.f, state.label, floor)
+    return ChunkTop(idx + state.start, sc, rows)
+
+
+def chunk_pruner(x, state, summaries, basis, block_rows, s, b, u, generation, u_reset):
+    """The Pruner of a chunk on a worker (the dask backend), kept in its state: built at the
+    first call from ``summaries()`` (the chunk's block summary columns, computed only then),
+    with every block unknown at u; when ``generation`` changed (a full pass since), its
+    cache is rebuilt from the chunk's f at ``u_reset``."""
     pr = getattr(state, "pruner", None)
     if pr is None:
-        cols = chunk_summaries(x, state, basis, block_rows, stored)
         start = np.arange(0, n_rows(x), block_rows)
         sm = BlockSummaries(block_rows, np.zeros(len(start), np.int64), start,
-                            np.minimum(start + block_rows, n_rows(x)), basis, *cols)
-        pr = state.pruner = Pruner(sm, s, 1.0 / (1.0 + w0))
+                            np.minimum(start + block_rows, n_rows(x)), basis, *summaries())
+        pr = state.pruner = Pruner(sm, s, b)
         pr.unknown(u)
     elif state.pruner_generation != generation:
         pr.reset(u_reset, state.f, state.label)
     state.pruner_generation = generation
+    return pr
 
-    def read(blocks):
-        blocks = np.sort(blocks)
-        runs = np.split(blocks, np.flatnonzero(blocks[1:] != blocks[:-1] + 1) + 1)
-        for run in runs:
-            _score_rows(x, state, pr.sm.start[run[0]], pr.sm.stop[run[-1]], V, eta, w0, pi)
-    idx, sc, rows = pr.top(k, u, read, state.f, state.label, floor)
-    return ChunkTop(idx + state.start, sc, rows)
+
+def adjacent_runs(blocks):
+    """``blocks`` sorted and split into runs of consecutive block numbers (each run is
+    read by one kernel call)."""
+    blocks = np.sort(blocks)
+    return np.split(blocks, np.flatnonzero(blocks[1:] != blocks[:-1] + 1) + 1)
 
 
 # It updates state it did not create: a lost chunk is rebuilt by the engine's recipe,
