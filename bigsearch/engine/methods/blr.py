@@ -238,7 +238,7 @@ class BLR(PrunableSearch):
         self._inverse, self._A = LowRankInverse(Ainv), A
 
     def _n_labels(self) -> int:
-        return int((self._label >= 0).sum())
+        return self.n_labeled  # every label told is in the history: no O(n) count per query
 
     def _weights(self) -> np.ndarray:
         n = self._n_labels()
