@@ -1,0 +1,201 @@
+"""Issue 24's targets against the floor of ../shared/tools/floor.py, measured in one run.
+
+For each size (default 1M and 4M x 128 float32) and each way the store's pages got into the
+page cache ("written": the store just written; "disk": evicted with posix_fadvise(DONTNEED)
+and read back by the first pass), a fresh process alternates, round after round:
+- the floor's pass (X . V, 3 float64 columns, over chunk maps held open: floor.py's kernel),
+- one LAS iteration (tell + ask) at alpha = 0 and one at alpha = 0.01,
+and reports medians and the ratios (target <= 1.25). Initialization (construct, tell one
+positive, first ask) is timed against floor.py's init floor (2 Gram passes by BLAS + 1 pass),
+interleaved, 3 rounds (target <= 1.5), also at 50k x 2,048.
+
+`--batch`: the wall clock of `bigsearch run` at alpha = 0, 50k x 2,048: a batch of 500 against
+a single-label query (target <= 10x), from the per-query `elapsed_seconds` of two runs, and
+the run's wall against what its results account for (nothing deferred past the last query).
+
+    python benchmarks/floor_ratios.py --floor ../shared/tools/floor.py [--sizes 1000000 4000000] [--batch]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from common import DATA, ROOT, median, save, table
+
+WORKER = r"""
+import json, os, sys, time
+import numpy as np
+sys.path.insert(0, sys.argv[4])
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[1])))
+import bigsearch
+import floor
+path, rounds = sys.argv[2], int(sys.argv[3])
+ALPHAS = (0.0, 0.01)
+tiny = bigsearch.create_store(sys.argv[5], np.abs(np.random.rand(64, 8)).astype("f4"), chunk_rows=8, overwrite=True)
+for a in ALPHAS:  # compile the engine's kernels outside the timed rounds
+    s = bigsearch.LAS(tiny, alpha=a, pi=0.1); s.tell(0, 1); s.ask(); s.tell(s.ask(), 0); s.ask(); s.close()
+maps, n, r = floor.chunk_maps(path)
+V = np.ascontiguousarray(np.random.default_rng(0).normal(size=(3, r)))
+out = np.empty((max(m.shape[0] for m in maps), 3))
+floor._xv(maps[0][:8], V, out)
+
+def floor_pass():
+    t = time.perf_counter()
+    for m in maps:
+        floor._xv(m, V, out)
+    return time.perf_counter() - t
+
+def floor_gram():
+    t = time.perf_counter(); G = np.zeros((r, r))
+    for m in maps:
+        G += m.T @ m
+    return time.perf_counter() - t
+
+first_pass = floor_pass()   # the read from disk, when evicted: not a warm figure
+def start(a):
+    t = time.perf_counter()
+    s = bigsearch.LAS(path, alpha=a); y = s.store.labels(); s.tell(int(np.flatnonzero(y)[0]), 1); i = s.ask()
+    return time.perf_counter() - t, s, y, i
+
+res = {"first_floor_pass_s": first_pass, "init": {a: [] for a in ALPHAS}, "init_floor": []}
+for _ in range(int(sys.argv[6])):
+    res["init_floor"].append(2 * floor_gram() + floor_pass())
+    for a in ALPHAS:
+        t, s, y, i = start(a); s.close(); res["init"][a].append(t)
+searches = {a: start(a)[1:] for a in ALPHAS}
+state = {a: (s, y, i) for a, (s, y, i) in searches.items()}
+res["pass"], res["iter"] = [], {a: [] for a in ALPHAS}
+for _ in range(rounds):
+    res["pass"].append(floor_pass())
+    for a in ALPHAS:
+        s, y, i = state[a]
+        t = time.perf_counter(); s.tell(i, int(y[i])); i = s.ask(); res["iter"][a].append(time.perf_counter() - t)
+        state[a] = (s, y, i)
+res["hold_maps"] = state[0.0][0].store.hold_maps
+print(json.dumps(res))
+"""
+
+
+def make(path, n, r, chunk_rows=None):
+    """A store in random row order from tools/make_store.py (what the floor reads: float32, no codec)."""
+    shutil.rmtree(path, ignore_errors=True)
+    cmd = [sys.executable, str(ROOT.parent / "tools" / "make_store.py"), str(path), "--n", str(n), "--r", str(r),
+           "--no-summaries"]
+    subprocess.run(cmd + (["--chunk-rows", str(chunk_rows)] if chunk_rows else []), check=True,
+                   capture_output=True)
+
+
+def evict(path):
+    for root, _, files in os.walk(path):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def measure(floor, path, rounds, init_rounds):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run([sys.executable, "-c", WORKER, floor, str(path), str(rounds), str(ROOT.parent),
+                              os.path.join(tmp, "tiny.zarr"), str(init_rounds)],
+                             capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"the measuring process failed:\n{out.stderr}")
+    raw = json.loads(out.stdout.strip().splitlines()[-1])
+    floor_pass, init_floor = median(raw["pass"]), median(raw["init_floor"])
+    row = {"floor_pass_ms": 1e3 * floor_pass, "first_pass_ms": 1e3 * raw["first_floor_pass_s"],
+           "init_floor_s": init_floor, "hold_maps": raw["hold_maps"]}
+    for a, its in raw["iter"].items():
+        row[f"iter_ms_alpha_{a}"] = 1e3 * median(its)
+        row[f"iter_ratio_alpha_{a}"] = median(its) / floor_pass
+        row[f"init_s_alpha_{a}"] = median(raw["init"][a])
+        row[f"init_ratio_alpha_{a}"] = median(raw["init"][a]) / init_floor
+    return row, raw
+
+
+def floors(args):
+    rows = []
+    for n, r in [(n, 128) for n in args.sizes] + ([(50_000, 2048)] if args.wide else []):
+        path = DATA / f"floor-{n}x{r}.zarr"
+        for how in ("written", "disk"):
+            if how == "written" or not path.exists():
+                make(path, n, r)
+            if how == "disk":
+                evict(path)
+            print(f"{n} x {r}, {how} ...", file=sys.stderr)
+            row, raw = measure(args.floor, path, args.rounds, args.init_rounds)
+            rows.append({"n": n, "r": r, "store": how, **row, "raw": raw})
+        shutil.rmtree(path, ignore_errors=True)
+    table(rows, ["n", "r", "store", "floor_pass_ms", "iter_ratio_alpha_0.0", "iter_ratio_alpha_0.01",
+                 "init_floor_s", "init_ratio_alpha_0.0", "init_ratio_alpha_0.01", "hold_maps"])
+    return rows
+
+
+def run_cli(path, out, budget, batch):
+    shutil.rmtree(out, ignore_errors=True)
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "bigsearch", "run", str(path), "--method", "las", "--alpha", "0",
+                    "--budget", str(budget), "--batch-size", str(batch), "--out", str(out)],
+                   check=True, capture_output=True)
+    wall = time.perf_counter() - t
+    run = json.loads((out / "results.json").read_text())["runs"][0]["timings"]
+    return wall, run
+
+
+def per_step(elapsed, batch):
+    """Seconds between the ends of consecutive batches (the first batch holds initialization)."""
+    ends = np.asarray(elapsed)[batch - 1::batch]
+    return np.diff(ends)
+
+
+def batch(args):
+    path = DATA / "floor-50000x2048.zarr"
+    make(path, 50_000, 2048)
+    out = DATA / "floor-batch-run"
+    rows = []
+    for rnd in range(args.batch_rounds):
+        for b, budget in ((1, 41), (500, 2000)):
+            wall, timing = run_cli(path, out, budget, b)
+            steps = per_step(timing["elapsed_seconds"], b)
+            rows.append({"round": rnd, "batch": b, "step_s": median(steps.tolist()), "steps": len(steps),
+                         "run_wall_s": wall, "accounted_s": timing["total_seconds"], "init_s": timing["init_seconds"],
+                         "compile_s": timing.get("compile_seconds")})
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(path, ignore_errors=True)
+    single = median([r["step_s"] for r in rows if r["batch"] == 1])
+    batched = median([r["step_s"] for r in rows if r["batch"] == 500])
+    table(rows, ["round", "batch", "step_s", "steps", "init_s", "run_wall_s", "accounted_s", "compile_s"])
+    print(f"batch of 500 / single-label query: {batched / single:.2f} (target <= 10)")
+    return {"rows": rows, "single_s": single, "batch_s": batched, "ratio": batched / single}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--floor", required=True, help="path of ../shared/tools/floor.py")
+    ap.add_argument("--sizes", type=int, nargs="*", default=[1_000_000, 4_000_000])
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--init-rounds", type=int, default=3)
+    ap.add_argument("--wide", action="store_true", help="also 50k x 2,048 (initialization's third size)")
+    ap.add_argument("--batch", action="store_true", help="the batch-of-500 figure of `run`")
+    ap.add_argument("--batch-rounds", type=int, default=2)
+    ap.add_argument("--name", default="floor_ratios")
+    args = ap.parse_args()
+    record = {"floor": str(Path(args.floor).resolve())}
+    if args.sizes or args.wide:
+        record["floors"] = floors(args)
+    if args.batch:
+        record["batch"] = batch(args)
+    save(args.name, record)
+
+
+if __name__ == "__main__":
+    main()
