@@ -290,12 +290,15 @@ class BLR(PrunableSearch):
 
     def _update(self, idx: np.ndarray, lab: np.ndarray) -> None:
         G, c = self._absorb(idx)
-        if self._maybe_refit() or self._members_left_out():
+        rebuilt = self._maybe_refit() or self._members_left_out()
+        # Pruned greedy scores stay linear in x whatever lam and the noise: the blocks'
+        # bounds still hold after a refit, so it needs no pass (UCB's v may grow: it does).
+        if rebuilt and (self._beta > 0 or self._pruned() is None):
             self._draw()
             self._rescore("Ainv" if self._beta > 0 else "keep")
             self._J_stale = self._beta == 0
             return
-        if (self._beta == 0 and (len(c) > FUSED_LABELS or self._pruned())) or self._J_stale:  # J is not needed
+        if rebuilt or (self._beta == 0 and (len(c) > FUSED_LABELS or self._pruned())) or self._J_stale:  # no J
             G, c, self._J_stale = G[:0], c[:0], True
         self._draw()
         pruning = self._pruned()
