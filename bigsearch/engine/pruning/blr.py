@@ -68,6 +68,7 @@ def chunk_top_step(x, state, u, V, consts, beta, t, k, generation, u_reset, basi
         generation,
         u_reset,
     )
+    pr.rescale = True  # greedy (the workers prune greedy only): the maxima are of f alone
 
     def read(blocks):
         for run in adjacent_runs(blocks):
@@ -135,6 +136,7 @@ class BLRPruning:
         if self.summaries is None:
             self.summaries = compute_summaries(e.backend.map, e.store.chunks, self.basis, self.block_rows)
             self.pruner = Pruner(self.summaries, None, 1.0)
+            self.pruner.rescale = not self.ucb  # greedy caches f alone (UCB: f + im)
             e.bytes_since_query += e.store.nbytes
         if self.ucb:
             self.ucb_score = e.backend.gather("f") + e.backend.gather("im")
