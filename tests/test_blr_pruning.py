@@ -135,14 +135,16 @@ def test_thompson_keeps_the_full_pass_and_says_why(data, store_factory):
     assert all(b >= e.store.nbytes for b in e.run_details()["bytes_read"])
 
 
-@pytest.mark.parametrize("acquisition", ["greedy", "ucb"])
-def test_block_bounds_hold(data, store_factory, acquisition):
-    """After pruned queries, each block's bound at the current weights is at least the
-    best score of its unlabeled rows, computed here by NumPy from X (f = b + X w, and
-    for UCB beta sqrt(v) from a dense A^-1); the kernel's bounds are its NumPy formula's."""
+@pytest.mark.parametrize("acquisition,fitted", [("greedy", False), ("greedy", True), ("ucb", False)])
+def test_block_bounds_hold(data, store_factory, acquisition, fitted):
+    """After pruned queries (greedy: also across refits of lam and the noise, which make
+    no pass), each block's bound at the current weights is at least the best score of its
+    unlabeled rows, computed here by NumPy from X (f = b + X w, and for UCB beta sqrt(v)
+    from a dense A^-1); the kernel's bounds are its NumPy formula's."""
     X, y = data
     path = store_factory(X, None, "zarr", "float64", 700)
-    _, e = run(path, y, True, acquisition=acquisition, lam=1.0, noise=0.5)
+    _, e = run(path, y, True, acquisition=acquisition, **({} if fitted else dict(lam=1.0, noise=0.5)))
+    assert bool(e.refits) == fitted
     pr, sm = e.pruning.pruner, e.pruning.summaries
     u = e.pruning.u()
     bounds = pr.bounds(u)
@@ -162,6 +164,29 @@ def test_block_bounds_hold(data, store_factory, acquisition):
     best = np.maximum.reduceat(score, sm.start)
     assert np.all(bounds >= best - 1e-9 * np.abs(best).max())
     assert np.any(bounds < best.max())  # some blocks can be skipped
+
+
+def test_a_scaled_w_is_bounded_as_tightly_as_the_blocks_were_read(data, store_factory):
+    """Greedy's bounds also try each version's u scaled (a refit of lam and the noise
+    scales w): at u = (2 w, c + 0.3), every block's bound is its best unlabeled score at u
+    (computed here from X) to the rounding margin, where the change 2 w - w alone bounds
+    no block so closely."""
+    X, y = data
+    path = store_factory(X, None, "zarr", "float64", 700)
+    e = bigsearch.BLR(path, prune=True, block_rows=64, lam=1.0, noise=0.5)
+    e.tell(start(y), y[start(y)].tolist())
+    e.ask()
+    pr, sm, u = e.pruning.pruner, e.pruning.summaries, e.pruning.u()
+    pr.reset(u, e.f, e.backend.gather("label"))  # every block read at u
+    w, c = u[:-1], u[-1]
+    scaled = np.append(2 * w, c + 0.3)
+    score = np.where(e.labels < 0, X @ (2 * w) + c + 0.3, -np.inf)
+    best = np.maximum.reduceat(score, sm.start)
+    bounds = pr.bounds(scaled)
+    np.testing.assert_allclose(bounds, pr.reference_bounds(scaled), rtol=1e-12)
+    assert np.all(bounds >= best) and np.allclose(bounds, best, rtol=0, atol=1e-6)
+    pr.rescale = False
+    assert np.all(pr.bounds(scaled) - best > 1e-3)
 
 
 def test_run_cli_blr_prune(data, store_factory, tmp_path):
