@@ -26,7 +26,8 @@ time the labels grow by ``refit_share`` (a refit rebuilds A^-1 from the labeled 
 when v is needed, J by one O(n r^2) pass); ``refits`` records each. Given values are kept.
 
 With ``prune``, greedy and UCB queries read only the blocks of X that could hold the answer
-(engine/pruning/blr.py): the same queries as the full pass; a refit is a full pass.
+(engine/pruning/blr.py): the same queries as the full pass; a refit is a full pass for
+UCB, none for greedy (its scores stay linear in x, so the blocks' bounds hold).
 """
 
 from __future__ import annotations

@@ -39,7 +39,10 @@ is a row of a small table of the u's in use, counted as blocks move.
 The same Pruner serves linear scores f_i = c + x_i . u (BLR's predictive mean,
 engine/pruning/blr.py): built with ``s=None`` and b = 1 over summaries whose degrees are
 all 1, it takes u with the constant c as its last entry, and the shift is the change of
-c (it moves every f by exactly that), so the bound is the same formula. Scores that
+c (it moves every f by exactly that), so the bound is the same formula; when the
+cached maxima are of f alone (``rescale``), a version's u_v is also tried scaled,
+u_t - alpha u_v with alpha >= 0 (f - c at alpha u_v is alpha (f_v - c_v), bounded by
+alpha (best - c_v)), and the smaller bound holds. Scores that
 only fall as labels arrive may be added to such f (BLR's UCB term): the cached
 maximum plus the bound still bounds them (``rounding`` covers their rounding).
 
