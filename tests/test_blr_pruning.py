@@ -282,7 +282,7 @@ def test_the_dask_backend_prunes_greedy_and_says_ucb_is_off(data, store_factory)
         read = details["bytes_read"][1:]
         assert sum(read) < 0.8 * len(read) * details["x_bytes"]
         e.close()
-        refitted, e = run(path, y, True, backend=client)  # refits: the workers' caches reset
+        refitted, e = run(path, y, True, backend=client)  # refits, no pass: the workers' caches carry over
         assert refitted == run(path, y, False)[0] and len(e.refits) >= 3
         e.close()
         ucb = bigsearch.BLR(path, prune=True, acquisition="ucb", backend=client)
