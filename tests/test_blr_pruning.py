@@ -89,8 +89,9 @@ def test_a_refit_costs_greedy_no_pass_and_the_share_read_stays_small(tmp_path):
     7.4% at most."""
     from bigsearch.synthetic import make_clustered_store
 
-    path = make_clustered_store(tmp_path / "g.zarr", 20000, 128, prevalence=0.005, spread=0.7, chunk_rows=7000,
-                                order="generated")
+    path = make_clustered_store(
+        tmp_path / "g.zarr", 20000, 128, prevalence=0.005, spread=0.7, chunk_rows=7000, order="generated"
+    )
     y = bigsearch.open_store(path).labels()
     init = [int(np.flatnonzero(y)[0])] + np.flatnonzero(y == 0)[:20].tolist()
     pruned, full = bigsearch.BLR(path, prune=True, block_rows=64), bigsearch.BLR(path)
