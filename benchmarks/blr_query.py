@@ -4,10 +4,13 @@ In one process, on one store: initialize LAS (alpha = 0) and BLR (greedy, lam an
 fitted to the labels), then alternate one LAS iteration (tell + ask), one BLR iteration and
 one bare pass over X (read every chunk + X @ V, V of r x 3) at least 20 times; medians and
 their ratios. With --prune also pruned BLR greedy on the same store: the share of X each of
-its queries read (mean, p90), for a store in cluster order (`tools/make_store.py
---cluster-order`), where blocks of rows are tight.
+its queries read (mean, p90, each query's, the labels and refits behind them), for a store in
+cluster order (`tools/make_store.py --cluster-order`), where blocks of rows are tight. With
+--share-only, only that (no timing: shares are counts, fit for a loaded machine), saved as
+blr_query_share.json.
 
     python benchmarks/blr_query.py [--n 1000000] [--r 128] [--iterations 25] [--store PATH] [--prune]
+    python benchmarks/blr_query.py --store PATH --share-only [--iterations 20] [--tag 10m]
 """
 
 import argparse
@@ -24,6 +27,23 @@ def iterate(search, y, i):
     return search.ask()
 
 
+def share_read(s, y):
+    """The share of X each query of pruned search ``s`` read to be chosen (the first, with
+    the start's labels, left out), their mean and p90, and what they were asked from."""
+    share = np.array(s.run_details()["bytes_read"][1:]) / s.store.nbytes
+    labeled = np.flatnonzero(s.labels >= 0)
+    return {
+        "mean": float(share.mean()),
+        "p90": float(np.percentile(share, 90)),
+        "queries": len(share),
+        "per_query": [round(float(x), 6) for x in share],
+        "labels": len(labeled),
+        "positives_labeled": int((y[labeled] > 0).sum()),
+        "refits": [r["labels"] for r in s.refits],
+        "status": s.pruning_status,
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1_000_000)
@@ -31,10 +51,23 @@ def main():
     ap.add_argument("--iterations", type=int, default=25)
     ap.add_argument("--store", default=None, help="a store to use instead of a synthetic one")
     ap.add_argument("--prune", action="store_true", help="also pruned BLR greedy: the share of X read per query")
+    ap.add_argument("--share-only", action="store_true", help="only pruned BLR greedy's share of X read per query")
+    ap.add_argument("--tag", default="", help="suffix of the results file's name")
     args = ap.parse_args()
     path = args.store or bench_store(args.n, args.r)
     y = bigsearch.open_store(path).labels()
     start = [int(np.flatnonzero(y)[0])] + [int(i) for i in np.flatnonzero(y == 0)[:20]]
+    if args.share_only:
+        s = bigsearch.BLR(path, prune=True)
+        s.tell(start, y[start].tolist())
+        i = s.ask()
+        for _ in range(args.iterations):
+            i = iterate(s, y, i)
+        record = {"store": str(path), "n": s.n, "r": s.store.r, "pruned_share_read": share_read(s, y)}
+        s.close()
+        print("pruned BLR greedy, share of X read per query:", record["pruned_share_read"])
+        save("blr_query_share" + (f"_{args.tag}" if args.tag else ""), record)
+        return
     searches = {"las": bigsearch.LAS(path, alpha=0.0), "blr": bigsearch.BLR(path)}
     if args.prune:
         searches["blr pruned"] = bigsearch.BLR(path, prune=True)
@@ -62,13 +95,7 @@ def main():
     ]
     record = {"store": str(path), "n": searches["las"].n, "r": searches["las"].store.r, "rows": rows}
     if args.prune:
-        s = searches["blr pruned"]
-        share = np.array(s.run_details()["bytes_read"][1:]) / s.store.nbytes
-        record["pruned_share_read"] = {
-            "mean": float(share.mean()),
-            "p90": float(np.percentile(share, 90)),
-            "status": s.pruning_status,
-        }
+        record["pruned_share_read"] = share_read(searches["blr pruned"], y)
     for s in searches.values():
         s.close()
     table(rows, ["what", "ms", "x bare pass", "x LAS", "init s"])

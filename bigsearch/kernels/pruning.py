@@ -3,13 +3,15 @@
 
 A block (centroid c, box [lo, hi] in the orthonormal basis P, residual radius R_perp,
 radius R, largest row norm, smallest and largest degree) was last read at the u of its
-version v; the version's change w_v (u_t - u_v less its shift along s, a_v s) is
-prepared once per version (``W``, ``PW = P^T w``, ``||w - P P^T w||``, ``||w||``,
-``||u_v|| + ||u_t||``), so a block costs one dot product of length r and one of length
-p: no temporaries of blocks x r. The formula, term by term and in the same order, is
-``Pruner.reference_bounds``'s (the tests hold them equal to rounding, which the SAFETY
-margin covers many times over). A group of consecutive blocks has summaries of the same
-form (engine/pruning/las.py:group_summaries), so the same kernel bounds groups.
+version v; the version's change w_v (u_t - alpha u_v less its shift along s, a_v s;
+alpha = 1, and for linear scores also a scale of u_v, engine/pruning/las.py: a bound per
+alpha, the smallest holds) is prepared once per version and alpha (``W``, ``PW = P^T w``,
+``||w - P P^T w||``, ``||w||``, ``alpha ||u_v|| + ||u_t||``), so a block costs one dot
+product of length r and one of length p per alpha: no temporaries of blocks x r. The
+formula, term by term and in the same order, is ``Pruner.reference_bounds``'s (the tests
+hold them equal to rounding, which the SAFETY margin covers many times over). A group of
+consecutive blocks has summaries of the same form (engine/pruning/block_summaries.py:
+group_summaries), so the same kernel bounds groups.
 """
 
 import numba
@@ -21,31 +23,46 @@ from .common import FAST
 @numba.njit(nogil=True, cache=True, fastmath=FAST)
 def bound_at(top, v, i, terms, centre, lo, hi, radii):
     """The bound of the rows of block (or group) i whose cached maximum ``top`` was taken
-    at version v: -inf when there is none (top -inf), +inf when never read (top +inf)."""
-    if top == -np.inf:
-        return -np.inf
-    a, w_perp, w_norm, u_norms, c_mags, W, PW, b, safety = terms
+    at version v: -inf when there is none (top -inf), +inf when never read (top +inf);
+    the smallest of the version's ``ways`` bounds (rows v * ways ... of the terms)."""
+    if top == -np.inf or top == np.inf:
+        return top
+    ways = terms[-1]
+    out = np.inf
+    for k in range(v * ways, (v + 1) * ways):
+        out = min(out, bound_way(top, k, i, terms, centre, lo, hi, radii))
+    return out
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FAST)
+def bound_way(top, k, i, terms, centre, lo, hi, radii):
+    """One bound of block i's rows from row k of the terms (see the module)."""
+    a, alpha, w_perp, w_norm, u_norms, c_mags, W, PW, b, safety, _ = terms
     radius_perp, radius, norm_max, deg_min, deg_max = radii
     cw = 0.0
     for j in range(centre.shape[1]):
-        cw += centre[i, j] * W[v, j]
+        cw += centre[i, j] * W[k, j]
     box = 0.0
     for j in range(lo.shape[1]):
-        box += max(lo[i, j] * PW[v, j], hi[i, j] * PW[v, j])
-    spread = min(box + radius_perp[i] * w_perp[v], radius[i] * w_norm[v])
+        box += max(lo[i, j] * PW[k, j], hi[i, j] * PW[k, j])
+    spread = min(box + radius_perp[i] * w_perp[k], radius[i] * w_norm[k])
     ub = cw + spread
     drift = ub / deg_min[i] if ub >= 0.0 else ub / deg_max[i]
-    scale = abs(top) + b * (abs(a[v]) + c_mags[v]) + b * (abs(cw) + spread + norm_max[i] * u_norms[v]) / deg_min[i]
-    return top + b * (a[v] + drift) + safety * scale
+    scale = (
+        alpha[k] * abs(top)
+        + b * (abs(a[k]) + c_mags[k])
+        + b * (abs(cw) + spread + norm_max[i] * u_norms[k]) / deg_min[i]
+    )
+    return alpha[k] * top + b * (a[k] + drift) + safety * scale
 
 
 @numba.njit(nogil=True, cache=True)
 def block_bounds(items, best, slot, terms, centre, lo, hi, radii, out):
     """out[t] = the bound of block items[t] (``bound_at``, at its version).
 
-    ``terms``: per version a, ||w_perp||, ||w||, u_norms, c_mags, W, P^T w, then b and the
-    rounding margin (``Pruner.version_terms``); ``radii``: (radius_perp, radius,
-    norm_max, deg_min, deg_max), one value per block each."""
+    ``terms``: per version (``ways`` rows each) a, alpha, ||w_perp||, ||w||, u_norms,
+    c_mags, W, P^T w, then b, the rounding margin and ``ways`` (``Pruner.version_terms``);
+    ``radii``: (radius_perp, radius, norm_max, deg_min, deg_max), one value per block each."""
     for t in range(len(items)):
         i = items[t]
         out[t] = bound_at(best[i], slot[i], i, terms, centre, lo, hi, radii)

@@ -26,7 +26,8 @@ time the labels grow by ``refit_share`` (a refit rebuilds A^-1 from the labeled 
 when v is needed, J by one O(n r^2) pass); ``refits`` records each. Given values are kept.
 
 With ``prune``, greedy and UCB queries read only the blocks of X that could hold the answer
-(engine/pruning/blr.py): the same queries as the full pass; a refit is a full pass.
+(engine/pruning/blr.py): the same queries as the full pass; a refit is a full pass for
+UCB, none for greedy (its scores stay linear in x, so the blocks' bounds hold).
 """
 
 from __future__ import annotations
@@ -290,12 +291,15 @@ class BLR(PrunableSearch):
 
     def _update(self, idx: np.ndarray, lab: np.ndarray) -> None:
         G, c = self._absorb(idx)
-        if self._maybe_refit() or self._members_left_out():
+        rebuilt = self._maybe_refit() or self._members_left_out()
+        # Pruned greedy scores stay linear in x whatever lam and the noise: the blocks'
+        # bounds still hold after a refit, so it needs no pass (UCB's v may grow: it does).
+        if rebuilt and (self._beta > 0 or self._pruned() is None):
             self._draw()
             self._rescore("Ainv" if self._beta > 0 else "keep")
             self._J_stale = self._beta == 0
             return
-        if (self._beta == 0 and (len(c) > FUSED_LABELS or self._pruned())) or self._J_stale:  # J is not needed
+        if rebuilt or (self._beta == 0 and (len(c) > FUSED_LABELS or self._pruned())) or self._J_stale:  # no J
             G, c, self._J_stale = G[:0], c[:0], True
         self._draw()
         pruning = self._pruned()

@@ -8,6 +8,10 @@ b = 1 and the change of the constant as the shift, so the same ``Pruner`` bounds
 (built with ``s=None``: u carries the constant as its last entry, and the summaries are
 computed with degrees 1, over a basis of the top eigenvectors of X^T X).
 
+Greedy needs no pass at a refit of lam and the noise (or a rebuild of A): f stays linear
+in x, so the bounds hold; a refit scales w, so the Pruner also tries each version's u
+scaled (``rescale``: the cached maxima are of f alone) and keeps the smaller bound.
+
 UCB adds beta sqrt(v_i). Between full passes (a refit of lam and the noise, or a rebuild
 of A), labels only add to A, so v_i never grows: the block's cached best score plus the
 bound on the change of f bounds the score now. A block read recomputes its rows exactly
@@ -68,6 +72,7 @@ def chunk_top_step(x, state, u, V, consts, beta, t, k, generation, u_reset, basi
         generation,
         u_reset,
     )
+    pr.rescale = True  # greedy (the workers prune greedy only): the maxima are of f alone
 
     def read(blocks):
         for run in adjacent_runs(blocks):
@@ -135,6 +140,7 @@ class BLRPruning:
         if self.summaries is None:
             self.summaries = compute_summaries(e.backend.map, e.store.chunks, self.basis, self.block_rows)
             self.pruner = Pruner(self.summaries, None, 1.0)
+            self.pruner.rescale = not self.ucb  # greedy caches f alone (UCB: f + im)
             e.bytes_since_query += e.store.nbytes
         if self.ucb:
             self.ucb_score = e.backend.gather("f") + e.backend.gather("im")

@@ -39,7 +39,10 @@ is a row of a small table of the u's in use, counted as blocks move.
 The same Pruner serves linear scores f_i = c + x_i . u (BLR's predictive mean,
 engine/pruning/blr.py): built with ``s=None`` and b = 1 over summaries whose degrees are
 all 1, it takes u with the constant c as its last entry, and the shift is the change of
-c (it moves every f by exactly that), so the bound is the same formula. Scores that
+c (it moves every f by exactly that), so the bound is the same formula; when the
+cached maxima are of f alone (``rescale``), a version's u_v is also tried scaled,
+u_t - alpha u_v with alpha >= 0 (f - c at alpha u_v is alpha (f_v - c_v), bounded by
+alpha (best - c_v)), and the smaller bound holds. Scores that
 only fall as labels arrive may be added to such f (BLR's UCB term): the cached
 maximum plus the bound still bounds them (``rounding`` covers their rounding).
 
@@ -90,6 +93,7 @@ class Pruner:
         self.ss = float(s @ s) if s is not None else 0.0
         self.b = b_unl
         self.rounding = 0.0                  # the rounding scale of score terms outside f (linear scores)
+        self.rescale = False                 # linear scores, maxima of f alone: a version's u may be scaled
         nb = summaries.n_blocks
         self.best = np.full(nb, -np.inf)     # max f of unlabeled rows, at the block's version
         self.version = np.zeros(nb, np.int64)
@@ -153,24 +157,44 @@ class Pruner:
         self.version[blocks] = self.clock
 
     def version_terms(self, u):
-        """What the bound kernel needs per row of the version table (u_v): a, with
-        u - u_v = a s + w (linear scores: a the change of c, w of the rest), ||w - P P^T w||,
-        ||w||, ||u_v|| + ||u|| and the constants' magnitudes (the rounding margin's scale),
-        w and P^T w; then b and the margin."""
-        delta = u[None, :] - self.table_u
+        """What the bound kernel needs per row of the version table (u_v) and per scale
+        alpha of it (``ways`` rows per version, ``_scales``): a and alpha, with
+        u - alpha u_v = a s + w (linear scores: a the change of c, w of the rest),
+        ||w - P P^T w||, ||w||, alpha ||u_v|| + ||u|| and the constants' magnitudes (the
+        rounding margin's scale), w and P^T w; then b, the margin and ``ways``."""
+        alpha = self._scales(u)
+        ways = alpha.shape[1]
+        alpha = alpha.ravel()
+        table_u = np.repeat(self.table_u, ways, axis=0)
+        delta = u[None, :] - alpha[:, None] * table_u
         if self.s is None:
-            a, W, table = delta[:, -1], delta[:, :-1], self.table_u[:, :-1]
-            c_mags = np.abs(self.table_u[:, -1]) + abs(u[-1]) + self.rounding
+            a, W, table = delta[:, -1], delta[:, :-1], table_u[:, :-1]
+            c_mags = alpha * np.abs(table_u[:, -1]) + abs(u[-1]) + self.rounding
             u = u[:-1]
         else:
             a = delta @ self.s / self.ss
-            W, table, c_mags = delta - a[:, None] * self.s[None, :], self.table_u, np.zeros(len(delta))
+            W, table, c_mags = delta - a[:, None] * self.s[None, :], table_u, np.zeros(len(delta))
         PW = W @ self.sm.basis
         w_perp = np.linalg.norm(W - PW @ self.sm.basis.T, axis=1)
         w_norm = np.linalg.norm(W, axis=1)
-        u_norms = np.linalg.norm(table, axis=1) + np.linalg.norm(u)
-        return (a, w_perp, w_norm, u_norms, c_mags, np.ascontiguousarray(W), np.ascontiguousarray(PW), self.b,
-                SAFETY)
+        u_norms = alpha * np.linalg.norm(table, axis=1) + np.linalg.norm(u)
+        return (a, alpha, w_perp, w_norm, u_norms, c_mags, np.ascontiguousarray(W), np.ascontiguousarray(PW),
+                self.b, SAFETY, ways)
+
+    def _scales(self, u):
+        """The scales alpha of each version's u_v that the bounds try, (versions, ways):
+        1, and with ``rescale`` (linear scores whose cached maxima are of f alone) also
+        the alpha >= 0 nearest u (least squares on the weights). A block's unlabeled rows
+        score alpha (f_v - c_v) + c + x . (w - alpha w_v) at u, and alpha (best - c_v)
+        bounds the first term: when w was scaled (a refit of BLR's lam and noise), a
+        bound on x . (w - w_v) alone pays for the whole change."""
+        ones = np.ones((len(self.table_u), 1))
+        if not self.rescale:
+            return ones
+        Wv = self.table_u[:, :-1]
+        sq = np.einsum("ij,ij->i", Wv, Wv)
+        nearest = np.where(sq > 0, np.maximum(Wv @ u[:-1], 0.0) / np.where(sq > 0, sq, 1.0), 1.0)
+        return np.hstack([ones, nearest[:, None]])
 
     def bounds(self, u):
         """Per block, an upper bound (rounding margin included) on f at u of its unlabeled
@@ -182,18 +206,21 @@ class Pruner:
 
     def reference_bounds(self, u):
         """``bounds`` in NumPy, the formula the kernel follows (kept for the tests)."""
-        sm, inv = self.sm, self.slot
-        a, w_perp, w_norm, u_norms, c_mags, W, PW, _, _ = self.version_terms(u)
-        cw = np.einsum("ij,ij->i", sm.centre, W[inv])
-        box = np.maximum(sm.lo * PW[inv], sm.hi * PW[inv]).sum(axis=1)
-        spread = np.minimum(box + sm.radius_perp * w_perp[inv], sm.radius * w_norm[inv])
-        ub = cw + spread
-        drift = np.where(ub >= 0, ub / sm.deg_min, ub / sm.deg_max)
-        scale = (np.abs(self.best) + self.b * (np.abs(a[inv]) + c_mags[inv])
-                 + self.b * (np.abs(cw) + spread + sm.norm_max * u_norms[inv]) / sm.deg_min)
-        with np.errstate(invalid="ignore"):
-            out = self.best + self.b * (a[inv] + drift) + SAFETY * scale
-        return np.where(self.best == -np.inf, -np.inf, out)   # no unlabeled row: -inf
+        sm = self.sm
+        a, alpha, w_perp, w_norm, u_norms, c_mags, W, PW, _, _, ways = self.version_terms(u)
+        out = np.full(sm.n_blocks, np.inf)
+        for k in range(ways):
+            inv = self.slot * ways + k
+            cw = np.einsum("ij,ij->i", sm.centre, W[inv])
+            box = np.maximum(sm.lo * PW[inv], sm.hi * PW[inv]).sum(axis=1)
+            spread = np.minimum(box + sm.radius_perp * w_perp[inv], sm.radius * w_norm[inv])
+            ub = cw + spread
+            drift = np.where(ub >= 0, ub / sm.deg_min, ub / sm.deg_max)
+            with np.errstate(invalid="ignore"):
+                scale = (alpha[inv] * np.abs(self.best) + self.b * (np.abs(a[inv]) + c_mags[inv])
+                         + self.b * (np.abs(cw) + spread + sm.norm_max * u_norms[inv]) / sm.deg_min)
+                out = np.minimum(out, alpha[inv] * self.best + self.b * (a[inv] + drift) + SAFETY * scale)
+        return np.where(np.isinf(self.best), self.best, out)   # no unlabeled row: -inf; never read: +inf
 
     def top(self, k, u, read, f, label, floor=-np.inf):
         """The k best unlabeled points at u: (indices, scores, rows read); with ``floor``,
