@@ -120,7 +120,8 @@ def main(argv=None):
                              summaries=summaries)
         if args.cluster_order is not None:
             ordering = cluster_order(target, args.out, clusters=args.cluster_order or None, kind=kind,
-                                     compressors=compressors_for(kind, args.codec), overwrite=args.overwrite)
+                                     compressors=compressors_for(kind, args.codec), overwrite=args.overwrite,
+                                     discard_source=True)
     finally:
         if args.cluster_order is not None:
             remove(target)

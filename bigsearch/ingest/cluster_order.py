@@ -41,10 +41,11 @@ import numpy as np
 
 from ..backends import ChunkStep, make_backend
 from ..engine.core.kmeans import BLOCK_ROWS, kmeans, squared_distances
-from ..engine.pruning.summaries import write_block_summaries
+from ..engine.pruning.summaries import StreamedSummaries, sample_basis, write_block_summaries
 from ..errors import ParameterError, StoreExistsError
 from ..storage import StoreWriter, is_url, open_store, store_kind_for, store_location
 from ..storage.atomic import remove, remove_stale_leftovers, temp_sibling
+from ..storage.base import disk_bytes
 from ..storage.encoding import ENCODING_ATTR, decode, n_rows
 from ..storage.format import DISPLAY_ATTR, FORMAT_ATTR, PIXELS_NAME
 from ..storage.remote import store_exists
@@ -63,15 +64,19 @@ def default_clusters(n):
 
 
 def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_rows=None, kind=None,
-                  encoding=None, compressors=None, overwrite=False, n_threads=None, backend="local"):
+                  encoding=None, compressors=None, overwrite=False, n_threads=None, backend="local",
+                  discard_source=False):
     """Write ``source``'s rows to a new store ``out`` grouped by k-means cluster.
 
     The source holds float32 or float64 X; the output has its dtype, or ``encoding``
     (storage/encoding.py: the rows are encoded as they are written).
 
     ``clusters``: k (default about n / 8,192, at least 16, at most 256). ``backend``: where
-    the assignment pass runs (backends.make_backend). Returns a summary dict: the clusters,
-    their sizes, and the seconds spent clustering and rewriting.
+    the assignment pass runs (backends.make_backend). ``discard_source``: the source is a
+    temporary copy (make_store's, ingest's unordered store), removed as soon as the spill
+    holds its rows, so that two copies of X at most are ever on disk; never pass it for
+    a user's store. Returns a summary dict: the clusters, their sizes, the seconds of each
+    stage and the peak disk use (bytes of the copies of X present at once).
     """
     t0 = time.perf_counter()
     out = out if is_url(str(out)) else Path(out)      # a URL is never a local path (s3:// is not ./s3:)
@@ -79,47 +84,77 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
         raise StoreExistsError(f"{out} already exists; pass overwrite=True to replace it")
     if store_location(out, resolve=True) == store_location(getattr(source, "path", source), resolve=True):
         raise ParameterError("cluster order writes a new store: give an output path other than the source")
-    with open_store(source) as store:
-        if store.encoding not in ("float32", "float64"):
-            raise ParameterError(f"{store.path} is {store.encoding}-encoded; cluster order rewrites float stores: "
-                                 "ingest again with cluster_order (and output.encoding), which orders before encoding")
-        k = default_clusters(store.n) if clusters is None else int(clusters)
-        if not 1 <= k <= store.n:
-            raise ParameterError(f"clusters must be between 1 and n = {store.n}, got {clusters}")
-        ids_dtype = _ids_dtype(store)
-        centres = _sample_kmeans(store, k, seed, iterations, n_threads)
-        t_kmeans = time.perf_counter() - t0
-        nearest = _assign(store, centres, backend, n_threads)
-        t_assign = time.perf_counter() - t0 - t_kmeans
-        sizes = np.bincount(nearest, minlength=k)
-        spill = _spill_dir(out)
-        written = {}
-        try:
+    stages, written = {}, {}
+    spill = None
+    try:
+        with open_store(source) as store:
+            if store.encoding not in ("float32", "float64"):
+                raise ParameterError(f"{store.path} is {store.encoding}-encoded; cluster order rewrites float "
+                                     "stores: ingest again with cluster_order (and output.encoding), which "
+                                     "orders before encoding")
+            k = default_clusters(store.n) if clusters is None else int(clusters)
+            if not 1 <= k <= store.n:
+                raise ParameterError(f"clusters must be between 1 and n = {store.n}, got {clusters}")
+            ids_dtype = _ids_dtype(store)
+            encoding = encoding or store.encoding
+            stream = not isinstance(out, str) and encoding == store.encoding   # summaries as it is written
+            centres, basis = _sample_kmeans(store, k, seed, iterations, n_threads, basis=stream)
+            stages["kmeans"] = time.perf_counter() - t0
+            nearest = _assign(store, centres, backend, n_threads)
+            stages["assign"] = time.perf_counter() - t0 - sum(stages.values())
+            sizes = np.bincount(nearest, minlength=k)
+            spill = _spill_dir(out)
             display = DisplaySpill.of(store)
             _spill(store, nearest, sizes, spill, ids_dtype, display)
-            _write(store, spill, sizes, ids_dtype, out, display, chunk_rows=chunk_rows or store.chunk_rows,
-                   kind=store_kind_for(out, kind), encoding=encoding or store.encoding, compressors=compressors,
-                   overwrite=overwrite, attrs={**_kept_attrs(store.attrs, display), "cluster_order": {
-                       "clusters": k, "iterations": iterations, "seed": seed, "source": str(store.path)}},
-                   summaries=lambda tmp: written.update(block_summaries=write_block_summaries(
-                       tmp, n_threads=n_threads, in_place=True)))
-        finally:
+            stages["spill"] = time.perf_counter() - t0 - sum(stages.values())
+            layout = {"r": store.r, "dtype": store.dtype, "chunk_rows": chunk_rows or store.chunk_rows}
+            attrs = {**_kept_attrs(store.attrs, display), "cluster_order": {
+                "clusters": k, "iterations": iterations, "seed": seed, "source": str(store.path)}}
+        disk = {"source": _disk_bytes(source), "spill": _disk_bytes(spill)}
+        if discard_source:
+            remove(source)
+        summaries = StreamedSummaries(basis) if stream else None
+
+        def publish_summaries(tmp):
+            if summaries is not None:
+                written["block_summaries"] = summaries.finish(tmp, n_threads)
+            else:
+                written["block_summaries"] = write_block_summaries(tmp, n_threads=n_threads, in_place=True)
+        _write(spill, sizes, ids_dtype, out, display, summaries, **layout, kind=store_kind_for(out, kind),
+               encoding=encoding, compressors=compressors, overwrite=overwrite, attrs=attrs,
+               before_publish=publish_summaries)
+        stages["write"] = time.perf_counter() - t0 - sum(stages.values())
+    finally:
+        if spill is not None:
             remove(spill)
-    return {"out": str(out), "clusters": k, "sizes": sizes.tolist(), "kmeans_seconds": t_kmeans,
-            "assign_seconds": t_assign, "seconds": time.perf_counter() - t0, **written}
+    disk["out"] = _disk_bytes(out)
+    copies = [disk["spill"] + disk["out"]] + [disk["source"] + disk["spill"]] * discard_source
+    peak = max(copies) if discard_source else disk["source"] + disk["spill"] + disk["out"]
+    return {"out": str(out), "clusters": k, "sizes": sizes.tolist(), "kmeans_seconds": stages["kmeans"],
+            "assign_seconds": stages["assign"], "stage_seconds": stages, "seconds": time.perf_counter() - t0,
+            "disk_bytes": disk, "peak_disk_bytes": peak, **written}
 
 
-def _sample_kmeans(store, k, seed, iterations, n_threads):
-    """k-means centres from a sample of the store's rows (the whole store when it is small)."""
+def _disk_bytes(path):
+    """Bytes a local store or spill takes on disk (0 for an object-store URL)."""
+    return 0 if is_url(str(path)) else disk_bytes(path)
+
+
+def _sample_kmeans(store, k, seed, iterations, n_threads, basis=False):
+    """k-means centres from a sample of the store's rows (the whole store when it is
+    small), and with ``basis`` the block summaries' basis of the same sample."""
     size = min(store.n, max(SAMPLE_PER_CLUSTER * k, MIN_SAMPLE), max(k, SAMPLE_BYTES // (8 * store.r)))
     rng = np.random.default_rng([seed, 3])
-    sample = store if size == store.n else open_store(
-        store.read_rows(np.sort(rng.choice(store.n, size=size, replace=False))))
+    rows = None if size == store.n else store.read_rows(np.sort(rng.choice(store.n, size=size, replace=False)))
+    sample = store if rows is None else open_store(rows)
     backend = make_backend(sample, "local", n_threads)
     try:
-        return kmeans(sample, k, seed=seed, iterations=iterations, mapper=backend.map)
+        centres = kmeans(sample, k, seed=seed, iterations=iterations, mapper=backend.map)
     finally:
         backend.close()
+    if not basis:
+        return centres, None
+    return centres, sample_basis(store.read_rows(np.arange(store.n)) if rows is None else rows, n_threads=n_threads)
 
 
 class Nearest(NamedTuple):
@@ -258,21 +293,25 @@ def _ids(store, a, b, ids_dtype):
     return (np.arange(a, b) if ids is None else ids).astype(ids_dtype)
 
 
-def _write(store, spill, sizes, ids_dtype, out, display, *, chunk_rows, kind, encoding, compressors, overwrite,
-           attrs, summaries):
-    """The spill files, in order and in blocks of about WRITE_BYTES, through the store writer."""
+def _write(spill, sizes, ids_dtype, out, display, summaries, *, r, dtype, chunk_rows, kind, encoding, compressors,
+           overwrite, attrs, before_publish):
+    """The spill files, in order and in blocks of whole chunks (about WRITE_BYTES), through
+    the store writer; each chunk also to ``summaries`` (StreamedSummaries), when given."""
     has_y = (spill / "y").exists()
-    n, r = int(sizes.sum()), store.r
-    block = max(1, WRITE_BYTES // (r * store.dtype.itemsize))
-    X = np.memmap(spill / "x", dtype=store.dtype, mode="r", shape=(n, r)) if n else np.zeros((0, r), store.dtype)
+    n = int(sizes.sum())
+    block = max(1, WRITE_BYTES // (r * dtype.itemsize * chunk_rows)) * chunk_rows
+    X = np.memmap(spill / "x", dtype=dtype, mode="r", shape=(n, r)) if n else np.zeros((0, r), dtype)
     y = np.memmap(spill / "y", dtype=np.int8, mode="r") if has_y and n else None
     ids = np.memmap(spill / "ids", dtype=ids_dtype, mode="r") if n else np.zeros(0, ids_dtype)
     with StoreWriter(out, r, encoding=encoding, chunk_rows=chunk_rows, kind=kind, labels=has_y,
                      ids_dtype=ids_dtype, attrs=attrs, overwrite=overwrite, compressors=compressors) as w:
-        w.before_publish = summaries      # (object-store writers publish as they write: not there)
+        w.before_publish = before_publish      # (object-store writers publish as they write: not there)
         for a in range(0, n, block):
             b = a + block
-            w.append(np.array(X[a:b]), None if y is None else np.array(y[a:b]), np.array(ids[a:b]))
+            rows = np.array(X[a:b])
+            for c in range(0, len(rows), chunk_rows) if summaries is not None else ():
+                summaries.add(rows[c:c + chunk_rows])
+            w.append(rows, None if y is None else np.array(y[a:b]), np.array(ids[a:b]))
         if display:
             shown = display.rows_array(w)
             for c in np.flatnonzero(sizes):
