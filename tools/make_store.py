@@ -11,7 +11,10 @@ n fits in bounded memory, and is reproducible from --seed.
     python tools/make_store.py g.zarr --n 60000000 --order generated  # rows grouped by generating cluster
 
 Every store is written with its pruning block summaries (docs/store-format.md), computed
-on the complete store before it appears (three passes over it; --no-summaries: none).
+on the complete store before it appears (three passes over it; --no-summaries: none); with
+--cluster-order, as the ordered store is written (one pass, for the degrees). With
+--cluster-order the unordered store is removed as soon as its rows are spilled, so at most
+two copies of X are on disk at once (``peak_disk_bytes`` in the JSON line).
 
 Prints one JSON line: the store, its size, and the time and rate of writing it; progress
 (rows written, rate, time left) goes to stderr every few seconds (--quiet: none).
@@ -133,7 +136,9 @@ def main(argv=None):
                "x_bytes": store.nbytes, "bytes_on_disk": disk_bytes(args.out), "seconds": round(seconds, 2),
                "MB_per_s": round(store.nbytes / seconds / 1e6, 1), "order": args.order}
         if ordering:
-            out.update(clusters=ordering["clusters"], cluster_order_seconds=round(ordering["seconds"], 2))
+            out.update(clusters=ordering["clusters"], cluster_order_seconds=round(ordering["seconds"], 2),
+                       cluster_order_stages={k: round(v, 2) for k, v in ordering["stage_seconds"].items()},
+                       peak_disk_bytes=ordering["peak_disk_bytes"])
             summaries = ordering.get("block_summaries")
         if summaries:
             out.update(summaries_seconds=round(summaries["seconds"], 2), summaries_MiB=round(summaries["MiB"], 2))

@@ -34,6 +34,7 @@ import json
 import os
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -303,15 +304,20 @@ def _write(spill, sizes, ids_dtype, out, display, summaries, *, r, dtype, chunk_
     X = np.memmap(spill / "x", dtype=dtype, mode="r", shape=(n, r)) if n else np.zeros((0, r), dtype)
     y = np.memmap(spill / "y", dtype=np.int8, mode="r") if has_y and n else None
     ids = np.memmap(spill / "ids", dtype=ids_dtype, mode="r") if n else np.zeros(0, ids_dtype)
+    summarize = (lambda rows: [summaries.add(rows[c:c + chunk_rows]) for c in range(0, len(rows), chunk_rows)]
+                 ) if summaries is not None else (lambda rows: None)
     with StoreWriter(out, r, encoding=encoding, chunk_rows=chunk_rows, kind=kind, labels=has_y,
-                     ids_dtype=ids_dtype, attrs=attrs, overwrite=overwrite, compressors=compressors) as w:
+                     ids_dtype=ids_dtype, attrs=attrs, overwrite=overwrite, compressors=compressors) as w, \
+            ThreadPoolExecutor(1) as beside:
         w.before_publish = before_publish      # (object-store writers publish as they write: not there)
+        summarized = beside.submit(lambda: None)
         for a in range(0, n, block):
             b = a + block
             rows = np.array(X[a:b])
-            for c in range(0, len(rows), chunk_rows) if summaries is not None else ():
-                summaries.add(rows[c:c + chunk_rows])
+            summarized.result()              # one block summarized while the next is written: two in memory
+            summarized = beside.submit(summarize, rows)
             w.append(rows, None if y is None else np.array(y[a:b]), np.array(ids[a:b]))
+        summarized.result()
         if display:
             shown = display.rows_array(w)
             for c in np.flatnonzero(sizes):
