@@ -219,9 +219,11 @@ def test_an_encoded_output_has_the_summaries_of_the_passes(tmp_path):
 
 
 def test_a_temporary_source_is_removed_once_spilled(tmp_path, monkeypatch):
-    """discard_source: the source is gone before the output is written (two copies of X on disk
-    at most, as the summary states); without it a user's source is never touched."""
-    X, y = clustered_points(300, 6, prevalence=0.1, seed=3)
+    """discard_source: the source's chunk files go as they are spilled, and the spill file's
+    tail as the output is written, so about one copy of X is on disk beside the output (as
+    the summary states); without it a user's source is never touched."""
+    monkeypatch.setattr(ordering, "WRITE_BYTES", 2 * 50 * 6 * 4)      # the write in blocks of 100 rows
+    X, y = clustered_points(1000, 6, prevalence=0.1, seed=3)
     src = tmp_path / "s.zarr"
     bigsearch.create_store(src, X.astype(np.float32), y, chunk_rows=50)
     seen = {}
@@ -234,12 +236,13 @@ def test_a_temporary_source_is_removed_once_spilled(tmp_path, monkeypatch):
     monkeypatch.setattr(ordering, "_write", spy)
     kept = cluster_order(src, tmp_path / "a.zarr", clusters=3)
     assert seen["source"] and src.exists()
-    assert kept["peak_disk_bytes"] == sum(kept["disk_bytes"].values())
+    disk = kept["disk_bytes"]
+    assert disk["source"] + disk["out"] <= kept["peak_disk_bytes"] < sum(disk.values())
     gone = cluster_order(src, tmp_path / "b.zarr", clusters=3, discard_source=True)
     assert not seen["source"] and not src.exists()
     disk = gone["disk_bytes"]
     assert disk["spill"] >= X.nbytes // 2 and disk["out"] >= X.nbytes // 2
-    assert gone["peak_disk_bytes"] == max(disk["spill"] + disk["out"], disk["source"] + disk["spill"])
+    assert disk["out"] <= gone["peak_disk_bytes"] < disk["source"] + disk["spill"] - 10 * 50 * 6 * 4
     a, b = bigsearch.open_store(tmp_path / "a.zarr"), bigsearch.open_store(tmp_path / "b.zarr")
-    assert np.array_equal(a.read_rows(np.arange(300)), b.read_rows(np.arange(300)))
+    assert np.array_equal(a.read_rows(np.arange(1000)), b.read_rows(np.arange(1000)))
     assert np.array_equal(a.ids(), b.ids())

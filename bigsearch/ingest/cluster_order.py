@@ -74,10 +74,12 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
 
     ``clusters``: k (default about n / 8,192, at least 16, at most 256). ``backend``: where
     the assignment pass runs (backends.make_backend). ``discard_source``: the source is a
-    temporary copy (make_store's, ingest's unordered store), removed as soon as the spill
-    holds its rows, so that two copies of X at most are ever on disk; never pass it for
-    a user's store. Returns a summary dict: the clusters, their sizes, the seconds of each
-    stage and the peak disk use (bytes of the copies of X present at once).
+    temporary copy (make_store's, ingest's unordered store), removed as the spill takes its
+    rows (a Zarr store's chunk files one by one; else whole once spilled); never pass it
+    for a user's store. The spill file shrinks as the output grows, so the disk holds
+    about one copy of X beside the source (two with an HDF5 source that is discarded).
+    Returns a summary dict: the clusters, their sizes, the seconds of each stage, the
+    bytes on disk of each copy and the most that was on disk at once (``peak_disk_bytes``).
     """
     t0 = time.perf_counter()
     out = out if is_url(str(out)) else Path(out)      # a URL is never a local path (s3:// is not ./s3:)
@@ -106,14 +108,17 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
             sizes = np.bincount(nearest, minlength=k)
             spill = _spill_dir(out)
             display = DisplaySpill.of(store)
-            _spill(store, nearest, sizes, spill, ids_dtype, display)
-            stages["spill"] = time.perf_counter() - t0 - sum(stages.values())
             layout = {"r": store.r, "dtype": store.dtype, "chunk_rows": chunk_rows or store.chunk_rows}
+            source_path, source_bytes = store.path, _disk_bytes(store.path)
+            peak_spilling = _spill(store, nearest, sizes, spill, ids_dtype, display, _write_rows(**layout),
+                                   source_bytes, consume=discard_source)
+            stages["spill"] = time.perf_counter() - t0 - sum(stages.values())
             attrs = {**_kept_attrs(store.attrs, display), "cluster_order": {
                 "clusters": k, "iterations": iterations, "seed": seed, "source": str(store.path)}}
-        disk = {"source": _disk_bytes(source), "spill": _disk_bytes(spill)}
+        disk = {"source": source_bytes, "spill": _disk_bytes(spill)}
         if discard_source:
-            remove(source)
+            remove(source_path)
+        kept = 0 if discard_source else source_bytes
         summaries = StreamedSummaries(basis) if stream else None
 
         def publish_summaries(tmp):
@@ -121,16 +126,15 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
                 written["block_summaries"] = summaries.finish(tmp, n_threads)
             else:
                 written["block_summaries"] = write_block_summaries(tmp, n_threads=n_threads, in_place=True)
-        _write(spill, sizes, ids_dtype, out, display, summaries, **layout, kind=store_kind_for(out, kind),
-               encoding=encoding, compressors=compressors, overwrite=overwrite, attrs=attrs,
-               before_publish=publish_summaries)
+        peak_writing = _write(spill, sizes, ids_dtype, out, display, summaries, **layout,
+                              kind=store_kind_for(out, kind), encoding=encoding, compressors=compressors,
+                              overwrite=overwrite, attrs=attrs, before_publish=publish_summaries)
         stages["write"] = time.perf_counter() - t0 - sum(stages.values())
     finally:
         if spill is not None:
             remove(spill)
     disk["out"] = _disk_bytes(out)
-    copies = [disk["spill"] + disk["out"]] + [disk["source"] + disk["spill"]] * discard_source
-    peak = max(copies) if discard_source else disk["source"] + disk["spill"] + disk["out"]
+    peak = max(peak_spilling, kept + peak_writing, kept + disk["out"])
     return {"out": str(out), "clusters": k, "sizes": sizes.tolist(), "kmeans_seconds": stages["kmeans"],
             "assign_seconds": stages["assign"], "stage_seconds": stages, "seconds": time.perf_counter() - t0,
             "disk_bytes": disk, "peak_disk_bytes": peak, **written}
@@ -263,13 +267,18 @@ class DisplaySpill:
         return writer.add_rows_array(self.name, self.tail, str if self.dtype is None else self.dtype, rows)
 
 
-def _spill(store, nearest, sizes, spill, ids_dtype, display):
+def _spill(store, nearest, sizes, spill, ids_dtype, display, block, source_bytes, consume=False):
     """One pass in row order: each chunk's rows of cluster c (and their labels, ids and
-    display values) written at cluster c's next free place in the spill files ``x``, ``y``
-    and ``ids``, laid out cluster after cluster; display values appended to ``c.d``."""
+    display values) written at cluster c's next free places in the spill files ``x``, ``y``
+    and ``ids``, laid out cluster after cluster by blocks of ``block`` rows, last block
+    first (``_spilled_at``); display values appended to ``c.d``. ``consume``: each chunk
+    file of the source is removed once spilled, when the format keeps one per chunk.
+    Returns the most disk the source (``source_bytes`` at first) and the spill took together."""
     has_y = store.read_per_row("y", np.array([0], np.int64)) is not None
     itemsizes = {"x": store.r * store.dtype.itemsize, "y": 1, "ids": ids_dtype.itemsize}
     cursor = np.concatenate([[0], np.cumsum(sizes)[:-1]])     # the next free row of each cluster
+    n = int(sizes.sum())
+    on_disk = peak = source_bytes
     with contextlib.ExitStack() as stack:
         files = {part: stack.enter_context(open(spill / part, "wb")) for part in itemsizes if has_y or part != "y"}
         shown_files = {}
@@ -283,14 +292,35 @@ def _spill(store, nearest, sizes, spill, ids_dtype, display):
                 parts["y"] = store.read_per_row("y", rows)[order].astype(np.int8)
             shown = display.read(a, b)[order] if display else None
             for c, start, count in zip(present, starts, counts):
-                for part, fh in files.items():
-                    size = itemsizes[part]
-                    os.pwrite(fh.fileno(), parts[part][start:start + count].tobytes(), int(cursor[c]) * size)
+                for first, at, m in _spilled_at(int(cursor[c]), int(count), n, block):
+                    for part, fh in files.items():
+                        size = itemsizes[part]
+                        piece = parts[part][start + first:start + first + m]
+                        on_disk += os.pwrite(fh.fileno(), piece.tobytes(), at * size)
                 if display:
                     if c not in shown_files:
                         shown_files[c] = stack.enter_context(open(spill / f"{c}.d", "wb"))
                     display.write(shown_files[c], shown[start:start + count])
                 cursor[c] += count
+            peak = max(peak, on_disk)
+            if consume and store.chunk_file(j) is not None:
+                on_disk -= _disk_bytes(store.chunk_file(j))
+                remove(store.chunk_file(j))
+    return peak
+
+
+def _spilled_at(p, count, n, block):
+    """Where output rows p .. p + count - 1 go in a spill file: (first of them, file row,
+    rows) per block of ``block`` output rows they touch. The blocks are laid out last first
+    (block b at n - its end), so the write, taking block 0 first, reads the file's tail and
+    truncates it: spill and output never hold more than X and a block together."""
+    first = 0
+    while first < count:
+        q = p + first
+        b0 = q // block * block
+        m = min(count - first, b0 + block - q)
+        yield first, n - min(n, b0 + block) + (q - b0), m
+        first += m
 
 
 def _ids(store, a, b, ids_dtype):
@@ -299,16 +329,31 @@ def _ids(store, a, b, ids_dtype):
     return (np.arange(a, b) if ids is None else ids).astype(ids_dtype)
 
 
+def _write_rows(r, dtype, chunk_rows):
+    """Rows the write takes from the spill at a time: whole chunks, about WRITE_BYTES."""
+    return max(1, WRITE_BYTES // (r * dtype.itemsize * chunk_rows)) * chunk_rows
+
+
 def _write(spill, sizes, ids_dtype, out, display, summaries, *, r, dtype, chunk_rows, kind, encoding, compressors,
            overwrite, attrs, before_publish):
-    """The spill files, in order and in blocks of whole chunks (about WRITE_BYTES), through
-    the store writer; each chunk also to ``summaries`` (StreamedSummaries), when given."""
+    """The spill files, block by block (``_spilled_at``: each block is the files' tail,
+    cut off once read), through the store writer; each chunk also to ``summaries``
+    (StreamedSummaries), when given. Returns the most disk the spill and the output took
+    together (the display's spill files not counted)."""
     has_y = (spill / "y").exists()
     n = int(sizes.sum())
-    block = max(1, WRITE_BYTES // (r * dtype.itemsize * chunk_rows)) * chunk_rows
-    X = np.memmap(spill / "x", dtype=dtype, mode="r", shape=(n, r)) if n else np.zeros((0, r), dtype)
-    y = np.memmap(spill / "y", dtype=np.int8, mode="r") if has_y and n else None
-    ids = np.memmap(spill / "ids", dtype=ids_dtype, mode="r") if n else np.zeros(0, ids_dtype)
+    block = _write_rows(r, dtype, chunk_rows)
+    parts = {"x": (dtype, r), "ids": (np.dtype(ids_dtype), 1)} | ({"y": (np.dtype(np.int8), 1)} if has_y else {})
+
+    def take(a, b):
+        """Output rows a .. b - 1: read from the spill files' tails, which are then cut off."""
+        got = {}
+        for part, (dt, width) in parts.items():
+            at = (n - b) * width * dt.itemsize
+            got[part] = np.fromfile(spill / part, dt, (b - a) * width, offset=at).reshape(b - a, -1)
+            os.truncate(spill / part, at)
+        return got["x"], got["y"][:, 0] if has_y else None, got["ids"][:, 0]
+
     summarize = (lambda rows: [summaries.add(rows[c:c + chunk_rows]) for c in range(0, len(rows), chunk_rows)]
                  ) if summaries is not None else (lambda rows: None)
     with StoreWriter(out, r, encoding=encoding, chunk_rows=chunk_rows, kind=kind, labels=has_y,
@@ -316,14 +361,17 @@ def _write(spill, sizes, ids_dtype, out, display, summaries, *, r, dtype, chunk_
             ThreadPoolExecutor(1) as beside:
         w.before_publish = before_publish      # (object-store writers publish as they write: not there)
         summarized = beside.submit(lambda: None)
+        peak = 0
         for a in range(0, n, block):
-            b = a + block
-            rows = np.array(X[a:b])
+            rows, y, ids = take(a, min(n, a + block))
             summarized.result()              # one block summarized while the next is written: two in memory
             summarized = beside.submit(summarize, rows)
-            w.append(rows, None if y is None else np.array(y[a:b]), np.array(ids[a:b]))
+            w.append(rows, y, ids)
+            written = 0 if isinstance(out, str) else _disk_bytes(w.tmp)     # (a URL: not on this disk)
+            peak = max(peak, sum(_disk_bytes(spill / part) for part in parts) + written)
         summarized.result()
         if display:
             shown = display.rows_array(w)
             for c in np.flatnonzero(sizes):
                 shown.append(display.load(spill / f"{c}.d"))
+    return peak
