@@ -8,25 +8,30 @@ writes a copy of a store whose rows are grouped by k-means cluster, in a few pas
    then Lloyd iterations) of at most ``SAMPLE_ROWS`` rows read with ``read_rows``, held
    in memory (the whole store when it is that small);
 2. one assignment pass over X through the engine's backend: every row's nearest centre
-   (BLAS, blocks of 4,096 rows), kept as one int32 per row;
+   (BLAS in the store's precision, blocks of 4,096 rows), kept as one int32 per row;
 3. one bucketed write: a pass over X in order puts each chunk's rows of cluster c, with
    their labels and ids, at cluster c's next free place in a spill file (a temporary
    directory beside the output) laid out cluster after cluster, since the sizes are
-   known; what a person sees of a row (the ``records`` or ``pixels`` array of
-   ``display``, ingest/records.py) goes to one spill file per cluster. The spill files
-   are then read in order, in bounded blocks, through the store writer (atomic: the
-   output appears only when complete);
-4. before it appears, the pruning block summaries of the new order are computed and
-   stored with it (engine/pruning/summaries.py: three more passes), so pruned searches on it
-   skip that pass (not for object-store URLs, which publish as they write).
+   known, by write blocks last first (``_spilled_at``); what a person sees of a row (the
+   ``records`` or ``pixels`` array of ``display``, ingest/records.py) goes to one spill
+   file per cluster. The spill files are then read block by block from their tail, which
+   is cut off once read, through the store writer (atomic: the output appears only when
+   complete). A temporary source (``discard_source``) loses its chunk files as they are
+   spilled, so the disk holds about one copy of X in all at any time;
+4. the pruning block summaries of the new order are computed as each chunk is written
+   (engine/pruning/summaries.py's StreamedSummaries, on a thread beside the writer; their
+   basis from the k-means sample), then one pass over the new store gives the degrees,
+   which need its column sums; they are stored with it before it appears, so pruned
+   searches on it skip their pass (not for object-store URLs, which publish as they write,
+   nor for an encoded output: there the summaries' three passes run on the stored X).
 
 Rows of a cluster keep their original order. X is never held whole: memory is the
-sample, the n int32 assignments, a chunk and a write block (``WRITE_BYTES``), besides the
+sample, the n int32 assignments, a chunk and two write blocks (``WRITE_BYTES``), besides the
 display array of the largest cluster when the store has one. The output keeps ``y`` and
 the display array in the new row order, and ``ids`` holds each row's original id (the
 source's ``ids`` when it has them, else its original row number), so answers still name
-the original points. Cost: X read twice (assignment, spill) and written twice (spill,
-output), then the summaries' passes (docs/performance.md).
+the original points. Cost: X read three times (assignment, spill, spill file) and written
+twice (spill, output), and the degree pass (docs/performance.md).
 """
 
 import contextlib
@@ -77,7 +82,8 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
     temporary copy (make_store's, ingest's unordered store), removed as the spill takes its
     rows (a Zarr store's chunk files one by one; else whole once spilled); never pass it
     for a user's store. The spill file shrinks as the output grows, so the disk holds
-    about one copy of X beside the source (two with an HDF5 source that is discarded).
+    about one copy of X besides a kept source (a discarded one: about one copy in all;
+    two with an HDF5 source).
     Returns a summary dict: the clusters, their sizes, the seconds of each stage, the
     bytes on disk of each copy and the most that was on disk at once (``peak_disk_bytes``).
     """
