@@ -126,7 +126,9 @@ def test_make_store_cluster_order(tmp_path):
                            "--r", "8", "--cluster-order", "6", "--chunk-rows", "512"],
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["clusters"] == 6
+    made = json.loads(done.stdout)
+    assert made["clusters"] == 6 and set(made["cluster_order_stages"]) == {"kmeans", "assign", "spill", "write"}
+    assert made["x_bytes"] <= made["peak_disk_bytes"] < 1.5 * made["bytes_on_disk"]     # about one copy at once
     store = bigsearch.open_store(out)
     assert sorted(store.ids().tolist()) == list(range(3000))
     assert not list(tmp_path.glob(".c.zarr*"))

@@ -13,8 +13,9 @@ n fits in bounded memory, and is reproducible from --seed.
 Every store is written with its pruning block summaries (docs/store-format.md), computed
 on the complete store before it appears (three passes over it; --no-summaries: none); with
 --cluster-order, as the ordered store is written (one pass, for the degrees). With
---cluster-order the unordered store is removed as soon as its rows are spilled, so at most
-two copies of X are on disk at once (``peak_disk_bytes`` in the JSON line).
+--cluster-order the unordered store's chunk files are removed as their rows are spilled,
+and the spill file shrinks as the ordered store grows, so about one copy of X is on disk
+at any time (``peak_disk_bytes`` in the JSON line).
 
 Prints one JSON line: the store, its size, and the time and rate of writing it; progress
 (rows written, rate, time left) goes to stderr every few seconds (--quiet: none).
