@@ -17,7 +17,8 @@ write, summaries; a run's initialization and its queries), each process's peak a
 memory (RssAnon, the budget's measure) and peak RSS (file-backed maps included), sampled
 from outside every 50 ms, the share of X each pruned query read (mean, p90), the queries'
 p50 / p90 seconds, whether the first F queries are identical, and the free disk before,
-at its lowest and after. JSON to benchmarks/results/end_to_end-N.json.
+at its lowest and after (other processes on the same disk change it too: the peak
+make_store states, ``peak_disk_bytes_stated``, counts only its own files). JSON to benchmarks/results/end_to_end-N.json.
 
     python benchmarks/end_to_end.py --n 60000000                 # the lead's run, idle machine
     python benchmarks/end_to_end.py --n 200000 --data /tmp/e2e   # a check that it works
