@@ -18,13 +18,15 @@ to another block or replaced). Otherwise they are computed as before, and
 ``LASPruning.summaries_from`` says why.
 """
 
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 from typing import NamedTuple
 
 import numpy as np
 
-from ...backends import ChunkStep, make_backend, pass_progress
+from ...backends import make_backend, pass_progress
 from ...errors import BigsearchError
 from ...kernels.las import degrees
 from ...storage import open_store
@@ -139,14 +141,24 @@ class BlockDegrees(NamedTuple):
     deg_sum: np.ndarray
 
 
-def block_degrees_step(x, state, s, block_rows):
+def chunk_block_degrees(x, s, block_rows):
     """A chunk's per-block smallest, largest and summed degree, by the search's own kernel."""
     deg = np.empty(n_rows(x))
     bad, _ = degrees(x, s, deg)
     return BlockDegrees(bad, **block_degrees(deg, np.arange(0, len(deg), block_rows)))
 
 
-BLOCK_DEGREES = ChunkStep(block_degrees_step, from_scratch=True)
+def block_degrees_last_first(store, s, block_rows, n_threads=None):
+    """``chunk_block_degrees`` of every chunk, in chunk order, read last chunk first: of a
+    store just written and larger than memory, the page cache holds the last chunks, which
+    a pass from the first would evict before it reached them."""
+
+    def one(j):
+        with store.chunk(j) as x:
+            return chunk_block_degrees(x, s, block_rows)
+
+    with ThreadPoolExecutor(n_threads or os.cpu_count() or 1) as pool:
+        return list(pool.map(one, range(len(store.chunks) - 1, -1, -1)))[::-1]
 
 
 class StreamedSummaries:
@@ -159,8 +171,9 @@ class StreamedSummaries:
     kernel) and its blocks' centre, box, radii and largest norm (SUMMARY's step), the
     very computations of ``summaries_of_store`` on the same chunk, so bit for bit theirs
     given the basis. The degrees d_i = x_i . s need the finished s, hence ``finish``'s
-    one pass over the complete store. The stored s and degrees are then exactly what a
-    search computes, so it uses these summaries (``stored_summaries``)."""
+    one pass over the complete store (last chunk first: ``block_degrees_last_first``).
+    The stored s and degrees are then exactly what a search computes, so it uses these
+    summaries (``stored_summaries``)."""
 
     def __init__(self, basis, block_rows=None):
         self.basis, self.block_rows = basis, check_block_rows(block_rows)
@@ -193,11 +206,7 @@ class StreamedSummaries:
         with open_store(path) as store:
             if self.bad or not np.all(np.isfinite(s)):
                 return None
-            backend = make_backend(store, "local", n_threads)
-            try:
-                parts = backend.map(BLOCK_DEGREES, s, self.block_rows)
-            finally:
-                backend.close()
+            parts = block_degrees_last_first(store, s, self.block_rows, n_threads)
             fmt, fingerprint = type(store), store_fingerprint(store)
         if any(q.n_bad for q in parts):
             return None
