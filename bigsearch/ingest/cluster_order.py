@@ -360,8 +360,10 @@ def _write(spill, sizes, ids_dtype, out, display, summaries, *, r, dtype, chunk_
             os.truncate(spill / part, at)
         return got["x"], got["y"][:, 0] if has_y else None, got["ids"][:, 0]
 
-    summarize = (lambda rows: [summaries.add(rows[c:c + chunk_rows]) for c in range(0, len(rows), chunk_rows)]
-                 ) if summaries is not None else (lambda rows: None)
+    def summarize(rows):
+        for c in range(0, len(rows), chunk_rows) if summaries is not None else ():
+            summaries.add(rows[c:c + chunk_rows])
+
     with StoreWriter(out, r, encoding=encoding, chunk_rows=chunk_rows, kind=kind, labels=has_y,
                      ids_dtype=ids_dtype, attrs=attrs, overwrite=overwrite, compressors=compressors) as w, \
             ThreadPoolExecutor(1) as beside:
