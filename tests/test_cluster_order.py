@@ -126,7 +126,9 @@ def test_make_store_cluster_order(tmp_path):
                            "--r", "8", "--cluster-order", "6", "--chunk-rows", "512"],
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["clusters"] == 6
+    made = json.loads(done.stdout)
+    assert made["clusters"] == 6 and set(made["cluster_order_stages"]) == {"kmeans", "assign", "spill", "write"}
+    assert made["x_bytes"] <= made["peak_disk_bytes"] < 1.5 * made["bytes_on_disk"]     # about one copy at once
     store = bigsearch.open_store(out)
     assert sorted(store.ids().tolist()) == list(range(3000))
     assert not list(tmp_path.glob(".c.zarr*"))
@@ -149,3 +151,100 @@ def test_display_arrays_move_with_their_rows(tmp_path):
     assert sorted(ids.tolist()) == list(range(200)) and ids.tolist() != list(range(200))
     for i in range(200):
         np.testing.assert_array_equal(read_display(store, i)["pixels"], images[ids[i]].ravel())
+
+
+# -- the block summaries, computed as the ordered store is written ---------------------------------
+def stored_group(path):
+    from bigsearch.engine.pruning.summaries import GROUP
+    return bigsearch.open_store(path).read_group(GROUP, None)
+
+
+@pytest.mark.parametrize("kind,dtype,chunk_rows", [("zarr", "float32", 70), ("hdf5", "float64", 128)])
+def test_summaries_written_in_stream_are_those_of_the_passes(tmp_path, monkeypatch, kind, dtype, chunk_rows):
+    """The summaries computed as the output is written (one pass, the degrees, after it)
+    are bit for bit those of summaries_of_store's three passes over the output, but for
+    the basis (of a k-means sample here), and the box and residual radius, which are
+    compute_summaries' pass with that basis; a search then reads them from the store."""
+    from bigsearch.backends.local import LocalBackend
+    from bigsearch.engine.pruning.block_summaries import DEFAULT_BLOCK_ROWS, compute_summaries
+    from bigsearch.engine.pruning.summaries import summaries_of_store
+
+    monkeypatch.setattr(ordering, "MIN_SAMPLE", 300)         # the basis from a sample of 300 of 1,000 rows
+    monkeypatch.setattr(ordering, "SAMPLE_PER_CLUSTER", 10)
+    monkeypatch.setattr(ordering, "WRITE_BYTES", 3 * chunk_rows * 40 * np.dtype(dtype).itemsize)
+    X, y = clustered_points(1000, 40, prevalence=0.05, seed=5, spread=0.4)
+    src, out = store_path(tmp_path, "s", kind), store_path(tmp_path, "o", kind)
+    bigsearch.create_store(src, X.astype(dtype), y, chunk_rows=33)
+    summary = cluster_order(src, out, clusters=7, seed=2, chunk_rows=chunk_rows)
+    assert summary["block_summaries"]["passes"] == 1
+    attrs, got = stored_group(out)
+    with bigsearch.open_store(out) as store:
+        sm, s, deg_sum = summaries_of_store(store)
+        backend = LocalBackend(store)
+        with_basis = compute_summaries(backend.map, store.chunks, got["basis"], DEFAULT_BLOCK_ROWS)
+        backend.close()
+    assert attrs["block_rows"] == DEFAULT_BLOCK_ROWS and got["basis"].shape == (40, 32)
+    assert np.allclose(got["basis"].T @ got["basis"], np.eye(32), atol=1e-12)     # orthonormal: valid bounds
+    assert not np.allclose(np.abs(got["basis"]), np.abs(sm.basis))                # a sample's, not X's
+    assert np.array_equal(got["s"], s) and np.array_equal(got["deg_sum"], deg_sum)
+    for field in ("centre", "radius", "norm_max", "deg_min", "deg_max"):
+        assert np.array_equal(got[field], getattr(sm, field)), field
+    for field in ("lo", "hi", "radius_perp"):
+        assert np.array_equal(got[field], getattr(with_basis, field)), field
+    full, pruned = bigsearch.LAS(out), bigsearch.LAS(out, prune=True)
+    pruned.sync()
+    assert pruned.pruning.summaries_from == "store"
+    labels = bigsearch.open_store(out).labels()
+    first = [int(np.flatnonzero(labels == 1)[0]), int(np.flatnonzero(labels == 0)[0])]
+    for search in (full, pruned):
+        search.tell(first, [1, 0])
+    for _ in range(15):
+        (i,), _ = full.top(1)
+        (j,), _ = pruned.top(1)
+        assert i == j
+        full.tell([int(i)], [int(labels[i])])
+        pruned.tell([int(i)], [int(labels[i])])
+
+
+def test_an_encoded_output_has_the_summaries_of_the_passes(tmp_path):
+    """Encoded as it is written: the summaries are the passes' over the stored (encoded) X."""
+    from bigsearch.engine.pruning.summaries import summaries_of_store
+    X, y = clustered_points(400, 10, prevalence=0.05, seed=8, spread=0.4)
+    src, out = tmp_path / "s.zarr", tmp_path / "o.zarr"
+    bigsearch.create_store(src, X.astype(np.float32), y, chunk_rows=64)
+    summary = cluster_order(src, out, clusters=4, encoding="float16")
+    assert "passes" not in summary["block_summaries"]
+    _, got = stored_group(out)
+    with bigsearch.open_store(out) as store:
+        sm, s, _ = summaries_of_store(store)
+    assert np.array_equal(got["s"], s) and np.array_equal(got["lo"], sm.lo)
+
+
+def test_a_temporary_source_is_removed_once_spilled(tmp_path, monkeypatch):
+    """discard_source: the source's chunk files go as they are spilled, and the spill file's
+    tail as the output is written, so about one copy of X is on disk beside the output (as
+    the summary states); without it a user's source is never touched."""
+    monkeypatch.setattr(ordering, "WRITE_BYTES", 2 * 50 * 6 * 4)      # the write in blocks of 100 rows
+    X, y = clustered_points(1000, 6, prevalence=0.1, seed=3)
+    src = tmp_path / "s.zarr"
+    bigsearch.create_store(src, X.astype(np.float32), y, chunk_rows=50)
+    seen = {}
+    write = ordering._write
+
+    def spy(spill, *args, **kw):
+        seen["source"] = src.exists()
+        return write(spill, *args, **kw)
+
+    monkeypatch.setattr(ordering, "_write", spy)
+    kept = cluster_order(src, tmp_path / "a.zarr", clusters=3)
+    assert seen["source"] and src.exists()
+    disk = kept["disk_bytes"]
+    assert disk["source"] + disk["out"] <= kept["peak_disk_bytes"] < sum(disk.values())
+    gone = cluster_order(src, tmp_path / "b.zarr", clusters=3, discard_source=True)
+    assert not seen["source"] and not src.exists()
+    disk = gone["disk_bytes"]
+    assert disk["spill"] >= X.nbytes // 2 and disk["out"] >= X.nbytes // 2
+    assert disk["out"] <= gone["peak_disk_bytes"] < disk["source"] + disk["spill"] - 10 * 50 * 6 * 4
+    a, b = bigsearch.open_store(tmp_path / "a.zarr"), bigsearch.open_store(tmp_path / "b.zarr")
+    assert np.array_equal(a.read_rows(np.arange(1000)), b.read_rows(np.arange(1000)))
+    assert np.array_equal(a.ids(), b.ids())

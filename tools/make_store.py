@@ -11,7 +11,11 @@ n fits in bounded memory, and is reproducible from --seed.
     python tools/make_store.py g.zarr --n 60000000 --order generated  # rows grouped by generating cluster
 
 Every store is written with its pruning block summaries (docs/store-format.md), computed
-on the complete store before it appears (three passes over it; --no-summaries: none).
+on the complete store before it appears (three passes over it; --no-summaries: none); with
+--cluster-order, as the ordered store is written (one pass, for the degrees). With
+--cluster-order the unordered store's chunk files are removed as their rows are spilled,
+and the spill file shrinks as the ordered store grows, so about one copy of X is on disk
+at any time (``peak_disk_bytes`` in the JSON line).
 
 Prints one JSON line: the store, its size, and the time and rate of writing it; progress
 (rows written, rate, time left) goes to stderr every few seconds (--quiet: none).
@@ -120,7 +124,8 @@ def main(argv=None):
                              summaries=summaries)
         if args.cluster_order is not None:
             ordering = cluster_order(target, args.out, clusters=args.cluster_order or None, kind=kind,
-                                     compressors=compressors_for(kind, args.codec), overwrite=args.overwrite)
+                                     compressors=compressors_for(kind, args.codec), overwrite=args.overwrite,
+                                     discard_source=True)
     finally:
         if args.cluster_order is not None:
             remove(target)
@@ -132,7 +137,9 @@ def main(argv=None):
                "x_bytes": store.nbytes, "bytes_on_disk": disk_bytes(args.out), "seconds": round(seconds, 2),
                "MB_per_s": round(store.nbytes / seconds / 1e6, 1), "order": args.order}
         if ordering:
-            out.update(clusters=ordering["clusters"], cluster_order_seconds=round(ordering["seconds"], 2))
+            out.update(clusters=ordering["clusters"], cluster_order_seconds=round(ordering["seconds"], 2),
+                       cluster_order_stages={k: round(v, 2) for k, v in ordering["stage_seconds"].items()},
+                       peak_disk_bytes=ordering["peak_disk_bytes"])
             summaries = ordering.get("block_summaries")
         if summaries:
             out.update(summaries_seconds=round(summaries["seconds"], 2), summaries_MiB=round(summaries["MiB"], 2))

@@ -144,7 +144,7 @@ def _reorder(unordered, out, output, kind, compressors, encoding):
     from .cluster_order import cluster_order
     try:
         cluster_order(unordered, out, clusters=output.cluster_order or None, kind=kind, compressors=compressors,
-                      overwrite=output.overwrite, encoding=encoding)
+                      overwrite=output.overwrite, encoding=encoding, discard_source=True)
     finally:
         remove(unordered)
     return out

@@ -150,6 +150,12 @@ class FeatureStore:
     def _advise_willneed(self, j):
         """Ask the OS to start reading chunk j into the page cache."""
 
+    def chunk_file(self, j):
+        """The local file that holds chunk j of X and nothing else, or None (an HDF5 file,
+        object storage, shards): what a reader that consumes a temporary store may remove
+        as it goes (ingest/cluster_order.py)."""
+        return None
+
     def _read_optional(self, name, rows=None):
         """Array ``name`` (y or ids), or only its entries at ``rows`` (sorted, unique
         int64, or a ``slice`` of consecutive rows); None when the store has no such array."""

@@ -196,6 +196,11 @@ class ZarrStore(FeatureStore):
             reasons.append("v2 chunks not in little-endian C order")
         return reasons
 
+    def chunk_file(self, j):
+        if self._local_dir is None or getattr(self._x, "shards", None):
+            return None
+        return self._chunk_file(j)
+
     def _chunk_file(self, j):
         return (self._chunk_dir or self._local_dir) / self._x.metadata.encode_chunk_key((j, 0))
 

@@ -18,16 +18,22 @@ to another block or replaced). Otherwise they are computed as before, and
 ``LASPruning.summaries_from`` says why.
 """
 
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 
 from ...backends import make_backend, pass_progress
 from ...errors import BigsearchError
+from ...kernels.las import degrees
 from ...storage import open_store
+from ...storage.encoding import n_rows
 from ...storage.fingerprint import store_fingerprint
 from ...storage.format import SUMMARIES_GROUP
-from ..core.steps import COLSUM, GRAM
+from ..core.steps import COLSUM, GRAM, colsum_step
 from .block_summaries import (
     DEFAULT_BASIS,
     BlockSummaries,
@@ -35,6 +41,7 @@ from .block_summaries import (
     check_block_rows,
     compute_summaries,
     gram_basis,
+    summary_step,
 )
 
 GROUP = SUMMARIES_GROUP
@@ -60,21 +67,32 @@ def summaries_of_store(store, block_rows=None, basis_dim=DEFAULT_BASIS, n_thread
             return backend.map(step, *args)
 
     try:
-        backend.alloc("label", np.int8, -1)
-        backend.alloc("deg", np.float64, 0.0)
-        parts = run(PASSES[0], COLSUM)
-        s = np.sum([q.sums for q in parts], axis=0)
-        if any(q.first_bad >= 0 for q in parts) or not np.all(np.isfinite(s)):
+        found = sums_and_basis(backend, store.n, basis_dim, run)
+        if found is None:
             return None
-        none = np.zeros(0, np.int64)
-        grams = run(PASSES[1], GRAM, s, none, none.astype(np.int8), 0.5, 1.0 / store.n, 0.5)
-        if any(q.n_bad for q in grams):
-            return None
-        basis = gram_basis(np.sum([q.G for q in grams], axis=0), basis_dim)
+        s, basis = found
         sm = compute_summaries(lambda *a: run(PASSES[2], *a), store.chunks, basis, block_rows)
         return sm, s, np.add.reduceat(backend.gather("deg"), sm.start)
     finally:
         backend.close()
+
+
+def sums_and_basis(backend, n, basis_dim=DEFAULT_BASIS, run=None):
+    """(s, basis): the column sums of the backend's X and the top eigenvectors of
+    X^T diag(1/d) X (the degrees d left in its ``deg``), in two passes (``run(what, step,
+    *args)``, default the backend's map); None when X is not finite or some d <= 0."""
+    run = run or (lambda what, *a: backend.map(*a))
+    backend.alloc("label", np.int8, -1)
+    backend.alloc("deg", np.float64, 0.0)
+    parts = run(PASSES[0], COLSUM)
+    s = np.sum([q.sums for q in parts], axis=0)
+    if any(q.first_bad >= 0 for q in parts) or not np.all(np.isfinite(s)):
+        return None
+    none = np.zeros(0, np.int64)
+    grams = run(PASSES[1], GRAM, s, none, none.astype(np.int8), 0.5, 1.0 / n, 0.5)
+    if any(q.n_bad for q in grams):
+        return None
+    return s, gram_basis(np.sum([q.G for q in grams], axis=0), basis_dim)
 
 
 def write_block_summaries(
@@ -93,6 +111,11 @@ def write_block_summaries(
             return None
         sm, s, deg_sum = computed
         fmt, fingerprint = type(store), store_fingerprint(store)
+    return _write_group(path, fmt, fingerprint, sm, s, deg_sum, in_place, t0)
+
+
+def _write_group(path, fmt, fingerprint, sm, s, deg_sum, in_place, t0):
+    """Write the summaries' group into the store at ``path``; what was written."""
     arrays = {**{k: getattr(sm, k) for k in FIELDS}, "s": s, "deg_sum": deg_sum}
     attrs = {
         "version": VERSION,
@@ -107,6 +130,107 @@ def write_block_summaries(
         "MiB": sum(a.nbytes for a in arrays.values()) / 2**20,
         "seconds": time.perf_counter() - t0,
     }
+
+
+class BlockDegrees(NamedTuple):
+    """One chunk's degrees d_i = x_i . s, per block: what the stored summaries keep of them."""
+
+    n_bad: int  # rows with d_i <= 0 (or not finite)
+    deg_min: np.ndarray
+    deg_max: np.ndarray
+    deg_sum: np.ndarray
+
+
+def chunk_block_degrees(x, s, block_rows):
+    """A chunk's per-block smallest, largest and summed degree, by the search's own kernel."""
+    deg = np.empty(n_rows(x))
+    bad, _ = degrees(x, s, deg)
+    return BlockDegrees(bad, **block_degrees(deg, np.arange(0, len(deg), block_rows)))
+
+
+def block_degrees_last_first(store, s, block_rows, n_threads=None):
+    """``chunk_block_degrees`` of every chunk, in chunk order, read last chunk first: of a
+    store just written and larger than memory, the page cache holds the last chunks, which
+    a pass from the first would evict before it reached them."""
+
+    def one(j):
+        with store.chunk(j) as x:
+            return chunk_block_degrees(x, s, block_rows)
+
+    with ThreadPoolExecutor(n_threads or os.cpu_count() or 1) as pool:
+        return list(pool.map(one, range(len(store.chunks) - 1, -1, -1)))[::-1]
+
+
+class StreamedSummaries:
+    """A store's block summaries computed as its chunks are written, in order, so that
+    they cost one pass (the degrees) instead of three (ingest/cluster_order.py).
+
+    ``basis``: any orthonormal r x p basis gives valid bounds (block_summaries.py); a
+    writer that knows a sample of X passes ``sample_basis`` of it. Each chunk, as the
+    store will hold it, goes to ``add`` once, in row order: its column sums (COLSUM's
+    kernel) and its blocks' centre, box, radii and largest norm (SUMMARY's step), the
+    very computations of ``summaries_of_store`` on the same chunk, so bit for bit theirs
+    given the basis. The degrees d_i = x_i . s need the finished s, hence ``finish``'s
+    one pass over the complete store (last chunk first: ``block_degrees_last_first``).
+    The stored s and degrees are then exactly what a search computes, so it uses these
+    summaries (``stored_summaries``)."""
+
+    def __init__(self, basis, block_rows=None):
+        self.basis, self.block_rows = basis, check_block_rows(block_rows)
+        self.chunks, self.sums, self.columns = [], [], []
+        self.bad = False
+        self.seconds = 0.0
+
+    def add(self, x):
+        """The next chunk (m x r, float as stored)."""
+        t0 = time.perf_counter()
+        a = self.chunks[-1][1] if self.chunks else 0
+        self.chunks.append((a, a + len(x)))
+        sums = colsum_step(x, SimpleNamespace(start=a))
+        self.bad |= sums.first_bad >= 0
+        self.sums.append(sums.sums)
+        self.columns.append(summary_step(x, None, self.basis, self.block_rows))
+        self.seconds += time.perf_counter() - t0
+
+    def finish(self, path, n_threads=None):
+        """Write the summaries into the complete, unpublished store at ``path`` (in place).
+        Returns what was written, as ``write_block_summaries``; None when nothing is
+        (LAS cannot search X). Should the store's chunks not be the ones added, its
+        summaries are computed by ``write_block_summaries``'s passes instead."""
+        t0 = time.perf_counter()
+        s = np.sum(self.sums, axis=0)
+        with open_store(path) as store:
+            same = [tuple(map(int, c)) for c in store.chunks] == self.chunks
+        if not same:
+            return write_block_summaries(path, self.block_rows, self.basis.shape[1], n_threads, in_place=True)
+        with open_store(path) as store:
+            if self.bad or not np.all(np.isfinite(s)):
+                return None
+            parts = block_degrees_last_first(store, s, self.block_rows, n_threads)
+            fmt, fingerprint = type(store), store_fingerprint(store)
+        if any(q.n_bad for q in parts):
+            return None
+        cols = [np.concatenate(col) for col in zip(*self.columns)]
+        cols[-2] = np.concatenate([q.deg_min for q in parts])
+        cols[-1] = np.concatenate([q.deg_max for q in parts])
+        sm = BlockSummaries(self.block_rows, *block_layout(self.chunks, self.block_rows), self.basis, *cols)
+        written = _write_group(path, fmt, fingerprint, sm, s, np.concatenate([q.deg_sum for q in parts]), True, t0)
+        return {**written, "seconds": written["seconds"] + self.seconds, "passes": 1}
+
+
+def sample_basis(rows, basis_dim=DEFAULT_BASIS, n_threads=None):
+    """The summaries' basis (top eigenvectors of X^T diag(1/d) X) of a sample of X's rows
+    (an array), by the passes of ``summaries_of_store`` over the sample; when some degree
+    of the sample is <= 0, the top eigenvectors of X^T X."""
+    backend = make_backend(open_store(rows), "local", n_threads)
+    try:
+        found = sums_and_basis(backend, len(rows), basis_dim)
+    finally:
+        backend.close()
+    if found is not None:
+        return found[1]
+    X = np.asarray(rows, np.float64)
+    return gram_basis(X.T @ X, basis_dim)
 
 
 CHANGED = "computed: X changed since the stored summaries were written"
