@@ -1,6 +1,7 @@
-"""Pruned queries on the dask backend (a real LocalCluster with 2 worker processes), LAS
-and WNAS: each worker prunes its own chunks, one round trip per query, and the queries
-and chosen scores are the local full pass's, also after a worker process is killed."""
+"""Pruned queries on the dask backend (a real LocalCluster with 2 worker processes), LAS,
+WNAS and BLR UCB: each worker prunes its own chunks, one round trip per query, and the
+queries and chosen scores are the local full pass's, also after a worker process is
+killed; the first pruned query reads only the blocks its bounds require."""
 
 import os
 import signal
@@ -138,7 +139,8 @@ def test_pruned_ucb_continues_after_a_worker_is_killed(client, data, store_facto
     with pytest.warns(RuntimeWarning, match="was lost"):
         after = ucb_rounds(remote, 6)
     assert before + after == ucb_rounds(full, 10)
-    np.testing.assert_array_equal(remote.J, full.J)
+    # (J of the rebuilt chunks is x^T A^-1 x afresh, not the sum of the rank updates: last bits differ)
+    np.testing.assert_allclose(remote.J, full.J, rtol=1e-12)
     remote.close()
 
 

@@ -47,8 +47,10 @@ alpha > 0 is not pruned: the rescaling of the impact factor needs sums of IM ove
 unlabeled points, so those queries keep the full pass (``status`` says which).
 
 On the dask backend, ``chunk_top_step`` does the same inside each chunk, with the
-chunk's summaries and cache in its state on the worker, and returns the chunk's exact
-top k; the driver merges them (one round trip per query).
+chunk's summaries and cache in its state on the worker (set from the chunk's f right
+after each full pass, ``chunk_prepare_step``), and returns the chunk's exact top k; the
+driver merges them (one round trip per query). On the local backend the blocks read are
+recomputed where their chunks are, by ``Backend.map_chunks`` (engine/pruning/contract.py).
 """
 
 from typing import NamedTuple
@@ -533,11 +535,10 @@ class ChunkTop(NamedTuple):
 def chunk_top_step(x, state, u, V, k, generation, u_reset, basis, block_rows, s, eta, w0, pi, floor=-np.inf,
                    stored=None):
     """A chunk's exact top k at u, reading only the blocks that could hold it; the
-    chunk's summaries and cache live in its state (built here at the first call, when
-    every block is read once; the summaries from the store's, given ``stored``, when they
-    fit: ``chunk_summaries``). ``generation`` changes after each full pass, at
-    ``u_reset``: the cache is then rebuilt from the chunk's f. Blocks whose bound is
-    below ``floor`` (at most the k-th best score over all chunks) are not read."""
+    chunk's summaries and cache live in its state (built by ``chunk_prepare_step`` after
+    each full pass; here only for a chunk rebuilt after a lost worker, every block then
+    read once). Blocks whose bound is below ``floor`` (at most the k-th best score over
+    all chunks) are not read."""
     pr = chunk_pruner(x, state, lambda: chunk_summaries(x, state, basis, block_rows, stored), basis, block_rows,
                       s, 1.0 / (1.0 + w0), u, generation, u_reset)
 
