@@ -139,6 +139,7 @@ def test_prune_options_are_one_record(data, store_factory, tmp_path):
     keyword means the same, and disagreeing with it is one clear error); saved states and
     sessions keep it whole."""
     from bigsearch import PruneOptions
+    from bigsearch.engine.pruning.contract import Pruning
     from bigsearch.session import Session
 
     X, y = data
@@ -150,6 +151,8 @@ def test_prune_options_are_one_record(data, store_factory, tmp_path):
     assert run_top(s, y, 10) == run_top(old, y, 10)
     assert s.pruning.options == record and s.pruning.basis.shape[1] == 3 < old.pruning.basis.shape[1]
     assert old.pruning.options == PruneOptions(64)
+    for other in (bigsearch.WNAS(path, prune=record), bigsearch.BLR(path, prune=record), s):
+        assert isinstance(other.pruning, Pruning) and other.pruning.options == record
     state = s.export_state()
     assert state["meta"]["prune"] == {"block_rows": 64, "basis_dim": 3}
     assert bigsearch.LAS.from_state(path, state).pruning.options == record

@@ -442,6 +442,10 @@ class LASPruning:
         self.stale = True
         return True
 
+    def catch_up(self):
+        """Nothing to replay: f at u depends on no history, so the search's next full
+        pass brings every block up to date."""
+
     def top(self, k):
         e = self.engine
         u = self.u()
