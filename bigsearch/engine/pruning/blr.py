@@ -117,8 +117,7 @@ class BLRPruning:
         if not self.local:  # the workers reset their chunks' caches now (built the first time)
             self.generation += 1
             self.u_reset = self.u()
-            if self.summaries is None:
-                self.summaries = "on the workers"
+            if self.generation == 1:  # the workers compute their chunks' summaries: a pass
                 e.count_read(e.store.nbytes)
             e.backend.map(CHUNK_PREPARE, self.generation, self.u_reset, self.basis, self.block_rows, self.ucb)
             return
