@@ -12,10 +12,11 @@ import importlib as _importlib
 __version__ = "0.1.0"
 
 _LAZY = {"LAS": "engine", "WNAS": "engine", "BLR": "engine", "AGR": "engine", "ASG": "engine", "RandomSearch": "engine",
+         "PruneOptions": "engine",
          "Session": "session", "open_store": "storage", "create_store": "storage", "BigsearchError": "errors",
          "prepare": "ingest"}
 
-__all__ = ["LAS", "WNAS", "BLR", "AGR", "ASG", "RandomSearch", "Session", "open_store", "create_store",
+__all__ = ["LAS", "WNAS", "BLR", "AGR", "ASG", "RandomSearch", "PruneOptions", "Session", "open_store", "create_store",
            "BigsearchError", "prepare", "__version__"]
 
 

@@ -80,6 +80,21 @@ class BackendTests:
         values = backend.gather("value")
         assert out == [(j, int((values[a:b] > 0).sum())) for j, (a, b) in ((j, backend.store.chunks[j]) for j in ids)]
 
+    def test_map_chunks_runs_a_step_on_the_given_chunks_only(self, backend, data):
+        """``map_chunks``: the step on the chunks asked for (where they live), their results
+        in the order asked; the other chunks' state untouched."""
+        backend.alloc("value", np.float64, -1.0)
+        store = backend.store
+        ids = list(range(store.n_chunks))[::-2]
+        parts = backend.map_chunks(ROWS, ids, 3.0)
+        assert [p[:3] for p in parts] == [(j, *store.chunks[j]) for j in ids]
+        expected = np.full(store.n, -1.0)
+        for j in ids:
+            a, b = store.chunks[j]
+            expected[a:b] = 3.0 * store.read_rows(np.arange(a, b)).astype(np.float64).sum(axis=1)
+        np.testing.assert_allclose(backend.gather("value"), expected, rtol=1e-15)
+        assert isinstance(backend.in_process, bool)
+
     def test_an_engine_on_it_asks_what_the_local_engine_asks(self, backend, data):
         X, y = data
         path = backend.store.path

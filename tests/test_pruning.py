@@ -134,6 +134,38 @@ def test_block_rows_must_be_a_multiple_of_the_kernel_block(data, store_factory, 
         bigsearch.LAS(path, pi=0.08, prune=True, block_rows=block_rows)
 
 
+def test_prune_options_are_one_record(data, store_factory, tmp_path):
+    """PruneOptions(block_rows, basis_dim): what ``prune=`` takes (the older block_rows
+    keyword means the same, and disagreeing with it is one clear error); saved states and
+    sessions keep it whole."""
+    from bigsearch import PruneOptions
+    from bigsearch.engine.pruning.contract import Pruning
+    from bigsearch.session import Session
+
+    X, y = data
+    path = store_factory(X, y, "zarr", "float32", 100)
+    record = PruneOptions(block_rows=64, basis_dim=3)
+    s, old = bigsearch.LAS(path, pi=0.08, prune=record), bigsearch.LAS(path, pi=0.08, prune=True, block_rows=64)
+    for e in (s, old):
+        e.tell(start(y), 1)
+    assert run_top(s, y, 10) == run_top(old, y, 10)
+    assert s.pruning.options == record and s.pruning.basis.shape[1] == 3 < old.pruning.basis.shape[1]
+    assert old.pruning.options == PruneOptions(64)
+    for other in (bigsearch.WNAS(path, prune=record), bigsearch.BLR(path, prune=record), s):
+        assert isinstance(other.pruning, Pruning) and other.pruning.options == record
+    state = s.export_state()
+    assert state["meta"]["prune"] == {"block_rows": 64, "basis_dim": 3}
+    assert bigsearch.LAS.from_state(path, state).pruning.options == record
+    with pytest.raises(ParameterError, match="block_rows=128 disagrees"):
+        bigsearch.LAS(path, pi=0.08, prune=PruneOptions(64), block_rows=128)
+    with pytest.raises(ParameterError, match="basis_dim"):
+        PruneOptions(basis_dim=0)
+    with Session.create(path, tmp_path / "s", pi=0.08, prune=PruneOptions(64, 3)) as session:
+        session.tell(int(np.flatnonzero(y)[0]), 1)
+    with Session.open(tmp_path / "s") as session:
+        assert session.search.pruning.options == PruneOptions(64, 3)
+
+
 def test_run_cli_prunes_and_reports_the_bytes_read(data, store_factory, tmp_path):
     import json
 

@@ -1,6 +1,7 @@
-"""Pruned queries on the dask backend (a real LocalCluster with 2 worker processes), LAS
-and WNAS: each worker prunes its own chunks, one round trip per query, and the queries
-and chosen scores are the local full pass's, also after a worker process is killed."""
+"""Pruned queries on the dask backend (a real LocalCluster with 2 worker processes), LAS,
+WNAS and BLR UCB: each worker prunes its own chunks, one round trip per query, and the
+queries and chosen scores are the local full pass's, also after a worker process is
+killed; the first pruned query reads only the blocks its bounds require."""
 
 import os
 import signal
@@ -85,6 +86,61 @@ def test_pruned_search_continues_after_a_worker_is_killed(client, data, store_fa
     with pytest.warns(RuntimeWarning, match="was lost"):
         after = rounds(remote, y, 12, 1)
     assert before[0] + after[0] == rounds(full, y, 20, 1)[0]
+    remote.close()
+
+
+def first_query_rows(search, y):
+    """Rows of X the first pruned query read (the workers report their reads), after one
+    positive told."""
+    search.tell(int(np.flatnonzero(y)[0]), 1)
+    search.top(1)
+    return search.query_bytes[0] // search.store.bytes_per_point
+
+
+def test_the_first_pruned_query_reads_only_what_its_bounds_require(client, data, store_factory):
+    """Issue 24: right after each full pass the workers set their chunks' caches from f, so
+    the first pruned query reads only the blocks its bounds require, not every block. With
+    one chunk the worker's pruner is the local backend's: the same count of rows; with two
+    chunks, each reads only part of its rows (BLR: tests/test_blr_pruning.py)."""
+    X, y = data
+    one_chunk = store_factory(X, y, "zarr", "float64", N)
+    local = first_query_rows(bigsearch.LAS(one_chunk, pi=0.08, prune=True, block_rows=64), y)
+    remote = bigsearch.LAS(one_chunk, pi=0.08, backend=client, prune=True, block_rows=64)
+    assert first_query_rows(remote, y) == local < N / 2
+    remote.close()
+    two_chunks = store_factory(X, y, "zarr", "float64", N // 2)
+    remote = bigsearch.LAS(two_chunks, pi=0.08, backend=client, prune=True, block_rows=64)
+    assert first_query_rows(remote, y) < N / 2
+    remote.close()
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_pruned_ucb_continues_after_a_worker_is_killed(client, data, store_factory, batch):
+    """BLR UCB: the chunks rebuilt on the live worker have J current (the engine's recipe)
+    and skip the J updates already sent; the others keep theirs: the full pass's queries."""
+    X, y = data
+    path = store_factory(X, y, "zarr", "float32", 100)
+    opts = dict(acquisition="ucb", lam=1.0, noise=0.5)
+    full, remote = bigsearch.BLR(path, **opts), bigsearch.BLR(path, backend=client, prune=True, block_rows=64, **opts)
+    init = [int(i) for i in np.flatnonzero(y)[:1]] + list(range(0, N, 40))
+
+    def ucb_rounds(search, rounds):
+        queries = []
+        for _ in range(rounds):
+            chosen = search.next_batch(batch)
+            queries += chosen
+            search.tell(chosen, [int(y[i]) for i in chosen])
+        return queries
+
+    for s in (full, remote):
+        s.tell(init, [int(y[i]) for i in init])
+    before = ucb_rounds(remote, 4)
+    kill_first_worker(client, remote)
+    with pytest.warns(RuntimeWarning, match="was lost"):
+        after = ucb_rounds(remote, 6)
+    assert before + after == ucb_rounds(full, 10)
+    # (J of the rebuilt chunks is x^T A^-1 x afresh, not the sum of the rank updates: last bits differ)
+    np.testing.assert_allclose(remote.J, full.J, rtol=1e-12)
     remote.close()
 
 

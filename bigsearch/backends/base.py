@@ -61,6 +61,9 @@ class Backend(Protocol):
     """What the engine uses of a backend (LocalBackend and DistributedBackend satisfy it)."""
 
     name: str
+    # Whether the per-point arrays live in this process (``gather`` returns them without
+    # a copy or a transfer): True for the local backend, False where they are on workers.
+    in_process: bool
 
     def set_rebuild(self, recipe: Callable[[], StepCall]) -> None:
         """Register how a lost chunk's per-point state is rebuilt from the engine's
@@ -77,6 +80,10 @@ class Backend(Protocol):
 
     def map(self, step: ChunkStep, *args: Any) -> list[Any]:
         """``[step(x_j, state_j, *args) for every chunk j]``, in chunk order."""
+
+    def map_chunks(self, step: ChunkStep, chunk_ids: Sequence[int], *args: Any) -> list[Any]:
+        """``[step(x_j, state_j, *args) for j in chunk_ids]``, run where those chunks live
+        (e.g. reading a few blocks of rows of some chunks: pruned queries)."""
 
     def map_state(self, fn: Callable[..., T], chunk_ids: Sequence[int], *args: Any) -> list[T]:
         """``[fn(state_j, *args) for j in chunk_ids]`` (no reads of X)."""

@@ -161,6 +161,7 @@ class DistributedBackend:
     """
 
     name = "distributed"
+    in_process = False
 
     def __init__(self, store: Any, client: Client, persist: bool = False) -> None:
         if client.status != "running":
@@ -203,9 +204,19 @@ class DistributedBackend:
             return [("map", (step, *args)) if step.from_scratch else self._rebuild_op()]
         return [p for part in self._each(lambda s: [("map", (step, *args))], redo) for p in part]
 
+    def map_chunks(self, step: ChunkStep, chunk_ids: Sequence[int], *args: Any) -> list[Any]:
+        """``[step(x_j, state_j, *args) for j in chunk_ids]``, on the workers holding them
+        (a lost worker's chunks are rebuilt by the engine's recipe first)."""
+        return self._on_holders("map_chunks_by_id", step, chunk_ids, args)
+
     def map_state(self, fn: Callable[..., T], chunk_ids: Sequence[int], *args: Any) -> list[T]:
         """``[fn(state_j, *args) for j in chunk_ids]`` (no reads of X)."""
-        ops = lambda s: [("map_state_by_id", (fn, chunk_ids, *args))]  # noqa: E731
+        return self._on_holders("map_state_by_id", fn, chunk_ids, args)
+
+    def _on_holders(self, op, fn, chunk_ids, args):
+        """``op`` (a ShardBackend method taking fn, chunk ids, args) on the shards holding
+        those chunks; the results in the order of ``chunk_ids``."""
+        ops = lambda s: [(op, (fn, chunk_ids, *args))]  # noqa: E731
         holders = [s for s in self.shards if any(j in s.chunks for j in chunk_ids)]
         found = {}
         for part in self._each(ops, lambda s: [self._rebuild_op(), *ops(s)], holders):
@@ -428,9 +439,17 @@ class ShardBackend(LocalBackend):
 
     def map_state_by_id(self, fn, chunk_ids, *args):
         """{j: fn(state_j, *args)} for the chunks of ``chunk_ids`` held here."""
-        first, stop = self.states[0].chunk_id, self.states[-1].chunk_id + 1
-        held = [j for j in chunk_ids if first <= j < stop]
+        held = self._held(chunk_ids)
         return dict(zip(held, self.map_state(fn, held, *args)))
+
+    def map_chunks_by_id(self, step, chunk_ids, *args):
+        """{j: step(x_j, state_j, *args)} for the chunks of ``chunk_ids`` held here."""
+        held = self._held(chunk_ids)
+        return dict(zip(held, self.map_chunks(step, held, *args)))
+
+    def _held(self, chunk_ids):
+        first, stop = self.states[0].chunk_id, self.states[-1].chunk_id + 1
+        return [j for j in chunk_ids if first <= j < stop]
 
 
 class PersistedChunks:

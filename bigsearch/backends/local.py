@@ -59,6 +59,7 @@ class LocalBackend:
     length n, chunks mapped over ``n_threads`` threads."""
 
     name = "local"
+    in_process = True
 
     def __init__(self, store: FeatureStore, n_threads: int | None = None, readahead: bool = True) -> None:
         self.store = store
@@ -122,6 +123,11 @@ class LocalBackend:
         if self._blas is None:
             return contextlib.nullcontext()
         return self._blas.limit(limits=1, user_api="blas")
+
+    def map_chunks(self, step: ChunkStep, chunk_ids: Sequence[int], *args: Any) -> list[Any]:
+        """``[step(x_j, state_j, *args) for j in chunk_ids]``, one after the other."""
+        first = self.states[0].chunk_id
+        return [self._run(step, self.states[j - first], args) for j in chunk_ids]
 
     def map_state(self, fn: Callable[..., T], chunk_ids: Sequence[int], *args: Any) -> list[T]:
         """``[fn(state_j, *args) for j in chunk_ids]`` (no reads of X)."""

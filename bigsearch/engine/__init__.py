@@ -16,7 +16,7 @@ from .core.registry import METHODS, MethodSpec, method_names, method_spec
 
 if TYPE_CHECKING:
     from .core.base import ActiveSearch, ChunkedSearch
-    from .core.params import LASParams
+    from .core.params import LASParams, PruneOptions
     from .methods.agr import AGR
     from .methods.asg import ASG
     from .methods.blr import BLR
@@ -26,10 +26,11 @@ if TYPE_CHECKING:
     from .methods.wnas import WNAS
 
 _LAZY = {"ActiveSearch": "core.base", "ChunkedSearch": "core.base", "AGR": "methods.agr", "ASG": "methods.asg",
-         "BLR": "methods.blr", "LAS": "methods.las", "LASParams": "core.params", "RandomSearch": "methods.random",
+         "BLR": "methods.blr", "LAS": "methods.las", "LASParams": "core.params", "PruneOptions": "core.params",
+         "RandomSearch": "methods.random",
          "RandomForestSearch": "methods.rf", "WNAS": "methods.wnas"}
 
-__all__ = ["ActiveSearch", "ChunkedSearch", "AGR", "ASG", "BLR", "LAS", "LASParams", "RandomSearch",
+__all__ = ["ActiveSearch", "ChunkedSearch", "AGR", "ASG", "BLR", "LAS", "LASParams", "PruneOptions", "RandomSearch",
            "RandomForestSearch", "WNAS", "METHODS", "MethodSpec", "method_names", "method_spec"]
 
 

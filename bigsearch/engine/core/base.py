@@ -27,7 +27,7 @@ from numpy.typing import DTypeLike
 from ...backends import Backend, StepCall, make_backend
 from ...errors import LabelError, ParameterError, StoreError
 from ...storage import FeatureStore, open_store
-from .params import Params
+from .params import Params, PruneOptions
 from .select import PassSummary, Ranked, select
 from .steps import best_in_chunk
 
@@ -375,16 +375,46 @@ def _as_arrays(pairs: list[tuple[int, Any]]) -> tuple[np.ndarray, np.ndarray]:
 
 class PrunableSearch(ChunkedSearch):
     """A chunked search whose queries may be pruned: read only the blocks of X that could
-    hold the answer (engine/pruning/las.py, engine/pruning/wnas.py). Keeps the bytes of X read
-    to choose each query, for ``run_details``."""
+    hold the answer (engine/pruning/, whose contract.py says what the search gives its
+    pruning and what the pruning offers). Keeps the bytes of X read to choose each query,
+    for ``run_details``."""
 
     FULL_PASS: ClassVar[str] = "a full pass per query"   # what a query costs without pruning
-    pruning: Any   # the method's pruning (LASPruning, WNASPruning), or None when off
+    pruning: Any   # the method's pruning (engine/pruning/contract.py: Pruning), or None when off
 
-    def _start_pruning(self, pruning: Any) -> None:
-        self.pruning = pruning
+    def _start_pruning(self, make: Callable[[Any, PruneOptions], Any], prune: Any,
+                       block_rows: int | None = None) -> None:
+        """``make(self, options)`` when the keywords ``prune``, ``block_rows`` ask for
+        pruned queries (read as one :class:`PruneOptions`), else no pruning."""
+        options = PruneOptions.of(prune, block_rows)
+        self.pruning = make(self, options) if options is not None else None
         self.bytes_since_query = 0   # bytes of X read since the last query was chosen
         self.query_bytes: list[int] = []   # per query (ask or top): bytes of X read to choose it
+
+    def count_read(self, nbytes: int) -> None:
+        """Bytes of X read towards the next query (the pruning reports its reads here)."""
+        self.bytes_since_query += int(nbytes)
+
+    def rebuild_everywhere(self) -> None:
+        """Every chunk's state recomputed by the rebuild recipe: one pass over X."""
+        step, args = self.rebuild_recipe()
+        self._pass(step, *args)
+
+    def _prune_keywords(self) -> dict[str, Any]:
+        """The constructor's keywords that give this search's pruning again (JSON)."""
+        if self.pruning is None:
+            return {}
+        saved = self.pruning.options.saved()
+        return {"prune": True, **saved} if len(saved) == 1 else {"prune": saved}
+
+    def _prune_meta(self) -> dict[str, Any]:
+        """What a saved state records of the pruning (``_prune_from_meta`` reads it)."""
+        return {"prune": self.pruning.options.saved()} if self.pruning is not None else {}
+
+    @staticmethod
+    def _prune_from_meta(meta: dict[str, Any]) -> dict[str, Any]:
+        """The constructor's keywords for the pruning a saved state recorded."""
+        return {"prune": PruneOptions.from_saved(meta.get("prune")) or False}
 
     def run_details(self) -> dict[str, Any]:
         """Bytes of X read to choose each round's queries, and whether queries were pruned."""

@@ -201,13 +201,59 @@ def _check_bool(name: str, value: Any) -> bool:
 
 
 def _check_pruning(record: Any) -> None:
-    """prune (exact pruned queries, engine/pruning/las.py) and block_rows (None: the default)."""
-    record._set("prune", _check_bool("prune", record.prune))
+    """prune (exact pruned queries, engine/pruning/: True, or a :class:`PruneOptions`) and
+    block_rows (None: the default), checked together by :meth:`PruneOptions.of`."""
+    if isinstance(record.prune, dict):          # a PruneOptions as as_dict() wrote it
+        record._set("prune", PruneOptions(**record.prune))
+    if not isinstance(record.prune, PruneOptions):
+        record._set("prune", _check_bool("prune", record.prune))
+    PruneOptions.of(record.prune, record.block_rows)
     if record.block_rows is not None:
         record._set("block_rows", check_block_rows(record.block_rows))
 
 
 DEFAULT_BLOCK_ROWS = 128  # rows per pruning block (engine/pruning/)
+
+
+@dataclass(frozen=True)
+class PruneOptions(Params):
+    """How pruned queries cut X (engine/pruning/): ``block_rows`` rows per block (a
+    multiple of 64; None: 128) and ``basis_dim`` directions in the basis the block
+    summaries bound in (LAS and BLR; None: the default of engine/pruning/block_summaries.py).
+
+    The one shape of the pruning options: the engines' constructors, sessions, runs and
+    the CLI's ``--prune`` all reach it through :meth:`of`, which also reads the older
+    keywords (``prune=True, block_rows=64``)."""
+    block_rows: int | None = None
+    basis_dim: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.block_rows is not None:
+            self._set("block_rows", check_block_rows(self.block_rows))
+        self._set("basis_dim", _check_int("basis_dim", self.basis_dim, 1, allow_none=True))
+
+    @classmethod
+    def of(cls, prune: Any, block_rows: int | None = None) -> PruneOptions | None:
+        """The record for a method's keywords ``prune`` (False or None: off; True; or a
+        PruneOptions) and ``block_rows`` (the older keyword for ``PruneOptions.block_rows``)."""
+        if isinstance(prune, PruneOptions):
+            if block_rows is not None and check_block_rows(block_rows) != check_block_rows(prune.block_rows):
+                raise ParameterError(f"block_rows={block_rows!r} disagrees with prune={prune!r}: give it once, "
+                                     "in PruneOptions")
+            return prune
+        if prune is None or not _check_bool("prune", prune):
+            return None
+        return cls(block_rows)
+
+    def saved(self) -> dict[str, Any]:
+        """What a saved search records of it (``block_rows`` as used, ``basis_dim`` when set)."""
+        out: dict[str, Any] = {"block_rows": check_block_rows(self.block_rows)}
+        return out if self.basis_dim is None else {**out, "basis_dim": self.basis_dim}
+
+    @classmethod
+    def from_saved(cls, saved: dict[str, Any] | None) -> PruneOptions | None:
+        """The record a saved search's ``saved()`` came from (None: not pruned)."""
+        return None if not saved else cls(saved.get("block_rows"), saved.get("basis_dim"))
 
 
 def check_block_rows(block_rows: Any) -> int:
@@ -251,7 +297,7 @@ class LASOptions(Options):
     alpha: float = 0.0
     check_every: int | None = 100
     drift_tol: float = 1e-10
-    prune: bool = False
+    prune: bool | PruneOptions = False
     block_rows: int | None = None
     fantasy: float | str | None = None
 
@@ -280,7 +326,7 @@ class ASGOptions(Options):
 @dataclass(frozen=True)
 class WNASOptions(Options):
     """WNAS (engine/methods/wnas.py): no parameters; pruning."""
-    prune: bool = False
+    prune: bool | PruneOptions = False
     block_rows: int | None = None
 
     def __post_init__(self) -> None:
@@ -368,7 +414,7 @@ class BLRParams(Params):
 class BLROptions(Options, BLRParams):
     """BLR (engine/methods/blr.py): its parameters, :class:`BLRParams`, and pruning (greedy
     and UCB queries, engine/pruning/blr.py)."""
-    prune: bool = False
+    prune: bool | PruneOptions = False
     block_rows: int | None = None
 
     def __post_init__(self) -> None:

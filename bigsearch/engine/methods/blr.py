@@ -45,7 +45,7 @@ from ...kernels.blr import blr_scores, sample_tops
 from ...kernels.encoded import binary_quadratic
 from ...storage.encoding import decode
 from ..core.base import PointArray, PrunableSearch, StoreLike
-from ..core.params import BLROptions, BLRParams
+from ..core.params import BLROptions, BLRParams, PruneOptions
 from ..core.rank_updates import DeferredK, LowRankInverse, batch_update
 from ..core.select import ChunkPartials, best_ranked
 from ..core.steps import COLSUM, FUSED_LABELS, decoded_blocks, lower_quadratic_form, packed_bits
@@ -158,7 +158,7 @@ class BLR(PrunableSearch):
         backend: Any = "local",
         n_threads: int | None = None,
         store_options: dict[str, Any] | None = None,
-        prune: bool = False,
+        prune: bool | PruneOptions = False,
         block_rows: int | None = None,
     ) -> None:
         options = BLROptions(acquisition, beta, lam, noise, refit_share, seed, prune, block_rows)  # checked
@@ -185,10 +185,10 @@ class BLR(PrunableSearch):
         self._rng = np.random.default_rng(params.seed)
         self._J_stale = False  # J lags behind A: recomputed when read
         self._labels_at_refit = 0
-        self._start_pruning(BLRPruning(self, options.block_rows) if options.prune else None)
+        self._start_pruning(BLRPruning, options.prune, options.block_rows)
 
     def engine_options(self) -> dict[str, Any]:
-        return {"prune": True, "block_rows": self.pruning.block_rows} if self.pruning is not None else {}
+        return self._prune_keywords()
 
     # -- scores --------------------------------------------------------------------
     @property
@@ -259,6 +259,19 @@ class BLR(PrunableSearch):
         xbar_A = self.xA / nA
         h = self._inverse.times_rows(xbar_A[None, :])[0]
         return mean, float(xbar_A @ h) + self.noise / nA, -float(xbar @ self.d), h
+
+    # -- what its pruning reads (engine/pruning/contract.py) ------------------------
+    def scoring_now(self, w: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, tuple[float, float, float]]:
+        """(w, V = [w, d, h], (mean, v0, d0)): what a full pass would score with now, for
+        the weights ``w`` (default: the posterior mean)."""
+        w = self._weights() if w is None else w
+        mean, v0, d0, h = self._consts(w)
+        return w, np.vstack([w, self.d, h]), (mean, v0, d0)
+
+    @property
+    def score_weights(self) -> tuple[float, float]:
+        """(beta, t) of kernels/blr.py: the weight of sqrt(v) in the score and of v in ``im``."""
+        return self._beta, self._t
 
     # -- the algorithm -------------------------------------------------------------
     @property
@@ -512,13 +525,12 @@ class BLR(PrunableSearch):
             "in_A": sorted(self._in_A),
             "J_stale": self._J_stale,
             "rng": self._rng.bit_generator.state,
-            **({"prune": {"block_rows": self.pruning.block_rows}} if self.pruning is not None else {}),
+            **self._prune_meta(),
         }
 
     @classmethod
     def _options_from_meta(cls, meta: dict[str, Any]) -> dict[str, Any]:
-        prune = meta.get("prune")
-        return {**meta["params"], **({"prune": True, "block_rows": prune["block_rows"]} if prune else {})}
+        return {**meta["params"], **cls._prune_from_meta(meta)}
 
     def _saved_globals(self) -> dict[str, np.ndarray]:
         inverse = self._inverse

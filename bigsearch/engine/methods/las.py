@@ -29,7 +29,7 @@ from ...kernels.las import degrees
 from ...storage import FeatureStore
 from ...storage.encoding import decode
 from ..core.base import PointArray, PrunableSearch, StoreLike
-from ..core.params import DriftCheck, LASOptions, LASParams
+from ..core.params import DriftCheck, LASOptions, LASParams, PruneOptions
 from ..core.rank_updates import DeferredK, LowRankInverse, advance_score_vectors, batch_update
 from ..core.select import PassSummary
 from ..core.steps import COLSUM, FUSED_LABELS, GRAM, LAS_REFRESH, LAS_RESCORE, LAS_UPDATE, Compared
@@ -82,7 +82,7 @@ class LAS(PrunableSearch):
     def __init__(self, store: StoreLike, *, pi: float | None = None, eta: float = 0.5, w0: float | None = None,
                  alpha: float = 0.0, backend: Any = "local", n_threads: int | None = None,
                  check_every: int | None = 100, drift_tol: float = 1e-10,
-                 store_options: dict[str, Any] | None = None, prune: bool = False,
+                 store_options: dict[str, Any] | None = None, prune: bool | PruneOptions = False,
                  block_rows: int | None = None, fantasy: float | str | None = None) -> None:
         options = LASOptions(pi, eta, w0, alpha, check_every, drift_tol, prune, block_rows, fantasy)  # checked
         self.drift_check = DriftCheck(options.check_every, options.drift_tol)
@@ -102,10 +102,10 @@ class LAS(PrunableSearch):
         self._work_since_check = 0.0  # floating-point operations of the updates since the last check
         self._J_stale = False        # a batch's J update was deferred (alpha = 0): see _update
         self._V: np.ndarray | None = None   # [K^-1 xq, K^-1 xz]: see score_vectors
-        self._start_pruning(LASPruning(self, block_rows) if prune else None)
+        self._start_pruning(LASPruning, options.prune, options.block_rows)
 
     def engine_options(self) -> dict[str, Any]:
-        prune = {"prune": True, "block_rows": self.pruning.block_rows} if self.pruning is not None else {}
+        prune = self._prune_keywords()
         fantasy = {"fantasy": self.fantasy} if self.fantasy is not None else {}
         return {**self.drift_check.as_dict(), **prune, **fantasy}
 
@@ -407,9 +407,7 @@ class LAS(PrunableSearch):
                 "work_since_check": self._work_since_check, "fantasy": self.fantasy,
                 **self.drift_check.as_dict(),
                 "J_stale": self._J_stale or bool((pruning := self._pruned()) and pruning.stale)}
-        if self.pruning is not None:
-            meta["prune"] = {"block_rows": self.pruning.block_rows}
-        return meta
+        return {**meta, **self._prune_meta()}
 
     def _saved_globals(self) -> dict[str, np.ndarray]:
         """SAVED_GLOBALS, but K^-1 as it is kept: the base "Kinv_base" and the labels since
@@ -437,10 +435,8 @@ class LAS(PrunableSearch):
 
     @classmethod
     def _options_from_meta(cls, meta: dict[str, Any]) -> dict[str, Any]:
-        prune = meta.get("prune")
         return {**meta["params"], **{name: meta[name] for name in DriftCheck.names()},
-                "prune": prune is not None, "block_rows": (prune or {}).get("block_rows"),
-                "fantasy": meta.get("fantasy")}
+                **cls._prune_from_meta(meta), "fantasy": meta.get("fantasy")}
 
     def _restore(self, meta: dict[str, Any]) -> None:
         """One O(n r) pass for f and the degrees; a J saved stale stays so until J or the

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...backends import StepCall
 from ..core.base import PointArray, PrunableSearch, StoreLike
-from ..core.params import WNASOptions, WNASParams
+from ..core.params import PruneOptions, WNASOptions, WNASParams
 from ..core.select import PassSummary
 from ..core.steps import WNAS_UPDATE
 from ..pruning.wnas import WNASPruning
@@ -47,15 +47,15 @@ class WNAS(PrunableSearch):
     SAVED_POINT_ARRAYS = ("num", "den")
 
     def __init__(self, store: StoreLike, *, backend: Any = "local", n_threads: int | None = None,
-                 store_options: dict[str, Any] | None = None, prune: bool = False,
+                 store_options: dict[str, Any] | None = None, prune: bool | PruneOptions = False,
                  block_rows: int | None = None) -> None:
-        WNASOptions(prune, block_rows)             # checked before the store is opened
+        options = WNASOptions(prune, block_rows)             # checked before the store is opened
         super().__init__(store, WNASParams(), backend=backend, n_threads=n_threads, store_options=store_options)
-        self._start_pruning(WNASPruning(self, block_rows) if prune else None)
+        self._start_pruning(WNASPruning, options.prune, options.block_rows)
 
     # -- pruned queries (engine/pruning/wnas.py) --------------------------------------
     def engine_options(self) -> dict[str, Any]:
-        return {"prune": True, "block_rows": self.pruning.block_rows} if self.pruning is not None else {}
+        return self._prune_keywords()
 
     def _sync_scores(self) -> None:
         self._sync()
@@ -68,12 +68,11 @@ class WNAS(PrunableSearch):
         return super().export_state()
 
     def _export_meta(self) -> dict[str, Any]:
-        return {"prune": {"block_rows": self.pruning.block_rows}} if self.pruning is not None else {}
+        return self._prune_meta()
 
     @classmethod
     def _options_from_meta(cls, meta: dict[str, Any]) -> dict[str, Any]:
-        prune = meta.get("prune")
-        return {**meta["params"], **({"prune": True, "block_rows": prune["block_rows"]} if prune else {})}
+        return {**meta["params"], **cls._prune_from_meta(meta)}
 
     @property
     def f(self) -> np.ndarray:

@@ -1,5 +1,4 @@
-"""Exact pruned queries for BLR's greedy and UCB acquisitions (engine/methods/blr.py), on
-the local backend.
+"""Exact pruned queries for BLR's greedy and UCB acquisitions (engine/methods/blr.py).
 
 BLR's predictive mean is linear in x: f_i = mean + x_i . w. Since a block was last read
 (its version, at w_s and mean_s), every f_i of the block has changed by exactly
@@ -20,9 +19,12 @@ update's V and c, as the update's pass had them) are replayed on its rows by the
 functions, then f, v and im come from the full pass's kernel (bit-identical scores).
 
 Thompson draws anew each query, so its queries keep the full pass. On the dask backend,
-greedy queries are pruned where the chunks live (``chunk_top_step``: each chunk's
-summaries and cache in its state on the worker, its exact top k back to the driver, as
-LAS's); UCB's log of J updates stays on the driver, so UCB keeps the full pass there.
+greedy and UCB queries are pruned where the chunks live (``chunk_top_step``: each chunk's
+summaries, cache and log of J updates in its state on the worker, its exact top k back
+to the driver, as LAS's): the J updates told since the last query travel with it,
+numbered from the last full pass, and each chunk keeps those its blocks have not seen.
+A chunk rebuilt after a lost worker has J current (the engine's recipe) and reads every
+block once; its numbering starts after the updates already sent.
 """
 
 import numpy as np
@@ -30,6 +32,7 @@ import numpy as np
 from ...backends import ChunkStep
 from ...kernels.blr import blr_scores
 from ...storage.encoding import n_features
+from ..core.params import PruneOptions
 from ..core.select import best_ranked
 from ..core.steps import decoded_blocks, lower_quadratic_form
 from .block_summaries import (
@@ -39,7 +42,17 @@ from .block_summaries import (
     gram_basis,
     summary_step,
 )
-from .las import NO_LABELS, ChunkTop, Pruner, adjacent_runs, apply_labels_to_chunk, chunk_pruner, row_range
+from .contract import per_chunk
+from .las import (
+    NO_LABELS,
+    ChunkTop,
+    Pruner,
+    adjacent_runs,
+    apply_labels_to_chunk,
+    chunk_pruner,
+    chunk_runs,
+    row_range,
+)
 
 ROUNDING = 1e3  # the UCB term's rounding, in units of sqrt of the scale of v (see ``_ucb_rounding``)
 
@@ -55,61 +68,30 @@ def gram_step(x, state):
 GRAM_X = ChunkStep(gram_step, from_scratch=True)
 
 
-def chunk_top_step(x, state, u, V, consts, beta, t, k, generation, u_reset, basis, block_rows):
-    """A chunk's exact top k of greedy BLR at u = [w, mean], reading only the blocks that
-    could hold it (the dask backend): the chunk's summaries and cache live in its state
-    (built at the first call, when every block is read once); ``generation`` changes after
-    each full pass, at ``u_reset``, and the cache is then rebuilt from the chunk's f."""
-    pr = chunk_pruner(
-        x,
-        state,
-        lambda: summary_step(x, state, basis, block_rows),
-        basis,
-        block_rows,
-        None,
-        1.0,
-        u,
-        generation,
-        u_reset,
-    )
-    pr.rescale = True  # greedy (the workers prune greedy only): the maxima are of f alone
-
-    def read(blocks):
-        for run in adjacent_runs(blocks):
-            score_rows(x, state, pr.sm.start[run[0]], pr.sm.stop[run[-1]], V, NO_LABELS, consts, beta, t)
-
-    idx, sc, rows = pr.top(k, u, read, state.f, state.label)
-    return ChunkTop(idx + state.start, sc, rows)
-
-
-# It updates state it did not create: a lost chunk is rebuilt by the engine's recipe,
-# whose partials are not a ChunkTop, and the query is asked again (BLRPruning).
-CHUNK_TOP = ChunkStep(chunk_top_step, whole_chunk=False)
-
-
 class BLRPruning:
-    """Glue between a BLR engine and the Pruner: one for all of X on the local backend,
-    one per chunk on the workers of the dask backend (greedy).
+    """BLR's :class:`~bigsearch.engine.pruning.contract.Pruning`: one Pruner for all of X
+    on a backend whose arrays are in this process, one per chunk where the chunks live
+    otherwise (the dask backend's workers).
 
     ``status`` says whether queries are pruned, and why not when they are not."""
 
-    def __init__(self, engine, block_rows=None, basis_dim=DEFAULT_BASIS):
+    def __init__(self, engine, options=None):
         self.engine = engine
-        self.block_rows = check_block_rows(block_rows)
-        self.basis_dim = int(basis_dim)
+        self.options = options or PruneOptions()
+        self.block_rows = check_block_rows(self.options.block_rows)
+        self.basis_dim = self.options.basis_dim or DEFAULT_BASIS
         self.summaries = None
         self.pruner = None
         self.stale = False  # f (and J, v, im) of unread blocks lag behind the labels
         self.log = []  # UCB: (clock, V, c, consts) of each J update since the last full pass
+        self.unsent = []  # UCB on the workers: (number, V, c, consts) of the updates not sent yet
+        self.n_logged = 0  # UCB on the workers: updates numbered since the last full pass
         self.hold = None  # the weights a UCB batch keeps while its members join A
-        self.ucb_score = None  # UCB: f + im per point, at each block's version
-        self.local = getattr(engine.backend, "name", "") == "local"
+        self.local = not per_chunk(engine.backend)
         self.basis, self.generation, self.u_reset = None, 0, None  # for the workers' pruners (dask)
         acq = engine.params.acquisition
         if acq == "thompson":
             self.status = "off: Thompson: a full pass per query: a new draw each query"
-        elif not self.local and acq == "ucb":
-            self.status = "off: pruned UCB queries need the local backend for now: a full pass per query"
         elif not self.local:
             self.status = (
                 f"on: exact pruning of blocks of {self.block_rows} rows ({acq}), each worker pruning its chunks"
@@ -132,49 +114,63 @@ class BLRPruning:
         e = self.engine
         if self.basis is None:
             self.basis = gram_basis(np.sum(e.backend.map(GRAM_X), axis=0), self.basis_dim)
-            e.bytes_since_query += e.store.nbytes
-        if not self.local:  # the workers reset their chunks' caches at the next query
+            e.count_read(e.store.nbytes)
+        if self.ucb:
+            self._set_ucb_scores()
+        self.log, self.unsent, self.n_logged, self.hold, self.stale = [], [], 0, None, False
+        if not self.local:  # the workers reset their chunks' caches now (built the first time)
             self.generation += 1
-            self.u_reset, self.hold, self.stale = self.u(), None, False
+            self.u_reset = self.u()
+            if self.generation == 1:  # the workers compute their chunks' summaries: a pass
+                e.count_read(e.store.nbytes)
+            e.backend.map(CHUNK_PREPARE, self.generation, self.u_reset, self.basis, self.block_rows, self.ucb)
             return
         if self.summaries is None:
             self.summaries = compute_summaries(e.backend.map, e.store.chunks, self.basis, self.block_rows)
             self.pruner = Pruner(self.summaries, None, 1.0)
             self.pruner.rescale = not self.ucb  # greedy caches f alone (UCB: f + im)
-            e.bytes_since_query += e.store.nbytes
-        if self.ucb:
-            self.ucb_score = e.backend.gather("f") + e.backend.gather("im")
-        self.pruner.reset(self.u(), self.score(), e.backend.gather("label"))
-        self.log, self.hold, self.stale = [], None, False
+            e.count_read(e.store.nbytes)
+        self.pruner.reset(self.u(), self.score(), e.labels)
+
+    def _set_ucb_scores(self):
+        """UCB's score f + im per point (the backend's array ``ucb``), after a full pass."""
+        e = self.engine
+        if not getattr(self, "ucb_allocated", False):
+            e.backend.alloc("ucb", np.float64, -np.inf)
+            self.ucb_allocated = True
+        e.backend.map_state(set_ucb_scores, list(range(e.store.n_chunks)))
 
     def score(self):
-        """The selection score per point at each block's version: f itself for greedy
-        (the backend's array, never a copy: a fork's pruning reads its own)."""
-        return self.ucb_score if self.ucb else self.engine.backend.gather("f")
+        """The selection score per point at each block's version: f itself for greedy, f +
+        im for UCB (the backend's arrays, never a copy: a fork's pruning reads its own)."""
+        return self.engine.backend.gather("ucb" if self.ucb else "f")
 
     def _now(self):
         """(w, V = [w, d, h], consts) as the full pass would score with now."""
-        e = self.engine
-        w = e._weights() if self.hold is None else self.hold
-        mean, v0, d0, h = e._consts(w)
-        return w, np.vstack([w, e.d, h]), (mean, v0, d0)
+        return self.engine.scoring_now(self.hold)
 
     def u(self):
         w, _, consts = self._now()
         return np.append(w, consts[0])
 
-    def labels_told(self, idx, lab, G, c):
+    def labels_told(self, idx, lab, G=None, c=()):
         """New labels (or a UCB batch's members, ``lab`` 0 in the chunks' state only): into
-        the chunks' state and the block cache, and for UCB their J update into the log."""
+        the chunks' state and the block cache, and for UCB their J update (G, c) into the
+        log (sent to the workers with the next query)."""
         e = self.engine
         chunks = np.unique([e.store.chunk_of(i) for i in idx]).tolist()
         e.backend.map_state(apply_labels_to_chunk, chunks, idx, lab)
         if self.ucb and len(c):
             _, V, consts = self._now()
-            self.log.append((self.pruner.clock, np.vstack([V, G]), c, consts))
+            if self.local:
+                self.log.append((self.pruner.clock, np.vstack([V, G]), c, consts))
+            else:
+                self.unsent.append((self.n_logged, np.vstack([V, G]), c, consts))
+                self.n_logged += 1
         if self.local:
-            self.pruner.labeled(idx, self.score(), e.backend.gather("label"))
+            self.pruner.labeled(idx, self.score(), e.labels)
         self.stale = True
+        return True
 
     def top(self, k):
         e = self.engine
@@ -182,75 +178,192 @@ class BLRPruning:
         if not self.local:
             return self._top_on_workers(k, V, consts)
         if self.ucb:
-            self.pruner.rounding = self._ucb_rounding(V, consts)
-        label = e.backend.gather("label")
-        idx, sc, rows = self.pruner.top(k, self.u(), lambda blocks: self._read(blocks, V, consts), self.score(), label)
-        e.bytes_since_query += int(rows) * e.store.bytes_per_point
+            self.pruner.rounding = ucb_rounding(self.summaries.norm_max, e.lam, e.params.beta, V, consts)
+        idx, sc, rows = self.pruner.top(
+            k, self.u(), lambda blocks: self._read(blocks, V, consts), self.score(), e.labels
+        )
+        e.count_read(int(rows) * e.store.bytes_per_point)
         oldest = self.pruner.version.min()
         self.log = [entry for entry in self.log if entry[0] >= oldest]
         self.stale = True
         return idx, sc
 
     def _top_on_workers(self, k, V, consts):
-        """Each chunk's exact top k, pruned where the chunk lives: one round trip."""
+        """Each chunk's exact top k, pruned where the chunk lives: one round trip (the J
+        updates not sent yet go with it)."""
         e = self.engine
-        args = (self.u(), V, consts, e._beta, e._t, k, self.generation, self.u_reset, self.basis, self.block_rows)
+        beta, t = e.score_weights
+        query = (self.u(), V, consts, beta, t, k)
+        cache = (self.generation, self.u_reset, self.basis, self.block_rows)
+        args = (*query, *cache, self.ucb, e.lam, e.params.beta, self.unsent, self.n_logged)
         parts = e.backend.map(CHUNK_TOP, *args)
         if not all(isinstance(part, ChunkTop) for part in parts):
             parts = e.backend.map(CHUNK_TOP, *args)  # a lost worker's chunks were rebuilt: again
+        self.unsent = []
         idx, sc = best_ranked(np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts]), k)
-        e.bytes_since_query += int(sum(q[2] for q in parts)) * e.store.bytes_per_point
+        e.count_read(int(sum(q[2] for q in parts)) * e.store.bytes_per_point)
         self.stale = True
         return idx, sc
 
-    def _ucb_rounding(self, V, consts):
-        """A scale that, times the Pruner's margin, covers the rounding of beta sqrt(v):
-        sqrt(v + e) - sqrt(v) <= sqrt(e), and v's terms are at most R^2 / lam (A >= lam I),
-        2 R |h| and |v0| (R: the largest row norm)."""
-        e = self.engine
-        R = float(self.summaries.norm_max.max())
-        scale = R * R / e.lam + 2 * R * np.linalg.norm(V[2]) + abs(consts[1])
-        return ROUNDING * e.params.beta * np.sqrt(scale)
-
     def catch_up(self):
         """Every block's rows brought up to date (before a full pass that keeps J)."""
+        if not self.local:
+            if self.ucb and (self.unsent or self.n_logged):
+                self._top_on_workers(0, *self._now()[1:])
+            return
         if self.log:
             _, V, consts = self._now()
             self._read(np.arange(self.summaries.n_blocks), V, consts)
 
     def _read(self, blocks, V, consts):
-        """Recompute these blocks' rows from X: the logged J updates since each block's
-        version, then f, v and im; each chunk opened once, each run of adjacent blocks one
-        kernel call."""
+        """Recompute these blocks' rows from X where their chunks are: the logged J updates
+        since each block's version, then f, v and im; each chunk opened once, each run of
+        adjacent blocks one kernel call."""
         e, sm = self.engine, self.summaries
-        blocks = np.sort(blocks)
-        breaks = np.flatnonzero((sm.chunk[blocks[1:]] != sm.chunk[blocks[:-1]]) | (blocks[1:] != blocks[:-1] + 1)) + 1
-        runs = np.split(blocks, breaks)
-        for c in np.unique(sm.chunk[blocks]):
-            st = e.backend.states[c]
-            with e.store.chunk(int(c), whole=False) as x:
-                for run in (r for r in runs if sm.chunk[r[0]] == c):
-                    for b in run if self.log else ():
-                        a, z = sm.start[b] - st.start, sm.stop[b] - st.start
-                        for clock, Vl, cl, cst in self.log:
-                            if clock >= self.pruner.version[b]:
-                                self._score(
-                                    x,
-                                    st,
-                                    a,
-                                    z,
-                                    *lower_quadratic_form(row_range(x, a, z), st.J[a:z], Vl, cl, first=3),
-                                    cst,
-                                )
-                    a, z = sm.start[run[0]] - st.start, sm.stop[run[-1]] - st.start
-                    self._score(x, st, a, z, V, NO_LABELS, consts)
-                    if self.ucb:
-                        self.ucb_score[st.start + a : st.start + z] = st.f[a:z] + st.im[a:z]
+        beta, t = e.score_weights
+        plan = {}
+        for c, a, z, run in chunk_runs(sm, blocks, e.store.chunks):
+            plan.setdefault(c, []).append((a, z, missed_updates(self.log, self.pruner, run, e.store.chunks[c][0])))
+        e.backend.map_chunks(READ_RUNS, sorted(plan), plan, V, consts, beta, t, self.ucb)
 
-    def _score(self, x, st, a, z, V, c, consts):
-        """The full pass's kernel on a chunk's rows a:z (J lowered by the rows 3: of V)."""
-        e = self.engine
-        score_rows(x, st, a, z, V, c, consts, e._beta, e._t)
+
+def missed_updates(log, pr, run, first=0):
+    """Per block of a run that has not seen some of the logged J updates ((clock, V, c,
+    consts), in order): (a, z, those updates), rows counted from ``first``."""
+    out = []
+    for b in run if log else ():
+        missed = [entry[1:] for entry in log if entry[0] >= pr.version[b]]
+        if missed:
+            out.append((pr.sm.start[b] - first, pr.sm.stop[b] - first, missed))
+    return out
+
+
+def ucb_rounding(norm_max, lam, beta, V, consts):
+    """A scale that, times the Pruner's margin, covers the rounding of beta sqrt(v):
+    sqrt(v + e) - sqrt(v) <= sqrt(e), and v's terms are at most R^2 / lam (A >= lam I),
+    2 R |h| and |v0| (R: the largest row norm of the blocks, ``norm_max``)."""
+    R = float(norm_max.max()) if len(norm_max) else 0.0
+    scale = R * R / lam + 2 * R * np.linalg.norm(V[2]) + abs(consts[1])
+    return ROUNDING * beta * np.sqrt(scale)
+
+
+def set_ucb_scores(state):
+    """UCB's selection score f + im of every row of a chunk (after a full pass)."""
+    np.add(state.f, state.im, out=state.ucb)
+
+
+def refresh_runs(x, state, runs, V, consts, beta, t, ucb):
+    """Rows of a chunk brought up to date, by the full pass's functions: ``runs`` are
+    (a, z, blocks) with ``blocks`` [(a, z, updates missed)]: each block's missed J
+    updates replayed, then f, v and im of the run (and UCB's score)."""
+    for a, z, blocks in runs:
+        for ba, bz, missed in blocks:
+            for Vl, cl, cst in missed:
+                lowered = lower_quadratic_form(row_range(x, ba, bz), state.J[ba:bz], Vl, cl, first=3)
+                score_rows(x, state, ba, bz, *lowered, cst, beta, t)
+        score_rows(x, state, a, z, V, NO_LABELS, consts, beta, t)
+        if ucb:
+            state.ucb[a:z] = state.f[a:z] + state.im[a:z]
+
+
+def read_runs_step(x, state, plan, V, consts, beta, t, ucb):
+    """``refresh_runs`` on this chunk's part of ``plan`` ({chunk: runs})."""
+    refresh_runs(x, state, plan[state.chunk_id], V, consts, beta, t, ucb)
+
+
+READ_RUNS = ChunkStep(read_runs_step, whole_chunk=False)
+
+
+def chunk_prepare_step(x, state, generation, u_reset, basis, block_rows, ucb):
+    """Right after a full pass (the chunk's scores at ``u_reset``): the chunk's Pruner
+    built (its summaries computed the first time) or reset, and its log of J updates
+    emptied, so that even its first query reads only the blocks its bounds require."""
+    _chunk_pruner(x, state, basis, block_rows, u_reset, generation, u_reset, ucb, fresh=True)
+    state.blr_log, state.blr_logged = [], 0
+
+
+# It updates state it did not create: a lost chunk is rebuilt by the engine's recipe
+# instead, and its Pruner is built at its next query (every block unknown).
+CHUNK_PREPARE = ChunkStep(chunk_prepare_step, whole_chunk=False)
+
+
+def _chunk_pruner(x, state, basis, block_rows, u, generation, u_reset, ucb, fresh=False):
+    pr = chunk_pruner(
+        x,
+        state,
+        lambda: summary_step(x, state, basis, block_rows),
+        basis,
+        block_rows,
+        None,
+        1.0,
+        u,
+        generation,
+        u_reset,
+        fresh=fresh,
+        score="ucb" if ucb else "f",
+    )
+    pr.rescale = not ucb  # greedy caches f alone (UCB: f + im)
+    return pr
+
+
+def chunk_top_step(
+    x,
+    state,
+    u,
+    V,
+    consts,
+    beta,
+    t,
+    k,
+    generation,
+    u_reset,
+    basis,
+    block_rows,
+    ucb=False,
+    lam=1.0,
+    ucb_beta=0.0,
+    updates=(),
+    n_logged=0,
+):
+    """A chunk's exact top k of greedy or UCB BLR at u = [w, mean], reading only the blocks
+    that could hold it (the dask backend; k = 0: every block brought up to date): the
+    chunk's summaries, cache and log of J updates live in its state. ``updates`` are the
+    J updates (number, V, c, consts) told since the last query, ``n_logged`` how many
+    were numbered since the last full pass: a chunk keeps those it has not seen; one
+    without a Pruner (rebuilt after a lost worker: J current) keeps none and reads every
+    block once."""
+    known = getattr(state, "pruner", None) is not None  # else: rebuilt after a lost worker, J current
+    pr = _chunk_pruner(x, state, basis, block_rows, u, generation, u_reset, ucb)
+    if not known:
+        state.blr_log, state.blr_logged = [], n_logged
+    for number, Vl, cl, cst in updates:
+        if number >= state.blr_logged:
+            state.blr_log.append((pr.clock, Vl, cl, cst))
+            state.blr_logged = number + 1
+    if ucb:
+        pr.rounding = ucb_rounding(pr.sm.norm_max, lam, ucb_beta, V, consts)
+
+    def read(blocks):
+        runs = []
+        for run in adjacent_runs(blocks):
+            runs.append((pr.sm.start[run[0]], pr.sm.stop[run[-1]], missed_updates(state.blr_log, pr, run)))
+        refresh_runs(x, state, runs, V, consts, beta, t, ucb)
+
+    if k == 0:  # (a full pass follows, which resets the cache)
+        latest = max((entry[0] for entry in state.blr_log), default=-1)
+        stale = np.flatnonzero(pr.version <= latest)
+        if len(stale):
+            read(stale)
+        idx, sc, rows = np.zeros(0, np.int64), np.zeros(0), int((pr.sm.stop[stale] - pr.sm.start[stale]).sum())
+    else:
+        idx, sc, rows = pr.top(k, u, read, getattr(state, "ucb" if ucb else "f"), state.label)
+    state.blr_log = [entry for entry in state.blr_log if entry[0] >= pr.version.min()]
+    return ChunkTop(idx + state.start, sc, rows)
+
+
+# It updates state it did not create: a lost chunk is rebuilt by the engine's recipe,
+# whose partials are not a ChunkTop, and the query is asked again (BLRPruning).
+CHUNK_TOP = ChunkStep(chunk_top_step, whole_chunk=False)
 
 
 def score_rows(x, st, a, z, V, c, consts, beta, t):

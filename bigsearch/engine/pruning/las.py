@@ -50,8 +50,10 @@ alpha > 0 is not pruned: the rescaling of the impact factor needs sums of IM ove
 unlabeled points, so those queries keep the full pass (``status`` says which).
 
 On the dask backend, ``chunk_top_step`` does the same inside each chunk, with the
-chunk's summaries and cache in its state on the worker, and returns the chunk's exact
-top k; the driver merges them (one round trip per query).
+chunk's summaries and cache in its state on the worker (set from the chunk's f right
+after each full pass, ``chunk_prepare_step``), and returns the chunk's exact top k; the
+driver merges them (one round trip per query). On the local backend the blocks read are
+recomputed where their chunks are, by ``Backend.map_chunks`` (engine/pruning/contract.py).
 """
 
 from typing import NamedTuple
@@ -62,6 +64,7 @@ from ...backends import ChunkStep
 from ...kernels.las import update_scores
 from ...kernels.pruning import block_bounds, group_bounds, unlabeled_maxima
 from ...storage.encoding import Encoded, decode, n_rows
+from ..core.params import PruneOptions
 from ..core.select import best_ranked
 from . import summaries as saved  # the summaries saved with the store
 from .block_summaries import (
@@ -73,6 +76,7 @@ from .block_summaries import (
     gram_basis,
     summary_step,
 )
+from .contract import per_chunk
 
 SAFETY = 1e-9          # relative margin for rounding (dot products of length r err ~1e-14)
 NO_LABELS = np.zeros(0)
@@ -364,28 +368,30 @@ def rows_of(start, stop, f, label):
 
 
 class LASPruning:
-    """Glue between a LAS engine and the Pruner: one for all of X on the local backend,
-    one per chunk on the workers of the dask backend.
+    """LAS's :class:`~bigsearch.engine.pruning.contract.Pruning` (contract.py): one Pruner
+    for all of X on a backend whose arrays are in this process, one per chunk where the
+    chunks live otherwise (the dask backend's workers).
 
     ``status`` says whether queries are pruned, and why not when they are not.
     """
 
-    def __init__(self, engine, block_rows=None, basis_dim=DEFAULT_BASIS):
+    def __init__(self, engine, options=None):
         self.engine = engine
-        self.block_rows = check_block_rows(block_rows)
-        self.basis_dim = int(basis_dim)
+        self.options = options or PruneOptions()
+        self.block_rows = check_block_rows(self.options.block_rows)
+        self.basis_dim = self.options.basis_dim or DEFAULT_BASIS
         self.summaries = None
         self.summaries_from = None   # "store", or "computed: why not from the store" (local backend)
         self.pruner = None
         self.stale = False           # J, IM (and f of unread blocks) lag behind the labels
-        self.local = getattr(engine.backend, "name", "") == "local"
+        self.local = not per_chunk(engine.backend)
         self.basis, self.generation, self.u_reset = None, 0, None    # for the workers' pruners
         self.stored = None           # for the workers: where their slices of the stored summaries are
-        p, b = engine.params, engine.backend
+        p = engine.params
         if p.alpha != 0:
             self.status = ("off: alpha > 0 needs sums of the impact factor over all unlabeled points "
                            "(its rescaling), so every query is a full pass")
-        elif getattr(b, "name", "") != "local":
+        elif not self.local:
             self.status = (f"on: exact pruning of blocks of {self.block_rows} rows (alpha = 0), each worker "
                            "pruning its own chunks")
         else:
@@ -409,9 +415,11 @@ class LASPruning:
             self._find_stored_for_workers()
         if self.basis is None:
             self.basis = gram_basis(G if G is not None else np.eye(e.store.r) - e.K, self.basis_dim)
-        if not self.local:       # the workers reset their chunks' caches at the next query
+        if not self.local:       # the workers reset their chunks' caches now, from f at u
             self.generation += 1
             self.u_reset = self.u()
+            e.backend.map(CHUNK_PREPARE, self.generation, self.u_reset, self.basis, self.block_rows, e.s,
+                          e.params.w0, self.stored)
             self.stale = False
             return
         if self.summaries is None:
@@ -419,7 +427,7 @@ class LASPruning:
             self.summaries = compute_summaries(e.backend.map, e.store.chunks, basis, self.block_rows)
         if self.pruner is None:
             self.pruner = Pruner(self.summaries, e.s, 1.0 / (1.0 + e.params.w0))
-        self.pruner.reset(self.u(), e.backend.gather("f"), e._label)
+        self.pruner.reset(self.u(), e.backend.gather("f"), e.labels)
         self.stale = False
 
     def _find_stored_for_workers(self):
@@ -457,18 +465,23 @@ class LASPruning:
         chunks = np.unique([e.store.chunk_of(i) for i in idx]).tolist()
         e.backend.map_state(apply_labels_to_chunk, chunks, idx, lab)
         if self.local:
-            self.pruner.labeled(idx, e.backend.gather("f"), e._label)
+            self.pruner.labeled(idx, e.backend.gather("f"), e.labels)
         self.stale = True
+        return True
+
+    def catch_up(self):
+        """Nothing to replay: f at u depends on no history, so the search's next full
+        pass brings every block up to date."""
 
     def top(self, k):
         e = self.engine
         u = self.u()
         if self.local:
             idx, sc, rows = self.pruner.top(k, u, lambda blocks: self._read(blocks, u), e.backend.gather("f"),
-                                            e._label)
+                                            e.labels)
         else:
             idx, sc, rows = self._top_on_workers(k, u)
-        e.bytes_since_query += int(rows) * e.store.bytes_per_point
+        e.count_read(int(rows) * e.store.bytes_per_point)
         self.stale = True
         return idx, sc
 
@@ -493,7 +506,7 @@ class LASPruning:
         it, so a chunk far from the best reads nothing. (rows read, too.)"""
         e = self.engine
         cand = getattr(self, "candidates", np.zeros(0, np.int64))
-        cand = cand[e._label[cand] < 0]
+        cand = cand[e.labels[cand] < 0]
         if len(cand) < k:
             return -np.inf, 0
         x = decode(e.store.read_stored_rows(cand))
@@ -505,20 +518,35 @@ class LASPruning:
         return kth - margin, len(cand)
 
     def _read(self, blocks, u):
-        """Recompute f at u for these blocks from X: each chunk opened once, each run of
-        adjacent blocks one kernel call."""
-        e, sm, p = self.engine, self.summaries, self.engine.params
+        """Recompute f at u for these blocks from X, where their chunks are: each chunk
+        opened once, each run of adjacent blocks one kernel call."""
+        e, p = self.engine, self.engine.params
         V = np.stack([u, e.score_vectors()[1]])
-        blocks = np.sort(blocks)
-        breaks = np.flatnonzero((sm.chunk[blocks[1:]] != sm.chunk[blocks[:-1]]) | (blocks[1:] != blocks[:-1] + 1)) + 1
-        runs = np.split(blocks, breaks)
-        chunk_of_run = [int(sm.chunk[r[0]]) for r in runs]
-        for c in sorted(set(chunk_of_run)):
-            st = e.backend.states[c]
-            with e.store.chunk(c, whole=False) as x:
-                for run in (r for r, rc in zip(runs, chunk_of_run) if rc == c):
-                    _score_rows(x, st, sm.start[run[0]] - st.start, sm.stop[run[-1]] - st.start, V, p.eta,
-                                p.w0, p.pi)
+        runs = {}
+        for c, a, z, _ in chunk_runs(self.summaries, blocks, e.store.chunks):
+            runs.setdefault(c, []).append((a, z))
+        e.backend.map_chunks(SCORE_RUNS, sorted(runs), runs, V, p.eta, p.w0, p.pi)
+
+
+def chunk_runs(sm, blocks, chunks):
+    """The blocks as runs of adjacent blocks inside a chunk: (chunk, a, z, the run's
+    blocks) with its rows a:z counted from the chunk's first (``chunks``: each chunk's
+    (start, stop) in X)."""
+    blocks = np.sort(blocks)
+    breaks = np.flatnonzero((sm.chunk[blocks[1:]] != sm.chunk[blocks[:-1]]) | (blocks[1:] != blocks[:-1] + 1)) + 1
+    for run in np.split(blocks, breaks):
+        c = int(sm.chunk[run[0]])
+        first = chunks[c][0]
+        yield c, int(sm.start[run[0]] - first), int(sm.stop[run[-1]] - first), run
+
+
+def score_runs_step(x, state, runs, V, eta, w0, pi):
+    """f at V's u of the chunk's runs of rows (``chunk_runs``), by the full pass's kernel."""
+    for a, z in runs[state.chunk_id]:
+        _score_rows(x, state, a, z, V, eta, w0, pi)
+
+
+SCORE_RUNS = ChunkStep(score_runs_step, whole_chunk=False)
 
 
 def _score_rows(x, st, a, z, V, eta, w0, pi):
@@ -538,11 +566,10 @@ class ChunkTop(NamedTuple):
 def chunk_top_step(x, state, u, V, k, generation, u_reset, basis, block_rows, s, eta, w0, pi, floor=-np.inf,
                    stored=None):
     """A chunk's exact top k at u, reading only the blocks that could hold it; the
-    chunk's summaries and cache live in its state (built here at the first call, when
-    every block is read once; the summaries from the store's, given ``stored``, when they
-    fit: ``chunk_summaries``). ``generation`` changes after each full pass, at
-    ``u_reset``: the cache is then rebuilt from the chunk's f. Blocks whose bound is
-    below ``floor`` (at most the k-th best score over all chunks) are not read."""
+    chunk's summaries and cache live in its state (built by ``chunk_prepare_step`` after
+    each full pass; here only for a chunk rebuilt after a lost worker, every block then
+    read once). Blocks whose bound is below ``floor`` (at most the k-th best score over
+    all chunks) are not read."""
     pr = chunk_pruner(x, state, lambda: chunk_summaries(x, state, basis, block_rows, stored), basis, block_rows,
                       s, 1.0 / (1.0 + w0), u, generation, u_reset)
 
@@ -553,22 +580,40 @@ def chunk_top_step(x, state, u, V, k, generation, u_reset, basis, block_rows, s,
     return ChunkTop(idx + state.start, sc, rows)
 
 
-def chunk_pruner(x, state, summaries, basis, block_rows, s, b, u, generation, u_reset):
+def chunk_pruner(x, state, summaries, basis, block_rows, s, b, u, generation, u_reset, fresh=False, score="f"):
     """The Pruner of a chunk on a worker (the dask backend), kept in its state: built at the
-    first call from ``summaries()`` (the chunk's block summary columns, computed only then),
-    with every block unknown at u; when ``generation`` changed (a full pass since), its
-    cache is rebuilt from the chunk's f at ``u_reset``."""
+    first call from ``summaries()`` (the chunk's block summary columns, computed only then);
+    ``fresh`` (right after a full pass: the chunk's scores, its array ``score``, are all at
+    ``u_reset``) its cache is then set from them, else (a chunk rebuilt after a lost worker)
+    every block is unknown at u; when ``generation`` changed (a full pass since), its cache
+    is rebuilt from the chunk's scores at ``u_reset``."""
     pr = getattr(state, "pruner", None)
     if pr is None:
         start = np.arange(0, n_rows(x), block_rows)
         sm = BlockSummaries(block_rows, np.zeros(len(start), np.int64), start,
                             np.minimum(start + block_rows, n_rows(x)), basis, *summaries())
         pr = state.pruner = Pruner(sm, s, b)
-        pr.unknown(u)
+        if fresh:
+            pr.reset(u_reset, getattr(state, score), state.label)
+        else:
+            pr.unknown(u)
     elif state.pruner_generation != generation:
-        pr.reset(u_reset, state.f, state.label)
-    state.pruner_generation = generation
+        pr.reset(u_reset, getattr(state, score), state.label)
+    state.pruner_generation, state.pruner_score = generation, score
     return pr
+
+
+def chunk_prepare_step(x, state, generation, u_reset, basis, block_rows, s, w0, stored=None):
+    """Right after a full pass (the chunk's f at ``u_reset``): the chunk's Pruner built (its
+    summaries read or computed the first time) or reset, so that even its first pruned
+    query reads only the blocks its bounds require (as the local backend's)."""
+    chunk_pruner(x, state, lambda: chunk_summaries(x, state, basis, block_rows, stored), basis, block_rows, s,
+                 1.0 / (1.0 + w0), u_reset, generation, u_reset, fresh=True)
+
+
+# It updates state it did not create: a lost chunk is rebuilt by the engine's recipe
+# instead, and its Pruner is built at its next query (every block unknown).
+CHUNK_PREPARE = ChunkStep(chunk_prepare_step, whole_chunk=False)
 
 
 def adjacent_runs(blocks):
@@ -619,4 +664,4 @@ def apply_labels_to_chunk(state, idx, lab):
     pr = getattr(state, "pruner", None)        # a worker's chunk (dask backend)
     if pr is not None:
         inside = (idx >= state.start) & (idx < state.stop)
-        pr.labeled(idx[inside] - state.start, state.f, state.label)
+        pr.labeled(idx[inside] - state.start, getattr(state, state.pruner_score), state.label)

@@ -39,9 +39,11 @@ from ...backends import ChunkStep
 from ...kernels.las import degrees
 from ...kernels.wnas import add_similarities
 from ...storage.encoding import decode, n_rows
+from ..core.params import PruneOptions
 from ..core.select import ChunkPartials, best_ranked
 from ..core.steps import BLAS_ROWS, FUSED_LABELS, WNAS_UPDATE, colsum_step, wnas_update_step
 from .block_summaries import block_layout, check_block_rows
+from .contract import per_chunk
 from .las import (
     SAFETY,
     ChunkTop,
@@ -182,14 +184,16 @@ def _catch_up_rows(x, state, a, z, missed):
 
 
 class WNASPruning:
-    """Pruned queries for a WNAS engine (see the module): one BlockBounds over X on the
-    local backend, one per chunk on the workers of the dask backend."""
+    """WNAS's :class:`~bigsearch.engine.pruning.contract.Pruning` (see the module): one
+    BlockBounds over X on a backend whose arrays are in this process, one per chunk where
+    the chunks live otherwise (the dask backend's workers)."""
 
-    def __init__(self, engine, block_rows=None):
+    def __init__(self, engine, options=None):
         self.engine = engine
-        self.block_rows = check_block_rows(block_rows)
+        self.options = options or PruneOptions()
+        self.block_rows = check_block_rows(self.options.block_rows)
         self.stale = False
-        self.local = getattr(engine.backend, "name", "") == "local"
+        self.local = not per_chunk(engine.backend)
         self.status = f"on: exact pruning of blocks of {self.block_rows} rows" + (
             "" if self.local else ", each worker pruning its own chunks")
         self.blocks = None
@@ -263,7 +267,7 @@ class WNASPruning:
     def top(self, k):
         e = self.engine
         if self.local:
-            f, label = e.backend.gather("f"), e._label
+            f, label = e.backend.gather("f"), e.labels
 
             def visit(blocks):
                 self._read(blocks)
@@ -276,7 +280,7 @@ class WNASPruning:
             parts = self._on_workers(CHUNK_TOP, k)
             idx, sc = best_ranked(np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts]), k)
             rows = sum(q[2] for q in parts)
-        e.bytes_since_query += int(rows) * e.store.bytes_per_point
+        e.count_read(int(rows) * e.store.bytes_per_point)
         return idx, sc
 
     def catch_up(self):
@@ -287,7 +291,7 @@ class WNASPruning:
                 self.blocks.forget()
             else:
                 self._on_workers(CHUNK_TOP, 0)
-            self.engine.bytes_since_query += self.engine.store.nbytes
+            self.engine.count_read(self.engine.store.nbytes)
             self.stale = False
 
     def _on_workers(self, step, k):
@@ -299,21 +303,31 @@ class WNASPruning:
         self.base += sum(len(b[1]) for b in self.unsent)
         self.unsent = []
         if not all(isinstance(p, ChunkTop) for p in parts):
-            e._pass(WNAS_UPDATE, *e.rebuild_recipe().args)
-            e.bytes_since_query += e.store.nbytes
+            e.rebuild_everywhere()
+            e.count_read(e.store.nbytes)
             self.after_full_pass()
             parts = e.backend.map(step, k, self.generation, self.base, self.unsent, self.block_rows, self.stored)
         return parts
 
     def _read(self, blocks):
-        """Bring these blocks' rows up to date (local backend)."""
+        """Bring these blocks' rows up to date, where their chunks are (local backend)."""
         e, bb = self.engine, self.blocks
-        for c in np.unique(self.chunk[blocks]).tolist():
-            st = e.backend.states[c]
-            with e.store.chunk(c, whole=False) as x:
-                for b in blocks[self.chunk[blocks] == c]:
-                    _catch_up_rows(x, st, bb.start[b] - st.start, bb.stop[b] - st.start, bb.missed(b))
+        missed = {}
+        for b in np.sort(blocks):
+            c = int(self.chunk[b])
+            first = e.store.chunks[c][0]
+            missed.setdefault(c, []).append((bb.start[b] - first, bb.stop[b] - first, bb.missed(b)))
+        e.backend.map_chunks(CATCH_UP, sorted(missed), missed)
         bb.mark_read(blocks)
+
+
+def catch_up_step(x, state, missed):
+    """The chunk's blocks of ``missed`` ({chunk: [(a, z, batches missed), ...]}) brought up to date."""
+    for a, z, batches in missed[state.chunk_id]:
+        _catch_up_rows(x, state, a, z, batches)
+
+
+CATCH_UP = ChunkStep(catch_up_step, whole_chunk=False)
 
 
 def chunk_top_step(x, state, k, generation, base, batches, block_rows, stored=None):
