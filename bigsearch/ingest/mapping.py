@@ -21,6 +21,7 @@ def block_mapper(backend):
 
 class LocalMapper:
     remote = redone = 0
+    remote_capable = False      # every block is featurized in this process
 
     def imap(self, fn, tagged_blocks, *shared):
         """Yield (tag, block, fn(block, *shared)) for each (tag, block), in order."""
@@ -29,6 +30,8 @@ class LocalMapper:
 
 
 class ClusterMapper:
+    remote_capable = True
+
     def __init__(self, client, per_worker=2):
         self.client = client
         self.window = per_worker * max(1, len(client.scheduler_info()["workers"]))

@@ -8,6 +8,7 @@ bounded by the block size and the per-column statistics, never by the input size
 
 import time
 from collections import Counter
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from ..storage.encoding import SCALED, stored_columns, stored_dtype
 from ..storage.remote import store_exists
 from ..storage.remote_options import check_writable
 from .columns import resolve_columns as _resolve
+from .fingerprints import fingerprint_workers
 from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, featurize_timed, finish_plan, prepare
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
@@ -62,6 +64,12 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     """
     source, labels, features, output = _groups(source, labels, features, output)
     mapper = block_mapper(backend)
+    here = features.smiles_column is not None and not mapper.remote_capable
+    with fingerprint_workers() if here else nullcontext():  # before any thread starts (fingerprints.py)
+        return _ingest(sources, out, source, labels, features, output, progress, command, mapper)
+
+
+def _ingest(sources, out, source, labels, features, output, progress, command, mapper):
     t0 = time.perf_counter()
     progress = progress or Progress()
     out = out if is_url(out) else Path(out)       # a URL is never a local path
