@@ -16,8 +16,8 @@ row, so no molecule is silently turned into zeros.
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -86,13 +86,14 @@ def _rdkit():
     return rdkit
 
 
-def fingerprints(smiles, spec, where=lambda i: f"row {i}"):
-    """An (m, spec.bits) float64 array, one row per SMILES string.
+def fingerprints(smiles, spec, where=lambda i: f"row {i}", out=None):
+    """An (m, spec.bits) float64 array, one row per SMILES string (``out``, all zeros, when
+    given: the fingerprints are written into it).
 
     ``where(i)`` names row i of the block in error messages (file and line). Parsing is
     most of the work and holds Python's lock, so within :func:`fingerprint_workers` a
     large block is cut into tasks for worker processes (:func:`sparse_fingerprints`)."""
-    out = np.zeros((len(smiles), spec.bits))
+    out = np.zeros((len(smiles), spec.bits)) if out is None else out
     starts = range(0, len(smiles), TASK_MOLECULES)
     parts = [smiles[a : a + TASK_MOLECULES] for a in starts]
     for a, s, (rows, columns, values, bad) in zip(starts, parts, _map(sparse_fingerprints, parts, spec)):

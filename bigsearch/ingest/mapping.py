@@ -10,6 +10,7 @@ as without a cluster, and a lost worker costs only that block's time.
 """
 
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 
@@ -23,10 +24,22 @@ class LocalMapper:
     remote = redone = 0
     remote_capable = False      # every block is featurized in this process
 
-    def imap(self, fn, tagged_blocks, *shared):
-        """Yield (tag, block, fn(block, *shared)) for each (tag, block), in order."""
-        for tag, block in tagged_blocks:
-            yield tag, block, fn(block, *shared)
+    def imap(self, fn, tagged_blocks, *shared, ahead=2):
+        """Yield (tag, block, fn(block, *shared)) for each (tag, block), in order. fn runs
+        on ``ahead`` threads for the blocks after the one yielded, so featurizing the next
+        blocks overlaps with what the caller does with this one (writing it), with reading,
+        and one block's fingerprints (worker processes) with another's map (numba): the
+        heavy parts release Python's lock."""
+        with ThreadPoolExecutor(ahead, thread_name_prefix="ingest-block") as pool:
+            pending = deque()
+            for tag, block in tagged_blocks:
+                pending.append((tag, block, pool.submit(fn, block, *shared)))
+                if len(pending) > ahead:
+                    tag, block, future = pending.popleft()
+                    yield tag, block, future.result()
+            while pending:
+                tag, block, future = pending.popleft()
+                yield tag, block, future.result()
 
 
 class ClusterMapper:

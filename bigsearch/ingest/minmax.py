@@ -94,7 +94,8 @@ def pack_draws(gamma_r, log_c, beta, salts, power):
     step = math.lcm(8, power)
     lanes = min(max(step, TILE_DRAWS // step * step), -(-draws // step) * step)
     n_tiles = -(-draws // lanes)
-    tiles = np.ones((n_tiles, r, 3, lanes))  # padding draws: finite, never hashed
+    tiles = np.empty((n_tiles, r, 3, lanes))
+    tiles[-1, :, :, draws - (n_tiles - 1) * lanes :] = 1.0  # padding draws: finite, never hashed
     for q, values in enumerate((gamma_r, beta, log_c)):
         for tile in range(n_tiles):
             part = values[tile * lanes : (tile + 1) * lanes]
@@ -129,7 +130,11 @@ def minmax_buckets(Z, params, n_buckets, n_threads=None):
             pair_of, pair_k, pair_log = distinct_pairs(columns[indptr[a] : indptr[b]], logs[indptr[a] : indptr[b]])
             args = (indptr[a : b + 1] - indptr[a], pair_of, pair_k, pair_log, params.tiles, params.salts)
             rows = out[a:b]
-            list(pool.map(lambda lo, hi: cws_tiles(*args, params.power, n_buckets, lo, hi, rows), bounds[:-1], bounds[1:]))
+            list(
+                pool.map(
+                    lambda lo, hi: cws_tiles(*args, params.power, n_buckets, lo, hi, rows), bounds[:-1], bounds[1:]
+                )
+            )
     return out
 
 

@@ -8,6 +8,7 @@ bounded by the block size and the per-column statistics, never by the input size
 
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,8 +23,8 @@ from ..storage.encoding import SCALED, stored_columns, stored_dtype
 from ..storage.remote import store_exists
 from ..storage.remote_options import check_writable
 from .columns import resolve_columns as _resolve
-from .fingerprints import fingerprint_workers
 from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, featurize_timed, finish_plan, prepare
+from .fingerprints import fingerprint_workers
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
 from .options import BLOCK_BYTES, CODECS, FeatureOptions, LabelOptions, OutputOptions, SourceOptions
@@ -421,7 +422,15 @@ def _check_categories(plan, stats):
 
 def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids, write_ids,
                  block_bytes, progress, mapper, stats_pass, keeper=None):
-    weights = prepare(plan)
+    with ThreadPoolExecutor(1) as side:
+        # here, the map's random numbers are drawn while the first blocks are parsed
+        weights = prepare(plan) if mapper.remote_capable else side.submit(prepare, plan)
+        return _write_blocks(readers, label_readers, plan, rule, subsample, writer, carry_ids, write_ids,
+                             block_bytes, progress, mapper, stats_pass, keeper, weights)
+
+
+def _write_blocks(readers, label_readers, plan, rule, subsample, writer, carry_ids, write_ids,
+                  block_bytes, progress, mapper, stats_pass, keeper, weights):
     seconds = dict.fromkeys(STAGES, 0.0)
     totals = {"rows": 0, "labels": Counter(), "label_values": set(), "matched": set(), "zero_rows": 0,
               "seconds": seconds}
