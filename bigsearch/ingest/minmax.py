@@ -141,8 +141,8 @@ def minmax_buckets(Z, params, n_buckets, n_threads=None):
 def distinct_pairs(columns, logs):
     """The distinct (feature, ln value) pairs of CSR entries: (pair of each entry, the
     pairs' features, the pairs' ln values), pairs in increasing (feature, value) order.
-    Fingerprint counts are small integers: a block of 600 molecules holds about 32,000
-    entries but a few thousand distinct pairs, whose candidates are then computed once."""
+    Fingerprint counts are small integers: 636 molecules of Enamine 10k hold 32,762
+    entries but 940 distinct pairs, whose candidates are then computed once."""
     order = np.lexsort((logs, columns))
     k, log_x = columns[order], logs[order]
     new = np.ones(len(k), bool)

@@ -35,6 +35,9 @@ from .stats import block_stats, merge_stats
 # The most float64 data one transform step holds (docs/ingest.md has the measurements).
 STEP_BYTES = 32 << 20
 STAGES = ("read", "featurize", "map", "write")      # of the writing pass, timed for the summary
+# Blocks of molecules featurized ahead of the one written: one block's SMILES are parsed (by
+# worker processes) while another's are mapped (numba threads) and a third written.
+FINGERPRINT_BLOCKS_AHEAD = 2
 
 
 class Progress:
@@ -437,7 +440,8 @@ def _write_blocks(readers, label_readers, plan, rule, subsample, writer, carry_i
     width = max(len(readers[0].columns), plan.encoded_width, plan.width)
     label = "pass 2/2: writing" if stats_pass else "writing"
     steps = _timed(_steps(_blocks(readers, label_readers, block_bytes, progress, label), width), seconds)
-    for offset, step, (X, zero_rows, spent) in mapper.imap(featurize_timed, steps, plan, weights):
+    ahead = FINGERPRINT_BLOCKS_AHEAD if any(c.kind == "fingerprint" for c in plan.columns) else 0
+    for offset, step, (X, zero_rows, spent) in mapper.imap(featurize_timed, steps, plan, weights, ahead=ahead):
         for stage, s in spent.items():
             seconds[stage] += s
         totals["zero_rows"] += zero_rows

@@ -12,7 +12,7 @@ non-zero feature the ``lanes`` draws of a tile are contiguous (one vectorized lo
 tile's numbers stay in cache while every row of a block is sampled against them. Rows
 come as sparse (CSR) lists of (k, ln x_k), each logarithm taken once per row; a
 (k, ln x_k) pair's candidates depend on nothing else, so each distinct pair of a block is
-computed once per draw (fingerprint counts repeat: about 15 entries per distinct pair).
+computed once per draw (fingerprint counts repeat: about 35 entries per distinct pair).
 Every arithmetic operation is the definition's, in the same order, so the buckets are
 bit-identical to the plain loop (tests/test_featurizers.py keeps that loop).
 """
