@@ -113,51 +113,52 @@ def sparse_fingerprints(smiles, spec):
 
     _rdkit()  # in a worker process too: its parse errors are ours to report
     encode = _encoder(spec)
-    rows, columns, values = [], [], []
+    counts, columns, values = [], [], []  # Python lists: one array each at the end
+    bad = -1
     for i, s in enumerate(smiles):
         mol = Chem.MolFromSmiles(s) if s else None
         if mol is None:
-            return _entries(rows, columns, values) + (i,)
-        k, v = encode(mol)
-        rows.append(np.full(len(k), i, np.int64))
-        columns.append(k)
-        values.append(v)
-    return _entries(rows, columns, values) + (-1,)
-
-
-def _entries(rows, columns, values):
-    if not rows:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-    return np.concatenate(rows), np.concatenate(columns), np.concatenate(values)
+            bad = i
+            break
+        counts.append(encode(mol, columns, values))
+    rows = np.repeat(np.arange(len(counts)), counts)
+    return rows, np.array(columns, np.int64), np.array(values, np.float64), bad
 
 
 def _encoder(spec):
-    """A function mol -> (columns, values) of its non-zero features."""
+    """A function (mol, columns, values) appending the molecule's non-zero features to the
+    two lists; it returns how many."""
     from rdkit.Chem import rdFingerprintGenerator, rdMolDescriptors
 
     lo, hi = ATOMPAIR_LENGTHS
     if spec.kind == "atompair" and spec.counts:
 
-        def encode(mol):
+        def encode(mol, columns, values):
             found = rdMolDescriptors.GetHashedAtomPairFingerprint(
                 mol, nBits=spec.bits, minLength=lo, maxLength=hi
             ).GetNonzeroElements()
-            return np.fromiter(found.keys(), np.int64, len(found)), np.fromiter(found.values(), np.float64, len(found))
+            columns.extend(found.keys())
+            values.extend(found.values())
+            return len(found)
     elif spec.kind == "atompair":
 
-        def encode(mol):
+        def encode(mol, columns, values):
             on = rdMolDescriptors.GetHashedAtomPairFingerprintAsBitVect(
                 mol, nBits=spec.bits, minLength=lo, maxLength=hi
             ).GetOnBits()
-            return np.asarray(on, np.int64), np.ones(len(on))
+            columns.extend(on)
+            values.extend([1.0] * len(on))
+            return len(on)
     else:
         generator = rdFingerprintGenerator.GetMorganGenerator(radius=MORGAN_RADIUS, fpSize=spec.bits)
         get = generator.GetCountFingerprintAsNumPy if spec.counts else generator.GetFingerprintAsNumPy
 
-        def encode(mol):
+        def encode(mol, columns, values):
             row = get(mol)
             k = np.flatnonzero(row)
-            return k, row[k].astype(np.float64)
+            columns.extend(k.tolist())
+            values.extend(row[k].tolist())
+            return len(k)
 
     return encode
 
