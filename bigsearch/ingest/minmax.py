@@ -32,6 +32,7 @@ import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -127,14 +128,10 @@ def minmax_buckets(Z, params, n_buckets, n_threads=None):
     bounds = np.linspace(0, n_tiles, n_threads + 1).astype(int)
     with ThreadPoolExecutor(n_threads) as pool:
         for a, b in _row_batches(indptr, BATCH_ENTRIES):
-            pair_of, pair_k, pair_log = distinct_pairs(columns[indptr[a] : indptr[b]], logs[indptr[a] : indptr[b]])
-            args = (indptr[a : b + 1] - indptr[a], pair_of, pair_k, pair_log, params.tiles, params.salts)
-            rows = out[a:b]
-            list(
-                pool.map(
-                    lambda lo, hi: cws_tiles(*args, params.power, n_buckets, lo, hi, rows), bounds[:-1], bounds[1:]
-                )
-            )
+            entries = slice(indptr[a], indptr[b])
+            batch = (indptr[a : b + 1] - indptr[a], *distinct_pairs(columns[entries], logs[entries]))
+            tiles = partial(cws_tiles, *batch, params.tiles, params.salts, params.power, n_buckets)
+            list(pool.map(lambda first, end: tiles(first, end, out[a:b]), bounds[:-1], bounds[1:]))
     return out
 
 
