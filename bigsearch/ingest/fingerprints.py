@@ -15,6 +15,7 @@ row, so no molecule is silently turned into zeros.
 
 import multiprocessing
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -184,10 +185,11 @@ def fingerprint_workers():
     The workers are forked when the block starts (ingest starts it before it reads or
     writes anything, so before any thread of the store's library exists: forking a
     process with threads risks a lock held forever) and stopped when it ends. Forked, not
-    spawned: a spawned worker would run the caller's script again. One core, or a process
-    that is itself a worker (a dask worker), parses here."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if cores < 2 or multiprocessing.parent_process() is not None:
+    spawned: a spawned worker would run the caller's script again. One core, a process that
+    is itself a worker (a dask worker), or a system other than Linux (where forking is
+    unavailable or unsafe) parses here."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    if cores < 2 or multiprocessing.parent_process() is not None or not sys.platform.startswith("linux"):
         yield
         return
     pool = ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("fork"))
