@@ -258,6 +258,41 @@ def test_fingerprints_on_worker_processes():
     assert not fp._WORKERS and not pool._processes
 
 
+def test_ingest_of_molecules_in_several_blocks_keeps_their_order(tmp_path):
+    """6,000 molecules (three blocks, 24 tasks of the worker processes, featurized two
+    blocks ahead): the store is the recipe computed here row by row, in input order."""
+    pytest.importorskip("rdkit", reason="RDKit is the optional extra bigsearch[chem]")
+    from pathlib import Path
+
+    from bigsearch import open_store
+    from bigsearch.ingest import FeatureOptions, ingest
+    from bigsearch.ingest.fingerprints import fingerprints, parse_spec
+
+    lines = (Path(__file__).parent / "fixtures" / "enamine10k_head40.csv").read_text().splitlines()
+    rows = [line.split(",")[0] + "," + str(i) for i, line in enumerate(lines[1:] * 150)]
+    rng = np.random.default_rng(1)
+    rows = [rows[i] for i in rng.permutation(len(rows))]  # no two blocks alike
+    (tmp_path / "mols.csv").write_text("\n".join(["smiles,n", *rows]) + "\n")
+    features = FeatureOptions(
+        smiles_column="smiles",
+        drop=("n",),
+        fingerprint="atompair",
+        counts=True,
+        minmax=64,
+        minmax_buckets=2,
+        minmax_power=2,
+    )
+    ingest([tmp_path / "mols.csv"], tmp_path / "m.zarr", features=features)
+    spec = {"samples": 64, "buckets": 2, "power": 2, "seed": 0}
+    F = fingerprints([r.split(",")[0] for r in rows], parse_spec("atompair", counts=True))
+    expected = np.vstack(
+        [minmax_features(F[a : a + 500], spec, minmax_params(2048, spec)) for a in range(0, 6000, 500)]
+    )
+    with open_store(tmp_path / "m.zarr") as store:
+        assert store.n == 6000
+        assert np.array_equal(store.read_rows(np.arange(6000)), expected.astype(np.float32))
+
+
 # -- the ingest options ----------------------------------------------------------------
 def _molecules_csv(path, n=40):
     rng = np.random.default_rng(0)
