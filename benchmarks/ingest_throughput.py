@@ -8,7 +8,13 @@ LIBSVM file, each of about --gb GB, then times, in one run and interleaved:
   (LIBSVM, with and without --n-features), the real CLI in a subprocess.
 Prints MB of input per second and ingest / parser ratios (target >= 0.5).
 
-    python benchmarks/ingest_throughput.py --dir /tmp/ingest-bench --gb 1
+The molecules case (issue 24) ingests SMILES with docs/discovery.md's recipe (atom-pair
+counts, MinMax map D = 2048, B = 2, P = 2) from the MolPAL Enamine 10k file in ../shared,
+as it is (10,449 molecules) and repeated 5 times (52,245), and prints molecules/s of the
+whole command (start-up included; target >= 5,000 on 2 cores) and the per-stage rates
+`ingest` states, beside RDKit's parsing and fingerprinting alone in one process:
+
+    python benchmarks/ingest_throughput.py --only molecules
 """
 
 import argparse
@@ -23,9 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
-from common import stamp
+from common import ROOT, load_note, stamp
 
 COLUMNS = 28
+ENAMINE = ROOT.parent.parent / "shared" / "datasets" / "molpal_enamine10k" / "Enamine10k_scores.csv.gz"
+RECIPE = ["--smiles-column", "smiles", "--drop", "score", "--fingerprint", "atompair", "--counts",
+          "--minmax", "2048", "--minmax-buckets", "2", "--minmax-power", "2"]
 
 
 def make_csv(path, gb, seed=0):
@@ -83,10 +92,59 @@ def bare_libsvm(path, block, n_features):
             rows += X.shape[0]
 
 
-def ingest(args, out):
+def ingest(args, out, capture=False):
+    """The real CLI in a subprocess (with ``capture``, not quiet: its summary is returned)."""
     shutil.rmtree(out, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "bigsearch", "ingest", *map(str, args), str(out), "-q",
-                    "--overwrite"], check=True)
+    return subprocess.run([sys.executable, "-m", "bigsearch", "ingest", *map(str, args), str(out),
+                           *([] if capture else ["-q"]), "--overwrite"], check=True, capture_output=capture,
+                          text=True)
+
+
+def make_molecules(d, copies):
+    """The Enamine 10k SMILES and scores as a CSV, the rows repeated ``copies`` times."""
+    import gzip
+    path = d / f"enamine-x{copies}.csv"
+    if not path.exists():
+        header, *rows = gzip.open(ENAMINE, "rt").read().splitlines()
+        path.write_text("\n".join([header, *rows * copies]) + "\n")
+    return path
+
+
+def bare_rdkit(path):
+    """RDKit alone, in this process: parse every SMILES, atom-pair count fingerprint."""
+    import pyarrow.csv as pacsv
+    from rdkit import Chem, RDLogger
+    from rdkit.Chem import rdMolDescriptors
+    RDLogger.DisableLog("rdApp.*")
+    smiles = pacsv.read_csv(path).column("smiles").to_pylist()
+    for s in smiles:
+        rdMolDescriptors.GetHashedAtomPairFingerprint(Chem.MolFromSmiles(s), nBits=2048, minLength=1,
+                                                      maxLength=3).GetNonzeroElements()
+    return len(smiles)
+
+
+def molecules(d, out, repeat):
+    """Molecules/s of `bigsearch ingest` with the recipe, 10k and 50k molecules, with the
+    stage rates it states, interleaved with RDKit alone."""
+    results = {}
+    for copies in (1, 5):
+        path = make_molecules(d, copies)
+        rows = sum(1 for _ in open(path)) - 1
+        bare, full = [], []
+        for _ in range(repeat):
+            bare.append(timed(bare_rdkit, path))
+            t = time.perf_counter()
+            run = ingest([path, *RECIPE], out, capture=True)
+            full.append((time.perf_counter() - t, run))
+        wall, run = min(full, key=lambda w: w[0])
+        stages = next(line for line in run.stderr.splitlines() if line.startswith("per stage: "))
+        results[f"molecules {rows}"] = {"molecules": rows, "ingest_molecules_s": round(rows / wall),
+                                        "rdkit_one_process_molecules_s": round(rows / min(bare)),
+                                        "seconds": round(wall, 2), "stages": stages}
+        print(f"molecules {rows:,}: ingest {rows / wall:,.0f} molecules/s ({wall:.1f} s, start-up included); "
+              f"RDKit alone in one process {rows / min(bare):,.0f}/s\n  {stages}", flush=True)
+    print(load_note())
+    return results
 
 
 def timed(f, *a):
@@ -107,6 +165,11 @@ def main():
     d = Path(args.dir)
     d.mkdir(parents=True, exist_ok=True)
     csv_path, svm_path, out = d / "higgs-like.csv", d / "higgs-like.svm", d / "out.zarr"
+    if args.only == "molecules":
+        results = molecules(d, out, args.repeat)
+        shutil.rmtree(out, ignore_errors=True)
+        print(json.dumps(stamp(results)))
+        return
     if not csv_path.exists():
         make_csv(csv_path, args.gb)
     if not svm_path.exists() and args.only != "csv":

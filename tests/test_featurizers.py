@@ -107,6 +107,67 @@ def test_minmax_buckets_are_the_plain_loops(power, samples, buckets, n_threads):
     assert not Z[40].any() and np.array_equal(np.unique(rows), np.delete(np.arange(len(A)), 40))
 
 
+def numpy_cws_buckets(Z, gamma_r, log_c, beta, salts, power, n_buckets):
+    """The buckets in plain NumPy, row by row: every (draw, feature) candidate of a row at
+    once, the first smallest per draw (the lowest k on ties), then the hash over blocks."""
+    import math
+
+    def mix(h):
+        h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return h ^ (h >> np.uint64(31))
+
+    golden, n_blocks = np.uint64(0x9E3779B97F4A7C15), gamma_r.shape[0] // power
+    out = np.zeros((len(Z), n_blocks), np.int64)
+    for i, x in enumerate(Z):
+        k = np.flatnonzero(x > 0)
+        if not len(k):
+            continue
+        log_x = np.array([math.log(v) for v in x[k]])  # libm's log, as the kernel's
+        t = np.floor(log_x / gamma_r[:, k] + beta[:, k])
+        log_a = log_c[:, k] - gamma_r[:, k] * (t - beta[:, k]) - gamma_r[:, k]
+        win = np.argmin(log_a, axis=1)
+        best_k, best_t = k[win].astype(np.uint64), t[np.arange(len(win)), win].astype(np.int64)
+        with np.errstate(over="ignore"):
+            h = np.arange(n_blocks, dtype=np.uint64) * golden
+            for p in range(power):
+                s = np.arange(n_blocks) * power + p
+                h = mix(h ^ salts[s] ^ (best_k[s] * golden) ^ mix((best_t[s] + (1 << 40)).astype(np.uint64)))
+        out[i] = (h % np.uint64(n_buckets)).astype(np.int64)
+    return out
+
+
+@pytest.mark.parametrize("power, samples, buckets", [(2, 2048, 2), (3, 50, 7)])
+def test_minmax_buckets_match_numpy(power, samples, buckets):
+    """The kernel (each distinct (feature, value) pair's candidates computed once per tile,
+    batches of rows) against the definition in plain NumPy, on real fingerprints with
+    repeated counts, a fractional row and an all-zero row; batches of a few rows too."""
+    from bigsearch.ingest import minmax
+
+    A = enamine_counts()
+    spec = {"samples": samples, "buckets": buckets, "power": power, "seed": 4}
+    draws = minmax_draws(A.shape[1], spec)
+    expected = numpy_cws_buckets(A, *draws, power, buckets)
+    params = pack_draws(*draws, power)
+    assert np.array_equal(minmax_buckets(A, params, buckets), expected)
+    batch = minmax.BATCH_ENTRIES
+    try:
+        minmax.BATCH_ENTRIES = 150  # about 3 rows a batch; a row longer than that is a batch alone
+        assert np.array_equal(minmax_buckets(A, params, buckets, n_threads=2), expected)
+    finally:
+        minmax.BATCH_ENTRIES = batch
+
+
+def test_distinct_pairs_number_every_entry():
+    from bigsearch.ingest.minmax import distinct_pairs
+
+    columns = np.array([3, 1, 3, 3, 0, 1])
+    logs = np.array([0.0, 0.5, 0.0, 0.7, 0.0, 0.5])
+    pair_of, pair_k, pair_log = distinct_pairs(columns, logs)
+    assert list(zip(pair_k, pair_log)) == [(0, 0.0), (1, 0.5), (3, 0.0), (3, 0.7)]
+    assert np.array_equal(pair_k[pair_of], columns) and np.array_equal(pair_log[pair_of], logs)
+
+
 def test_minmax_zero_rows_negative_values_and_bad_options():
     spec = {"samples": 8, "buckets": 4, "power": 1, "seed": 0}
     A = np.zeros((2, 5))
@@ -168,6 +229,68 @@ def test_fingerprint_errors():
             parse_spec(bad)
     with pytest.raises(InputError, match="line 3: 'C1CC' is not a SMILES"):
         fingerprints(["CCO", "CC", "C1CC"], parse_spec("morgan"), where=lambda i: f"mols.csv, line {i + 1}")
+
+
+def test_fingerprints_on_worker_processes():
+    """Within fingerprint_workers, a large block is parsed by forked processes (not this
+    one): the same rows as here, in order, and a bad SMILES in the second task named by
+    its own row; after the block, no worker is left."""
+    pytest.importorskip("rdkit", reason="RDKit is the optional extra bigsearch[chem]")
+    import os
+    from pathlib import Path
+
+    from bigsearch.ingest import fingerprints as fp
+
+    lines = (Path(__file__).parent / "fixtures" / "enamine10k_head40.csv").read_text().splitlines()[1:]
+    smiles = [line.split(",")[0] for line in lines] * 10  # 400: two tasks
+    spec = fp.parse_spec("atompair", counts=True)
+    here = fp.fingerprints(smiles, spec)
+    with fp.fingerprint_workers():
+        if not fp._WORKERS:
+            pytest.skip("one core, or not Linux: fingerprints are parsed here")
+        pool = fp._WORKERS[-1]
+        assert pool._processes and os.getpid() not in pool._processes
+        seen = pool.submit(os.getpid).result()
+        assert seen in pool._processes
+        assert np.array_equal(fp.fingerprints(smiles, spec), here)
+        with pytest.raises(InputError, match="^line 301: 'C1CC' is not a SMILES"):
+            fp.fingerprints(smiles[:300] + ["C1CC"] + smiles[300:], spec, where=lambda i: f"line {i + 1}")
+    assert not fp._WORKERS and not pool._processes
+
+
+def test_ingest_of_molecules_in_several_blocks_keeps_their_order(tmp_path):
+    """6,000 molecules (three blocks, 24 tasks of the worker processes, featurized two
+    blocks ahead): the store is the recipe computed here row by row, in input order."""
+    pytest.importorskip("rdkit", reason="RDKit is the optional extra bigsearch[chem]")
+    from pathlib import Path
+
+    from bigsearch import open_store
+    from bigsearch.ingest import FeatureOptions, ingest
+    from bigsearch.ingest.fingerprints import fingerprints, parse_spec
+
+    lines = (Path(__file__).parent / "fixtures" / "enamine10k_head40.csv").read_text().splitlines()
+    rows = [line.split(",")[0] + "," + str(i) for i, line in enumerate(lines[1:] * 150)]
+    rng = np.random.default_rng(1)
+    rows = [rows[i] for i in rng.permutation(len(rows))]  # no two blocks alike
+    (tmp_path / "mols.csv").write_text("\n".join(["smiles,n", *rows]) + "\n")
+    features = FeatureOptions(
+        smiles_column="smiles",
+        drop=("n",),
+        fingerprint="atompair",
+        counts=True,
+        minmax=64,
+        minmax_buckets=2,
+        minmax_power=2,
+    )
+    ingest([tmp_path / "mols.csv"], tmp_path / "m.zarr", features=features)
+    spec = {"samples": 64, "buckets": 2, "power": 2, "seed": 0}
+    F = fingerprints([r.split(",")[0] for r in rows], parse_spec("atompair", counts=True))
+    expected = np.vstack(
+        [minmax_features(F[a : a + 500], spec, minmax_params(2048, spec)) for a in range(0, 6000, 500)]
+    )
+    with open_store(tmp_path / "m.zarr") as store:
+        assert store.n == 6000
+        assert np.array_equal(store.read_rows(np.arange(6000)), expected.astype(np.float32))
 
 
 # -- the ingest options ----------------------------------------------------------------

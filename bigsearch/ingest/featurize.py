@@ -10,6 +10,7 @@ block and the plan, so they can run anywhere a block is.
 """
 
 import time
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -168,7 +169,7 @@ def encode(block, plan):
         elif c.kind == "bins":
             Z[rows, offset + np.searchsorted(c.edges, coarsen(values[:, k], c.level), side="left")] = 1
         elif c.kind == "fingerprint":
-            Z[:, offset:offset + c.width] = encode_column(block, c.index, c.fingerprint)
+            encode_column(block, c.index, c.fingerprint, Z[:, offset:offset + c.width])
         else:
             codes = _category_codes(block, c)
             hit = codes >= 0
@@ -257,7 +258,13 @@ def featurize(block, plan, weights=None):
 
 def featurize_timed(block, plan, weights=None):
     """:func:`featurize`, and the seconds it spent: (features, all-zero rows,
-    {"featurize": everything but the feature map, "map": the MinMax or RFF map})."""
+    {"featurize": everything but the feature map, "map": the MinMax or RFF map, and
+    waiting for its random numbers}). ``weights`` may be a Future of :func:`prepare`'s."""
     t0 = time.perf_counter()
-    X, zero_rows, map_seconds = _finish_timed(encode(block, plan), plan, weights or {})
-    return X, zero_rows, {"featurize": time.perf_counter() - t0 - map_seconds, "map": map_seconds}
+    Z = encode(block, plan)
+    waited = time.perf_counter()
+    if isinstance(weights, Future):     # drawn beside the first blocks' encoding (pipeline.py)
+        weights = weights.result()
+    waited = time.perf_counter() - waited
+    X, zero_rows, map_seconds = _finish_timed(Z, plan, weights or {})
+    return X, zero_rows, {"featurize": time.perf_counter() - t0 - map_seconds - waited, "map": map_seconds + waited}

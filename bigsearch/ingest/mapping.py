@@ -10,6 +10,7 @@ as without a cluster, and a lost worker costs only that block's time.
 """
 
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 
@@ -21,21 +22,42 @@ def block_mapper(backend):
 
 class LocalMapper:
     remote = redone = 0
+    remote_capable = False      # every block is featurized in this process
 
-    def imap(self, fn, tagged_blocks, *shared):
-        """Yield (tag, block, fn(block, *shared)) for each (tag, block), in order."""
-        for tag, block in tagged_blocks:
-            yield tag, block, fn(block, *shared)
+    def imap(self, fn, tagged_blocks, *shared, ahead=0):
+        """Yield (tag, block, fn(block, *shared)) for each (tag, block), in order. With
+        ``ahead``, fn runs on that many threads for the blocks after the one yielded, so
+        featurizing the next blocks overlaps with what the caller does with this one
+        (writing it), with reading, and one block's fingerprints (worker processes) with
+        another's map (numba): the heavy parts release Python's lock. Each block ahead
+        holds its features in memory."""
+        if not ahead:
+            for tag, block in tagged_blocks:
+                yield tag, block, fn(block, *shared)
+            return
+        with ThreadPoolExecutor(ahead, thread_name_prefix="ingest-block") as pool:
+            pending = deque()
+            for tag, block in tagged_blocks:
+                pending.append((tag, block, pool.submit(fn, block, *shared)))
+                if len(pending) > ahead:
+                    tag, block, future = pending.popleft()
+                    yield tag, block, future.result()
+            while pending:
+                tag, block, future = pending.popleft()
+                yield tag, block, future.result()
 
 
 class ClusterMapper:
+    remote_capable = True
+
     def __init__(self, client, per_worker=2):
         self.client = client
         self.window = per_worker * max(1, len(client.scheduler_info()["workers"]))
         self.remote = self.redone = 0      # blocks done by workers, and redone here
 
-    def imap(self, fn, tagged_blocks, *shared):
-        """As LocalMapper.imap, with fn running on the cluster's workers."""
+    def imap(self, fn, tagged_blocks, *shared, ahead=0):
+        """As LocalMapper.imap, with fn running on the cluster's workers (``per_worker``
+        blocks each in flight, whatever ``ahead``)."""
         remote = [self.client.scatter([value], broadcast=True)[0] for value in shared]
         pending = deque()
         for tag, block in tagged_blocks:

@@ -8,6 +8,8 @@ bounded by the block size and the per-column statistics, never by the input size
 
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from ..storage.remote import store_exists
 from ..storage.remote_options import check_writable
 from .columns import resolve_columns as _resolve
 from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, featurize_timed, finish_plan, prepare
+from .fingerprints import fingerprint_workers
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
 from .options import BLOCK_BYTES, CODECS, FeatureOptions, LabelOptions, OutputOptions, SourceOptions
@@ -32,6 +35,9 @@ from .stats import block_stats, merge_stats
 # The most float64 data one transform step holds (docs/ingest.md has the measurements).
 STEP_BYTES = 32 << 20
 STAGES = ("read", "featurize", "map", "write")      # of the writing pass, timed for the summary
+# Blocks of molecules featurized ahead of the one written: one block's SMILES are parsed (by
+# worker processes) while another's are mapped (numba threads) and a third written.
+FINGERPRINT_BLOCKS_AHEAD = 2
 
 
 class Progress:
@@ -62,6 +68,12 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     """
     source, labels, features, output = _groups(source, labels, features, output)
     mapper = block_mapper(backend)
+    here = features.smiles_column is not None and not mapper.remote_capable
+    with fingerprint_workers() if here else nullcontext():  # before any thread starts (fingerprints.py)
+        return _ingest(sources, out, source, labels, features, output, progress, command, mapper)
+
+
+def _ingest(sources, out, source, labels, features, output, progress, command, mapper):
     t0 = time.perf_counter()
     progress = progress or Progress()
     out = out if is_url(out) else Path(out)       # a URL is never a local path
@@ -413,14 +425,23 @@ def _check_categories(plan, stats):
 
 def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids, write_ids,
                  block_bytes, progress, mapper, stats_pass, keeper=None):
-    weights = prepare(plan)
+    with ThreadPoolExecutor(1) as side:
+        # here, the map's random numbers are drawn while the first blocks are parsed
+        weights = prepare(plan) if mapper.remote_capable else side.submit(prepare, plan)
+        return _write_blocks(readers, label_readers, plan, rule, subsample, writer, carry_ids, write_ids,
+                             block_bytes, progress, mapper, stats_pass, keeper, weights)
+
+
+def _write_blocks(readers, label_readers, plan, rule, subsample, writer, carry_ids, write_ids,
+                  block_bytes, progress, mapper, stats_pass, keeper, weights):
     seconds = dict.fromkeys(STAGES, 0.0)
     totals = {"rows": 0, "labels": Counter(), "label_values": set(), "matched": set(), "zero_rows": 0,
               "seconds": seconds}
     width = max(len(readers[0].columns), plan.encoded_width, plan.width)
     label = "pass 2/2: writing" if stats_pass else "writing"
     steps = _timed(_steps(_blocks(readers, label_readers, block_bytes, progress, label), width), seconds)
-    for offset, step, (X, zero_rows, spent) in mapper.imap(featurize_timed, steps, plan, weights):
+    ahead = FINGERPRINT_BLOCKS_AHEAD if any(c.kind == "fingerprint" for c in plan.columns) else 0
+    for offset, step, (X, zero_rows, spent) in mapper.imap(featurize_timed, steps, plan, weights, ahead=ahead):
         for stage, s in spent.items():
             seconds[stage] += s
         totals["zero_rows"] += zero_rows

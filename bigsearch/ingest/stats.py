@@ -62,12 +62,13 @@ def merge_stats(a, b):
     }
 
 
-def encode_column(block, j, spec=None):
-    """Column j's features: its numbers (m, 1), or the fingerprints of its SMILES."""
+def encode_column(block, j, spec=None, out=None):
+    """Column j's features: its numbers (m, 1), or the fingerprints of its SMILES (written
+    into ``out``, zeros, when given)."""
     if spec is None:
         return numeric_matrix(block, [j])
     from .fingerprints import fingerprints
-    return fingerprints(text_values(block, j).to_pylist(), spec, block.where)
+    return fingerprints(text_values(block, j).to_pylist(), spec, block.where, out)
 
 
 def vocabulary(values):
