@@ -9,7 +9,10 @@ Gram), so that variants of the evidence and of the batch run in seconds:
 - ``fant0``: B sequential greedy choices, each told a fantasized 0 before the next
   (the constant liar at the labels' floor; LAS's ``fantasy=0``);
 - ``ucbB``: UCB with weight B, its members' variance shrinking (a fantasized mu);
-- lam / noise from the evidence (engine/methods/blr_evidence.py) or fixed.
+- ``fantbar``: the same, told the labels' mean;
+- lam / noise from the engine's fit (``--how evidence``: the evidence under the R2 prior,
+  engine/methods/blr_evidence.py), the evidence alone (``--how alone``, the engine as first
+  built) or the ridge penalty lam s2 fixed (``--how fixed300``).
 
     python benchmarks/blr_batches_explore.py --store /tmp/bigsearch-discovery/bits-shuffled.zarr \
         --starts 5 topb fant0 ucb0.5
@@ -76,36 +79,11 @@ def fit(X, L, y, how):
         return lam, noise
     if np.ptp(y) == 0 or len(y) < evidence.MIN_LABELS:
         return 1.0, 1.0
-    if how == "r2":
-        return fit_r2(X[L], y)
-    got = evidence.fit(X[L], y, lam, noise)
+    got = evidence.fit(X[L], y, lam, noise, r2_prior=how != "alone")
     return got if got is not None else (1.0, 1.0)
 
 
 CANDIDATES = 1500  # a batch's members come from the best points by mu (checked: none from beyond)
-
-
-def fit_r2(XL, y):
-    """MAP of log rho under a uniform prior on R2 = rho kbar / (rho kbar + 1) (the share of
-    the labels' variance the weights' prior explains; kbar = tr K / n), s2 profiled."""
-    import math
-
-    sp = evidence.spectrum(XL, y)
-    kbar = float(np.sum(sp.k * sp.count)) / sp.n
-    var = float(np.sum(sp.z2) / sp.n) or 1.0
-
-    def best(log_rho):
-        rho = math.exp(log_rho)
-        s2 = max(float(np.sum(sp.z2 / (rho * sp.k + 1.0)) / sp.n), var * 1e-12)
-        return s2, 1.0 / (rho * s2)
-
-    def objective(t):
-        s2, lam = best(t)
-        r2 = 1.0 / (1.0 + math.exp(-(t + math.log(kbar))))
-        return evidence.log_evidence(sp, lam, s2) + math.log(r2) + math.log1p(-r2) if 0 < r2 < 1 else -math.inf
-
-    s2, lam = best(evidence._maximize(objective, -math.log(kbar)))
-    return lam, s2
 
 
 def batch(X, L, y, B, how, acq):
@@ -157,7 +135,7 @@ def main():
     ap.add_argument("--store", type=Path, default=Path("/tmp/bigsearch-discovery/bits-shuffled.zarr"))
     ap.add_argument("--starts", type=int, default=5)
     ap.add_argument("--labels", default="01", help="01 or graded")
-    ap.add_argument("--how", default="evidence", help="evidence or fixedLAM")
+    ap.add_argument("--how", default="evidence", help="evidence, alone or fixedPENALTY")
     ap.add_argument("acq", nargs="+")
     args = ap.parse_args()
     X, score, hit = load(args.store)

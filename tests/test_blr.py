@@ -234,12 +234,12 @@ def test_the_dask_backend_asks_the_same(store_factory, client, acquisition):
 
 
 # -- the evidence ----------------------------------------------------------------------
-def reference_fit(XL, y, starts=([0.0, 0.0], [3.0, -2.0], [-3.0, 1.0])):
+def reference_fit(XL, y, starts=([0.0, 0.0], [3.0, -2.0], [-3.0, 1.0]), prior=True):
     """(lam, s2) maximizing the Gaussian likelihood of the labels with the intercept
     integrated out (flat prior): that of the labels' n - 1 coordinates in a basis
     orthogonal to the constant, times R2 (1 - R2) (a uniform prior on R2, the share of
     the variance the weights explain on average, in log lam and log s2), by a general
-    optimizer from several starts."""
+    optimizer from several starts. Without ``prior``, the likelihood alone."""
     n = len(y)
     Q = np.linalg.svd(np.eye(n) - 1.0 / n)[0][:, : n - 1]  # orthonormal, orthogonal to 1
     yq, Xq = Q.T @ y, Q.T @ XL
@@ -249,7 +249,8 @@ def reference_fit(XL, y, starts=([0.0, 0.0], [3.0, -2.0], [-3.0, 1.0])):
     def nll(t):
         C = K / np.exp(t[0]) + np.exp(t[1]) * np.eye(n - 1)
         r2 = signal / np.exp(t[0]) / (signal / np.exp(t[0]) + np.exp(t[1]))
-        return -multivariate_normal(np.zeros(n - 1), C).logpdf(yq) - np.log(r2) - np.log1p(-r2)
+        log_prior = np.log(r2) + np.log1p(-r2) if prior else 0.0
+        return -multivariate_normal(np.zeros(n - 1), C).logpdf(yq) - log_prior
 
     best = min(
         (minimize(nll, s, method="Nelder-Mead", options=dict(xatol=1e-10, fatol=1e-12, maxiter=4000)) for s in starts),
@@ -266,6 +267,15 @@ def test_the_evidence_maximum(n):
     lam, s2 = blr_evidence.fit(XL, y)
     ref = reference_fit(XL, y)
     assert np.allclose([lam, s2], ref, rtol=1e-3)
+
+
+def test_the_evidence_alone_on_request():
+    rng = np.random.default_rng(3)
+    XL = rng.normal(size=(40, 60))
+    y = XL @ rng.normal(size=60) * 0.3 + rng.normal(size=40)
+    fitted = blr_evidence.fit(XL, y, r2_prior=False)
+    assert np.allclose(fitted, reference_fit(XL, y, prior=False), rtol=1e-3)
+    assert not np.allclose(fitted, blr_evidence.fit(XL, y), rtol=1e-3)  # the prior matters at 40 labels
 
 
 def test_one_positive_keeps_the_fit_off_the_edge():

@@ -95,17 +95,18 @@ def log_posterior(sp: Spectrum, lam: float, noise: float) -> float:
 
 
 def fit(
-    XL: np.ndarray, y: np.ndarray, lam: float | None = None, noise: float | None = None
+    XL: np.ndarray, y: np.ndarray, lam: float | None = None, noise: float | None = None, r2_prior: bool = True
 ) -> tuple[float, float] | None:
-    """(lam, noise) maximizing ``log_posterior`` (the evidence under the R2 prior); a
-    value given is kept fixed. None when the labels cannot tell (fewer than MIN_LABELS,
-    or all equal)."""
+    """(lam, noise) maximizing ``log_posterior`` (the evidence under the R2 prior; the
+    evidence alone when not ``r2_prior``); a value given is kept fixed. None when the
+    labels cannot tell (fewer than MIN_LABELS, or all equal)."""
     y = np.asarray(y, np.float64)
     if len(y) < MIN_LABELS or np.ptp(y) == 0 or (lam is not None and noise is not None):
         return None
     sp = spectrum(np.asarray(XL, np.float64), y)
     scale = float(sp.k[:-1].mean()) if len(sp.k) > 1 else 1.0  # the last entry is the null space's 0
     var = float(np.sum(sp.z2) / sp.n) or 1.0
+    objective = log_posterior if r2_prior else log_evidence
     if lam is None and noise is None:
 
         def best(log_rho):  # the best noise for this rho, by the evidence (the prior depends on rho only)
@@ -113,16 +114,16 @@ def fit(
             s2 = max(float(np.sum(sp.z2 / (rho * sp.k + 1.0)) / sp.n), var * 1e-12)
             return s2, 1.0 / (rho * s2)
 
-        log_rho = _maximize(lambda t: log_posterior(sp, *reversed(best(t))), -math.log(scale))
+        log_rho = _maximize(lambda t: objective(sp, *reversed(best(t))), -math.log(scale))
         s2, lam_ = best(log_rho)
         return lam_, s2
     if noise is not None:
         s2 = noise
-        t = _maximize(lambda t: log_posterior(sp, math.exp(t), s2), math.log(scale / var))
+        t = _maximize(lambda t: objective(sp, math.exp(t), s2), math.log(scale / var))
         return math.exp(t), s2
     assert lam is not None
     lam_fixed = lam
-    t = _maximize(lambda t: log_posterior(sp, lam_fixed, math.exp(t)), math.log(var))
+    t = _maximize(lambda t: objective(sp, lam_fixed, math.exp(t)), math.log(var))
     return lam_fixed, math.exp(t)
 
 
