@@ -234,24 +234,26 @@ def test_the_dask_backend_asks_the_same(store_factory, client, acquisition):
 
 
 # -- the evidence ----------------------------------------------------------------------
-def reference_fit(XL, y):
+def reference_fit(XL, y, starts=([0.0, 0.0], [3.0, -2.0], [-3.0, 1.0]), prior=True):
     """(lam, s2) maximizing the Gaussian likelihood of the labels with the intercept
     integrated out (flat prior): that of the labels' n - 1 coordinates in a basis
-    orthogonal to the constant, by a general optimizer from several starts."""
+    orthogonal to the constant, times R2 (1 - R2) (a uniform prior on R2, the share of
+    the variance the weights explain on average, in log lam and log s2), by a general
+    optimizer from several starts. Without ``prior``, the likelihood alone."""
     n = len(y)
     Q = np.linalg.svd(np.eye(n) - 1.0 / n)[0][:, : n - 1]  # orthonormal, orthogonal to 1
     yq, Xq = Q.T @ y, Q.T @ XL
     K = Xq @ Xq.T
+    signal = np.trace(K) / (n - 1)  # the mean prior variance of x . w, times lam
 
     def nll(t):
         C = K / np.exp(t[0]) + np.exp(t[1]) * np.eye(n - 1)
-        return -multivariate_normal(np.zeros(n - 1), C).logpdf(yq)
+        r2 = signal / np.exp(t[0]) / (signal / np.exp(t[0]) + np.exp(t[1]))
+        log_prior = np.log(r2) + np.log1p(-r2) if prior else 0.0
+        return -multivariate_normal(np.zeros(n - 1), C).logpdf(yq) - log_prior
 
     best = min(
-        (
-            minimize(nll, s, method="Nelder-Mead", options=dict(xatol=1e-10, fatol=1e-12, maxiter=4000))
-            for s in ([0.0, 0.0], [3.0, -2.0], [-3.0, 1.0])
-        ),
+        (minimize(nll, s, method="Nelder-Mead", options=dict(xatol=1e-10, fatol=1e-12, maxiter=4000)) for s in starts),
         key=lambda r: r.fun,
     )
     return np.exp(best.x)
@@ -264,6 +266,31 @@ def test_the_evidence_maximum(n):
     y = XL @ rng.normal(size=60) * 0.3 + rng.normal(size=n)
     lam, s2 = blr_evidence.fit(XL, y)
     ref = reference_fit(XL, y)
+    assert np.allclose([lam, s2], ref, rtol=1e-3)
+
+
+def test_the_evidence_alone_on_request():
+    rng = np.random.default_rng(3)
+    XL = rng.normal(size=(40, 60))
+    y = XL @ rng.normal(size=60) * 0.3 + rng.normal(size=40)
+    fitted = blr_evidence.fit(XL, y, r2_prior=False)
+    assert np.allclose(fitted, reference_fit(XL, y, prior=False), rtol=1e-3)
+    assert not np.allclose(fitted, blr_evidence.fit(XL, y), rtol=1e-3)  # the prior matters at 40 labels
+
+
+def test_one_positive_keeps_the_fit_off_the_edge():
+    """With one positive among 100 0/1 labels on sparse bits the evidence alone is
+    flattest at "all noise" (lam at the search's edge, 1e10 times the Gram's scale); the
+    R2 prior keeps the maximum inside, where the reference optimizer finds it too."""
+    rng = np.random.default_rng(5)
+    XL = (rng.random((100, 300)) < 0.1).astype(np.float64)
+    y = np.zeros(100)
+    y[7] = 1.0
+    lam, s2 = blr_evidence.fit(XL, y)
+    sp = blr_evidence.spectrum(XL, y)
+    kbar = float(np.sum(sp.k * sp.count)) / sp.n
+    assert 1e-3 < kbar / lam / (kbar / lam + s2) < 0.999  # R2 inside
+    ref = reference_fit(XL, y, starts=([np.log(lam), np.log(s2)], [np.log(kbar), np.log(0.01)]))
     assert np.allclose([lam, s2], ref, rtol=1e-3)
 
 

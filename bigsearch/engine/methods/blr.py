@@ -21,7 +21,8 @@ choices where each chosen point joins A before the next (its fantasized answer, 
 leaves mu unchanged, so only v falls: exact, and the real labels then need no second update
 of A); for Thompson, one draw per member.
 
-lam and s2 come from the evidence of the labels (engine/blr_evidence.py), refitted each
+lam and s2 come from the evidence of the labels under a uniform prior on the share of
+their variance the weights explain (engine/blr_evidence.py), refitted each
 time the labels grow by ``refit_share`` (a refit rebuilds A^-1 from the labeled rows and,
 when v is needed, J by one O(n r^2) pass); ``refits`` records each. Given values are kept.
 

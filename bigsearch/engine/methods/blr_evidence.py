@@ -13,7 +13,11 @@ projections of y_c on their eigenvectors, and the rest of y_c (eigenvalue 0),
     log evidence = -1/2 sum_j [ z_j^2 / (s2 (rho k_j + 1)) + log(s2 (rho k_j + 1)) ] - (n - 1)/2 log(2 pi),
 
 and for a given rho the best s2 is sum_j z_j^2 / (rho k_j + 1) / (n - 1): one 1-D search
-over log rho (a grid, then golden-section refinement). The eigenvalues come from the
+over log rho (a grid, then golden-section refinement). The search maximizes the evidence
+times a uniform prior on R2, the share of the labels' variance the weights explain
+(``log_prior``; the R2-D2 prior's idea, Zhang, Reich & Bondell 2020): the MAP of type-II
+maximum likelihood, the same fit when the labels are many, an interior one when they are
+too few to tell signal from noise. The eigenvalues come from the
 smaller of the two Grams, X_c X_c^T (n_L x n_L) or X_c^T X_c (r x r), O(min(n_L, r)^3).
 """
 
@@ -70,10 +74,31 @@ def log_evidence(sp: Spectrum, lam: float, noise: float) -> float:
     return float(-0.5 * np.sum(sp.z2 / c + sp.count * np.log(c)) - 0.5 * sp.n * math.log(2 * math.pi))
 
 
+def log_prior(sp: Spectrum, lam: float, noise: float) -> float:
+    """log R2 + log (1 - R2): a uniform prior on R2 = (kbar / lam) / (kbar / lam + s2), the
+    share of a label's variance the weights' prior explains (kbar = tr K / (n - 1), the mean
+    prior variance of x_c . w times lam), in the coordinates log lam and log s2 searched
+    over (its density there is R2 (1 - R2)). It weighs nothing against many labels, and
+    keeps the fit off the edges when the evidence alone is flat towards one: with one
+    positive among a hundred 0/1 labels "all noise" (lam -> infinity) explains them as
+    well as any weights, and a batch then ranks by the raw similarity to that positive."""
+    kbar = float(np.sum(sp.k * sp.count)) / sp.n
+    if kbar <= 0:
+        return 0.0
+    log_snr = math.log(kbar) - math.log(lam) - math.log(noise)  # log (R2 / (1 - R2))
+    return -abs(log_snr) - 2.0 * math.log1p(math.exp(-abs(log_snr)))  # log R2 (1 - R2), stable
+
+
+def log_posterior(sp: Spectrum, lam: float, noise: float) -> float:
+    """What the fit maximizes: the log evidence plus ``log_prior``."""
+    return log_evidence(sp, lam, noise) + log_prior(sp, lam, noise)
+
+
 def fit(
-    XL: np.ndarray, y: np.ndarray, lam: float | None = None, noise: float | None = None
+    XL: np.ndarray, y: np.ndarray, lam: float | None = None, noise: float | None = None, r2_prior: bool = True
 ) -> tuple[float, float] | None:
-    """(lam, noise) maximizing the evidence; a value given is kept fixed. None when the
+    """(lam, noise) maximizing ``log_posterior`` (the evidence under the R2 prior; the
+    evidence alone when not ``r2_prior``); a value given is kept fixed. None when the
     labels cannot tell (fewer than MIN_LABELS, or all equal)."""
     y = np.asarray(y, np.float64)
     if len(y) < MIN_LABELS or np.ptp(y) == 0 or (lam is not None and noise is not None):
@@ -81,23 +106,24 @@ def fit(
     sp = spectrum(np.asarray(XL, np.float64), y)
     scale = float(sp.k[:-1].mean()) if len(sp.k) > 1 else 1.0  # the last entry is the null space's 0
     var = float(np.sum(sp.z2) / sp.n) or 1.0
+    objective = log_posterior if r2_prior else log_evidence
     if lam is None and noise is None:
 
-        def best(log_rho):  # profile: the best noise for this rho
+        def best(log_rho):  # the best noise for this rho, by the evidence (the prior depends on rho only)
             rho = math.exp(log_rho)
             s2 = max(float(np.sum(sp.z2 / (rho * sp.k + 1.0)) / sp.n), var * 1e-12)
             return s2, 1.0 / (rho * s2)
 
-        log_rho = _maximize(lambda t: log_evidence(sp, *reversed(best(t))), -math.log(scale))
+        log_rho = _maximize(lambda t: objective(sp, *reversed(best(t))), -math.log(scale))
         s2, lam_ = best(log_rho)
         return lam_, s2
     if noise is not None:
         s2 = noise
-        t = _maximize(lambda t: log_evidence(sp, math.exp(t), s2), math.log(scale / var))
+        t = _maximize(lambda t: objective(sp, math.exp(t), s2), math.log(scale / var))
         return math.exp(t), s2
     assert lam is not None
     lam_fixed = lam
-    t = _maximize(lambda t: log_evidence(sp, lam_fixed, math.exp(t)), math.log(var))
+    t = _maximize(lambda t: objective(sp, lam_fixed, math.exp(t)), math.log(var))
     return lam_fixed, math.exp(t)
 
 
