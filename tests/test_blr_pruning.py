@@ -164,7 +164,9 @@ def test_block_bounds_hold(data, store_factory, acquisition, fitted):
     score[labeled] = -np.inf
     best = np.maximum.reduceat(score, sm.start)
     assert np.all(bounds >= best - 1e-9 * np.abs(best).max())
-    assert np.any(bounds < best.max())  # some blocks can be skipped
+    if not fitted:  # (after refits the blocks' versions may all predate a rescaled w: the
+        # share read across refits is test_a_refit_costs_greedy_no_pass_and_the_share_read_stays_small's)
+        assert np.any(bounds < best.max())  # some blocks can be skipped
 
 
 def test_a_scaled_w_is_bounded_as_tightly_as_the_blocks_were_read(data, store_factory):
