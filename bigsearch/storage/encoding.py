@@ -174,7 +174,11 @@ def _encode_binary(X, first_row):
 
 # -- decoding (NumPy: the reference, BLAS blocks, read_rows) ---------------------------
 def as_chunk(raw, encoding, scale, r):
-    """What the kernels receive for stored rows ``raw`` (and their scales)."""
+    """What the kernels receive for stored rows ``raw`` (and their scales): read-only,
+    whether ``raw`` is a map of the file or a buffer it was decoded into, since numba
+    compiles each kernel apart for read-only and writable arrays (twice the compiling)."""
+    raw = raw.view()
+    raw.flags.writeable = False
     if encoding in ("float32", "float64"):
         return raw
     if encoding == "float16":
