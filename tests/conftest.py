@@ -197,21 +197,40 @@ USES = {
               "modules": {"test_hardening_kills", "test_distributed_loss", "test_session_crash"}},
     "large": {"fixtures": {"adult_store"}, "names": {"adult"}, "modules": {"test_out_of_core"}},   # adult: 48k rows
 }
-# Tests whose one-row-chunk cases are slow (a pass per row over hundreds of rows, each 10-25 s on
-# 2 loaded cores); their siblings with uneven and whole-store chunks stay in the quick lane.
-ONE_ROW_CHUNKS_SLOW = {"test_f_and_impact_match_brute_force", "test_query_sequences_match_dense",
-                       "test_pruned_queries_and_scores_are_the_full_pass", "test_pruned_wnas_is_the_full_pass",
-                       "test_query_is_argmax_with_duplicate_points"}
+# Cases that leave the quick lane though they use nothing slow: {why: (the case's parameters ->
+# whether it is one, the tests whose cases they are)}. Their siblings stay in the quick lane.
+SLOW_CASES = {
+    # a pass per row over hundreds of rows, each 10-25 s on 2 loaded cores
+    "one-row chunks": (lambda params: params.get("chunk_rows") == 1,
+                       {"test_f_and_impact_match_brute_force", "test_query_sequences_match_dense",
+                        "test_pruned_queries_and_scores_are_the_full_pass", "test_pruned_wnas_is_the_full_pass",
+                        "test_query_is_argmax_with_duplicate_points"}),
+    # searches over stores of coded encodings: each compiles every pass kernel once more per
+    # encoding (about a third of the quick lane's compiling in a fresh clone); the kernels on
+    # codes stay in it (test_encodings.py's code-kernel and lookup-table tests)
+    "coded encodings": (lambda params: params.get("encoding") in ("float16", "int8", "binary"),
+                        {"test_f_and_impact_match_brute_force", "test_query_sequences_match_dense",
+                         "test_batch_of_labels_matches_brute_force", "test_batch_at_alpha_zero_defers_J",
+                         "test_encoded_stores", "test_encoded_stores_prune_to_the_full_pass"}),
+}
 
 
-def slow_one_row_chunks(item):
-    """A case with chunks of one row of a test in ONE_ROW_CHUNKS_SLOW."""
+def slow_case(item):
+    """Whether ``item`` is a case of a test in SLOW_CASES that its rule picks."""
     params = getattr(getattr(item, "callspec", None), "params", {})
-    return params.get("chunk_rows") == 1 and getattr(item, "originalname", "") in ONE_ROW_CHUNKS_SLOW
+    name = getattr(item, "originalname", "")
+    return any(name in tests and picks(params) for picks, tests in SLOW_CASES.values())
+
+
+# Under pytest-xdist (`-n 2 --dist loadgroup`: docs/contributing.md) the tests that start worker
+# processes, a browser or kill processes, and time what they kill, run one at a time, on one
+# worker: two at once would race for the 2 cores they were written for.
+ONE_AT_A_TIME = {"cluster", "browser", "kills"}
 
 
 class Lanes:
-    """Marks each collected test with the USES markers that apply to it, and `slow` with them."""
+    """Marks each collected test with the USES markers that apply to it, and `slow` with them;
+    those in ONE_AT_A_TIME also join one xdist group."""
 
     @staticmethod
     def uses(item):
@@ -227,13 +246,16 @@ class Lanes:
             used = self.uses(item)
             for marker in used:
                 item.add_marker(marker)
-            if used or slow_one_row_chunks(item):
+            if used or slow_case(item):
                 item.add_marker("slow")
+            if ONE_AT_A_TIME.intersection(used):
+                item.add_marker(pytest.mark.xdist_group("one_at_a_time"))
 
 
 def pytest_configure(config):
     for marker in USES:
         config.addinivalue_line("markers", f"{marker}: applied by tests/conftest.py (USES); implies slow")
+    config.addinivalue_line("markers", "xdist_group(name): pytest-xdist's, given by tests/conftest.py (ONE_AT_A_TIME)")
     config.pluginmanager.register(Lanes(), "lanes")
     config.pluginmanager.register(SkipsFailOnCI(), "skips_fail_on_ci")
 

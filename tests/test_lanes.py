@@ -74,3 +74,40 @@ def test_markers_follow_what_a_test_uses(pytester, lane, passed):
     result = pytester.runpytest("-p", "no:randomly", "-v", "-m", lane, plugins=[Lanes()])
     result.assert_outcomes(passed=len(passed), deselected=3 - len(passed))
     result.stdout.fnmatch_lines([f"*::{name} PASSED*" for name in passed])
+
+
+CASES = """
+import pytest
+
+@pytest.mark.parametrize("encoding", ["float32", "int8"])
+def test_encoded_stores(encoding):
+    pass
+
+@pytest.mark.parametrize("encoding", ["float32", "int8"])
+def test_a_round_trip(encoding):
+    pass
+"""
+
+
+def test_searches_over_coded_encodings_leave_the_quick_lane(pytester):
+    """SLOW_CASES: the int8 case of a search test is slow, its float32 case and the cases of
+    tests the rule does not name stay quick."""
+    pytester.makepyfile(test_cases=CASES)
+    result = pytester.runpytest("-p", "no:randomly", "-v", "-m", "not slow", plugins=[Lanes()])
+    result.assert_outcomes(passed=3, deselected=1)
+    result.stdout.fnmatch_lines(["*::test_encoded_stores[[]float32[]] PASSED*"])
+    result.stdout.no_fnmatch_line("*::test_encoded_stores[[]int8[]]*")
+
+
+def test_cluster_tests_form_one_xdist_group(pytester):
+    """ONE_AT_A_TIME: under `--dist loadgroup` the cluster test runs in the one group, the others anywhere."""
+
+    class Collected:
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_modifyitems(self, items):
+            self.groups = {item.name: [m.args for m in item.iter_markers("xdist_group")] for item in items}
+
+    pytester.makepyfile(test_using=USING)
+    collected = Collected()
+    pytester.inline_run("--collect-only", "-p", "no:randomly", plugins=[Lanes(), collected])
+    assert collected.groups == {"test_runs_the_cli": [], "test_on_a_cluster": [("one_at_a_time",)], "test_plain": []}

@@ -176,13 +176,11 @@ def warm_up(store, method, seed, batch_size, options, backend="local"):
     with store.chunk(0) as x:
         if not isinstance(x, np.ndarray) or backend not in (None, "local"):
             return 0.0
-        readonly = not x.flags.writeable
     t = time.perf_counter()
     m = min(store.n, WARM_ROWS)
     if m < 2:
         return 0.0
-    rows = np.ascontiguousarray(store.read_stored_rows(np.arange(m)))
-    rows.flags.writeable = not readonly           # numba compiles read-only arrays apart
+    rows = np.ascontiguousarray(store.read_stored_rows(np.arange(m)))  # its chunks are read-only, as X's are
     from ..storage.arrays import NumpyArrayStore
     tiny = NumpyArrayStore(rows, chunk_rows=max(1, m // 2))
     settings = {**options, "anchors": min(m, 4), "pi": options.get("pi") or 0.5}

@@ -173,8 +173,21 @@ def _encode_binary(X, first_row):
 
 
 # -- decoding (NumPy: the reference, BLAS blocks, read_rows) ---------------------------
+def read_only(x):
+    """A read-only view of chunk ``x`` (an array, or an Encoded tuple's codes): numba
+    compiles each kernel apart for read-only and writable arrays, so every chunk the
+    kernels receive is read-only (one compile per chunk dtype, not two)."""
+    if isinstance(x, Encoded):
+        return x._replace(codes=read_only(x.codes))
+    view = x.view()
+    view.flags.writeable = False
+    return view
+
+
 def as_chunk(raw, encoding, scale, r):
-    """What the kernels receive for stored rows ``raw`` (and their scales)."""
+    """What the kernels receive for stored rows ``raw`` (and their scales): read-only,
+    whether ``raw`` is a map of the file or a buffer it was decoded into."""
+    raw = read_only(raw)
     if encoding in ("float32", "float64"):
         return raw
     if encoding == "float16":

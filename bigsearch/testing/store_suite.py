@@ -36,6 +36,14 @@ def _chunks(store):
             yield x
 
 
+def assert_chunks_read_only(store):
+    """Every chunk reaches the kernels read-only, mapped or decoded (numba compiles a kernel
+    apart for writable arrays: storage/encoding.py, ``read_only``)."""
+    for j in range(len(store.chunks)):
+        with store.chunk(j) as x:
+            assert not x.flags.writeable, f"chunk {j} of {store.path} is writable"
+
+
 class StoreFormatTests:
     fmt = None  # the FeatureStore subclass under test
     # -- capabilities (True: the cases that need it run) ------------------------------------
@@ -89,6 +97,7 @@ class StoreFormatTests:
             for name, values in (("y", y), ("ids", ids)):  # a range of rows, as cluster order reads them
                 np.testing.assert_array_equal(s.read_per_row(name, slice(3, 41)), values[3:41])
             np.testing.assert_array_equal(s.read_rows([49, 0, 7]), X[[49, 0, 7]].astype(np.float64))
+            assert_chunks_read_only(s)
             if self.keeps_attrs:
                 assert s.attrs["bigsearch_format"] == 1
 
@@ -109,6 +118,7 @@ class StoreFormatTests:
             where = self.make(tmp_path, X, chunk_rows=9, name=codec, compressors=self.fmt.compressors(codec))
             with self.open(where) as s:
                 np.testing.assert_array_equal(read_all(s), X)
+                assert_chunks_read_only(s)  # a decoded chunk too
                 assert (s.codec() == "none") == (codec == "none")
                 assert codec == "none" or codec in s.codec().replace("blosc-", "")
                 assert s.fast_path == (codec == "none" or self.cached_decode)

@@ -27,7 +27,7 @@ from ...errors import DataError, NumericalError
 from ...kernels.dense import times_columns
 from ...kernels.las import degrees
 from ...storage import FeatureStore
-from ...storage.encoding import decode
+from ...storage.encoding import decode, read_only
 from ..core.base import PointArray, PrunableSearch, StoreLike
 from ..core.params import DriftCheck, LASOptions, LASParams, PruneOptions
 from ..core.rank_updates import DeferredK, LowRankInverse, advance_score_vectors, batch_update
@@ -295,7 +295,7 @@ class LAS(PrunableSearch):
         stored = self.store.read_stored_rows(idx)
         rows = decode(stored)
         deg = np.empty(len(idx))
-        degrees(stored, self.s, deg)  # the kernel the passes use: bit-identical degrees
+        degrees(read_only(stored), self.s, deg)  # the kernel the passes use (as they call it): bit-identical degrees
         b_unl = 1.0 / (1.0 + p.w0)
         gamma = (b_unl - (1.0 - p.eta)) / deg
         V = self.score_vectors()
