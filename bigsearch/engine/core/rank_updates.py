@@ -25,12 +25,15 @@ sum_b c_b (x_i . g_b)^2), and K^-1 [xq, xz], the score vectors, follow in O(r B)
 (``advance_score_vectors``). K itself is only read by the drift check and saved state,
 so its updates wait until then (DeferredK).
 
-For many labels the products are BLAS calls in one thread (on a busy machine a second
-BLAS thread made them 2-2.5x slower), and the fold is a symmetric product S S^T
-(S = G sqrt|c|, syrk: half the multiplications).
+For many labels the products are BLAS calls on every core the process may use (they run
+between passes, when the chunk pool is idle: a batch of 500 at r = 2,048 is mostly these
+products; on a machine busy with other work a second BLAS thread once made them 2-2.5x
+slower), and the fold is a symmetric product S S^T (S = G sqrt|c|, syrk: half the
+multiplications).
 """
 
 import functools
+import os
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
@@ -78,7 +81,7 @@ class LowRankInverse:
         if k and len(rows) <= FEW_LABELS:
             subtract_low_rank(out, self.Gt, self.c, k, rows)
         elif k:
-            with _blas().limit(limits=1, user_api="blas"):
+            with _blas_threads():
                 out -= ((rows @ self.Gt[:k].T) * self.c[:k]) @ self.Gt[:k]
         return out
 
@@ -107,7 +110,7 @@ def batch_update(inverse, rows, gamma, indices):
         W, c = _coefficients(rows @ G0.T, gamma, indices)
         G = G0 if B == 1 else W.T @ G0
     else:
-        with _blas().limit(limits=1, user_api="blas"):
+        with _blas_threads():
             W, c = _coefficients(rows @ G0.T, gamma, indices)
             G = W.T @ G0
     folded = inverse.add(G, c)
@@ -129,7 +132,7 @@ def _base_times_rows(base, rows):
         return sparse_rows_times(rows, base)
     if len(rows) <= FEW_LABELS:
         return np.ascontiguousarray(times_columns(base, rows).T)
-    with _blas().limit(limits=1, user_api="blas"):
+    with _blas_threads():
         return rows @ base
 
 
@@ -138,7 +141,7 @@ def _subtract(base, G, c):
     if len(G) <= FEW_LABELS:
         subtract_outer(base, np.ascontiguousarray(G), c)
         return
-    with _blas().limit(limits=1, user_api="blas"):
+    with _blas_threads():
         for sign in (1.0, -1.0):                     # c_b < 0 only when 1 - eta > 1 / (1 + w0)
             part = sign * c > 0
             if part.any():
@@ -152,6 +155,13 @@ def _subtract(base, G, c):
 @functools.cache
 def _blas():
     return ThreadpoolController()
+
+
+def _blas_threads():
+    """BLAS limited to the cores this process may use (not more: BLAS's own default may
+    count the host's)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return _blas().limit(limits=cores, user_api="blas")
 
 
 def _coefficients(H, gamma, indices):
