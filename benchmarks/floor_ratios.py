@@ -87,10 +87,17 @@ print(json.dumps(res))
 def make(path, n, r, chunk_rows=None):
     """A store in random row order from tools/make_store.py (what the floor reads: float32, no codec)."""
     shutil.rmtree(path, ignore_errors=True)
-    cmd = [sys.executable, str(ROOT.parent / "tools" / "make_store.py"), str(path), "--n", str(n), "--r", str(r),
-           "--no-summaries"]
-    subprocess.run(cmd + (["--chunk-rows", str(chunk_rows)] if chunk_rows else []), check=True,
-                   capture_output=True)
+    cmd = [
+        sys.executable,
+        str(ROOT.parent / "tools" / "make_store.py"),
+        str(path),
+        "--n",
+        str(n),
+        "--r",
+        str(r),
+        "--no-summaries",
+    ]
+    subprocess.run(cmd + (["--chunk-rows", str(chunk_rows)] if chunk_rows else []), check=True, capture_output=True)
 
 
 def evict(path):
@@ -105,15 +112,31 @@ def evict(path):
 
 def measure(floor, path, rounds, init_rounds):
     with tempfile.TemporaryDirectory() as tmp:
-        out = subprocess.run([sys.executable, "-c", WORKER, floor, str(path), str(rounds), str(ROOT.parent),
-                              os.path.join(tmp, "tiny.zarr"), str(init_rounds)],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                WORKER,
+                floor,
+                str(path),
+                str(rounds),
+                str(ROOT.parent),
+                os.path.join(tmp, "tiny.zarr"),
+                str(init_rounds),
+            ],
+            capture_output=True,
+            text=True,
+        )
     if out.returncode:
         raise SystemExit(f"the measuring process failed:\n{out.stderr}")
     raw = json.loads(out.stdout.strip().splitlines()[-1])
     floor_pass, init_floor = median(raw["pass"]), median(raw["init_floor"])
-    row = {"floor_pass_ms": 1e3 * floor_pass, "first_pass_ms": 1e3 * raw["first_floor_pass_s"],
-           "init_floor_s": init_floor, "hold_maps": raw["hold_maps"]}
+    row = {
+        "floor_pass_ms": 1e3 * floor_pass,
+        "first_pass_ms": 1e3 * raw["first_floor_pass_s"],
+        "init_floor_s": init_floor,
+        "hold_maps": raw["hold_maps"],
+    }
     for a, its in raw["iter"].items():
         row[f"iter_ms_alpha_{a}"] = 1e3 * median(its)
         row[f"iter_ratio_alpha_{a}"] = median(its) / floor_pass
@@ -135,17 +158,48 @@ def floors(args):
             row, raw = measure(args.floor, path, args.rounds, args.init_rounds)
             rows.append({"n": n, "r": r, "store": how, **row, "raw": raw})
         shutil.rmtree(path, ignore_errors=True)
-    table(rows, ["n", "r", "store", "floor_pass_ms", "iter_ratio_alpha_0.0", "iter_ratio_alpha_0.01",
-                 "init_floor_s", "init_ratio_alpha_0.0", "init_ratio_alpha_0.01", "hold_maps"])
+    table(
+        rows,
+        [
+            "n",
+            "r",
+            "store",
+            "floor_pass_ms",
+            "iter_ratio_alpha_0.0",
+            "iter_ratio_alpha_0.01",
+            "init_floor_s",
+            "init_ratio_alpha_0.0",
+            "init_ratio_alpha_0.01",
+            "hold_maps",
+        ],
+    )
     return rows
 
 
 def run_cli(path, out, budget, batch):
     shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "bigsearch", "run", str(path), "--method", "las", "--alpha", "0",
-                    "--budget", str(budget), "--batch-size", str(batch), "--out", str(out)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bigsearch",
+            "run",
+            str(path),
+            "--method",
+            "las",
+            "--alpha",
+            "0",
+            "--budget",
+            str(budget),
+            "--batch-size",
+            str(batch),
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
     wall = time.perf_counter() - t
     run = json.loads((out / "results.json").read_text())["runs"][0]["timings"]
     return wall, run
@@ -153,7 +207,7 @@ def run_cli(path, out, budget, batch):
 
 def per_step(elapsed, batch):
     """Seconds between the ends of consecutive batches (the first batch holds initialization)."""
-    ends = np.asarray(elapsed)[batch - 1::batch]
+    ends = np.asarray(elapsed)[batch - 1 :: batch]
     return np.diff(ends)
 
 
@@ -166,9 +220,18 @@ def batch(args):
         for b, budget in ((1, 41), (500, 2000)):
             wall, timing = run_cli(path, out, budget, b)
             steps = per_step(timing["elapsed_seconds"], b)
-            rows.append({"round": rnd, "batch": b, "step_s": median(steps.tolist()), "steps": len(steps),
-                         "run_wall_s": wall, "accounted_s": timing["total_seconds"], "init_s": timing["init_seconds"],
-                         "compile_s": timing.get("compile_seconds")})
+            rows.append(
+                {
+                    "round": rnd,
+                    "batch": b,
+                    "step_s": median(steps.tolist()),
+                    "steps": len(steps),
+                    "run_wall_s": wall,
+                    "accounted_s": timing["total_seconds"],
+                    "init_s": timing["init_seconds"],
+                    "compile_s": timing.get("compile_seconds"),
+                }
+            )
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(path, ignore_errors=True)
     single = median([r["step_s"] for r in rows if r["batch"] == 1])
