@@ -129,5 +129,11 @@ def _fmt(v):
     return str(v)
 
 
+def las_run_command(store, out, budget, *options):
+    """``bigsearch run`` of LAS at alpha 0 on ``store`` (the real CLI, this interpreter)."""
+    cmd = [sys.executable, "-m", "bigsearch", "run", str(store), "--method", "las", "--alpha", "0"]
+    return cmd + ["--budget", str(budget), "--out", str(out), *map(str, options)]
+
+
 def rng_vectors(r, k=3, seed=0):
     return np.random.default_rng(seed).normal(size=(k, r))

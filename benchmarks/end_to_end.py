@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "scale"))  # harness.py (it adds benchmarks/ and the repository)
 sys.path.insert(0, str(HERE.parent))  # this checkout's bigsearch, before an installed one
 
-from common import DATA, save  # noqa: E402
+from common import DATA, las_run_command, save  # noqa: E402
 from harness import evict  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
@@ -135,25 +135,7 @@ def stored_summaries(store):
 def search(args, store, out, budget, prune):
     """``bigsearch run`` on the evicted store; what its results.json says, per query."""
     evict(store)
-    cmd = [
-        sys.executable,
-        "-m",
-        "bigsearch",
-        "run",
-        str(store),
-        "--method",
-        "las",
-        "--alpha",
-        "0",
-        "--budget",
-        str(budget),
-        "--seed",
-        str(args.seed),
-        "--out",
-        str(out),
-        "--overwrite",
-        "-q",
-    ]
+    cmd = las_run_command(store, out, budget, "--seed", args.seed, "--overwrite", "-q")
     _, seconds, peak = run_measured(cmd + ["--prune"] * prune, store.parent)
     run = json.loads((out / "results.json").read_text())["runs"][0]
     times = np.array(run["timings"]["iteration_seconds"])

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import DATA, ROOT, median, save, table
+from common import DATA, ROOT, las_run_command, median, save, table
 
 WORKER = r"""
 import json, os, sys, time
@@ -179,27 +179,7 @@ def floors(args):
 def run_cli(path, out, budget, batch):
     shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bigsearch",
-            "run",
-            str(path),
-            "--method",
-            "las",
-            "--alpha",
-            "0",
-            "--budget",
-            str(budget),
-            "--batch-size",
-            str(batch),
-            "--out",
-            str(out),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    subprocess.run(las_run_command(path, out, budget, "--batch-size", batch), check=True, capture_output=True)
     wall = time.perf_counter() - t
     run = json.loads((out / "results.json").read_text())["runs"][0]["timings"]
     return wall, run
