@@ -120,7 +120,8 @@ class LocalBackend:
             return list(self._pool.map(task, self.states))
 
     def _one_blas_thread(self) -> contextlib.AbstractContextManager[Any]:
-        if self._blas is None:
+        # chunks in parallel, one BLAS thread each; a single chunk keeps BLAS's threads
+        if self._blas is None or len(self.states) == 1:
             return contextlib.nullcontext()
         return self._blas.limit(limits=1, user_api="blas")
 

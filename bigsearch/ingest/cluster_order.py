@@ -61,7 +61,8 @@ ROWS_PER_CLUSTER = 8192        # the default k: about this many rows per cluster
 MAX_CLUSTERS = 256
 SAMPLE_PER_CLUSTER = 256       # k-means runs on a sample of this many rows per cluster,
 MIN_SAMPLE = 65_536            # at least this many,
-SAMPLE_BYTES = 256 << 20       # and at most this much float64 data
+SAMPLE_BYTES = 256 << 20       # and at most this much float64 data,
+SAMPLE_RUN = 64                # read in runs of this many rows
 WRITE_BYTES = 64 << 20         # rows read back from the spill files at a time
 
 
@@ -156,7 +157,7 @@ def _sample_kmeans(store, k, seed, iterations, n_threads, basis=False):
     small), and with ``basis`` the block summaries' basis of the same sample."""
     size = min(store.n, max(SAMPLE_PER_CLUSTER * k, MIN_SAMPLE), max(k, SAMPLE_BYTES // (8 * store.r)))
     rng = np.random.default_rng([seed, 3])
-    rows = None if size == store.n else store.read_rows(np.sort(rng.choice(store.n, size=size, replace=False)))
+    rows = None if size == store.n else store.read_rows(_sample_rows(store.n, size, rng))
     sample = store if rows is None else open_store(rows)
     backend = make_backend(sample, "local", n_threads)
     try:
@@ -166,6 +167,18 @@ def _sample_kmeans(store, k, seed, iterations, n_threads, basis=False):
     if not basis:
         return centres, None
     return centres, sample_basis(store.read_rows(np.arange(store.n)) if rows is None else rows, n_threads=n_threads)
+
+
+def _sample_rows(n, size, rng):
+    """``size`` distinct rows, sorted: runs of SAMPLE_RUN consecutive rows at random places
+    (a cold store larger than RAM is read with 64x fewer seeks; k-means' centres need
+    rows from all over the store, not independent ones)."""
+    runs, wanted = n // SAMPLE_RUN, -(-size // SAMPLE_RUN)
+    if wanted > runs:                      # a small store: rows one by one
+        return np.sort(rng.choice(n, size=size, replace=False))
+    starts = rng.choice(runs, size=wanted, replace=False) * SAMPLE_RUN
+    rows = (starts[:, None] + np.arange(SAMPLE_RUN)).ravel()
+    return np.sort(rng.choice(rows, size=size, replace=False) if len(rows) > size else rows)
 
 
 class Nearest(NamedTuple):

@@ -32,14 +32,11 @@ slower), and the fold is a symmetric product S S^T (S = G sqrt|c|, syrk: half th
 multiplications).
 """
 
-import functools
-import os
-
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 from ...errors import NumericalError
 from ...kernels.dense import sparse_rows_times, subtract_low_rank, subtract_outer, times_columns
+from .blas import blas_on_all_cores
 
 FEW_LABELS = 8       # up to this many: the numba kernels (one thread); more: BLAS
 SPARSE_ROWS = 0.25   # labeled rows with fewer nonzeros than this share: K^-1 x_b from the rows of K^-1 at them
@@ -81,7 +78,7 @@ class LowRankInverse:
         if k and len(rows) <= FEW_LABELS:
             subtract_low_rank(out, self.Gt, self.c, k, rows)
         elif k:
-            with _blas_threads():
+            with blas_on_all_cores():
                 out -= ((rows @ self.Gt[:k].T) * self.c[:k]) @ self.Gt[:k]
         return out
 
@@ -110,7 +107,7 @@ def batch_update(inverse, rows, gamma, indices):
         W, c = _coefficients(rows @ G0.T, gamma, indices)
         G = G0 if B == 1 else W.T @ G0
     else:
-        with _blas_threads():
+        with blas_on_all_cores():
             W, c = _coefficients(rows @ G0.T, gamma, indices)
             G = W.T @ G0
     folded = inverse.add(G, c)
@@ -132,7 +129,7 @@ def _base_times_rows(base, rows):
         return sparse_rows_times(rows, base)
     if len(rows) <= FEW_LABELS:
         return np.ascontiguousarray(times_columns(base, rows).T)
-    with _blas_threads():
+    with blas_on_all_cores():
         return rows @ base
 
 
@@ -141,7 +138,7 @@ def _subtract(base, G, c):
     if len(G) <= FEW_LABELS:
         subtract_outer(base, np.ascontiguousarray(G), c)
         return
-    with _blas_threads():
+    with blas_on_all_cores():
         for sign in (1.0, -1.0):                     # c_b < 0 only when 1 - eta > 1 / (1 + w0)
             part = sign * c > 0
             if part.any():
@@ -150,18 +147,6 @@ def _subtract(base, G, c):
                     base -= S @ S.T                  # NumPy computes S S^T by syrk
                 else:
                     base += S @ S.T
-
-
-@functools.cache
-def _blas():
-    return ThreadpoolController()
-
-
-def _blas_threads():
-    """BLAS limited to the cores this process may use (not more: BLAS's own default may
-    count the host's)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return _blas().limit(limits=cores, user_api="blas")
 
 
 def _coefficients(H, gamma, indices):

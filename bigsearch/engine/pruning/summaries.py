@@ -33,6 +33,7 @@ from ...storage import open_store
 from ...storage.encoding import n_rows
 from ...storage.fingerprint import store_fingerprint
 from ...storage.format import SUMMARIES_GROUP
+from ..core.blas import one_blas_thread
 from ..core.steps import COLSUM, GRAM, colsum_step
 from .block_summaries import (
     DEFAULT_BASIS,
@@ -189,7 +190,8 @@ class StreamedSummaries:
         sums = colsum_step(x, SimpleNamespace(start=a))
         self.bad |= sums.first_bad >= 0
         self.sums.append(sums.sums)
-        self.columns.append(summary_step(x, None, self.basis, self.block_rows))
+        with one_blas_thread():       # it runs beside the writer
+            self.columns.append(summary_step(x, None, self.basis, self.block_rows))
         self.seconds += time.perf_counter() - t0
 
     def finish(self, path, n_threads=None):

@@ -42,7 +42,7 @@ from ...storage.encoding import decode, n_rows
 from ..core.params import PruneOptions
 from ..core.select import ChunkPartials, best_ranked
 from ..core.steps import BLAS_ROWS, FUSED_LABELS, WNAS_UPDATE, colsum_step, wnas_update_step
-from .block_summaries import block_layout, check_block_rows
+from .block_summaries import block_centres, block_layout, check_block_rows
 from .contract import per_chunk
 from .las import (
     SAFETY,
@@ -76,9 +76,7 @@ def ball_step(x, state, block_rows):
     group = block_rows * max(1, BLAS_ROWS // block_rows)
     for g0 in range(0, n_rows(x), group):
         xb = decode(x, g0, g0 + group)
-        local = np.arange(0, len(xb), block_rows)
-        sizes = np.diff(np.append(local, len(xb)))
-        centre = np.add.reduceat(xb, local, axis=0) / sizes[:, None]
+        local, sizes, centre = block_centres(xb, block_rows)
         D = xb - np.repeat(centre, sizes, axis=0)
         parts.append((centre, np.sqrt(np.maximum.reduceat(np.einsum("ij,ij->i", D, D), local))))
     return Balls(*(np.concatenate(col) for col in zip(*parts)))
