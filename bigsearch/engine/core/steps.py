@@ -156,7 +156,7 @@ def gram_step(x, state, s, label_idx, label_val, eta, w0, pi):
     full, product = np.zeros((r + 2, r + 2)), np.empty((r + 2, r + 2))
     for _, Y in weighted_blocks(x, root, np.stack([q / root, z / root], axis=1)):
         full += np.matmul(Y.T, Y, out=product)
-    return GramPartials(0, -1, np.ascontiguousarray(full[:r, :r]), full[:r, r].copy(), full[:r, r + 1].copy())
+    return GramPartials(0, -1, full[:r, :r], full[:r, r], full[:r, r + 1])
 
 
 def las_rescore_step(x, state, s, label_idx, label_val, Kinv, V, eta, w0, pi, t_prev):

@@ -89,8 +89,9 @@ class LAS(PrunableSearch):
         self.fantasy = options.fantasy
         self.fantasy_passes: list[float] = []   # per fantasized batch: the passes over X it took to choose
         def params(st: FeatureStore) -> LASParams:
-            # K, K^-1, work arrays and an X^T R X partial per thread: r x r float64 each
-            limits.check_memory(((n_threads or os.cpu_count() or 1) + 6) * st.r * st.r * 8,
+            # K, K^-1, work arrays, and per thread an X^T R X partial, its block product and
+            # a block of rows (at most r / 2 of them): r x r float64 each, 3 per thread
+            limits.check_memory((3 * (n_threads or os.cpu_count() or 1) + 6) * st.r * st.r * 8,
                                 f"LAS on {st.r:,} features (its r x r matrices)",
                                 "use fewer features (e.g. `bigsearch ingest --rff D`), or WNAS, which keeps no "
                                 "r x r state")
