@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 import bigsearch
-from bigsearch.engine.core.steps import FUSED_LABELS
+from bigsearch.engine.core.steps import FUSED_LABELS, QuadraticForm, quadratic_forms
 from bigsearch.engine.guidance.remaining import remaining_summary
-from bigsearch.testing import brute_force_impact, dense_f, dense_las_run, dense_wnas
+from bigsearch.storage.encoding import read_only
+from bigsearch.testing import brute_force_impact, dense_f, dense_J, dense_las_run, dense_wnas
 
-from conftest import DTYPES, KINDS, chunkings
+from conftest import DTYPES, KINDS, chunkings, run_queries
 
 RTOL = 1e-9
 GRID = list(itertools.product(KINDS, DTYPES, chunkings(80)))
@@ -180,3 +181,54 @@ def test_f_and_export_after_a_batch_at_alpha_0_rebuild_no_J(small_data, store_fa
     assert [p.rebuilds_J for p in passes] == [True]
     assert rel_err(s.f, f) < RTOL and rel_err(s.impact, im) < RTOL and len(passes) == 1
     assert s.export_state()["meta"]["J_stale"] is False
+
+
+@pytest.mark.parametrize("dtype,chunk_rows", list(itertools.product(DTYPES, chunkings(80))))
+def test_initialization_computes_J_only_where_a_query_reads_it(small_data, store_factory, passes, dtype, chunk_rows):
+    """At alpha = 0 the queries choose by f alone: initialization makes no J pass (an n r^2
+    pass, as long as the Gram pass), the queries are the dense run's, and reading J or the
+    impact factor then makes the one J pass they need. At alpha > 0 initialization makes
+    exactly one, and J is the dense reference's (counted passes, not timed)."""
+    X, y = small_data
+    path = store_factory(X, y, "zarr", dtype, chunk_rows)
+    Xs, first = stored_X(path), int(np.flatnonzero(y)[3])
+    expected = dense_las_run(Xs, y, [first], 6, pi=0.15, eta=0.6, w0=0.02, alpha=0.0)
+    s = bigsearch.LAS(path, pi=0.15, eta=0.6, w0=0.02)
+    s.tell(first, 1)
+    passes.clear()
+    assert run_queries(s, y, 6) == expected
+    assert not any(p.rebuilds_J for p in passes) and passes[0].step == "colsum_step"
+    labels = np.full(len(y), -1)
+    labels[[first, *expected]] = y[[first, *expected]]
+    s.sync()                                      # the last label's pass
+    passes.clear()
+    assert rel_err(s.J, dense_J(Xs, labels, eta=0.6, w0=0.02)) < RTOL
+    assert rel_err(s.impact, brute_force_impact(Xs, labels, pi=0.15, eta=0.6, w0=0.02)[1]) < RTOL
+    assert [p.rebuilds_J for p in passes] == [True]
+    s = bigsearch.LAS(path, pi=0.15, eta=0.6, w0=0.02, alpha=0.01)
+    s.tell(first, 1)
+    passes.clear()
+    s.ask()
+    assert [p.rebuilds_J for p in passes] == [False, False, True]
+    labels = np.full(len(y), -1)
+    labels[first] = 1
+    assert rel_err(s.J, dense_J(Xs, labels, eta=0.6, w0=0.02)) < RTOL and len(passes) == 3
+
+
+@pytest.mark.parametrize("definite", [True, False])
+@pytest.mark.parametrize("rows", [1, 7, 300])
+def test_quadratic_forms_match_numpy(definite, rows):
+    """x^T A x per row, through A's Cholesky factor by column blocks (r = 130: blocks of 64,
+    64 and 2) or, for an A that is not positive definite, through x A; against NumPy."""
+    rng = np.random.default_rng(rows)
+    r = 130
+    B = rng.normal(size=(r, r))
+    A = B @ B.T + r * np.eye(r) if definite else (B + B.T) / 2
+    form = QuadraticForm.of(A)
+    assert (form.L is not None) == definite
+    x = read_only(rng.normal(size=(rows, r)).astype(np.float32))
+    out = np.empty(rows)
+    quadratic_forms(x, form, out)
+    X = x.astype(np.float64)
+    expected = np.einsum("ij,jk,ik->i", X, A, X)
+    assert np.abs(out - expected).max() <= 1e-12 * np.abs(expected).max()

@@ -317,3 +317,13 @@ def column_sums(x):
             if not np.isfinite(x[i, j]):
                 return s, i
     return s, -1
+
+
+@numba.njit(nogil=True, cache=True)
+def scaled_rows(x, a, w, out):
+    """out[i] = w[a + i] * x[a + i] in float64 for the rows of ``out``: a chunk's rows
+    converted and weighted in one pass, into a buffer the caller reuses (BLAS reads it)."""
+    for i in range(out.shape[0]):
+        wi = w[a + i]
+        for k in range(out.shape[1]):
+            out[i, k] = wi * np.float64(x[a + i, k])

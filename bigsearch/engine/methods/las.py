@@ -32,7 +32,7 @@ from ..core.base import PointArray, PrunableSearch, StoreLike
 from ..core.params import DriftCheck, LASOptions, LASParams, PruneOptions
 from ..core.rank_updates import DeferredK, LowRankInverse, advance_score_vectors, batch_update
 from ..core.select import PassSummary
-from ..core.steps import COLSUM, FUSED_LABELS, GRAM, LAS_REFRESH, LAS_RESCORE, LAS_UPDATE, Compared
+from ..core.steps import COLSUM, FUSED_LABELS, GRAM, LAS_REFRESH, LAS_RESCORE, LAS_UPDATE, Compared, QuadraticForm
 from ..pruning.las import LASPruning
 from .fantasy import FantasizedBatch
 
@@ -89,8 +89,9 @@ class LAS(PrunableSearch):
         self.fantasy = options.fantasy
         self.fantasy_passes: list[float] = []   # per fantasized batch: the passes over X it took to choose
         def params(st: FeatureStore) -> LASParams:
-            # K, K^-1, work arrays and an X^T R X partial per thread: r x r float64 each
-            limits.check_memory(((n_threads or os.cpu_count() or 1) + 6) * st.r * st.r * 8,
+            # K, K^-1, work arrays, and per thread an X^T R X partial, its block product and
+            # a block of rows (at most r / 2 of them): r x r float64 each, 3 per thread
+            limits.check_memory((3 * (n_threads or os.cpu_count() or 1) + 6) * st.r * st.r * 8,
                                 f"LAS on {st.r:,} features (its r x r matrices)",
                                 "use fewer features (e.g. `bigsearch ingest --rff D`), or WNAS, which keeps no "
                                 "r x r state")
@@ -176,6 +177,11 @@ class LAS(PrunableSearch):
             self._rescore(J_from_Kinv=False)
             pruning.after_full_pass()
 
+    def _J_unused(self) -> bool:
+        """Whether the queries never read J: at alpha = 0 they choose by f alone (only the
+        impact factor reads J), unless fantasized batches update the search as they choose."""
+        return self.params.alpha == 0 and self.fantasy is None
+
     def _selection_weight(self) -> float:
         assert self._summary is not None
         self._t_prev = self._summary.selection_weight(self.params.alpha)
@@ -186,7 +192,10 @@ class LAS(PrunableSearch):
 
     def _initial_passes(self, refresh: bool = False) -> dict[str, float] | None:
         """Three chunked passes: column sums; degrees and X^T diag(rho) X; J and scores.
-        Every label told so far is applied (none is left pending).
+        Every label told so far is applied (none is left pending). When no query reads J
+        (``_J_unused``), the last pass leaves it behind, as a batch at alpha = 0 does: J, an
+        n r^2 pass as long as the Gram pass, is then computed when J or the impact factor is
+        read. A refresh recomputes J when it was current.
 
         A refresh overwrites the per-point arrays in place (no second copy of the state)
         and returns the drift of J and f that the last pass measured."""
@@ -211,13 +220,17 @@ class LAS(PrunableSearch):
                 "append a constant 1 feature (`bigsearch ingest --normalize --bias` for files; "
                 "bigsearch.prepare(X, normalize=True, bias=True) for an array), which makes every "
                 "similarity cos + 1 >= 0")
-        G = np.sum([q.G for q in grams], axis=0)
+        G = grams[0].G.copy()
+        for q in grams[1:]:           # in place: stacking the chunks' r x r partials first took
+            G += q.G                  # 13 x 32 MiB more at r = 2,048
         self.K = np.eye(self.store.r) - (G + G.T) / 2
         self.Kinv = self._invert(self.K)
         self.xq = np.sum([q.xq for q in grams], axis=0) + self._graded_xq()
         self.xz = np.sum([q.xz for q in grams], axis=0)
         self._V = None                # computed from K^-1, xq and xz by the pass below
-        drift = self._rescore(J_from_Kinv=True, compare=refresh)
+        with_J = not self._J_unused() or (refresh and not self._J_stale)   # a current J stays current
+        drift = self._rescore(J_from_Kinv=with_J, compare=refresh)
+        self._J_stale = not with_J
         if self.pruning is not None:
             self.pruning.after_full_pass(G)
         self._ready = True
@@ -270,8 +283,9 @@ class LAS(PrunableSearch):
         p = self.params
         labeled = np.flatnonzero(self._label >= 0)
         V = self.score_vectors()
-        return StepCall(LAS_RESCORE, (self.s, labeled, self._label[labeled], self.Kinv if J_from_Kinv else None,
-                                      V, p.eta, p.w0, p.pi, self._t_prev))
+        form = QuadraticForm.of(self.Kinv) if J_from_Kinv else None
+        return StepCall(LAS_RESCORE, (self.s, labeled, self._label[labeled], form, V, p.eta, p.w0, p.pi,
+                                      self._t_prev))
 
     def _invert(self, K: np.ndarray) -> np.ndarray:
         try:
@@ -313,11 +327,11 @@ class LAS(PrunableSearch):
         if pruning is not None:
             pruning.labels_told(idx, lab)             # no pass: the next query reads what it needs
         else:
-            if p.alpha == 0 and self.fantasy is None and len(idx) > FUSED_LABELS:
+            if self._J_unused() and (self._J_stale or len(idx) > FUSED_LABELS):   # J behind stays behind
                 self._J_stale = True
                 G, cs = G[:0], cs[:0]
             V = np.vstack([self.score_vectors(), G])
-            products = len(V)
+            products = -(-len(V) // 3) * 3      # what the kernel computes: V padded to 3k rows (pad3)
             self._pass(LAS_UPDATE, V, cs, idx, lab, p.eta, p.w0, p.pi, self._t_prev, t_prev=self._t_prev)
             self.bytes_since_query += self.store.nbytes
         if self._drift_check_due(len(idx), products):
@@ -391,7 +405,10 @@ class LAS(PrunableSearch):
         The drift is the largest difference, relative to the largest value, between the
         incremental and the recomputed K^-1, J and f.
         """
-        self._sync_scores()               # J is compared with its recomputed value
+        if self._J_unused():
+            self._sync_f()                # a J left behind is not rebuilt only to be compared
+        else:
+            self._sync_scores()           # J is compared with its recomputed value
         old_Kinv = self.Kinv.copy()
         measured = self._initial_passes(refresh=True) or {}
         drift = {"labels": self.n_labeled, "Kinv": _rel(old_Kinv, self.Kinv), **measured}
