@@ -76,7 +76,8 @@ def point_weights(label, deg, eta, w0, pi):
     return rho, q, z
 
 
-ITEM_ROWS = 1024     # rows per work item: dot products of 1,024 rows, then their per-point update
+ITEM_ROWS = 8192     # rows per work item (threads take items in turn; each has its own candidate lists)
+BLOCK_ROWS = 1024    # rows whose dot products are computed before their per-point update
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FAST)
@@ -97,13 +98,12 @@ def update_scores(x, V, c, offset, label, deg, J, f, im, eta, w0, pi, t_prev):
     nv = V.shape[0]
     V = pad3(V)
     T = dots_setup(x, V)
-    P = np.empty((ITEM_ROWS, V.shape[0]))
+    P = np.empty((BLOCK_ROWS, V.shape[0]))
     n_items = (m + ITEM_ROWS - 1) // ITEM_ROWS
     sums, vals, idx = new_items(n_items)
     for k in range(n_items):
         a, b = k * ITEM_ROWS, min((k + 1) * ITEM_ROWS, m)
-        update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, P)
-        sums[k] = rows_partials(label, f, im, a, b, t_prev, vals[k], idx[k])
+        sums[k] = update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals[k], idx[k], P)
     return chunk_partials(sums, vals, idx, 0, n_items, offset, f, im)
 
 
@@ -120,23 +120,43 @@ def update_items(xs, starts, items, counter, V, nv, c, label, deg, J, f, im, eta
     sums[k], vals[k], idx[k] (``new_items``); ``chunk_partials`` then makes each chunk's.
     """
     T = dots_setup(xs[0], V)
-    P = np.empty((ITEM_ROWS, V.shape[0]))
+    P = np.empty((BLOCK_ROWS, V.shape[0]))
     while True:
         k = take_ticket(counter)
         if k >= items.shape[0]:
             return
         j, a, b = items[k, 0], items[k, 1], items[k, 2]
         s, e = starts[j], starts[j + 1]
-        lab, fj, imj = label[s:e], f[s:e], im[s:e]
-        update_rows(xs[j], a, b, V, nv, T, c, lab, deg[s:e], J[s:e], fj, imj, eta, w0, pi, P)
-        sums[k] = rows_partials(lab, fj, imj, a, b, t_prev, vals[k], idx[k])
+        sums[k] = update_rows(xs[j], a, b, V, nv, T, c, label[s:e], deg[s:e], J[s:e], f[s:e], im[s:e], eta, w0, pi,
+                              t_prev, vals[k], idx[k], P)
+
+
+@numba.njit(nogil=True, cache=True)   # no fastmath: an item's sums add block after block
+def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals, idx, P):
+    """J, f and the impact factor of rows a <= i < b, BLOCK_ROWS at a time (P: a
+    (BLOCK_ROWS, len(V)) buffer; V padded by ``pad3``, nv its rows before padding).
+    Returns [sum of f, sum of IM, count] over the unlabeled rows; a block whose rows may
+    enter the candidate lists (vals, idx) is offered to them (``push_candidates``)."""
+    K = vals.shape[1]
+    total = np.zeros(3)
+    for i0 in range(a, b, BLOCK_ROWS):
+        i1 = min(i0 + BLOCK_ROWS, b)
+        sum_f, sum_im, n_u, hit = update_block(x, i0, i1, V, nv, T, c, label, deg, J, f, im, eta, w0, pi,
+                                               t_prev, vals[0, K - 1], vals[1, K - 1], vals[2, K - 1], P)
+        total[0] += sum_f
+        total[1] += sum_im
+        total[2] += n_u
+        if hit:
+            push_candidates(label, f, im, i0, i1, t_prev, vals, idx)
+    return total
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FAST, error_model="numpy")   # IEEE division: vectorized
-def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, P):
-    """J, f and the impact factor of rows a <= i < b (the module docstring's formulas).
-    V: padded (``pad3``), nv: its rows before padding; P: a (ITEM_ROWS, len(V)) buffer.
-    The per-point loop reads each array at unit stride, so LLVM vectorizes it."""
+def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, k_f, k_im, k_s, P):
+    """``update_rows`` for one block (the module docstring's formulas): the sums over its
+    unlabeled rows, and whether one may enter a candidate list whose K-th values are
+    k_f, k_im, k_s (the test for f + t_prev IM has a margin for rounding, so it errs only
+    toward yes). The per-point loop reads each array at unit stride: LLVM vectorizes it."""
     chunk_dots(x, a, b, V, T, P)
     n = b - a
     lb, dg, Jb, fb, ib = label[a:b], deg[a:b], J[a:b], f[a:b], im[a:b]
@@ -153,6 +173,7 @@ def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, P):
     lam = (1.0 - eta) / eta
     b_lab, b_unl, q_unl = 1.0 - eta, 1.0 / (1.0 + w0), pi * w0 / (1.0 + w0)
     A1, A2 = 1.0 / lam - pi * w0, 1.0 / lam - w0
+    sum_f, sum_im, n_u, hit = 0.0, 0.0, 0, False
     for t in range(n):
         d = dg[t]
         lab = lb[t] >= 0
@@ -162,21 +183,14 @@ def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, P):
         mi = (1.0 + rho * Jb[t]) * rho
         ci = d * (A1 - A2 * fi) / (1.0 + d * A2 * mi)
         fb[t] = fi
-        ib[t] = 0.0 if lab else fi * ci * (mu - mi)
-
-
-@numba.njit(nogil=True, cache=True)   # no fastmath: the sums add in this order wherever compiled
-def rows_partials(label, f, im, a, b, t_prev, vals, idx):
-    """[sum of f, sum of IM, count] over the unlabeled rows a <= i < b, added in row
-    order; the rows are offered to the candidate lists (vals, idx)."""
-    sum_f, sum_im, n_u = 0.0, 0.0, 0
-    for i in range(a, b):
-        if label[i] < 0:
-            sum_f += f[i]
-            sum_im += im[i]
-            n_u += 1
-    push_candidates(label, f, im, a, b, t_prev, vals, idx)
-    return np.array([sum_f, sum_im, n_u])
+        imi = 0.0 if lab else fi * ci * (mu - mi)
+        ib[t] = imi
+        sum_f += 0.0 if lab else fi
+        sum_im += imi
+        n_u += 0 if lab else 1
+        ti = t_prev * imi
+        hit |= not lab and (fi > k_f or imi > k_im or fi + ti + 1e-12 * (abs(fi) + abs(ti)) > k_s)
+    return sum_f, sum_im, n_u, hit
 
 
 @numba.njit(nogil=True, cache=True)
