@@ -17,6 +17,11 @@ V = [K^-1 xq, K^-1 xz, g_1 .. g_B] give
 
 and the chunk's partials: sum of f and IM over unlabeled points, their count, and
 the top candidates by f and by IM (engine/core/select.py picks the winner from them).
+
+A chunk is cut into work items of ITEM_ROWS rows (from its first row), each with its own
+sums and candidate lists, merged in order into the chunk's: ``update_scores`` runs them
+one after the other, ``update_items`` on several threads over many chunks (the local
+backend's pass over a store whose maps are held), with the same partials bit for bit.
 """
 
 import numba
