@@ -63,8 +63,9 @@ def test_held_maps_run_no_step_chunk_by_chunk(store_factory, data, monkeypatch):
     search.ask()
     per_chunk = []
     real = LocalBackend._run
-    monkeypatch.setattr(LocalBackend, "_run", lambda self, step, st, args: (per_chunk.append(step),
-                                                                            real(self, step, st, args))[1])
+    monkeypatch.setattr(
+        LocalBackend, "_run", lambda self, step, st, args: (per_chunk.append(step), real(self, step, st, args))[1]
+    )
     for _ in range(3):
         search.tell(search.ask(), 0)
     assert search.store.hold_maps and per_chunk == []
@@ -77,7 +78,7 @@ def test_update_items_equals_update_scores_per_chunk_with_ties():
     update_scores over that chunk."""
     rng = np.random.default_rng(8)
     base = np.abs(rng.random((50, 5))).astype(np.float32)
-    X = base[rng.integers(0, 50, 3 * ITEM_ROWS + 700)]          # every row repeated: scores tie
+    X = base[rng.integers(0, 50, 3 * ITEM_ROWS + 700)]  # every row repeated: scores tie
     X.flags.writeable = False
     cuts = [0, ITEM_ROWS + 300, 2 * ITEM_ROWS + 301, len(X)]
     n = len(X)
@@ -93,8 +94,24 @@ def test_update_items_equals_update_scores_per_chunk_with_ties():
     items = work_items(lengths)
     sums, vals, idx = new_items(len(items))
     chunks = List([X[a:b] for a, b in zip(cuts[:-1], cuts[1:])])
-    update_items(chunks, np.array(cuts), items, np.zeros(1, np.int64), pad3(V), 3, c, label, deg, J, f, im,
-                 *args, sums, vals, idx)
+    update_items(
+        chunks,
+        np.array(cuts),
+        items,
+        np.zeros(1, np.int64),
+        pad3(V),
+        3,
+        c,
+        label,
+        deg,
+        J,
+        f,
+        im,
+        *args,
+        sums,
+        vals,
+        idx,
+    )
     first = np.searchsorted(items[:, 0], np.arange(len(lengths) + 1))
     for j, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
         Jj, fj, imj = J0[a:b].copy(), np.zeros(b - a), np.zeros(b - a)
@@ -104,7 +121,7 @@ def test_update_items_equals_update_scores_per_chunk_with_ties():
             np.testing.assert_array_equal(g, e)
         np.testing.assert_array_equal(J[a:b], Jj)
         np.testing.assert_array_equal(f[a:b], fj)
-        assert len(set(fj[label[a:b] < 0])) < 60                 # ties there were
+        assert len(set(fj[label[a:b] < 0])) < 60  # ties there were
 
 
 def test_batches_of_many_labels_go_chunk_by_chunk(store_factory, data):
