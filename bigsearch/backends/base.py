@@ -38,10 +38,19 @@ class ChunkStep:
 
     ``whole_chunk`` is False for a step that reads only some rows of its chunk (pruned
     queries): the chunk is then mapped without huge pages (storage/base.py).
+
+    ``over_store``, optional, is the same step over every chunk at once, for a backend
+    that holds every chunk and the whole per-point arrays in its process:
+    ``over_store(chunks, arrays, on_threads, *args)`` with the chunks in order, the
+    per-point arrays by name (length n) and ``on_threads(fn)``, which runs ``fn()`` on
+    each of the backend's threads at once and returns when all are done. It returns the
+    partials of every chunk, as ``run`` would have, or None when these chunks or
+    arguments need the chunk-by-chunk path (having changed nothing).
     """
     run: Callable[..., Any]
     from_scratch: bool = False
     whole_chunk: bool = True
+    over_store: Callable[..., list[Any] | None] | None = None
 
     def __call__(self, x: Any, state: Any, *args: Any) -> Any:
         return self.run(x, state, *args)

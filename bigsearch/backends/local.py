@@ -18,7 +18,7 @@ import contextvars
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -105,6 +105,10 @@ class LocalBackend:
     def map(self, step: ChunkStep, *args: Any) -> list[Any]:
         """``[step(x_j, state_j, *args) for every chunk j]``, in chunk order."""
         report = PASS_PROGRESS.get()
+        if report is None and step.over_store is not None:
+            out = self._over_store(step, args)
+            if out is not None:
+                return out
         if report is None:
             task = lambda st: self._run(step, st, args)  # noqa: E731
         else:
@@ -118,6 +122,28 @@ class LocalBackend:
                 return out
         with self._one_blas_thread():
             return list(self._pool.map(task, self.states))
+
+    def _over_store(self, step: ChunkStep, args: tuple[Any, ...]) -> list[Any] | None:
+        """The step over every chunk in one call (``ChunkStep.over_store``) when the store
+        holds its chunk maps: no Python per chunk, and every thread busy to the end of the
+        pass (the step shares its work out in small items). None: map chunk by chunk."""
+        if not (self.store.fast_path and self.store.hold_maps):
+            return None
+        assert step.over_store is not None
+        with contextlib.ExitStack() as held:
+            chunks = [held.enter_context(self.store.chunk(st.chunk_id)) for st in self.states]
+            return step.over_store(chunks, self._arrays, self._on_every_thread, *args)
+
+    def _on_every_thread(self, fn: Callable[[], Any]) -> None:
+        """``fn()`` on ``n_threads`` threads at once (this one and the pool's), returning
+        when all have finished; an error of any is raised here."""
+        futures = [self._pool.submit(fn) for _ in range(self.n_threads - 1)]
+        try:
+            fn()
+        finally:
+            wait(futures)
+        for future in futures:
+            future.result()
 
     def _one_blas_thread(self) -> contextlib.AbstractContextManager[Any]:
         # chunks in parallel, one BLAS thread each; a single chunk keeps BLAS's threads

@@ -80,6 +80,19 @@ def _as_float64(v):
     return lambda v: np.float64(v)
 
 
+@intrinsic
+def take_ticket(typingctx, counter):
+    """counter[0] += 1 as one atomic operation; returns the value before. Threads that
+    share ``counter`` (an int64 array) take work items in turn, each item exactly once."""
+    if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        return builder.atomic_rmw("add", data, ir.Constant(ir.IntType(64), 1), "monotonic")
+    return types.int64(counter), codegen
+
+
 # Kernel shapes (benchmarks/encodings.py --only widths measures all three on the machine):
 # one row and three columns per loop streams float rows of r <= 1,024 about 2x faster
 # than two rows on AMD EPYC hosts, two rows were faster on the Intel hosts of

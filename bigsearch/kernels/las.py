@@ -17,12 +17,28 @@ V = [K^-1 xq, K^-1 xz, g_1 .. g_B] give
 
 and the chunk's partials: sum of f and IM over unlabeled points, their count, and
 the top candidates by f and by IM (engine/core/select.py picks the winner from them).
+
+A chunk is cut into work items of ITEM_ROWS rows (from its first row), each with its own
+sums and candidate lists, merged in order into the chunk's: ``update_scores`` runs them
+one after the other, ``update_items`` on several threads over many chunks (the local
+backend's pass over a store whose maps are held), with the same partials bit for bit.
 """
 
 import numba
 import numpy as np
 
-from .common import FAST, N_LISTS, ROW_BLOCK, TOP_K, candidate_partials, new_top, pad3, push_candidates
+from .common import (
+    FAST,
+    N_LISTS,
+    ROW_BLOCK,
+    TOP_K,
+    candidate_partials,
+    new_top,
+    pad3,
+    push_candidates,
+    push_top,
+    take_ticket,
+)
 from .encoded import chunk_dots, chunk_rows, dots_setup
 
 
@@ -65,6 +81,10 @@ def point_weights(label, deg, eta, w0, pi):
     return rho, q, z
 
 
+ITEM_ROWS = 8192     # rows per work item (threads take items in turn; each has its own candidate lists)
+BLOCK_ROWS = 1024    # rows whose dot products are computed before their per-point update
+
+
 @numba.njit(nogil=True, cache=True, fastmath=FAST)
 def update_scores(x, V, c, offset, label, deg, J, f, im, eta, w0, pi, t_prev):
     """The fused LAS pass over one chunk (see the module docstring).
@@ -75,44 +95,130 @@ def update_scores(x, V, c, offset, label, deg, J, f, im, eta, w0, pi, t_prev):
     Updates J, f, im in place and returns the partials
     (sums [sum f, sum IM, n unlabeled], candidates (idx, f, IM) and K-th values of the
     lists by f, by IM and by f + t_prev IM; engine/core/select.py explains them).
+
+    The chunk goes item by item (ITEM_ROWS rows) through the functions ``update_items``
+    runs on many threads over many chunks, so both return the same partials, bit for bit.
     """
     m = chunk_rows(x)
     nv = V.shape[0]
     V = pad3(V)
     T = dots_setup(x, V)
+    P = np.empty((BLOCK_ROWS, V.shape[0]))
+    n_items = (m + ITEM_ROWS - 1) // ITEM_ROWS
+    sums, vals, idx = new_items(n_items)
+    for k in range(n_items):
+        a, b = k * ITEM_ROWS, min((k + 1) * ITEM_ROWS, m)
+        sums[k] = update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals[k], idx[k], P)
+    return chunk_partials(sums, vals, idx, 0, n_items, offset, f, im)
+
+
+@numba.njit(nogil=True, cache=True)
+def update_items(xs, starts, items, counter, V, nv, c, label, deg, J, f, im, eta, w0, pi, t_prev, sums, vals, idx):
+    """``update_scores`` over many chunks at once, run by several threads together: each
+    takes the next work item (``counter``, shared) until none is left, so every thread is
+    busy to the end of the pass whatever the chunks' sizes.
+
+    xs: the chunks (a typed list of arrays); starts: (n_chunks + 1,) each chunk's first
+    global row, then n; items: (n_items, 3) chunk, first and end row in it (ITEM_ROWS
+    apart from the chunk's first row, as in ``update_scores``); V padded (``pad3``), nv its
+    rows before padding; label .. im: whole per-point arrays. Item k's partials go to
+    sums[k], vals[k], idx[k] (``new_items``); ``chunk_partials`` then makes each chunk's.
+    """
+    T = dots_setup(xs[0], V)
+    P = np.empty((BLOCK_ROWS, V.shape[0]))
+    while True:
+        k = take_ticket(counter)
+        if k >= items.shape[0]:
+            return
+        j, a, b = items[k, 0], items[k, 1], items[k, 2]
+        s, e = starts[j], starts[j + 1]
+        sums[k] = update_rows(xs[j], a, b, V, nv, T, c, label[s:e], deg[s:e], J[s:e], f[s:e], im[s:e], eta, w0, pi,
+                              t_prev, vals[k], idx[k], P)
+
+
+@numba.njit(nogil=True, cache=True)   # no fastmath: an item's sums add block after block
+def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals, idx, P):
+    """J, f and the impact factor of rows a <= i < b, BLOCK_ROWS at a time (P: a
+    (BLOCK_ROWS, len(V)) buffer; V padded by ``pad3``, nv its rows before padding).
+    Returns [sum of f, sum of IM, count] over the unlabeled rows; a block whose rows may
+    enter the candidate lists (vals, idx) is offered to them (``push_candidates``)."""
+    K = vals.shape[1]
+    total = np.zeros(3)
+    for i0 in range(a, b, BLOCK_ROWS):
+        i1 = min(i0 + BLOCK_ROWS, b)
+        sum_f, sum_im, n_u, hit = update_block(x, i0, i1, V, nv, T, c, label, deg, J, f, im, eta, w0, pi,
+                                               t_prev, vals[0, K - 1], vals[1, K - 1], vals[2, K - 1], P)
+        total[0] += sum_f
+        total[1] += sum_im
+        total[2] += n_u
+        if hit:
+            push_candidates(label, f, im, i0, i1, t_prev, vals, idx)
+    return total
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FAST, error_model="numpy")   # IEEE division: vectorized
+def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, k_f, k_im, k_s, P):
+    """``update_rows`` for one block (the module docstring's formulas): the sums over its
+    unlabeled rows, and whether one may enter a candidate list whose K-th values are
+    k_f, k_im, k_s (the test for f + t_prev IM has a margin for rounding, so it errs only
+    toward yes). The per-point loop reads each array at unit stride: LLVM vectorizes it."""
+    chunk_dots(x, a, b, V, T, P)
+    n = b - a
+    lb, dg, Jb, fb, ib = label[a:b], deg[a:b], J[a:b], f[a:b], im[a:b]
+    if nv == 3:         # one new label, the usual case
+        c0 = c[0]
+        for t in range(n):
+            Jb[t] -= c0 * P[t, 2] * P[t, 2]
+    elif nv > 3:
+        for t in range(n):
+            j = Jb[t]
+            for q in range(nv - 2):
+                j -= c[q] * P[t, 2 + q] * P[t, 2 + q]
+            Jb[t] = j
     lam = (1.0 - eta) / eta
     b_lab, b_unl, q_unl = 1.0 - eta, 1.0 / (1.0 + w0), pi * w0 / (1.0 + w0)
     A1, A2 = 1.0 / lam - pi * w0, 1.0 / lam - w0
-    P = np.empty((ROW_BLOCK, V.shape[0]))
-    vals, idx = new_top(N_LISTS, TOP_K)
-    sum_f, sum_im, n_u = 0.0, 0.0, 0
-    for i0 in range(0, m, ROW_BLOCK):
-        i1 = min(i0 + ROW_BLOCK, m)
-        chunk_dots(x, i0, i1, V, T, P)
-        # Branch-free per-point update and sums, so LLVM can vectorize them across rows.
-        for t in range(i1 - i0):
-            i = i0 + t
-            d = deg[i]
-            j = J[i]
-            if nv == 3:         # one new label, the usual case: no inner loop
-                j -= c[0] * P[t, 2] * P[t, 2]
-            else:
-                for b in range(nv - 2):
-                    j -= c[b] * P[t, 2 + b] * P[t, 2 + b]
-            J[i] = j
-            lab = label[i] >= 0
-            rho = (b_lab if lab else b_unl) / d
-            fi = (eta * label[i] if lab else q_unl) + rho * P[t, 0]
-            mu = rho * (1.0 + P[t, 1])
-            mi = (1.0 + rho * j) * rho
-            ci = d * (A1 - A2 * fi) / (1.0 + d * A2 * mi)
-            f[i] = fi
-            imi = 0.0 if lab else fi * ci * (mu - mi)
-            im[i] = imi
-            sum_f += 0.0 if lab else fi
-            sum_im += imi
-            n_u += 0 if lab else 1
-        # Candidates: compared with each list's current K-th value inline; inserted rarely.
-        push_candidates(label, f, im, i0, i1, t_prev, vals, idx)
-    sums = np.array([sum_f, sum_im, n_u])
-    return (sums,) + candidate_partials(vals, idx, offset, f, im)
+    sum_f, sum_im, n_u, hit = 0.0, 0.0, 0, False
+    for t in range(n):
+        d = dg[t]
+        lab = lb[t] >= 0
+        rho = (b_lab if lab else b_unl) / d
+        fi = (eta * lb[t] if lab else q_unl) + rho * P[t, 0]
+        mu = rho * (1.0 + P[t, 1])
+        mi = (1.0 + rho * Jb[t]) * rho
+        ci = d * (A1 - A2 * fi) / (1.0 + d * A2 * mi)
+        fb[t] = fi
+        imi = 0.0 if lab else fi * ci * (mu - mi)
+        ib[t] = imi
+        sum_f += 0.0 if lab else fi
+        sum_im += imi
+        n_u += 0 if lab else 1
+        ti = t_prev * imi
+        hit |= not lab and (fi > k_f or imi > k_im or fi + ti + 1e-12 * (abs(fi) + abs(ti)) > k_s)
+    return sum_f, sum_im, n_u, hit
+
+
+@numba.njit(nogil=True, cache=True)
+def new_items(n_items):
+    """Per work item: sums (n_items, 3) and empty candidate lists (n_items, N_LISTS, TOP_K)."""
+    vals = np.full((n_items, N_LISTS, TOP_K), -np.inf)
+    return np.zeros((n_items, 3)), vals, np.full((n_items, N_LISTS, TOP_K), -1, np.int64)
+
+
+@numba.njit(nogil=True, cache=True)   # no fastmath: the sums add item after item
+def chunk_partials(sums, vals, idx, k0, k1, offset, f, im):
+    """A chunk's partials from its work items k0 <= k < k1 (``update_scores``' return).
+
+    Items come in row order and each list holds its item's best in order (ties: lowest
+    index first), so inserting them in turn keeps, among equal values, the lowest
+    indices: the lists one pass over the chunk's rows would have made."""
+    top_vals, top_idx = new_top(N_LISTS, TOP_K)
+    total = np.zeros(3)
+    for k in range(k0, k1):
+        for q in range(3):
+            total[q] += sums[k, q]
+        for lst in range(N_LISTS):
+            for p in range(TOP_K):
+                if idx[k, lst, p] >= 0:
+                    push_top(top_vals, top_idx, lst, vals[k, lst, p], idx[k, lst, p])
+    return (total,) + candidate_partials(top_vals, top_idx, offset, f, im)

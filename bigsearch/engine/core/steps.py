@@ -17,11 +17,12 @@ through K^-1's Cholesky factor (``QuadraticForm``); everything per iteration is 
 from typing import NamedTuple
 
 import numpy as np
+from numba.typed import List
 
 from ...backends import ChunkStep
-from ...kernels.common import column_sums, scaled_rows, top_unlabeled
+from ...kernels.common import column_sums, pad3, scaled_rows, top_unlabeled
 from ...kernels.encoded import binary_gram, binary_products, binary_quadratic
-from ...kernels.las import degrees, point_weights, update_scores
+from ...kernels.las import ITEM_ROWS, chunk_partials, degrees, new_items, point_weights, update_items, update_scores
 from ...kernels.wnas import add_similarities
 from ...storage.encoding import Encoded, decode, n_features, n_rows
 from .select import ChunkPartials, Ranked
@@ -215,6 +216,45 @@ def las_update_step(x, state, V, c, label_idx, label_val, eta, w0, pi, t_prev):
                                         state.J, state.f, state.im, eta, w0, pi, t_prev))
 
 
+def las_update_over_store(chunks, arrays, on_threads, V, c, label_idx, label_val, eta, w0, pi, t_prev):
+    """``las_update_step`` over every chunk at once (``ChunkStep.over_store``): one kernel
+    call per thread, each taking work items of ITEM_ROWS rows from any chunk until none is
+    left. The same numbers as chunk by chunk, bit for bit (kernels/las.py). None for many
+    labels (their products go to BLAS chunk by chunk) or chunks other than float arrays
+    of one kind."""
+    if len(c) > FUSED_LABELS or not _one_kind_of_array(chunks):
+        return None
+    arrays["label"][label_idx] = label_val
+    lengths = np.array([len(x) for x in chunks], np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    items = work_items(lengths)
+    sums, vals, idx = new_items(len(items))
+    label, deg, J, f, im = (arrays[name] for name in ("label", "deg", "J", "f", "im"))
+    args = (List(chunks), starts, items, np.zeros(1, np.int64), pad3(V), len(V), c, label, deg, J, f, im,
+            eta, w0, pi, t_prev, sums, vals, idx)
+    on_threads(lambda: update_items(*args))
+    first = np.searchsorted(items[:, 0], np.arange(len(chunks) + 1))
+    return [ChunkPartials(*chunk_partials(sums, vals, idx, first[j], first[j + 1], a, f[a:b], im[a:b]))
+            for j, (a, b) in enumerate(zip(starts[:-1], starts[1:]))]
+
+
+def work_items(lengths):
+    """(chunk, first row, end row) of every work item: each chunk cut every ITEM_ROWS rows
+    from its first, as ``update_scores`` cuts it."""
+    chunk = np.repeat(np.arange(len(lengths)), (lengths + ITEM_ROWS - 1) // ITEM_ROWS)
+    first = np.concatenate([np.arange(0, m, ITEM_ROWS) for m in lengths])
+    return np.stack([chunk, first, np.minimum(first + ITEM_ROWS, lengths[chunk])], axis=1).astype(np.int64)
+
+
+def _one_kind_of_array(chunks):
+    """Whether the chunks are float arrays of one dtype and layout (one compiled kernel
+    takes them all; encoded chunks go chunk by chunk)."""
+    x0 = chunks[0] if chunks else None
+    return isinstance(x0, np.ndarray) and all(
+        isinstance(x, np.ndarray) and x.dtype == x0.dtype and x.ndim == 2 and x.flags.c_contiguous
+        and x.flags.writeable == x0.flags.writeable for x in chunks)
+
+
 def lower_quadratic_form(x, J, V, c, first=2):
     """Sherman-Morrison on J_i = x_i^T M^-1 x_i for many labels at once: J_i -= sum_b
     c_b (x_i . g_b)^2 with the g_b in rows first: of V, by one BLAS product per block of
@@ -260,5 +300,5 @@ COLSUM = ChunkStep(colsum_step, from_scratch=True)
 GRAM = ChunkStep(gram_step, from_scratch=True)
 LAS_RESCORE = ChunkStep(las_rescore_step)
 LAS_REFRESH = ChunkStep(las_refresh_step)
-LAS_UPDATE = ChunkStep(las_update_step)
+LAS_UPDATE = ChunkStep(las_update_step, over_store=las_update_over_store)
 WNAS_UPDATE = ChunkStep(wnas_update_step)

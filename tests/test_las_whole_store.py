@@ -1,0 +1,145 @@
+"""LAS's pass over the whole store at once (engine/core/steps.py las_update_over_store, the
+local backend with chunk maps held): the same J, f, impact factor, partials and queries as
+the pass chunk by chunk, bit for bit, with chunks of several work items, on any number of
+threads; and the chunk-by-chunk path is no longer what a held store's iteration runs."""
+
+import numpy as np
+import pytest
+from numba.typed import List
+
+import bigsearch
+from bigsearch.backends.local import LocalBackend
+from bigsearch.engine.core.steps import LAS_UPDATE, work_items
+from bigsearch.kernels.common import pad3
+from bigsearch.kernels.las import ITEM_ROWS, chunk_partials, new_items, update_items, update_scores
+from bigsearch.synthetic import clustered_points
+
+from conftest import KINDS
+
+
+@pytest.fixture(scope="module")
+def data():
+    """20,000 points: chunks of 9,000 rows hold two work items and a part of a third."""
+    X, y = clustered_points(20_000, 6, prevalence=0.02, seed=21, spread=0.8)
+    return X, y
+
+
+def run(path, y, hold, alpha, n_threads=2, steps=12):
+    """Queries, then f, J, the impact factor and the impact scale, maps held or not."""
+    store = bigsearch.open_store(path)
+    store.hold_maps = hold
+    search = bigsearch.LAS(store, alpha=alpha, pi=0.05, n_threads=n_threads)
+    search.tell([int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])], [1, 0])
+    queries = []
+    for _ in range(steps):
+        queries.append(search.ask())
+        search.tell(queries[-1], int(y[queries[-1]]))
+    out = queries, np.array(search.f), np.array(search.J), np.array(search.impact), search.impact_scale
+    search.close()
+    return out
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("alpha", [0.0, 0.05])
+def test_whole_store_pass_equals_chunk_by_chunk_bit_for_bit(store_factory, data, kind, alpha):
+    X, y = data
+    path = store_factory(X, y, kind, "float32", 9_000)
+    per_chunk = run(path, y, False, alpha)
+    for n_threads in (1, 2, 3):
+        whole = run(path, y, True, alpha, n_threads)
+        assert whole[0] == per_chunk[0]
+        for a, b in zip(whole[1:4], per_chunk[1:4]):
+            np.testing.assert_array_equal(a, b)
+        assert whole[4] == per_chunk[4]
+
+
+def test_held_maps_run_no_step_chunk_by_chunk(store_factory, data, monkeypatch):
+    """With the maps held, an iteration is one call of the kernel per thread: the backend
+    runs no chunk step one chunk at a time (it did, one task per chunk, before)."""
+    X, y = data
+    path = store_factory(X, y, "zarr", "float32", 2_000)
+    search = bigsearch.LAS(path, alpha=0.01, pi=0.05)
+    search.tell(int(np.flatnonzero(y)[0]), 1)
+    search.ask()
+    per_chunk = []
+    real = LocalBackend._run
+    monkeypatch.setattr(
+        LocalBackend, "_run", lambda self, step, st, args: (per_chunk.append(step), real(self, step, st, args))[1]
+    )
+    for _ in range(3):
+        search.tell(search.ask(), 0)
+    assert search.store.hold_maps and per_chunk == []
+    search.close()
+
+
+def test_update_items_equals_update_scores_per_chunk_with_ties():
+    """The kernel alone: chunks cut into several items, many equal scores (repeated rows):
+    each chunk's partials, candidates and their order among ties included, are those of
+    update_scores over that chunk."""
+    rng = np.random.default_rng(8)
+    base = np.abs(rng.random((50, 5))).astype(np.float32)
+    X = base[rng.integers(0, 50, 3 * ITEM_ROWS + 700)]  # every row repeated: scores tie
+    X.flags.writeable = False
+    cuts = [0, ITEM_ROWS + 300, 2 * ITEM_ROWS + 301, len(X)]
+    n = len(X)
+    V = rng.normal(size=(3, 5)) * 1e-2
+    c = np.array([1e-3])
+    label = np.full(n, -1, np.int8)
+    label[::613] = 1
+    deg = X.astype(np.float64) @ np.ones(5) + 1.0
+    J0 = rng.random(n)
+    args = (0.5, 1e-3, 0.02, 0.7)
+    J, f, im = J0.copy(), np.zeros(n), np.zeros(n)
+    lengths = np.diff(cuts)
+    items = work_items(lengths)
+    sums, vals, idx = new_items(len(items))
+    chunks = List([X[a:b] for a, b in zip(cuts[:-1], cuts[1:])])
+    update_items(
+        chunks,
+        np.array(cuts),
+        items,
+        np.zeros(1, np.int64),
+        pad3(V),
+        3,
+        c,
+        label,
+        deg,
+        J,
+        f,
+        im,
+        *args,
+        sums,
+        vals,
+        idx,
+    )
+    first = np.searchsorted(items[:, 0], np.arange(len(lengths) + 1))
+    for j, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+        Jj, fj, imj = J0[a:b].copy(), np.zeros(b - a), np.zeros(b - a)
+        expected = update_scores(X[a:b], V, c, a, label[a:b], deg[a:b], Jj, fj, imj, *args)
+        got = chunk_partials(sums, vals, idx, first[j], first[j + 1], a, f[a:b], im[a:b])
+        for e, g in zip(expected, got):
+            np.testing.assert_array_equal(g, e)
+        np.testing.assert_array_equal(J[a:b], Jj)
+        np.testing.assert_array_equal(f[a:b], fj)
+        assert len(set(fj[label[a:b] < 0])) < 60  # ties there were
+
+
+def test_batches_of_many_labels_go_chunk_by_chunk(store_factory, data):
+    """More labels than the fused kernel takes (their products go to BLAS chunk by chunk):
+    the step declines the whole-store path, changing nothing, and the numbers agree."""
+    X, y = data
+    assert LAS_UPDATE.over_store([], {}, None, np.zeros((12, 6)), np.zeros(10), None, None, 0.5, 0.1, 0.1, 0.0) is None
+    path = store_factory(X, y, "zarr", "float32", 9_000)
+    out = []
+    for hold in (True, False):
+        store = bigsearch.open_store(path)
+        store.hold_maps = hold
+        search = bigsearch.LAS(store, alpha=0.05, pi=0.05)
+        search.tell(int(np.flatnonzero(y)[0]), 1)
+        batch = search.next_batch(20)
+        search.tell(batch, [int(y[i]) for i in batch])
+        out.append((search.ask(), np.array(search.f), np.array(search.J), np.array(search.impact)))
+        search.close()
+    assert out[0][0] == out[1][0]
+    for a, b in zip(out[0][1:], out[1][1:]):
+        np.testing.assert_array_equal(a, b)
