@@ -107,6 +107,41 @@ def test_minmax_buckets_are_the_plain_loops(power, samples, buckets, n_threads):
     assert not Z[40].any() and np.array_equal(np.unique(rows), np.delete(np.arange(len(A)), 40))
 
 
+# sha256 of the recipe's buckets and store on the 40 molecules, as the map first wrote them
+# (before the kernel's hashing was vectorized, issue 24): stores written since stay bit for bit.
+RECIPE_BUCKETS_SHA256 = "b0d9890741a3f1432d3987ef11a62809d8df12ccc9eaf5ae07303f7e3cc53e05"
+RECIPE_STORE_SHA256 = "95b8020053206fa6703c71b4533dfe2ffa79a3cf7008ec9662adc1c73f5e6d1d"
+
+
+def test_the_recipe_writes_what_it_always_wrote(tmp_path):
+    """docs/discovery.md's recipe (atom-pair counts, D = 2048, B = 2, p = 2, seed 0) on real
+    molecules: the buckets and the whole ingested store are the committed ones, byte for byte."""
+    import hashlib
+    from pathlib import Path
+
+    from bigsearch import open_store
+    from bigsearch.ingest import FeatureOptions, ingest
+
+    A = enamine_counts()
+    spec = {"samples": 2048, "buckets": 2, "power": 2, "seed": 0}
+    buckets = minmax_buckets(A, minmax_params(A.shape[1], spec), 2)
+    assert hashlib.sha256(buckets.astype("<i8").tobytes()).hexdigest() == RECIPE_BUCKETS_SHA256
+    features = FeatureOptions(
+        smiles_column="smiles",
+        drop=("score",),
+        fingerprint="atompair",
+        counts=True,
+        minmax=2048,
+        minmax_buckets=2,
+        minmax_power=2,
+    )
+    ingest([Path(__file__).parent / "fixtures" / "enamine10k_head40.csv"], tmp_path / "m.zarr", features=features)
+    with open_store(tmp_path / "m.zarr") as store:
+        X = np.ascontiguousarray(store.read_rows(np.arange(store.n)))
+    assert X.shape == (40, 4096)
+    assert hashlib.sha256(X.tobytes()).hexdigest() == RECIPE_STORE_SHA256
+
+
 def numpy_cws_buckets(Z, gamma_r, log_c, beta, salts, power, n_buckets):
     """The buckets in plain NumPy, row by row: every (draw, feature) candidate of a row at
     once, the first smallest per draw (the lowest k on ties), then the hash over blocks."""
