@@ -193,6 +193,25 @@ def test_minmax_buckets_match_numpy(power, samples, buckets):
         minmax.BATCH_ENTRIES = batch
 
 
+def test_minmax_of_entries_is_the_dense_map():
+    """Fingerprints reach the map as their non-zero entries (ingest/featurize.py): the same
+    features as from the dense block, in any order of the entries, zero rows and a
+    fractional row included; a negative entry is named by its row."""
+    from bigsearch.ingest.minmax import Entries
+
+    A = enamine_counts()
+    spec = {"samples": 300, "buckets": 2, "power": 2, "seed": 6}
+    params = minmax_params(A.shape[1], spec)
+    rows, columns = np.nonzero(A)
+    order = np.random.default_rng(0).permutation(len(rows))
+    entries = Entries(len(A), rows[order], columns[order], A[rows, columns][order])
+    assert np.array_equal(minmax_features(entries, spec, params), minmax_features(A, spec, params))
+    values = entries.values.copy()
+    values[np.flatnonzero(entries.rows == 7)[0]] = -1.0
+    with pytest.raises(InputError, match="row 7 of the block has a negative one"):
+        minmax_features(Entries(len(A), entries.rows, entries.columns, values), spec, params)
+
+
 def test_distinct_pairs_number_every_entry():
     from bigsearch.ingest.minmax import distinct_pairs
 

@@ -55,6 +55,28 @@ def sparse_logs(Z):
     return indptr, columns, logs
 
 
+@numba.njit(cache=True, nogil=True)
+def entry_logs(n_rows, rows, columns, values):
+    """:func:`sparse_logs` of a block given by its entries (rows, columns, values), in row
+    order and increasing column order within a row (fingerprints): the same CSR, the same
+    logarithms."""
+    indptr = np.zeros(n_rows + 1, np.int64)
+    for e in range(len(rows)):
+        if values[e] > 0:
+            indptr[rows[e] + 1] += 1
+    for i in range(n_rows):
+        indptr[i + 1] += indptr[i]
+    kept = np.empty(indptr[n_rows], np.int64)
+    logs = np.empty(indptr[n_rows])
+    j = 0
+    for e in range(len(rows)):
+        if values[e] > 0:
+            kept[j] = columns[e]
+            logs[j] = np.log(values[e])
+            j += 1
+    return indptr, kept, logs
+
+
 @numba.njit(cache=True, nogil=True, error_model="numpy")  # IEEE division: no zero check, vectorized
 def cws_tiles(indptr, pair_of, pair_k, pair_log, tiles, salts, power, n_buckets, first_tile, end_tile, out):
     """The buckets of feature blocks d in tiles [first_tile, end_tile) for every row, into

@@ -110,9 +110,9 @@ class StoreWriter:
             raise StoreError(f"block of shape {X.shape} does not have {self.r} columns")
         if y is not None:
             y = check_labels(y, len(X), str(self.path))
-        if self.binary_possible and self.encoding in ("float32", "float64"):
-            self.binary_possible = binary_rows(X)
         codes, scale = encode_rows(X, self.encoding, self.rows_appended)
+        if self.binary_possible and self.encoding in ("float32", "float64"):
+            self.binary_possible = binary_rows(codes)   # float32 codes: checked without another copy
         self._pending.append((codes, scale, y, ids))
         self.rows_appended += len(X)
         if sum(len(p[0]) for p in self._pending) >= self.chunk_rows:
