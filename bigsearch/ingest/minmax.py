@@ -42,8 +42,8 @@ from ..kernels.minmax import cws_tiles, entry_logs, one_hot_blocks, sparse_logs
 # Draws per tile: enough that the loop over one feature's draws is long and vectorized
 # (rounded to whole SIMD vectors and whole feature blocks); measured best from 32 to 256.
 TILE_DRAWS = 128
-# Entries of a CSR batch of rows mapped together: it bounds each thread's table of the
-# distinct (feature, value) pairs' candidates (pairs x TILE_DRAWS float64, 32 MiB at most).
+# Entries of a CSR batch of rows mapped together: it bounds each thread's two tables of the
+# distinct (feature, value) pairs' candidates and t (pairs x TILE_DRAWS float64, 64 MiB at most).
 BATCH_ENTRIES = 1 << 15
 
 
