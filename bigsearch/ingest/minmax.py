@@ -124,7 +124,8 @@ def minmax_features(Z, spec, params):
 
 @dataclass(frozen=True)
 class Entries:
-    """A sparse block of ``n_rows`` rows: its non-zero entries (rows, columns, values)."""
+    """A sparse block of ``n_rows`` rows: its non-zero entries (rows, columns, values), each
+    (row, column) once."""
 
     n_rows: int
     rows: np.ndarray
