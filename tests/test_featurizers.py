@@ -212,6 +212,16 @@ def test_minmax_of_entries_is_the_dense_map():
         minmax_features(Entries(len(A), entries.rows, entries.columns, values), spec, params)
 
 
+@pytest.mark.parametrize("samples, power, r", [(2048, 2, 2048), (77, 3, 60), (10, 7, 40), (300, 1, 33)])
+def test_minmax_params_drawn_a_tile_at_a_time_are_the_draws_packed(samples, power, r):
+    """minmax_params draws and packs a tile at a time: the same tiles (padding included) and
+    salts as packing minmax_draws' whole arrays, whatever the tile width."""
+    spec = {"samples": samples, "buckets": 2, "power": power, "seed": 9}
+    streamed, packed = minmax_params(r, spec), pack_draws(*minmax_draws(r, spec), power)
+    assert np.array_equal(streamed.tiles, packed.tiles) and np.array_equal(streamed.salts, packed.salts)
+    assert (streamed.power, streamed.samples) == (packed.power, packed.samples)
+
+
 def test_distinct_pairs_number_every_entry():
     from bigsearch.ingest.minmax import distinct_pairs
 

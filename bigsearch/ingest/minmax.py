@@ -85,23 +85,46 @@ class MinMaxParams:
 
 
 def minmax_params(r, spec):
-    """The map's random numbers for inputs of r features, packed (computed once per ingest)."""
-    return pack_draws(*minmax_draws(r, spec), spec["power"])
+    """The map's random numbers for inputs of r features, packed (computed once per ingest):
+    :func:`minmax_draws`'s numbers, drawn in the same order a tile at a time and packed as
+    they come, without the full (draws, r) arrays."""
+    rng = np.random.default_rng([spec["seed"], 2])
+    power = spec["power"]
+    draws = spec["samples"] * power
+    tiles = _empty_tiles(draws, r, power)
+    lanes = tiles.shape[3]
+    for q, draw in (
+        (0, lambda n: rng.gamma(2.0, 1.0, (n, r))),
+        (2, lambda n: np.log(rng.gamma(2.0, 1.0, (n, r)))),
+        (1, lambda n: rng.uniform(0.0, 1.0, (n, r))),
+    ):
+        for tile in range(tiles.shape[0]):
+            n = min(lanes, draws - tile * lanes)
+            tiles[tile, :, q, :n] = draw(n).T
+    salts = rng.integers(0, 2**63 - 1, draws, dtype=np.int64).astype(np.uint64)
+    return MinMaxParams(tiles, salts, power, draws // power)
 
 
 def pack_draws(gamma_r, log_c, beta, salts, power):
     """The draws (:func:`minmax_draws`) as :class:`MinMaxParams`."""
     draws, r = gamma_r.shape
+    tiles = _empty_tiles(draws, r, power)
+    lanes = tiles.shape[3]
+    for q, values in enumerate((gamma_r, beta, log_c)):
+        for tile in range(tiles.shape[0]):
+            part = values[tile * lanes : (tile + 1) * lanes]
+            tiles[tile, :, q, : len(part)] = part.T
+    return MinMaxParams(tiles, salts, power, draws // power)
+
+
+def _empty_tiles(draws, r, power):
+    """The tiles of :class:`MinMaxParams` for ``draws`` draws, their padding filled in."""
     step = math.lcm(8, power)
     lanes = min(max(step, TILE_DRAWS // step * step), -(-draws // step) * step)
     n_tiles = -(-draws // lanes)
     tiles = np.empty((n_tiles, r, 3, lanes))
     tiles[-1, :, :, draws - (n_tiles - 1) * lanes :] = 1.0  # padding draws: finite, never hashed
-    for q, values in enumerate((gamma_r, beta, log_c)):
-        for tile in range(n_tiles):
-            part = values[tile * lanes : (tile + 1) * lanes]
-            tiles[tile, :, q, : len(part)] = part.T
-    return MinMaxParams(tiles, salts, power, draws // power)
+    return tiles
 
 
 def minmax_features(Z, spec, params):
