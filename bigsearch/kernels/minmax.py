@@ -14,8 +14,9 @@ come as sparse (CSR) lists of (k, ln x_k), each logarithm taken once per row; a
 (k, ln x_k) pair's candidates depend on nothing else, so each distinct pair of a block is
 computed once per draw (fingerprint counts repeat: about 35 entries per distinct pair),
 with its t kept beside it, so that a row's winners are hashed in vectorized loops (no
-division per draw). Every arithmetic operation is the definition's, in the same order, so the buckets are
-bit-identical to the plain loop (tests/test_featurizers.py keeps that loop).
+division per draw). Every arithmetic operation is the definition's, in the same order,
+so the buckets are bit-identical to the plain loop (tests/test_featurizers.py keeps that
+loop and the recipe's committed bytes).
 """
 
 import numba
