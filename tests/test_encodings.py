@@ -13,7 +13,7 @@ import bigsearch
 from bigsearch.errors import DataError, StoreError
 from bigsearch.kernels.encoded import stream_dots
 from bigsearch.kernels.las import degrees
-from bigsearch.storage.encoding import as_chunk, decode, encode_rows
+from bigsearch.storage.encoding import as_chunk, binary_rows, decode, encode_rows
 from bigsearch.testing import brute_force_impact, dense_J, dense_las_run, dense_wnas
 
 from conftest import KINDS, chunkings, run_queries, store_path
@@ -89,6 +89,28 @@ def test_round_trip_and_plain_decoding(tmp_path, datasets, kind, encoding):
     expected_bpp = {"float16": 2 * X.shape[1], "int8": X.shape[1] + 4, "binary": (X.shape[1] + 7) // 8 + 4}
     assert store.bytes_per_point == expected_bpp[encoding]
     assert store.describe()["encoding"] == encoding
+
+
+@pytest.mark.parametrize(
+    "rows, binary",
+    [
+        ([[0, 0.5, 0.5, 0], [0, 0, 0, 0], [-2, 0, 0, -2]], True),  # a scale per row, an all-zero row
+        ([[0, 1, 2, 0]], False),
+        ([[0, 0, 0, 0], [1, 0, 1, 1.0000001]], False),  # unequal as float32 too
+        ([[1, 0, 1, 1 + 1e-9]], True),  # equal as float32, the precision of the scale
+        ([[0, -1, 0, 1]], False),
+        ([[1, 0, np.nan, 1]], False),
+        ([[np.nan, 0, 0, 0]], False),
+        ([[np.inf, 0, np.inf, 0]], True),
+    ],
+)
+def test_binary_rows_is_one_number_per_row(rows, binary):
+    """binary_rows(X) says whether every row is 0/1 times one number (compared as float32),
+    checked against that definition row by row."""
+    X = np.array(rows, np.float64)
+    assert binary_rows(X) is binary
+    X32 = X.astype(np.float32)
+    assert binary == all(len(set(row[row != 0].tolist())) <= 1 and not np.isnan(row).any() for row in X32)
 
 
 def test_encoding_errors_leave_no_store(tmp_path):

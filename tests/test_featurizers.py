@@ -107,6 +107,41 @@ def test_minmax_buckets_are_the_plain_loops(power, samples, buckets, n_threads):
     assert not Z[40].any() and np.array_equal(np.unique(rows), np.delete(np.arange(len(A)), 40))
 
 
+# sha256 of the recipe's buckets and store on the 40 molecules, as the map first wrote them
+# (before the kernel's hashing was vectorized, issue 24): stores written since stay bit for bit.
+RECIPE_BUCKETS_SHA256 = "b0d9890741a3f1432d3987ef11a62809d8df12ccc9eaf5ae07303f7e3cc53e05"
+RECIPE_STORE_SHA256 = "95b8020053206fa6703c71b4533dfe2ffa79a3cf7008ec9662adc1c73f5e6d1d"
+
+
+def test_the_recipe_writes_what_it_always_wrote(tmp_path):
+    """docs/discovery.md's recipe (atom-pair counts, D = 2048, B = 2, p = 2, seed 0) on real
+    molecules: the buckets and the whole ingested store are the committed ones, byte for byte."""
+    import hashlib
+    from pathlib import Path
+
+    from bigsearch import open_store
+    from bigsearch.ingest import FeatureOptions, ingest
+
+    A = enamine_counts()
+    spec = {"samples": 2048, "buckets": 2, "power": 2, "seed": 0}
+    buckets = minmax_buckets(A, minmax_params(A.shape[1], spec), 2)
+    assert hashlib.sha256(buckets.astype("<i8").tobytes()).hexdigest() == RECIPE_BUCKETS_SHA256
+    features = FeatureOptions(
+        smiles_column="smiles",
+        drop=("score",),
+        fingerprint="atompair",
+        counts=True,
+        minmax=2048,
+        minmax_buckets=2,
+        minmax_power=2,
+    )
+    ingest([Path(__file__).parent / "fixtures" / "enamine10k_head40.csv"], tmp_path / "m.zarr", features=features)
+    with open_store(tmp_path / "m.zarr") as store:
+        X = np.ascontiguousarray(store.read_rows(np.arange(store.n)))
+    assert X.shape == (40, 4096)
+    assert hashlib.sha256(X.tobytes()).hexdigest() == RECIPE_STORE_SHA256
+
+
 def numpy_cws_buckets(Z, gamma_r, log_c, beta, salts, power, n_buckets):
     """The buckets in plain NumPy, row by row: every (draw, feature) candidate of a row at
     once, the first smallest per draw (the lowest k on ties), then the hash over blocks."""
@@ -156,6 +191,35 @@ def test_minmax_buckets_match_numpy(power, samples, buckets):
         assert np.array_equal(minmax_buckets(A, params, buckets, n_threads=2), expected)
     finally:
         minmax.BATCH_ENTRIES = batch
+
+
+def test_minmax_of_entries_is_the_dense_map():
+    """Fingerprints reach the map as their non-zero entries (ingest/featurize.py): the same
+    features as from the dense block, in any order of the entries, zero rows and a
+    fractional row included; a negative entry is named by its row."""
+    from bigsearch.ingest.minmax import Entries
+
+    A = enamine_counts()
+    spec = {"samples": 300, "buckets": 2, "power": 2, "seed": 6}
+    params = minmax_params(A.shape[1], spec)
+    rows, columns = np.nonzero(A)
+    order = np.random.default_rng(0).permutation(len(rows))
+    entries = Entries(len(A), rows[order], columns[order], A[rows, columns][order])
+    assert np.array_equal(minmax_features(entries, spec, params), minmax_features(A, spec, params))
+    values = entries.values.copy()
+    values[np.flatnonzero(entries.rows == 7)[0]] = -1.0
+    with pytest.raises(InputError, match="row 7 of the block has a negative one"):
+        minmax_features(Entries(len(A), entries.rows, entries.columns, values), spec, params)
+
+
+@pytest.mark.parametrize("samples, power, r", [(2048, 2, 2048), (77, 3, 60), (10, 7, 40), (300, 1, 33)])
+def test_minmax_params_drawn_a_tile_at_a_time_are_the_draws_packed(samples, power, r):
+    """minmax_params draws and packs a tile at a time: the same tiles (padding included) and
+    salts as packing minmax_draws' whole arrays, whatever the tile width."""
+    spec = {"samples": samples, "buckets": 2, "power": power, "seed": 9}
+    streamed, packed = minmax_params(r, spec), pack_draws(*minmax_draws(r, spec), power)
+    assert np.array_equal(streamed.tiles, packed.tiles) and np.array_equal(streamed.salts, packed.salts)
+    assert (streamed.power, streamed.samples) == (packed.power, packed.samples)
 
 
 def test_distinct_pairs_number_every_entry():

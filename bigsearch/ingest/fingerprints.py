@@ -95,15 +95,27 @@ def fingerprints(smiles, spec, where=lambda i: f"row {i}", out=None):
     most of the work and holds Python's lock, so within :func:`fingerprint_workers` a
     large block is cut into tasks for worker processes (:func:`sparse_fingerprints`)."""
     out = np.zeros((len(smiles), spec.bits)) if out is None else out
+    rows, columns, values = fingerprint_entries(smiles, spec, where)
+    out[rows, columns] = values
+    return out
+
+
+def fingerprint_entries(smiles, spec, where=lambda i: f"row {i}"):
+    """The fingerprints of :func:`fingerprints` as their non-zero entries (rows, columns,
+    values), in row order and increasing column order within a row: what the MinMax map
+    reads, without the dense block (ingest/featurize.py)."""
     starts = range(0, len(smiles), TASK_MOLECULES)
     parts = [smiles[a : a + TASK_MOLECULES] for a in starts]
+    found = []
     for a, s, (rows, columns, values, bad) in zip(starts, parts, _map(sparse_fingerprints, parts, spec)):
         if bad >= 0:
             raise InputError(
                 f"{where(a + bad)}: {s[bad]!r} is not a SMILES string RDKit can parse; fix or drop the row"
             )
-        out[a + rows, columns] = values
-    return out
+        found.append((a + rows, columns, values))
+    if not found:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    return tuple(np.concatenate(part) for part in zip(*found))
 
 
 def sparse_fingerprints(smiles, spec):

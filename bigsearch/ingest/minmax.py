@@ -37,13 +37,13 @@ from functools import partial
 import numpy as np
 
 from ..errors import InputError, ParameterError
-from ..kernels.minmax import cws_tiles, one_hot_blocks, sparse_logs
+from ..kernels.minmax import cws_tiles, entry_logs, one_hot_blocks, sparse_logs
 
 # Draws per tile: enough that the loop over one feature's draws is long and vectorized
 # (rounded to whole SIMD vectors and whole feature blocks); measured best from 32 to 256.
 TILE_DRAWS = 128
-# Entries of a CSR batch of rows mapped together: it bounds each thread's table of the
-# distinct (feature, value) pairs' candidates (pairs x TILE_DRAWS float64, 32 MiB at most).
+# Entries of a CSR batch of rows mapped together: it bounds each thread's two tables of the
+# distinct (feature, value) pairs' candidates and t (pairs x TILE_DRAWS float64, 64 MiB at most).
 BATCH_ENTRIES = 1 << 15
 
 
@@ -85,43 +85,98 @@ class MinMaxParams:
 
 
 def minmax_params(r, spec):
-    """The map's random numbers for inputs of r features, packed (computed once per ingest)."""
-    return pack_draws(*minmax_draws(r, spec), spec["power"])
+    """The map's random numbers for inputs of r features, packed (computed once per ingest):
+    :func:`minmax_draws`'s numbers, drawn in the same order a tile at a time and packed as
+    they come, without the full (draws, r) arrays."""
+    rng = np.random.default_rng([spec["seed"], 2])
+    power = spec["power"]
+    draws = spec["samples"] * power
+    tiles = _empty_tiles(draws, r, power)
+    lanes = tiles.shape[3]
+    for q, draw in (
+        (0, lambda n: rng.gamma(2.0, 1.0, (n, r))),
+        (2, lambda n: np.log(rng.gamma(2.0, 1.0, (n, r)))),
+        (1, lambda n: rng.uniform(0.0, 1.0, (n, r))),
+    ):
+        for tile in range(tiles.shape[0]):
+            n = min(lanes, draws - tile * lanes)
+            tiles[tile, :, q, :n] = draw(n).T
+    salts = rng.integers(0, 2**63 - 1, draws, dtype=np.int64).astype(np.uint64)
+    return MinMaxParams(tiles, salts, power, draws // power)
 
 
 def pack_draws(gamma_r, log_c, beta, salts, power):
     """The draws (:func:`minmax_draws`) as :class:`MinMaxParams`."""
     draws, r = gamma_r.shape
-    step = math.lcm(8, power)
-    lanes = min(max(step, TILE_DRAWS // step * step), -(-draws // step) * step)
-    n_tiles = -(-draws // lanes)
-    tiles = np.empty((n_tiles, r, 3, lanes))
-    tiles[-1, :, :, draws - (n_tiles - 1) * lanes :] = 1.0  # padding draws: finite, never hashed
+    tiles = _empty_tiles(draws, r, power)
+    lanes = tiles.shape[3]
     for q, values in enumerate((gamma_r, beta, log_c)):
-        for tile in range(n_tiles):
+        for tile in range(tiles.shape[0]):
             part = values[tile * lanes : (tile + 1) * lanes]
             tiles[tile, :, q, : len(part)] = part.T
     return MinMaxParams(tiles, salts, power, draws // power)
 
 
+def _empty_tiles(draws, r, power):
+    """The tiles of :class:`MinMaxParams` for ``draws`` draws, their padding filled in."""
+    step = math.lcm(8, power)
+    lanes = min(max(step, TILE_DRAWS // step * step), -(-draws // step) * step)
+    n_tiles = -(-draws // lanes)
+    tiles = np.empty((n_tiles, r, 3, lanes))
+    tiles[-1, :, :, draws - (n_tiles - 1) * lanes :] = 1.0  # padding draws: finite, never hashed
+    return tiles
+
+
 def minmax_features(Z, spec, params):
-    """z(Z) as the module docstring defines it: (m, D * B) float64."""
-    if Z.size and Z.min() < 0:
-        row = int(np.argwhere(Z < 0)[0][0])
+    """z(Z) as the module docstring defines it: (m, D * B) float64. ``Z`` is a dense block
+    or :class:`Entries` (a sparse one: fingerprints come so, ingest/featurize.py)."""
+    sparse = isinstance(Z, Entries)
+    negative = (Z.values < 0) if sparse else (Z < 0) if Z.size and Z.min() < 0 else None
+    if negative is not None and negative.any():
+        row = int(Z.rows[negative].min() if sparse else np.argwhere(negative)[0][0])
         raise InputError(f"minmax needs non-negative features; row {row} of the block has a negative one")
-    buckets = minmax_buckets(Z, params, spec["buckets"])
+    buckets = _csr_buckets(
+        *(Z.csr() if sparse else sparse_logs(np.ascontiguousarray(Z, np.float64))), params, spec["buckets"]
+    )
     D, B = spec["samples"], spec["buckets"]
     out = np.zeros((len(Z), D * B))
-    rows = np.flatnonzero(Z.any(axis=1))  # an all-zero row stays all zero
+    rows = np.unique(Z.rows[Z.values != 0]) if sparse else np.flatnonzero(Z.any(axis=1))  # all-zero rows stay zero
     one_hot_blocks(buckets, rows, B, 1.0 / np.sqrt(D), out)
     return out
+
+
+@dataclass(frozen=True)
+class Entries:
+    """A sparse block of ``n_rows`` rows: its non-zero entries (rows, columns, values), each
+    (row, column) once."""
+
+    n_rows: int
+    rows: np.ndarray
+    columns: np.ndarray
+    values: np.ndarray
+
+    def __len__(self):
+        return self.n_rows
+
+    def csr(self):
+        """(indptr, columns, ln values) of the positive entries, columns increasing in a row."""
+        rows, columns, values = self.rows, self.columns, self.values
+        same_row = rows[1:] == rows[:-1]
+        if not np.all((rows[1:] > rows[:-1]) | (same_row & (columns[1:] > columns[:-1]))):
+            order = np.lexsort((columns, rows))
+            rows, columns, values = rows[order], columns[order], values[order]
+        return entry_logs(self.n_rows, rows, columns, np.asarray(values, np.float64))
 
 
 def minmax_buckets(Z, params, n_buckets, n_threads=None):
     """Each row's bucket per feature block, (m, D) int64. The tiles of draws are shared
     among ``n_threads`` threads (default: every core); each reads its tiles once per batch
     of rows (at most BATCH_ENTRIES positive entries, or one row)."""
-    indptr, columns, logs = sparse_logs(np.ascontiguousarray(Z, np.float64))
+    return _csr_buckets(*sparse_logs(np.ascontiguousarray(Z, np.float64)), params, n_buckets, n_threads)
+
+
+def _csr_buckets(indptr, columns, logs, params, n_buckets, n_threads=None):
+    """:func:`minmax_buckets` of rows given as CSR of their logarithms."""
     out = np.zeros((len(indptr) - 1, params.samples), np.int64)
     n_tiles = params.tiles.shape[0]
     n_threads = max(1, min(n_tiles, n_threads or os.cpu_count() or 1))

@@ -12,9 +12,11 @@ non-zero feature the ``lanes`` draws of a tile are contiguous (one vectorized lo
 tile's numbers stay in cache while every row of a block is sampled against them. Rows
 come as sparse (CSR) lists of (k, ln x_k), each logarithm taken once per row; a
 (k, ln x_k) pair's candidates depend on nothing else, so each distinct pair of a block is
-computed once per draw (fingerprint counts repeat: about 35 entries per distinct pair).
-Every arithmetic operation is the definition's, in the same order, so the buckets are
-bit-identical to the plain loop (tests/test_featurizers.py keeps that loop).
+computed once per draw (fingerprint counts repeat: about 35 entries per distinct pair),
+with its t kept beside it, so that a row's winners are hashed in vectorized loops (no
+division per draw). Every arithmetic operation is the definition's, in the same order,
+so the buckets are bit-identical to the plain loop (tests/test_featurizers.py keeps that
+loop and the recipe's committed bytes).
 """
 
 import numba
@@ -54,6 +56,28 @@ def sparse_logs(Z):
     return indptr, columns, logs
 
 
+@numba.njit(cache=True, nogil=True)
+def entry_logs(n_rows, rows, columns, values):
+    """:func:`sparse_logs` of a block given by its entries (rows, columns, values), in row
+    order and increasing column order within a row (fingerprints): the same CSR, the same
+    logarithms."""
+    indptr = np.zeros(n_rows + 1, np.int64)
+    for e in range(len(rows)):
+        if values[e] > 0:
+            indptr[rows[e] + 1] += 1
+    for i in range(n_rows):
+        indptr[i + 1] += indptr[i]
+    kept = np.empty(indptr[n_rows], np.int64)
+    logs = np.empty(indptr[n_rows])
+    j = 0
+    for e in range(len(rows)):
+        if values[e] > 0:
+            kept[j] = columns[e]
+            logs[j] = np.log(values[e])
+            j += 1
+    return indptr, kept, logs
+
+
 @numba.njit(cache=True, nogil=True, error_model="numpy")  # IEEE division: no zero check, vectorized
 def cws_tiles(indptr, pair_of, pair_k, pair_log, tiles, salts, power, n_buckets, first_tile, end_tile, out):
     """The buckets of feature blocks d in tiles [first_tile, end_tile) for every row, into
@@ -61,56 +85,86 @@ def cws_tiles(indptr, pair_of, pair_k, pair_log, tiles, salts, power, n_buckets,
     indptr[i]:indptr[i + 1] of ``pair_of``, in increasing feature order; pair p is
     (``pair_k[p]``, ``pair_log[p]``).
 
-    Per tile, each distinct pair's candidate ln a in every lane is computed once (a table of
-    pairs x lanes); a row's draw is then the smallest of its entries' table rows (ties: the
-    earlier entry, the lower k), and only the winner's t is computed again, for the hash."""
+    Per tile, each distinct pair's candidate ln a and t in every lane are computed once
+    (tables of pairs x lanes); a row's draw is then the smallest of its entries' table rows
+    (ties: the earlier entry, the lower k), and the winners' (k, t) are hashed lane by lane."""
     lanes = tiles.shape[3]
     per_tile = lanes // power
     n_blocks = out.shape[1]
-    table = np.empty((len(pair_k), lanes))
+    log_a = np.empty((len(pair_k), lanes))
+    t_of = np.empty((len(pair_k), lanes))
     best = np.empty(lanes)
     best_p = np.empty(lanes, np.int64)
+    won_k = np.empty(lanes, np.int64)
+    won_t = np.empty(lanes)
+    keyed = np.empty(lanes, np.uint64)
+    hashes = np.empty(per_tile, np.uint64)
     for tile in range(first_tile, end_tile):
         for p in range(len(pair_k)):
             k = pair_k[p]
-            _candidates(pair_log[p], tiles[tile, k, 0], tiles[tile, k, 1], tiles[tile, k, 2], table[p])
+            _candidates(pair_log[p], tiles[tile, k, 0], tiles[tile, k, 1], tiles[tile, k, 2], t_of[p], log_a[p])
+        tile_salts = salts[tile * lanes : tile * lanes + lanes]
+        blocks = min(per_tile, n_blocks - tile * per_tile)
         for i in range(len(indptr) - 1):
             if indptr[i] == indptr[i + 1]:
                 continue
             best[:] = np.inf
             best_p[:] = -1
             for j in range(indptr[i], indptr[i + 1]):
-                _keep_smaller(table[pair_of[j]], pair_of[j], best, best_p)
-            for q in range(per_tile):
-                d = tile * per_tile + q
-                if d >= n_blocks:
-                    break
-                h = np.uint64(d) * GOLDEN
-                for p in range(power):
-                    lane = q * power + p
-                    k = pair_k[best_p[lane]]
-                    t = np.int64(np.floor(pair_log[best_p[lane]] / tiles[tile, k, 0, lane] + tiles[tile, k, 1, lane]))
-                    h = mix(h ^ salts[d * power + p] ^ (np.uint64(k) * GOLDEN) ^ mix(np.uint64(t + (1 << 40))))
-                out[i, d] = np.int64(h % np.uint64(n_buckets))
+                _keep_smaller(log_a[pair_of[j]], pair_of[j], best, best_p)
+            _key_winners(best_p, pair_k, t_of, tile_salts, blocks * power, won_k, won_t, keyed)
+            _hash_blocks(keyed, tile * per_tile, blocks, power, n_buckets, hashes, out[i])
 
 
 @numba.njit(cache=True, nogil=True, inline="always", error_model="numpy")
-def _candidates(log_x, gamma_r, beta, log_c, out):
-    """One (feature, ln x) pair's ln a in each lane: t = floor(ln x / r + beta),
+def _candidates(log_x, gamma_r, beta, log_c, t_out, out):
+    """One (feature, ln x) pair's t and ln a in each lane: t = floor(ln x / r + beta),
     ln a = ln c - r (t - beta) - r (the definition's operations, in its order)."""
     for s in range(len(out)):
         t = np.floor(log_x / gamma_r[s] + beta[s])
+        t_out[s] = t
         out[s] = log_c[s] - gamma_r[s] * (t - beta[s]) - gamma_r[s]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _key_winners(best_p, pair_k, t_of, salts, n_lanes, won_k, won_t, out):
+    """The winning (k, t) of the first ``n_lanes`` lanes (the others pad the last tile),
+    salted and mixed: the term each draw adds to its block's hash. The winners are
+    gathered first, so that the mixing loop vectorizes."""
+    for s in range(n_lanes):
+        w = best_p[s]
+        won_k[s] = pair_k[w]
+        won_t[s] = t_of[w, s]
+    for s in range(n_lanes):
+        out[s] = salts[s] ^ (np.uint64(won_k[s]) * GOLDEN) ^ mix(np.uint64(np.int64(won_t[s]) + (1 << 40)))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _hash_blocks(keyed, first_block, blocks, power, n_buckets, hashes, out):
+    """out[first_block + q] = the bucket of block q's ``power`` draws (lanes q * power + p
+    of ``keyed``); ``hashes`` is scratch."""
+    for q in range(blocks):
+        hashes[q] = np.uint64(first_block + q) * GOLDEN
+    for p in range(power):
+        for q in range(blocks):
+            hashes[q] = mix(hashes[q] ^ keyed[q * power + p])
+    if n_buckets & (n_buckets - 1) == 0:  # a power of two: the same remainder, vectorized
+        mask = np.uint64(n_buckets - 1)
+        for q in range(blocks):
+            out[first_block + q] = np.int64(hashes[q] & mask)
+    else:
+        for q in range(blocks):
+            out[first_block + q] = np.int64(hashes[q] % np.uint64(n_buckets))
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _keep_smaller(log_a, p, best, best_p):
     """Keep pair p in each lane where its ln a beats the best so far (ties keep the
-    earlier). Branch-free, so LLVM vectorizes it."""
+    earlier). LLVM turns the branch into one compare and two masked stores per vector."""
     for s in range(len(best)):
-        better = log_a[s] < best[s]
-        best[s] = log_a[s] if better else best[s]
-        best_p[s] = p if better else best_p[s]
+        if log_a[s] < best[s]:
+            best[s] = log_a[s]
+            best_p[s] = p
 
 
 @numba.njit(cache=True, nogil=True)

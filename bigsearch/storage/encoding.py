@@ -148,9 +148,11 @@ def _encode_int8(X, first_row):
 def binary_rows(X):
     """Whether every row of X is 0/1 times one number (float32): --encoding binary fits."""
     X = np.asarray(X, dtype=np.float32)
-    nonzero = X != 0
-    first = np.where(nonzero.any(axis=1), X[np.arange(len(X)), nonzero.argmax(axis=1)], 0)
-    return bool(np.all(~nonzero | (X == first[:, None])))
+    first = X[np.arange(len(X)), (X != 0).argmax(axis=1)]
+    first[first == 0] = np.nan       # an all-zero row: no value equals its "first"
+    # Every value equal to its row's first non-zero one is non-zero, so the rows are 0/1
+    # times one number when as many values equal it as are non-zero (two boolean passes).
+    return int(np.count_nonzero(X == first[:, None])) == int(np.count_nonzero(X))
 
 
 def _encode_binary(X, first_row):

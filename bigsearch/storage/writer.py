@@ -80,6 +80,7 @@ class StoreWriter:
         self.n = 0                 # rows written to disk
         self.rows_appended = 0     # rows given to append (some may still be pending)
         self._pending = []
+        self._buffer = None        # where _flush joins pending blocks (reused)
         encoded = self.encoding not in ("float32", "float64")
         attrs = {FORMAT_ATTR: 2 if encoded else 1, **encoding_attrs(self.encoding, self.r), **(attrs or {})}
         self._backend = store_format(self.kind).writer(
@@ -110,9 +111,9 @@ class StoreWriter:
             raise StoreError(f"block of shape {X.shape} does not have {self.r} columns")
         if y is not None:
             y = check_labels(y, len(X), str(self.path))
-        if self.binary_possible and self.encoding in ("float32", "float64"):
-            self.binary_possible = binary_rows(X)
         codes, scale = encode_rows(X, self.encoding, self.rows_appended)
+        if self.binary_possible and self.encoding in ("float32", "float64"):
+            self.binary_possible = binary_rows(codes)   # float32 codes: checked without another copy
         self._pending.append((codes, scale, y, ids))
         self.rows_appended += len(X)
         if sum(len(p[0]) for p in self._pending) >= self.chunk_rows:
@@ -139,12 +140,25 @@ class StoreWriter:
         if not self._pending:
             return
         columns = [None if self._pending[0][c] is None else np.concatenate([np.asarray(p[c]) for p in self._pending])
-                   for c in range(4)]
-        n_rows = len(columns[0])
+                   for c in (1, 2, 3)]
+        codes = self._joined_codes()
+        n_rows = len(codes)
         keep = n_rows if final else n_rows - n_rows % self.chunk_rows
-        self._backend.write(self.n, *(None if a is None else a[:keep] for a in columns))
+        self._backend.write(self.n, codes[:keep], *(None if a is None else a[:keep] for a in columns))
         self.n += keep
-        self._pending = [] if keep == n_rows else [tuple(None if a is None else a[keep:] for a in columns)]
+        self._pending = [] if keep == n_rows else [(codes[keep:].copy(), *(None if a is None else a[keep:]
+                                                                          for a in columns))]
+
+    def _joined_codes(self):
+        """The pending rows of X as one array: several blocks are joined in a buffer kept for
+        the next chunk (a fresh chunk-sized array each time costs its pages' zeroing)."""
+        parts = [np.asarray(p[0]) for p in self._pending]
+        if len(parts) == 1:
+            return parts[0]
+        n_rows = sum(len(p) for p in parts)
+        if self._buffer is None or len(self._buffer) < n_rows:
+            self._buffer = np.empty((n_rows, *parts[0].shape[1:]), parts[0].dtype)
+        return np.concatenate(parts, out=self._buffer[:n_rows])
 
     def set_attrs(self, **attrs):
         self._backend.set_attrs(attrs)
