@@ -373,13 +373,13 @@ def _write(spill, sizes, ids_dtype, out, display, summaries, *, r, dtype, chunk_
             os.truncate(spill / part, at)
         return got["x"], got["y"][:, 0] if has_y else None, got["ids"][:, 0]
 
-    def summarize(rows):
-        for c in range(0, len(rows), chunk_rows) if summaries is not None else ():
-            summaries.add(rows[c:c + chunk_rows])
+    def summarize(rows):      # the block's chunks side by side: the writer mostly waits on the disk
+        if summaries is not None:
+            summaries.add(*(rows[c:c + chunk_rows] for c in range(0, len(rows), chunk_rows)), pool=steps)
 
     with StoreWriter(out, r, encoding=encoding, chunk_rows=chunk_rows, kind=kind, labels=has_y,
                      ids_dtype=ids_dtype, attrs=attrs, overwrite=overwrite, compressors=compressors) as w, \
-            ThreadPoolExecutor(1) as beside:
+            ThreadPoolExecutor(1) as beside, ThreadPoolExecutor(os.cpu_count() or 1) as steps:
         w.before_publish = before_publish      # (object-store writers publish as they write: not there)
         summarized = beside.submit(lambda: None)
         peak = 0

@@ -182,16 +182,22 @@ class StreamedSummaries:
         self.bad = False
         self.seconds = 0.0
 
-    def add(self, x):
-        """The next chunk (m x r, float as stored)."""
+    def add(self, *chunks, pool=None):
+        """The next chunks (each m x r, float as stored), in row order; with ``pool`` (an
+        executor) their summaries are computed side by side on its threads."""
         t0 = time.perf_counter()
-        a = self.chunks[-1][1] if self.chunks else 0
-        self.chunks.append((a, a + len(x)))
-        sums = colsum_step(x, SimpleNamespace(start=a))
-        self.bad |= sums.first_bad >= 0
-        self.sums.append(sums.sums)
+
+        def summarize(x):
+            return summary_step(x, None, self.basis, self.block_rows)
         with one_blas_thread():       # it runs beside the writer
-            self.columns.append(summary_step(x, None, self.basis, self.block_rows))
+            columns = list((pool.map if pool else map)(summarize, chunks))
+        for x, col in zip(chunks, columns):
+            a = self.chunks[-1][1] if self.chunks else 0
+            self.chunks.append((a, a + len(x)))
+            sums = colsum_step(x, SimpleNamespace(start=a))
+            self.bad |= sums.first_bad >= 0
+            self.sums.append(sums.sums)
+            self.columns.append(col)
         self.seconds += time.perf_counter() - t0
 
     def finish(self, path, n_threads=None):
