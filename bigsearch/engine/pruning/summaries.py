@@ -189,7 +189,8 @@ class StreamedSummaries:
 
         def summarize(x):
             return summary_step(x, None, self.basis, self.block_rows)
-        with one_blas_thread():       # it runs beside the writer
+
+        with one_blas_thread():  # it runs beside the writer
             columns = list((pool.map if pool else map)(summarize, chunks))
         for x, col in zip(chunks, columns):
             a = self.chunks[-1][1] if self.chunks else 0
