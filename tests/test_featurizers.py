@@ -113,6 +113,22 @@ RECIPE_BUCKETS_SHA256 = "b0d9890741a3f1432d3987ef11a62809d8df12ccc9eaf5ae07303f7
 RECIPE_STORE_SHA256 = "95b8020053206fa6703c71b4533dfe2ffa79a3cf7008ec9662adc1c73f5e6d1d"
 
 
+def recipe_features(drop, samples):
+    """docs/discovery.md's molecule recipe (atom pairs, counts, MinMax B = 2, P = 2) with
+    ``samples`` draws, the CSV's column ``drop`` left out."""
+    from bigsearch.ingest import FeatureOptions
+
+    return FeatureOptions(
+        smiles_column="smiles",
+        drop=(drop,),
+        fingerprint="atompair",
+        counts=True,
+        minmax=samples,
+        minmax_buckets=2,
+        minmax_power=2,
+    )
+
+
 def test_the_recipe_writes_what_it_always_wrote(tmp_path):
     """docs/discovery.md's recipe (atom-pair counts, D = 2048, B = 2, p = 2, seed 0) on real
     molecules: the buckets and the whole ingested store are the committed ones, byte for byte."""
@@ -120,21 +136,13 @@ def test_the_recipe_writes_what_it_always_wrote(tmp_path):
     from pathlib import Path
 
     from bigsearch import open_store
-    from bigsearch.ingest import FeatureOptions, ingest
+    from bigsearch.ingest import ingest
 
     A = enamine_counts()
     spec = {"samples": 2048, "buckets": 2, "power": 2, "seed": 0}
     buckets = minmax_buckets(A, minmax_params(A.shape[1], spec), 2)
     assert hashlib.sha256(buckets.astype("<i8").tobytes()).hexdigest() == RECIPE_BUCKETS_SHA256
-    features = FeatureOptions(
-        smiles_column="smiles",
-        drop=("score",),
-        fingerprint="atompair",
-        counts=True,
-        minmax=2048,
-        minmax_buckets=2,
-        minmax_power=2,
-    )
+    features = recipe_features(drop="score", samples=2048)
     ingest([Path(__file__).parent / "fixtures" / "enamine10k_head40.csv"], tmp_path / "m.zarr", features=features)
     with open_store(tmp_path / "m.zarr") as store:
         X = np.ascontiguousarray(store.read_rows(np.arange(store.n)))
@@ -329,7 +337,7 @@ def test_ingest_of_molecules_in_several_blocks_keeps_their_order(tmp_path):
     from pathlib import Path
 
     from bigsearch import open_store
-    from bigsearch.ingest import FeatureOptions, ingest
+    from bigsearch.ingest import ingest
     from bigsearch.ingest.fingerprints import fingerprints, parse_spec
 
     lines = (Path(__file__).parent / "fixtures" / "enamine10k_head40.csv").read_text().splitlines()
@@ -337,15 +345,7 @@ def test_ingest_of_molecules_in_several_blocks_keeps_their_order(tmp_path):
     rng = np.random.default_rng(1)
     rows = [rows[i] for i in rng.permutation(len(rows))]  # no two blocks alike
     (tmp_path / "mols.csv").write_text("\n".join(["smiles,n", *rows]) + "\n")
-    features = FeatureOptions(
-        smiles_column="smiles",
-        drop=("n",),
-        fingerprint="atompair",
-        counts=True,
-        minmax=64,
-        minmax_buckets=2,
-        minmax_power=2,
-    )
+    features = recipe_features(drop="n", samples=64)
     ingest([tmp_path / "mols.csv"], tmp_path / "m.zarr", features=features)
     spec = {"samples": 64, "buckets": 2, "power": 2, "seed": 0}
     F = fingerprints([r.split(",")[0] for r in rows], parse_spec("atompair", counts=True))
