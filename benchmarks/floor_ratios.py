@@ -5,7 +5,8 @@ page cache ("written": the store just written; "disk": evicted with posix_fadvis
 and read back by the first pass), a fresh process alternates, round after round:
 - the floor's pass (X . V, 3 float64 columns, over chunk maps held open: floor.py's kernel),
 - one LAS iteration (tell + ask) at alpha = 0 and one at alpha = 0.01,
-and reports medians and the ratios (target <= 1.25). Initialization (construct, tell one
+each after 50 ms at rest (floor.py's OpenMP workers spin for 5-10 ms after its pass), and
+reports medians and the ratios (target <= 1.25). Initialization (construct, tell one
 positive, first ask) is timed against floor.py's init floor (2 Gram passes by BLAS + 1 pass),
 interleaved, 3 rounds (target <= 1.5), also at 50k x 2,048.
 
@@ -73,12 +74,16 @@ for _ in range(int(sys.argv[6])):
 searches = {a: start(a)[1:] for a in ALPHAS}
 state = {a: (s, y, i) for a, (s, y, i) in searches.items()}
 res["pass"], res["iter"] = [], {a: [] for a in ALPHAS}
+QUIET = 0.05  # s between timed steps: floor.py's OpenMP workers spin for 5-10 ms after its pass,
+# on the cores the next step needs; every variant starts from cores at rest
 for _ in range(rounds):
     res["pass"].append(floor_pass())
     for a in ALPHAS:
+        time.sleep(QUIET)
         s, y, i = state[a]
         t = time.perf_counter(); s.tell(i, int(y[i])); i = s.ask(); res["iter"][a].append(time.perf_counter() - t)
         state[a] = (s, y, i)
+    time.sleep(QUIET)
 res["hold_maps"] = state[0.0][0].store.hold_maps
 print(json.dumps(res))
 """
