@@ -457,6 +457,7 @@ class PersistedChunks:
     of the store interface the backend reads through."""
 
     MEMORY_FRACTION = 0.5   # of the worker's limit; dask pauses a worker at 80%
+    fast_path = hold_maps = False   # rows in memory, no chunk maps: the backend goes chunk by chunk
 
     def __init__(self, store, chunks, memory_limit):
         a, b = store.chunks[chunks.start][0], store.chunks[chunks.stop - 1][1]

@@ -127,8 +127,7 @@ class LocalBackend:
         """The step over every chunk in one call (``ChunkStep.over_store``) when the store
         holds its chunk maps: no Python per chunk, and every thread busy to the end of the
         pass (the step shares its work out in small items). None: map chunk by chunk."""
-        # (a dask worker's rows held in memory, PersistedChunks, have neither: chunk by chunk)
-        if not (getattr(self.store, "fast_path", False) and getattr(self.store, "hold_maps", False)):
+        if not (self.store.fast_path and self.store.hold_maps):
             return None
         assert step.over_store is not None
         with contextlib.ExitStack() as held:

@@ -133,7 +133,7 @@ def cluster_order(source, out, *, clusters=None, iterations=5, seed=0, chunk_row
                 written["block_summaries"] = summaries.finish(tmp, n_threads)
             else:
                 written["block_summaries"] = write_block_summaries(tmp, n_threads=n_threads, in_place=True)
-        peak_writing = _write(spill, sizes, ids_dtype, out, display, summaries, **layout,
+        peak_writing = _write(spill, sizes, ids_dtype, out, display, summaries, n_threads, **layout,
                               kind=store_kind_for(out, kind), encoding=encoding, compressors=compressors,
                               overwrite=overwrite, attrs=attrs, before_publish=publish_summaries)
         stages["write"] = time.perf_counter() - t0 - sum(stages.values())
@@ -353,12 +353,13 @@ def _write_rows(r, dtype, chunk_rows):
     return max(1, WRITE_BYTES // (r * dtype.itemsize * chunk_rows)) * chunk_rows
 
 
-def _write(spill, sizes, ids_dtype, out, display, summaries, *, r, dtype, chunk_rows, kind, encoding, compressors,
-           overwrite, attrs, before_publish):
+def _write(spill, sizes, ids_dtype, out, display, summaries, n_threads, *, r, dtype, chunk_rows, kind, encoding,
+           compressors, overwrite, attrs, before_publish):
     """The spill files, block by block (``_spilled_at``: each block is the files' tail,
     cut off once read), through the store writer; each chunk also to ``summaries``
-    (StreamedSummaries), when given. Returns the most disk the spill and the output took
-    together (the display's spill files not counted)."""
+    (StreamedSummaries), when given, on ``n_threads`` threads beside the writer. Returns
+    the most disk the spill and the output took together (the display's spill files not
+    counted)."""
     has_y = (spill / "y").exists()
     n = int(sizes.sum())
     block = _write_rows(r, dtype, chunk_rows)
@@ -379,7 +380,7 @@ def _write(spill, sizes, ids_dtype, out, display, summaries, *, r, dtype, chunk_
 
     with StoreWriter(out, r, encoding=encoding, chunk_rows=chunk_rows, kind=kind, labels=has_y,
                      ids_dtype=ids_dtype, attrs=attrs, overwrite=overwrite, compressors=compressors) as w, \
-            ThreadPoolExecutor(1) as beside, ThreadPoolExecutor(os.cpu_count() or 1) as steps:
+            ThreadPoolExecutor(1) as beside, ThreadPoolExecutor(n_threads or os.cpu_count() or 1) as steps:
         w.before_publish = before_publish      # (object-store writers publish as they write: not there)
         summarized = beside.submit(lambda: None)
         peak = 0
