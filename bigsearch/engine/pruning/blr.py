@@ -32,11 +32,9 @@ import numpy as np
 from ...backends import ChunkStep
 from ...kernels.blr import blr_scores
 from ...storage.encoding import n_features
-from ..core.params import PruneOptions
 from ..core.steps import decoded_blocks, lower_quadratic_form
 from .block_summaries import (
     DEFAULT_BASIS,
-    check_block_rows,
     compute_summaries,
     gram_basis,
     summary_step,
@@ -50,7 +48,7 @@ from .las import (
     chunk_runs,
     row_range,
 )
-from .placement import ChunkTop, placement
+from .placement import ChunkTop, PlacedPruning
 
 ROUNDING = 1e3  # the UCB term's rounding, in units of sqrt of the scale of v (see ``_ucb_rounding``)
 
@@ -66,7 +64,7 @@ def gram_step(x, state):
 GRAM_X = ChunkStep(gram_step, from_scratch=True)
 
 
-class BLRPruning:
+class BLRPruning(PlacedPruning):
     """BLR's :class:`~bigsearch.engine.pruning.contract.Pruning`: a Pruner over blocks of
     X, placed by engine/pruning/placement.py (one for all of X here, or one per chunk
     where the chunks live).
@@ -74,13 +72,9 @@ class BLRPruning:
     ``status`` says whether queries are pruned, and why not when they are not."""
 
     def __init__(self, engine, options=None):
-        self.engine = engine
-        self.options = options or PruneOptions()
-        self.block_rows = check_block_rows(self.options.block_rows)
+        super().__init__(engine, options)
         self.basis_dim = self.options.basis_dim or DEFAULT_BASIS
-        self.caches = placement(engine)
         self.summaries = None  # the blocks' summaries over all of X (caches here)
-        self.stale = False  # f (and J, v, im) of unread blocks lag behind the labels
         self.log = []  # UCB, caches here: (clock, V, c, consts) of each J update since the last full pass
         self.hold = None  # the weights a UCB batch keeps while its members join A
         self.basis, self.u_reset = None, None
@@ -90,10 +84,6 @@ class BLRPruning:
             self.status = "off: Thompson: a full pass per query: a new draw each query"
         else:
             self.status = self.caches.status(f"on: exact pruning of blocks of {self.block_rows} rows ({acq})")
-
-    @property
-    def active(self):
-        return self.status.startswith("on")
 
     @property
     def ucb(self):

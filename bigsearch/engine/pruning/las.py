@@ -53,7 +53,8 @@ On the dask backend, ``chunk_top_step`` does the same inside each chunk, with th
 chunk's summaries and cache in its state on the worker (set from the chunk's f right
 after each full pass, ``chunk_prepare_step``), and returns the chunk's exact top k; the
 driver merges them (one round trip per query). On the local backend the blocks read are
-recomputed where their chunks are, by ``Backend.map_chunks`` (engine/pruning/contract.py).
+recomputed where their chunks are, by ``Backend.map_chunks``. Which of the two, and what
+they do alike, is engine/pruning/placement.py's.
 """
 
 import numpy as np
@@ -62,19 +63,17 @@ from ...backends import ChunkStep
 from ...kernels.las import update_scores
 from ...kernels.pruning import block_bounds, group_bounds, unlabeled_maxima
 from ...storage.encoding import Encoded, decode, n_rows
-from ..core.params import PruneOptions
 from ..core.select import best_ranked
 from . import summaries as saved  # the summaries saved with the store
 from .block_summaries import (
     DEFAULT_BASIS,
     BlockSummaries,
     SummaryColumns,
-    check_block_rows,
     compute_summaries,
     gram_basis,
     summary_step,
 )
-from .placement import ChunkTop, placement
+from .placement import ChunkTop, PlacedPruning
 
 SAFETY = 1e-9          # relative margin for rounding (dot products of length r err ~1e-14)
 NO_LABELS = np.zeros(0)
@@ -365,7 +364,7 @@ def rows_of(start, stop, f, label):
     return idx, np.where(label[idx] < 0, f[idx], -np.inf), first
 
 
-class LASPruning:
+class LASPruning(PlacedPruning):
     """LAS's :class:`~bigsearch.engine.pruning.contract.Pruning` (contract.py): a Pruner
     over blocks of X, placed by engine/pruning/placement.py (one for all of X here, or
     one per chunk where the chunks live).
@@ -374,14 +373,10 @@ class LASPruning:
     """
 
     def __init__(self, engine, options=None):
-        self.engine = engine
-        self.options = options or PruneOptions()
-        self.block_rows = check_block_rows(self.options.block_rows)
+        super().__init__(engine, options)
         self.basis_dim = self.options.basis_dim or DEFAULT_BASIS
-        self.caches = placement(engine)
         self.summaries = None        # the blocks' summaries over all of X (caches here)
         self.summaries_from = None   # "store", or "computed: why not from the store"
-        self.stale = False           # J, IM (and f of unread blocks) lag behind the labels
         self.basis, self.u_reset = None, None
         self.stored = None           # for the workers: where their slices of the stored summaries are
         self.candidates = np.zeros(0, np.int64)  # the chunks' top k of the last query (per chunk)
@@ -390,10 +385,6 @@ class LASPruning:
                            "(its rescaling), so every query is a full pass")
         else:
             self.status = self.caches.status(f"on: exact pruning of blocks of {self.block_rows} rows (alpha = 0)")
-
-    @property
-    def active(self):
-        return self.status.startswith("on")
 
     @property
     def pruner(self):

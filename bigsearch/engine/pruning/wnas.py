@@ -39,10 +39,9 @@ from ...backends import ChunkStep
 from ...kernels.las import degrees
 from ...kernels.wnas import add_similarities
 from ...storage.encoding import decode, n_rows
-from ..core.params import PruneOptions
 from ..core.select import ChunkPartials
 from ..core.steps import BLAS_ROWS, FUSED_LABELS, WNAS_UPDATE, colsum_step, wnas_update_step
-from .block_summaries import block_centres, block_layout, check_block_rows
+from .block_summaries import block_centres, block_layout
 from .las import (
     SAFETY,
     apply_labels_to_chunk,
@@ -50,7 +49,7 @@ from .las import (
     row_range,
     rows_of,
 )
-from .placement import ChunkTop, labels_into_chunks, placement
+from .placement import ChunkTop, PlacedPruning, labels_into_chunks
 from .summaries import (
     CHANGED,
     block_degrees,
@@ -178,25 +177,17 @@ def _catch_up_rows(x, state, a, z, missed):
         add_similarities(rows, Z, signs, 0, state.label[a:z], state.num[a:z], state.den[a:z], state.f[a:z])
 
 
-class WNASPruning:
+class WNASPruning(PlacedPruning):
     """WNAS's :class:`~bigsearch.engine.pruning.contract.Pruning` (see the module): a
     BlockBounds over blocks of X, placed by engine/pruning/placement.py (one over all of
     X here, or one per chunk where the chunks live)."""
 
     def __init__(self, engine, options=None):
-        self.engine = engine
-        self.options = options or PruneOptions()
-        self.block_rows = check_block_rows(self.options.block_rows)
-        self.stale = False
-        self.caches = placement(engine)
+        super().__init__(engine, options)
         self.status = self.caches.status(f"on: exact pruning of blocks of {self.block_rows} rows")
         self.base, self.told = 0, 0  # labels at the last full pass, and told since
         self.summaries_from = None   # "store", or "computed: why not from the store"
         self.stored = None           # for the workers: where their slices of the stored summaries are
-
-    @property
-    def active(self):
-        return self.status.startswith("on")
 
     @property
     def blocks(self):
