@@ -298,7 +298,7 @@ def test_the_dask_backend_prunes_greedy_and_ucb(data, store_factory):
             full, e_full = run(path, y, False, **opts)
             pruned, e = run(path, y, True, backend=client, **opts)
             assert pruned == full, acquisition
-            assert e.pruning_status.endswith(f"({acquisition}), each worker pruning its chunks")
+            assert e.pruning_status.endswith(f"({acquisition}), each worker pruning its own chunks")
             details = e.run_details()
             read = details["bytes_read"][1:]
             assert sum(read) < 0.8 * len(read) * details["x_bytes"], acquisition

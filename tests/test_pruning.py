@@ -474,3 +474,20 @@ def test_unlabeled_maxima_are_numpys():
     expected = np.maximum.reduceat(np.where(label < 0, f, -np.inf), start)
     assert np.array_equal(unlabeled_maxima(f, label, start, stop, np.empty(len(start))), expected)
     assert expected[0] == -np.inf
+
+
+def test_only_the_placement_asks_where_the_caches_live():
+    """The pruners of LAS, WNAS and BLR state their method's math; whether their caches
+    live here or per chunk (the backend's ``in_process``) is decided once, by
+    engine/pruning/placement.py, and no pruner keeps or reads a flag of its own for it."""
+    import ast
+    from pathlib import Path
+
+    asked = []
+    for path in sorted((Path(bigsearch.__file__).parent / "engine" / "pruning").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if path.name != "placement.py" and isinstance(node, ast.Attribute) and (
+                    node.attr == "in_process" or (node.attr == "local" and isinstance(node.value, ast.Name)
+                                                  and node.value.id == "self")):
+                asked.append(f"{path.name}:{node.lineno} .{node.attr}")
+    assert asked == []

@@ -100,9 +100,10 @@ def _read_only(engine):
 
 
 def _pruner(engine):
-    """LAS's pruner on the local backend (whose versions say which blocks changed), or None."""
+    """LAS's pruner over all of X (the local backend: its versions say which blocks
+    changed), or None."""
     pruning = getattr(engine, "pruning", None)
-    return pruning.pruner if isinstance(pruning, LASPruning) and pruning.local else None
+    return pruning.pruner if isinstance(pruning, LASPruning) else None
 
 
 def _rows_that_differ(target, source):

@@ -32,20 +32,15 @@ import numpy as np
 from ...backends import ChunkStep
 from ...kernels.blr import blr_scores
 from ...storage.encoding import n_features
-from ..core.params import PruneOptions
-from ..core.select import best_ranked
 from ..core.steps import decoded_blocks, lower_quadratic_form
 from .block_summaries import (
     DEFAULT_BASIS,
-    check_block_rows,
     compute_summaries,
     gram_basis,
     summary_step,
 )
-from .contract import per_chunk
 from .las import (
     NO_LABELS,
-    ChunkTop,
     Pruner,
     adjacent_runs,
     apply_labels_to_chunk,
@@ -53,6 +48,7 @@ from .las import (
     chunk_runs,
     row_range,
 )
+from .placement import ChunkTop, PlacedPruning
 
 ROUNDING = 1e3  # the UCB term's rounding, in units of sqrt of the scale of v (see ``_ucb_rounding``)
 
@@ -68,47 +64,38 @@ def gram_step(x, state):
 GRAM_X = ChunkStep(gram_step, from_scratch=True)
 
 
-class BLRPruning:
-    """BLR's :class:`~bigsearch.engine.pruning.contract.Pruning`: one Pruner for all of X
-    on a backend whose arrays are in this process, one per chunk where the chunks live
-    otherwise (the dask backend's workers).
+class BLRPruning(PlacedPruning):
+    """BLR's :class:`~bigsearch.engine.pruning.contract.Pruning`: a Pruner over blocks of
+    X, placed by engine/pruning/placement.py (one for all of X here, or one per chunk
+    where the chunks live).
 
     ``status`` says whether queries are pruned, and why not when they are not."""
 
     def __init__(self, engine, options=None):
-        self.engine = engine
-        self.options = options or PruneOptions()
-        self.block_rows = check_block_rows(self.options.block_rows)
+        super().__init__(engine, options)
         self.basis_dim = self.options.basis_dim or DEFAULT_BASIS
-        self.summaries = None
-        self.pruner = None
-        self.stale = False  # f (and J, v, im) of unread blocks lag behind the labels
-        self.log = []  # UCB: (clock, V, c, consts) of each J update since the last full pass
-        self.unsent = []  # UCB on the workers: (number, V, c, consts) of the updates not sent yet
-        self.n_logged = 0  # UCB on the workers: updates numbered since the last full pass
+        self.summaries = None  # the blocks' summaries over all of X (caches here)
+        self.log = []  # UCB, caches here: (clock, V, c, consts) of each J update since the last full pass
         self.hold = None  # the weights a UCB batch keeps while its members join A
-        self.local = not per_chunk(engine.backend)
-        self.basis, self.generation, self.u_reset = None, 0, None  # for the workers' pruners (dask)
+        self.basis, self.u_reset = None, None
+        self.summarized = False  # the block summaries computed (a pass over X)
         acq = engine.params.acquisition
         if acq == "thompson":
             self.status = "off: Thompson: a full pass per query: a new draw each query"
-        elif not self.local:
-            self.status = (
-                f"on: exact pruning of blocks of {self.block_rows} rows ({acq}), each worker pruning its chunks"
-            )
         else:
-            self.status = f"on: exact pruning of blocks of {self.block_rows} rows ({acq})"
-
-    @property
-    def active(self):
-        return self.status.startswith("on")
+            self.status = self.caches.status(f"on: exact pruning of blocks of {self.block_rows} rows ({acq})")
 
     @property
     def ucb(self):
         return self.engine.params.acquisition == "ucb"
 
+    @property
+    def pruner(self):
+        """The Pruner over all of X (None when each chunk keeps its own)."""
+        return self.caches.cache
+
     def after_full_pass(self):
-        """Every block is fresh: build the summaries the first time, reset the cache."""
+        """Every block is fresh: build the summaries the first time, reset the caches."""
         if not self.active:
             return
         e = self.engine
@@ -117,20 +104,22 @@ class BLRPruning:
             e.count_read(e.store.nbytes)
         if self.ucb:
             self._set_ucb_scores()
-        self.log, self.unsent, self.n_logged, self.hold, self.stale = [], [], 0, None, False
-        if not self.local:  # the workers reset their chunks' caches now (built the first time)
-            self.generation += 1
-            self.u_reset = self.u()
-            if self.generation == 1:  # the workers compute their chunks' summaries: a pass
-                e.count_read(e.store.nbytes)
-            e.backend.map(CHUNK_PREPARE, self.generation, self.u_reset, self.basis, self.block_rows, self.ucb)
-            return
-        if self.summaries is None:
+        self.log, self.hold, self.stale = [], None, False
+
+        def build():
             self.summaries = compute_summaries(e.backend.map, e.store.chunks, self.basis, self.block_rows)
-            self.pruner = Pruner(self.summaries, None, 1.0)
-            self.pruner.rescale = not self.ucb  # greedy caches f alone (UCB: f + im)
+            pr = Pruner(self.summaries, None, 1.0)
+            pr.rescale = not self.ucb  # greedy caches f alone (UCB: f + im)
+            return pr
+
+        def prepare():  # the workers reset their chunks' caches now (built the first time)
+            self.u_reset = self.u()
+            return CHUNK_PREPARE, (self.u_reset, self.basis, self.block_rows, self.ucb)
+
+        self.caches.after_full_pass(build, lambda pr: pr.reset(self.u(), self.score(), e.labels), prepare)
+        if not self.summarized:  # the summaries were computed (here, or by the workers): a pass
+            self.summarized = True
             e.count_read(e.store.nbytes)
-        self.pruner.reset(self.u(), self.score(), e.labels)
 
     def _set_ucb_scores(self):
         """UCB's score f + im per point (the backend's array ``ucb``), after a full pass."""
@@ -155,65 +144,57 @@ class BLRPruning:
 
     def labels_told(self, idx, lab, G=None, c=()):
         """New labels (or a UCB batch's members, ``lab`` 0 in the chunks' state only): into
-        the chunks' state and the block cache, and for UCB their J update (G, c) into the
-        log (sent to the workers with the next query)."""
+        the chunks' state and the block caches, and for UCB their J update (G, c), heard
+        by the caches (here: logged; per chunk: sent with the next query)."""
         e = self.engine
-        chunks = np.unique([e.store.chunk_of(i) for i in idx]).tolist()
-        e.backend.map_state(apply_labels_to_chunk, chunks, idx, lab)
+        self.caches.tell(idx, lab, apply_labels_to_chunk, lambda pr: pr.labeled(idx, self.score(), e.labels))
         if self.ucb and len(c):
             _, V, consts = self._now()
-            if self.local:
-                self.log.append((self.pruner.clock, np.vstack([V, G]), c, consts))
-            else:
-                self.unsent.append((self.n_logged, np.vstack([V, G]), c, consts))
-                self.n_logged += 1
-        if self.local:
-            self.pruner.labeled(idx, self.score(), e.labels)
+            self.caches.hear((np.vstack([V, G]), c, consts), self._log_update)
         self.stale = True
         return True
 
+    def _log_update(self, pr, update):
+        self.log.append((pr.clock, *update))
+
     def top(self, k):
-        e = self.engine
         _, V, consts = self._now()
-        if not self.local:
-            return self._top_on_workers(k, V, consts)
-        if self.ucb:
-            self.pruner.rounding = ucb_rounding(self.summaries.norm_max, e.lam, e.params.beta, V, consts)
-        idx, sc, rows = self.pruner.top(
-            k, self.u(), lambda blocks: self._read(blocks, V, consts), self.score(), e.labels
+        idx, sc = self.caches.top(
+            k, lambda pr, k: self._top_here(pr, k, V, consts), CHUNK_TOP, lambda: self._chunk_args(V, consts)
         )
-        e.count_read(int(rows) * e.store.bytes_per_point)
-        oldest = self.pruner.version.min()
-        self.log = [entry for entry in self.log if entry[0] >= oldest]
         self.stale = True
         return idx, sc
 
-    def _top_on_workers(self, k, V, consts):
-        """Each chunk's exact top k, pruned where the chunk lives: one round trip (the J
-        updates not sent yet go with it)."""
+    def _top_here(self, pr, k, V, consts):
+        e = self.engine
+        if self.ucb:
+            pr.rounding = ucb_rounding(self.summaries.norm_max, e.lam, e.params.beta, V, consts)
+        out = pr.top(k, self.u(), lambda blocks: self._read(blocks, V, consts), self.score(), e.labels)
+        oldest = pr.version.min()
+        self.log = [entry for entry in self.log if entry[0] >= oldest]
+        return out
+
+    def _chunk_args(self, V, consts):
         e = self.engine
         beta, t = e.score_weights
-        query = (self.u(), V, consts, beta, t, k)
-        cache = (self.generation, self.u_reset, self.basis, self.block_rows)
-        args = (*query, *cache, self.ucb, e.lam, e.params.beta, self.unsent, self.n_logged)
-        parts = e.backend.map(CHUNK_TOP, *args)
-        if not all(isinstance(part, ChunkTop) for part in parts):
-            parts = e.backend.map(CHUNK_TOP, *args)  # a lost worker's chunks were rebuilt: again
-        self.unsent = []
-        idx, sc = best_ranked(np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts]), k)
-        e.count_read(int(sum(q[2] for q in parts)) * e.store.bytes_per_point)
-        self.stale = True
-        return idx, sc
+        return self.u(), V, consts, beta, t, self.u_reset, self.basis, self.block_rows, self.ucb, e.lam, e.params.beta
 
     def catch_up(self):
-        """Every block's rows brought up to date (before a full pass that keeps J)."""
-        if not self.local:
-            if self.ucb and (self.unsent or self.n_logged):
-                self._top_on_workers(0, *self._now()[1:])
+        """Every block's rows brought up to date (before a full pass that keeps J): the
+        logged J updates replayed where a block has not seen them."""
+        if not (self.ucb and self.caches.n_news):
             return
-        if self.log:
-            _, V, consts = self._now()
-            self._read(np.arange(self.summaries.n_blocks), V, consts)
+        _, V, consts = self._now()
+        rows = self.caches.catch_up(
+            lambda pr: self._catch_up_here(V, consts), CHUNK_TOP, lambda: self._chunk_args(V, consts)
+        )
+        self.caches.count(rows)
+
+    def _catch_up_here(self, V, consts):
+        if not self.log:
+            return 0
+        self._read(np.arange(self.summaries.n_blocks), V, consts)
+        return self.engine.store.n
 
     def _read(self, blocks, V, consts):
         """Recompute these blocks' rows from X where their chunks are: the logged J updates
@@ -224,7 +205,7 @@ class BLRPruning:
         plan = {}
         for c, a, z, run in chunk_runs(sm, blocks, e.store.chunks):
             plan.setdefault(c, []).append((a, z, missed_updates(self.log, self.pruner, run, e.store.chunks[c][0])))
-        e.backend.map_chunks(READ_RUNS, sorted(plan), plan, V, consts, beta, t, self.ucb)
+        self.caches.read(READ_RUNS, plan, V, consts, beta, t, self.ucb)
 
 
 def missed_updates(log, pr, run, first=0):
@@ -307,36 +288,20 @@ def _chunk_pruner(x, state, basis, block_rows, u, generation, u_reset, ucb, fres
 
 
 def chunk_top_step(
-    x,
-    state,
-    u,
-    V,
-    consts,
-    beta,
-    t,
-    k,
-    generation,
-    u_reset,
-    basis,
-    block_rows,
-    ucb=False,
-    lam=1.0,
-    ucb_beta=0.0,
-    updates=(),
-    n_logged=0,
+    x, state, k, sent, u, V, consts, beta, t, u_reset, basis, block_rows, ucb=False, lam=1.0, ucb_beta=0.0
 ):
     """A chunk's exact top k of greedy or UCB BLR at u = [w, mean], reading only the blocks
-    that could hold it (the dask backend; k = 0: every block brought up to date): the
-    chunk's summaries, cache and log of J updates live in its state. ``updates`` are the
-    J updates (number, V, c, consts) told since the last query, ``n_logged`` how many
-    were numbered since the last full pass: a chunk keeps those it has not seen; one
+    that could hold it (caches per chunk; k = 0: every block brought up to date): the
+    chunk's summaries, cache and log of J updates live in its state. ``sent.news`` are
+    the J updates (number, V, c, consts) told since the last query, ``sent.n_news`` how
+    many were numbered since the last full pass: a chunk keeps those it has not seen; one
     without a Pruner (rebuilt after a lost worker: J current) keeps none and reads every
     block once."""
     known = getattr(state, "pruner", None) is not None  # else: rebuilt after a lost worker, J current
-    pr = _chunk_pruner(x, state, basis, block_rows, u, generation, u_reset, ucb)
+    pr = _chunk_pruner(x, state, basis, block_rows, u, sent.generation, u_reset, ucb)
     if not known:
-        state.blr_log, state.blr_logged = [], n_logged
-    for number, Vl, cl, cst in updates:
+        state.blr_log, state.blr_logged = [], sent.n_news
+    for number, Vl, cl, cst in sent.news:
         if number >= state.blr_logged:
             state.blr_log.append((pr.clock, Vl, cl, cst))
             state.blr_logged = number + 1
@@ -362,7 +327,7 @@ def chunk_top_step(
 
 
 # It updates state it did not create: a lost chunk is rebuilt by the engine's recipe,
-# whose partials are not a ChunkTop, and the query is asked again (BLRPruning).
+# whose partials are not a ChunkTop, and the query is asked again (placement.py).
 CHUNK_TOP = ChunkStep(chunk_top_step, whole_chunk=False)
 
 

@@ -5,10 +5,12 @@ its pruning from one :class:`~bigsearch.engine.core.params.PruneOptions` and dri
 through :class:`Pruning`; the pruning reads the search only through :class:`PrunedSearch`
 (public names: no ``_private`` attribute) and reaches X and the per-point state only
 through the :class:`~bigsearch.backends.Backend` contract: ``map`` and ``map_chunks``
-run its steps where the chunks live, and ``in_process`` says whether the per-point
-arrays are in this process (the local backend: one cache over all of X, kept here) or
-on workers (the dask backend: each chunk keeps its own cache in its state, and a query
-is one round trip returning each chunk's exact top k).
+run its steps where the chunks live. Where its caches live follows from
+``backend.in_process``, decided once by engine/pruning/placement.py: in this process
+(the local backend: one cache over all of X, kept here) or per chunk where the chunks
+live (the dask backend: each chunk keeps its own cache in its state, and a query is one
+round trip returning each chunk's exact top k); the placement resets the caches, takes
+labels to them, gathers a query's top k and counts the rows read, for every method.
 
 A new method gets pruned queries by writing a class that satisfies :class:`Pruning`
 over the method's public interface, and passing it to ``_start_pruning``
@@ -86,9 +88,3 @@ class Pruning(Protocol):
 
     def catch_up(self) -> None:
         """Every block brought up to date (before the search reads every score)."""
-
-
-def per_chunk(backend: Backend) -> bool:
-    """Whether a pruning keeps its caches per chunk where the chunks live (the per-point
-    arrays are not in this process), rather than one over all of X here."""
-    return not backend.in_process

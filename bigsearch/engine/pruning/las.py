@@ -53,10 +53,9 @@ On the dask backend, ``chunk_top_step`` does the same inside each chunk, with th
 chunk's summaries and cache in its state on the worker (set from the chunk's f right
 after each full pass, ``chunk_prepare_step``), and returns the chunk's exact top k; the
 driver merges them (one round trip per query). On the local backend the blocks read are
-recomputed where their chunks are, by ``Backend.map_chunks`` (engine/pruning/contract.py).
+recomputed where their chunks are, by ``Backend.map_chunks``. Which of the two, and what
+they do alike, is engine/pruning/placement.py's.
 """
-
-from typing import NamedTuple
 
 import numpy as np
 
@@ -64,19 +63,17 @@ from ...backends import ChunkStep
 from ...kernels.las import update_scores
 from ...kernels.pruning import block_bounds, group_bounds, unlabeled_maxima
 from ...storage.encoding import Encoded, decode, n_rows
-from ..core.params import PruneOptions
 from ..core.select import best_ranked
 from . import summaries as saved  # the summaries saved with the store
 from .block_summaries import (
     DEFAULT_BASIS,
     BlockSummaries,
     SummaryColumns,
-    check_block_rows,
     compute_summaries,
     gram_basis,
     summary_step,
 )
-from .contract import per_chunk
+from .placement import ChunkTop, PlacedPruning
 
 SAFETY = 1e-9          # relative margin for rounding (dot products of length r err ~1e-14)
 NO_LABELS = np.zeros(0)
@@ -367,71 +364,64 @@ def rows_of(start, stop, f, label):
     return idx, np.where(label[idx] < 0, f[idx], -np.inf), first
 
 
-class LASPruning:
-    """LAS's :class:`~bigsearch.engine.pruning.contract.Pruning` (contract.py): one Pruner
-    for all of X on a backend whose arrays are in this process, one per chunk where the
-    chunks live otherwise (the dask backend's workers).
+class LASPruning(PlacedPruning):
+    """LAS's :class:`~bigsearch.engine.pruning.contract.Pruning` (contract.py): a Pruner
+    over blocks of X, placed by engine/pruning/placement.py (one for all of X here, or
+    one per chunk where the chunks live).
 
     ``status`` says whether queries are pruned, and why not when they are not.
     """
 
     def __init__(self, engine, options=None):
-        self.engine = engine
-        self.options = options or PruneOptions()
-        self.block_rows = check_block_rows(self.options.block_rows)
+        super().__init__(engine, options)
         self.basis_dim = self.options.basis_dim or DEFAULT_BASIS
-        self.summaries = None
-        self.summaries_from = None   # "store", or "computed: why not from the store" (local backend)
-        self.pruner = None
-        self.stale = False           # J, IM (and f of unread blocks) lag behind the labels
-        self.local = not per_chunk(engine.backend)
-        self.basis, self.generation, self.u_reset = None, 0, None    # for the workers' pruners
+        self.summaries = None        # the blocks' summaries over all of X (caches here)
+        self.summaries_from = None   # "store", or "computed: why not from the store"
+        self.basis, self.u_reset = None, None
         self.stored = None           # for the workers: where their slices of the stored summaries are
-        p = engine.params
-        if p.alpha != 0:
+        self.candidates = np.zeros(0, np.int64)  # the chunks' top k of the last query (per chunk)
+        if engine.params.alpha != 0:
             self.status = ("off: alpha > 0 needs sums of the impact factor over all unlabeled points "
                            "(its rescaling), so every query is a full pass")
-        elif not self.local:
-            self.status = (f"on: exact pruning of blocks of {self.block_rows} rows (alpha = 0), each worker "
-                           "pruning its own chunks")
         else:
-            self.status = f"on: exact pruning of blocks of {self.block_rows} rows (alpha = 0)"
+            self.status = self.caches.status(f"on: exact pruning of blocks of {self.block_rows} rows (alpha = 0)")
 
     @property
-    def active(self):
-        return self.status.startswith("on")
+    def pruner(self):
+        """The Pruner over all of X (None when each chunk keeps its own)."""
+        return self.caches.cache
 
     def after_full_pass(self, G=None):
-        """Every block is fresh: (re)build the summaries if needed, reset the cache."""
+        """Every block is fresh: (re)build the summaries if needed, reset the caches."""
         if not self.active:
             return
         e = self.engine
-        if self.local and self.summaries is None:
-            self.summaries, self.summaries_from = saved.stored_summaries(e.store, self.block_rows, e.s,
-                                                                         e.backend.gather("deg"))
-            if self.summaries is not None:
-                self.basis = self.summaries.basis
-        elif not self.local and self.summaries_from is None:
-            self._find_stored_for_workers()
-        if self.basis is None:
-            self.basis = gram_basis(G if G is not None else np.eye(e.store.r) - e.K, self.basis_dim)
-        if not self.local:       # the workers reset their chunks' caches now, from f at u
-            self.generation += 1
+
+        def basis():
+            if self.basis is None:
+                self.basis = gram_basis(G if G is not None else np.eye(e.store.r) - e.K, self.basis_dim)
+            return self.basis
+
+        def build():
+            if self.summaries is None:
+                self.summaries, self.summaries_from = saved.stored_summaries(e.store, self.block_rows, e.s,
+                                                                             e.backend.gather("deg"))
+            if self.summaries is None:
+                self.summaries = compute_summaries(e.backend.map, e.store.chunks, basis(), self.block_rows)
+            self.basis = self.summaries.basis
+            return Pruner(self.summaries, e.s, 1.0 / (1.0 + e.params.w0))
+
+        def prepare():          # the workers reset their chunks' caches now, from f at u
+            if self.summaries_from is None:
+                self._find_stored_for_workers()
             self.u_reset = self.u()
-            e.backend.map(CHUNK_PREPARE, self.generation, self.u_reset, self.basis, self.block_rows, e.s,
-                          e.params.w0, self.stored)
-            self.stale = False
-            return
-        if self.summaries is None:
-            basis = self.basis
-            self.summaries = compute_summaries(e.backend.map, e.store.chunks, basis, self.block_rows)
-        if self.pruner is None:
-            self.pruner = Pruner(self.summaries, e.s, 1.0 / (1.0 + e.params.w0))
-        self.pruner.reset(self.u(), e.backend.gather("f"), e.labels)
+            return CHUNK_PREPARE, (self.u_reset, basis(), self.block_rows, e.s, e.params.w0, self.stored)
+
+        self.caches.after_full_pass(build, lambda pr: pr.reset(self.u(), e.backend.gather("f"), e.labels), prepare)
         self.stale = False
 
     def _find_stored_for_workers(self):
-        """The dask backend: when the store's summaries fit X as far as the driver can tell
+        """Per chunk: when the store's summaries fit X as far as the driver can tell
         (fingerprint, column sums), their basis is used and each worker reads its chunks'
         slice, which it uses only if its chunks' degrees match (``chunk_summaries``)."""
         e = self.engine
@@ -446,12 +436,12 @@ class LASPruning:
             self.summaries_from = saved.CHANGED
             return
         self.basis = got["basis"]
-        self.stored = (saved.store_source(e.store), saved.first_blocks(e.store.chunks, self.block_rows))
+        self.stored = self.caches.stored_slices(self.block_rows)
         self.summaries_from = "store, where each worker's chunks' degrees match (chunk_summaries_from())"
 
     def chunk_summaries_from(self):
-        """The dask backend: per chunk, where its summaries came from ("store", or
-        "computed: why"), None before its first pruned query."""
+        """Per chunk: where its summaries came from ("store", or "computed: why"), None
+        before its first pruned query."""
         e = self.engine
         return e.backend.map_state(_summaries_from, list(range(e.store.n_chunks)))
 
@@ -462,10 +452,7 @@ class LASPruning:
     def labels_told(self, idx, lab):
         """Apply new labels to the per-point state without a pass over X."""
         e = self.engine
-        chunks = np.unique([e.store.chunk_of(i) for i in idx]).tolist()
-        e.backend.map_state(apply_labels_to_chunk, chunks, idx, lab)
-        if self.local:
-            self.pruner.labeled(idx, e.backend.gather("f"), e.labels)
+        self.caches.tell(idx, lab, apply_labels_to_chunk, lambda pr: pr.labeled(idx, e.backend.gather("f"), e.labels))
         self.stale = True
         return True
 
@@ -474,48 +461,39 @@ class LASPruning:
         pass brings every block up to date."""
 
     def top(self, k):
-        e = self.engine
+        e, p = self.engine, self.engine.params
         u = self.u()
-        if self.local:
-            idx, sc, rows = self.pruner.top(k, u, lambda blocks: self._read(blocks, u), e.backend.gather("f"),
-                                            e.labels)
-        else:
-            idx, sc, rows = self._top_on_workers(k, u)
-        e.count_read(int(rows) * e.store.bytes_per_point)
+
+        def here(pr, k):
+            return pr.top(k, u, lambda blocks: self._read(blocks, u), e.backend.gather("f"), e.labels)
+
+        def args():             # per chunk: a floor from the last query's candidates
+            V = np.stack([u, e.score_vectors()[1]])
+            return (u, V, self.u_reset, self.basis, self.block_rows, e.s, p.eta, p.w0, p.pi, self._floor(k, u),
+                    self.stored)
+
+        idx, sc = self.caches.top(k, here, CHUNK_TOP, args)
+        self.candidates = self.caches.found
         self.stale = True
         return idx, sc
 
-    def _top_on_workers(self, k, u):
-        """Each chunk's exact top k, pruned where the chunk lives: one round trip."""
-        e, p = self.engine, self.engine.params
-        args = (u, np.stack([u, e.score_vectors()[1]]), k, self.generation, self.u_reset, self.basis, self.block_rows,
-                e.s, p.eta, p.w0, p.pi)
-        floor, rows = self._floor(k, u)
-        parts = e.backend.map(CHUNK_TOP, *args, floor, self.stored)
-        if not all(isinstance(part, ChunkTop) for part in parts):
-            parts = e.backend.map(CHUNK_TOP, *args, floor, self.stored)   # a lost worker's chunks were rebuilt: again
-        found = np.concatenate([q[0] for q in parts])
-        idx, sc = best_ranked(found, np.concatenate([q[1] for q in parts]), k)
-        self.candidates = found
-        return idx, sc, rows + sum(q[2] for q in parts)
-
     def _floor(self, k, u):
         """A score at most the k-th best at u, from the points the chunks returned last
-        time that are still unlabeled (their rows read here: a few), with a rounding
-        margin; -inf when there are fewer than k. Chunks skip blocks whose bound is below
-        it, so a chunk far from the best reads nothing. (rows read, too.)"""
+        time that are still unlabeled (their rows read here: a few, counted), with a
+        rounding margin; -inf when there are fewer than k. Chunks skip blocks whose bound
+        is below it, so a chunk far from the best reads nothing."""
         e = self.engine
-        cand = getattr(self, "candidates", np.zeros(0, np.int64))
-        cand = cand[e.labels[cand] < 0]
+        cand = self.candidates[e.labels[self.candidates] < 0]
         if len(cand) < k:
-            return -np.inf, 0
+            return -np.inf
         x = decode(e.store.read_stored_rows(cand))
         deg = x @ e.s                 # the degrees as NumPy rounds them: the margin covers it
         b = 1.0 / (1.0 + e.params.w0)
         f = e.params.pi * e.params.w0 / (1.0 + e.params.w0) + b * (x @ u) / deg
         kth = np.sort(f)[-k]
         margin = SAFETY * (abs(kth) + b * (np.linalg.norm(x, axis=1) * np.linalg.norm(u) / np.abs(deg)).max())
-        return kth - margin, len(cand)
+        self.caches.count(len(cand))
+        return kth - margin
 
     def _read(self, blocks, u):
         """Recompute f at u for these blocks from X, where their chunks are: each chunk
@@ -525,7 +503,7 @@ class LASPruning:
         runs = {}
         for c, a, z, _ in chunk_runs(self.summaries, blocks, e.store.chunks):
             runs.setdefault(c, []).append((a, z))
-        e.backend.map_chunks(SCORE_RUNS, sorted(runs), runs, V, p.eta, p.w0, p.pi)
+        self.caches.read(SCORE_RUNS, runs, V, p.eta, p.w0, p.pi)
 
 
 def chunk_runs(sm, blocks, chunks):
@@ -556,22 +534,15 @@ def _score_rows(x, st, a, z, V, eta, w0, pi):
                   eta, w0, pi, 0.0)
 
 
-class ChunkTop(NamedTuple):
-    """A chunk's part of a pruned query."""
-    indices: np.ndarray       # global indices of its top k
-    scores: np.ndarray
-    rows_read: int            # rows of X the query read in this chunk
-
-
-def chunk_top_step(x, state, u, V, k, generation, u_reset, basis, block_rows, s, eta, w0, pi, floor=-np.inf,
+def chunk_top_step(x, state, k, sent, u, V, u_reset, basis, block_rows, s, eta, w0, pi, floor=-np.inf,
                    stored=None):
     """A chunk's exact top k at u, reading only the blocks that could hold it; the
     chunk's summaries and cache live in its state (built by ``chunk_prepare_step`` after
     each full pass; here only for a chunk rebuilt after a lost worker, every block then
     read once). Blocks whose bound is below ``floor`` (at most the k-th best score over
-    all chunks) are not read."""
+    all chunks) are not read. ``sent``: engine/pruning/placement.py's ``Sent``."""
     pr = chunk_pruner(x, state, lambda: chunk_summaries(x, state, basis, block_rows, stored), basis, block_rows,
-                      s, 1.0 / (1.0 + w0), u, generation, u_reset)
+                      s, 1.0 / (1.0 + w0), u, sent.generation, u_reset)
 
     def read(blocks):
         for run in adjacent_runs(blocks):
@@ -624,7 +595,7 @@ def adjacent_runs(blocks):
 
 
 # It updates state it did not create: a lost chunk is rebuilt by the engine's recipe,
-# whose partials are not a ChunkTop, and the query is asked again (LASPruning).
+# whose partials are not a ChunkTop, and the query is asked again (placement.py).
 CHUNK_TOP = ChunkStep(chunk_top_step, whole_chunk=False)
 
 

@@ -39,27 +39,23 @@ from ...backends import ChunkStep
 from ...kernels.las import degrees
 from ...kernels.wnas import add_similarities
 from ...storage.encoding import decode, n_rows
-from ..core.params import PruneOptions
-from ..core.select import ChunkPartials, best_ranked
+from ..core.select import ChunkPartials
 from ..core.steps import BLAS_ROWS, FUSED_LABELS, WNAS_UPDATE, colsum_step, wnas_update_step
-from .block_summaries import block_centres, block_layout, check_block_rows
-from .contract import per_chunk
+from .block_summaries import block_centres, block_layout
 from .las import (
     SAFETY,
-    ChunkTop,
     apply_labels_to_chunk,
     best_first,
     row_range,
     rows_of,
 )
+from .placement import ChunkTop, PlacedPruning, labels_into_chunks
 from .summaries import (
     CHANGED,
     block_degrees,
-    first_blocks,
     matches,
     read_chunk_summaries,
     read_stored,
-    store_source,
     stored_header,
 )
 
@@ -181,27 +177,22 @@ def _catch_up_rows(x, state, a, z, missed):
         add_similarities(rows, Z, signs, 0, state.label[a:z], state.num[a:z], state.den[a:z], state.f[a:z])
 
 
-class WNASPruning:
-    """WNAS's :class:`~bigsearch.engine.pruning.contract.Pruning` (see the module): one
-    BlockBounds over X on a backend whose arrays are in this process, one per chunk where
-    the chunks live otherwise (the dask backend's workers)."""
+class WNASPruning(PlacedPruning):
+    """WNAS's :class:`~bigsearch.engine.pruning.contract.Pruning` (see the module): a
+    BlockBounds over blocks of X, placed by engine/pruning/placement.py (one over all of
+    X here, or one per chunk where the chunks live)."""
 
     def __init__(self, engine, options=None):
-        self.engine = engine
-        self.options = options or PruneOptions()
-        self.block_rows = check_block_rows(self.options.block_rows)
-        self.stale = False
-        self.local = not per_chunk(engine.backend)
-        self.status = f"on: exact pruning of blocks of {self.block_rows} rows" + (
-            "" if self.local else ", each worker pruning its own chunks")
-        self.blocks = None
-        self.generation, self.base, self.unsent = 0, 0, []     # for the workers' bounds
+        super().__init__(engine, options)
+        self.status = self.caches.status(f"on: exact pruning of blocks of {self.block_rows} rows")
+        self.base, self.told = 0, 0  # labels at the last full pass, and told since
         self.summaries_from = None   # "store", or "computed: why not from the store"
         self.stored = None           # for the workers: where their slices of the stored summaries are
 
     @property
-    def active(self):
-        return self.status.startswith("on")
+    def blocks(self):
+        """The BlockBounds over all of X (None when each chunk keeps its own)."""
+        return self.caches.cache
 
     def full_pass(self, args):
         """The full pass that applies a batch of labels (``WNAS_UPDATE``'s partials). The
@@ -221,101 +212,98 @@ class WNASPruning:
         found = {"s": np.sum([p.sums for p in parts], axis=0),
                  **{k: np.concatenate([p.degrees[k] for p in parts]) for k in parts[0].degrees}}
         self.summaries_from = "store" if matches(header, found) else CHANGED
-        if self.summaries_from == "store" and not self.local:
-            self.stored = (store_source(e.store), first_blocks(e.store.chunks, self.block_rows))
+        if self.summaries_from == "store":
+            self.stored = self.caches.stored_slices(self.block_rows)
         return [p.partials for p in parts]
 
     def after_full_pass(self):
-        """Every block has seen every label: no pending raise or fall."""
+        """Every block has seen every label: no pending raise or fall (per chunk, each
+        chunk's bounds reset at its next query)."""
         e = self.engine
         if self.summaries_from is None:    # (a restored state: its pass checked nothing)
             self.summaries_from = "computed: a restored search does not check stored summaries"
-        if not self.local:        # the workers reset their chunks' bounds at the next query
-            self.generation += 1
-            self.base, self.unsent, self.stale = e.n_labeled, [], False
-            return
-        if self.blocks is None:
-            self.chunk, start, stop = block_layout(e.store.chunks, self.block_rows)
-            stored = read_stored(e.store, ("centre", "radius"), self.block_rows) \
-                if self.summaries_from == "store" else None
-            if stored is not None:
-                centre, radius = stored["centre"], stored["radius"]
-            else:
-                if self.summaries_from == "store":
-                    self.summaries_from = "computed: the stored summaries were replaced meanwhile"
-                centre, radius = (np.concatenate(c) for c in zip(*e.backend.map(BALLS, self.block_rows)))
-            self.blocks = BlockBounds(centre, radius, start, stop, e.n_labeled)
-        self.blocks.reset(e.n_labeled)
-        self.stale = False
+        self.base, self.told, self.stale = e.n_labeled, 0, False
+        self.caches.after_full_pass(self._bounds_over_x, lambda bb: bb.reset(e.n_labeled))
+
+    def _bounds_over_x(self):
+        """The BlockBounds of every block of X, from the stored summaries when they hold."""
+        e = self.engine
+        self.chunk, start, stop = block_layout(e.store.chunks, self.block_rows)
+        stored = read_stored(e.store, ("centre", "radius"), self.block_rows) \
+            if self.summaries_from == "store" else None
+        if stored is not None:
+            centre, radius = stored["centre"], stored["radius"]
+        else:
+            if self.summaries_from == "store":
+                self.summaries_from = "computed: the stored summaries were replaced meanwhile"
+            centre, radius = (np.concatenate(c) for c in zip(*e.backend.map(BALLS, self.block_rows)))
+        return BlockBounds(centre, radius, start, stop, e.n_labeled)
 
     def labels_told(self, idx, lab):
-        """Record new labels without a pass; False when the batch needs a full pass."""
+        """Record new labels without a pass; False when the batch needs a full pass.
+        Here they reach the chunks and the bounds now; per chunk, with the next query."""
         if len(idx) > FUSED_LABELS:
             return False
         e = self.engine
         Z, signs = e.store.read_rows(idx), 2.0 * e.label_values(idx) - 1.0
-        if self.local:
-            e.backend.map_state(apply_labels_to_chunk, np.unique([e.store.chunk_of(i) for i in idx]).tolist(), idx, lab)
-            self.blocks.record(Z, signs)
-        else:                     # they travel with the next query
-            self.unsent.append((self.base + sum(len(b[1]) for b in self.unsent), Z, signs, idx, lab))
+        self.caches.hear((self.base + self.told, Z, signs, idx, lab), self._heard)
+        self.told += len(idx)
         self.stale = True
         return True
 
-    def top(self, k):
-        e = self.engine
-        if self.local:
-            f, label = e.backend.gather("f"), e.labels
+    def _heard(self, bb, batch):
+        _, Z, signs, idx, lab = batch
+        labels_into_chunks(self.engine, idx, lab, apply_labels_to_chunk)
+        bb.record(Z, signs)
 
-            def visit(blocks):
-                self._read(blocks)
-                idx, fu, _ = rows_of(self.blocks.start[blocks], self.blocks.stop[blocks], f, label)
-                return idx, fu
-            idx, sc, rows = best_first(self.blocks.bounds(e.backend.gather("num"), e.backend.gather("den"), label),
-                                       k, visit)
-            self.blocks.forget()
-        else:
-            parts = self._on_workers(CHUNK_TOP, k)
-            idx, sc = best_ranked(np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts]), k)
-            rows = sum(q[2] for q in parts)
-        e.count_read(int(rows) * e.store.bytes_per_point)
-        return idx, sc
+    def top(self, k):
+        return self.caches.top(k, self._top_here, CHUNK_TOP, self._chunk_args, self._lost)
+
+    def _top_here(self, bb, k):
+        e = self.engine
+        f, label = e.backend.gather("f"), e.labels
+
+        def visit(blocks):
+            self._read(blocks)
+            idx, fu, _ = rows_of(bb.start[blocks], bb.stop[blocks], f, label)
+            return idx, fu
+        out = best_first(bb.bounds(e.backend.gather("num"), e.backend.gather("den"), label), k, visit)
+        bb.forget()
+        return out
 
     def catch_up(self):
         """Every block brought up to date (what ``f`` and saving need): reads all of X."""
         if self.active and self.stale:
-            if self.local:
-                self._read(np.flatnonzero(self.blocks.version < self.blocks.count))
-                self.blocks.forget()
-            else:
-                self._on_workers(CHUNK_TOP, 0)
+            self.caches.catch_up(self._catch_up_here, CHUNK_TOP, self._chunk_args, self._lost)
             self.engine.count_read(self.engine.store.nbytes)
             self.stale = False
 
-    def _on_workers(self, step, k):
-        """``step`` on every chunk with the labels told since the last call; after a lost
-        worker (its chunks rebuilt from every label by the recipe), every chunk's sums
-        recomputed the same way, and asked again."""
+    def _catch_up_here(self, bb):
+        stale = np.flatnonzero(bb.version < bb.count)
+        self._read(stale)
+        bb.forget()
+        return int((bb.stop[stale] - bb.start[stale]).sum())
+
+    def _chunk_args(self):
+        return self.base, self.block_rows, self.stored
+
+    def _lost(self):
+        """A lost worker's chunks were rebuilt from every label by the recipe: every
+        chunk's sums recomputed the same way (one pass), its bounds then reset."""
         e = self.engine
-        parts = e.backend.map(step, k, self.generation, self.base, self.unsent, self.block_rows, self.stored)
-        self.base += sum(len(b[1]) for b in self.unsent)
-        self.unsent = []
-        if not all(isinstance(p, ChunkTop) for p in parts):
-            e.rebuild_everywhere()
-            e.count_read(e.store.nbytes)
-            self.after_full_pass()
-            parts = e.backend.map(step, k, self.generation, self.base, self.unsent, self.block_rows, self.stored)
-        return parts
+        e.rebuild_everywhere()
+        e.count_read(e.store.nbytes)
+        self.after_full_pass()
 
     def _read(self, blocks):
-        """Bring these blocks' rows up to date, where their chunks are (local backend)."""
+        """Bring these blocks' rows up to date, where their chunks are (caches here)."""
         e, bb = self.engine, self.blocks
         missed = {}
         for b in np.sort(blocks):
             c = int(self.chunk[b])
             first = e.store.chunks[c][0]
             missed.setdefault(c, []).append((bb.start[b] - first, bb.stop[b] - first, bb.missed(b)))
-        e.backend.map_chunks(CATCH_UP, sorted(missed), missed)
+        self.caches.read(CATCH_UP, missed)
         bb.mark_read(blocks)
 
 
@@ -328,14 +316,14 @@ def catch_up_step(x, state, missed):
 CATCH_UP = ChunkStep(catch_up_step, whole_chunk=False)
 
 
-def chunk_top_step(x, state, k, generation, base, batches, block_rows, stored=None):
+def chunk_top_step(x, state, k, sent, base, block_rows, stored=None):
     """A chunk's exact top k (k = 0: every block brought up to date), reading only the
     blocks that could hold it. Its bounds live in its state: built at the first call
     (reading the chunk once, or, with ``stored``, its blocks' centres and radii from the
     stored summaries, which the engine checked: (store source, each chunk's first
-    block)), reset when ``generation`` changes (a full pass applied the first ``base``
-    labels everywhere); ``batches`` are the labels told since the last call, (labels
-    before it, Z, signs, indices, labels)."""
+    block)), reset when the generation changes (a full pass applied the first ``base``
+    labels everywhere); ``sent.news`` are the batches of labels told since the last
+    call, (number, labels before it, Z, signs, indices, labels)."""
     bb = getattr(state, "wnas_blocks", None)
     built = False                                # built by reading the chunk
     if bb is None:
@@ -348,10 +336,10 @@ def chunk_top_step(x, state, k, generation, base, batches, block_rows, stored=No
         else:
             centre, radius = got["centre"], got["radius"]
         bb = state.wnas_blocks = BlockBounds(centre, radius, start, np.minimum(start + block_rows, n_rows(x)), base)
-    elif state.wnas_generation != generation:
+    elif state.wnas_generation != sent.generation:
         bb.reset(base)
-    state.wnas_generation = generation
-    for before, Z, signs, idx, lab in batches:
+    state.wnas_generation = sent.generation
+    for _, before, Z, signs, idx, lab in sent.news:
         assert before == bb.count, "a batch of labels went missing"
         state.apply_labels(idx, lab)
         bb.record(Z, signs)
@@ -372,5 +360,5 @@ def chunk_top_step(x, state, k, generation, base, batches, block_rows, stored=No
 
 
 # It updates state it did not create: a lost chunk is rebuilt by the engine's recipe,
-# whose partials are not a ChunkTop, and the engine recomputes and asks again (WNASPruning).
+# whose partials are not a ChunkTop, and the engine recomputes and asks again (WNASPruning._lost).
 CHUNK_TOP = ChunkStep(chunk_top_step, whole_chunk=False)
