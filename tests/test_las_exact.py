@@ -216,6 +216,32 @@ def test_initialization_computes_J_only_where_a_query_reads_it(small_data, store
     assert rel_err(s.J, dense_J(Xs, labels, eta=0.6, w0=0.02)) < RTOL and len(passes) == 3
 
 
+def test_initialization_computes_the_degrees_once(small_data, store_factory, monkeypatch):
+    """The Gram pass computes every chunk's degrees and the J-and-scores pass right after it
+    keeps them (one O(n r) pass less); a restored search, whose chunks have none yet,
+    computes them; f and the impact factor are the dense reference's (counted, not timed)."""
+    from bigsearch.engine.core import steps
+
+    X, y = small_data
+    path = store_factory(X, y, "zarr", "float64", 7)
+    rows = []
+    real = steps.degrees
+    monkeypatch.setattr(steps, "degrees", lambda x, s, deg: rows.append(len(x)) or real(x, s, deg))
+    search = bigsearch.LAS(path, pi=0.2, eta=0.5, alpha=0.01)
+    first = int(np.flatnonzero(y)[0])
+    search.tell(first, 1)
+    search.ask()
+    assert sum(rows) == len(y)
+    rows.clear()
+    restored = bigsearch.LAS.from_state(path, search.export_state())
+    assert sum(rows) == len(y)
+    labels = np.full(len(y), -1)
+    labels[first] = 1
+    f, im = brute_force_impact(stored_X(path), labels, pi=0.2, eta=0.5)
+    for s in (search, restored):
+        assert rel_err(s.f, f) < RTOL and rel_err(s.impact, im) < RTOL
+
+
 @pytest.mark.parametrize("dtype,chunk_rows", list(itertools.product(DTYPES, chunkings(90))))
 def test_J_and_impact_over_several_column_blocks(store_factory, dtype, chunk_rows):
     """r = 70: J's products by blocks of 32, 32 and 6 columns of K^-1's Cholesky factor; J, f

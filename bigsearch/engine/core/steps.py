@@ -173,15 +173,17 @@ def gram_step(x, state, s, label_idx, label_val, eta, w0, pi):
     return GramPartials(0, -1, full[:r, :r], full[:r, r], full[:r, r + 1])
 
 
-def las_rescore_step(x, state, s, label_idx, label_val, Kinv, V, eta, w0, pi, t_prev):
-    """Rebuild a chunk's state from the global state: labels, degrees, J (from K^-1, a
+def las_rescore_step(x, state, s, label_idx, label_val, Kinv, V, eta, w0, pi, t_prev, degrees_known=False):
+    """Rebuild a chunk's state from the global state: labels, degrees (unless
+    ``degrees_known``: initialization's Gram pass has just computed them), J (from K^-1, a
     QuadraticForm, or kept as it is when Kinv is None), then f and the impact factor (partials).
 
     The third pass of initialization, and how a chunk is restored from a checkpoint
-    or rebuilt after its worker was lost.
+    or rebuilt after its worker was lost (with its degrees, the recipe's default).
     """
     state.apply_labels(label_idx, label_val)
-    degrees(x, s, state.deg)
+    if not degrees_known:
+        degrees(x, s, state.deg)
     if Kinv is not None:
         quadratic_forms(x, Kinv, state.J)
     return ChunkPartials(*update_scores(x, V, np.zeros(0), state.start, state.label, state.deg,
