@@ -82,8 +82,8 @@ class QuadraticForm(NamedTuple):
 def _form_width(r):
     """Columns of L per BLAS product in ``quadratic_forms``. Narrower blocks skip more of L's
     zero triangle but multiply below BLAS's full speed: 32 columns were fastest at r = 128
-    and 256 (16 and 64 slower), 32 and r / 8 alike at r = 512, r / 8 fastest at r = 2,048
-    (CPU time on one thread)."""
+    (16 and 64 slower), 16 to 64 alike at r = 256 and 512, r / 8 fastest at r = 2,048 (CPU
+    time on one thread)."""
     return max(32, r // 8)
 
 
