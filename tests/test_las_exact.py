@@ -11,6 +11,7 @@ import bigsearch
 from bigsearch.engine.core.steps import FUSED_LABELS, QuadraticForm, quadratic_forms
 from bigsearch.engine.guidance.remaining import remaining_summary
 from bigsearch.storage.encoding import read_only
+from bigsearch.synthetic import clustered_points
 from bigsearch.testing import brute_force_impact, dense_f, dense_J, dense_las_run, dense_wnas
 
 from conftest import DTYPES, KINDS, chunkings, run_queries
@@ -215,11 +216,55 @@ def test_initialization_computes_J_only_where_a_query_reads_it(small_data, store
     assert rel_err(s.J, dense_J(Xs, labels, eta=0.6, w0=0.02)) < RTOL and len(passes) == 3
 
 
+def test_initialization_computes_the_degrees_once(small_data, store_factory, monkeypatch):
+    """The Gram pass computes every chunk's degrees and the J-and-scores pass right after it
+    keeps them (one O(n r) pass less); a restored search, whose chunks have none yet,
+    computes them; f and the impact factor are the dense reference's (counted, not timed)."""
+    from bigsearch.engine.core import steps
+
+    X, y = small_data
+    path = store_factory(X, y, "zarr", "float64", 7)
+    rows = []
+    real = steps.degrees
+    monkeypatch.setattr(steps, "degrees", lambda x, s, deg: rows.append(len(x)) or real(x, s, deg))
+    search = bigsearch.LAS(path, pi=0.2, eta=0.5, alpha=0.01)
+    first = int(np.flatnonzero(y)[0])
+    search.tell(first, 1)
+    search.ask()
+    assert sum(rows) == len(y)
+    rows.clear()
+    restored = bigsearch.LAS.from_state(path, search.export_state())
+    assert sum(rows) == len(y)
+    labels = np.full(len(y), -1)
+    labels[first] = 1
+    f, im = brute_force_impact(stored_X(path), labels, pi=0.2, eta=0.5)
+    for s in (search, restored):
+        assert rel_err(s.f, f) < RTOL and rel_err(s.impact, im) < RTOL
+
+
+@pytest.mark.parametrize("dtype,chunk_rows", list(itertools.product(DTYPES, chunkings(90))))
+def test_J_and_impact_over_several_column_blocks(store_factory, dtype, chunk_rows):
+    """r = 70: J's products by blocks of 32, 32 and 6 columns of K^-1's Cholesky factor; J, f
+    and the impact factor at initialization and after a query, against the dense reference."""
+    X, y = clustered_points(90, 70, prevalence=0.2, seed=5, spread=0.8)
+    path = store_factory(X, y, "zarr", dtype, chunk_rows)
+    Xs, labels = stored_X(path), np.full(len(y), -1)
+    s = bigsearch.LAS(path, pi=0.2, eta=0.5, alpha=0.01)
+    for i in (int(np.flatnonzero(y)[0]), None):
+        i = s.ask() if i is None else i
+        s.tell(i, int(y[i]))
+        labels[i] = y[i]
+        f, im = brute_force_impact(Xs, labels, pi=0.2, eta=0.5)
+        assert rel_err(s.J, dense_J(Xs, labels, eta=0.5)) < RTOL
+        assert rel_err(s.f, f) < RTOL and rel_err(s.impact, im) < RTOL
+
+
 @pytest.mark.parametrize("definite", [True, False])
-@pytest.mark.parametrize("rows", [1, 7, 300])
+@pytest.mark.parametrize("rows", [1, 7, 300, 4103])
 def test_quadratic_forms_match_numpy(definite, rows):
-    """x^T A x per row, through A's Cholesky factor by column blocks (r = 130: blocks of 64,
-    64 and 2) or, for an A that is not positive definite, through x A; against NumPy."""
+    """x^T A x per row, through A's Cholesky factor by column blocks (r = 130: blocks of 32,
+    32, 32, 32 and 2; 4,103 rows: a block of 4,096 rows, then one of 7 in the same buffer) or,
+    for an A that is not positive definite, through x A; against NumPy."""
     rng = np.random.default_rng(rows)
     r = 130
     B = rng.normal(size=(r, r))

@@ -20,7 +20,7 @@ import numpy as np
 from numba.typed import List
 
 from ...backends import ChunkStep
-from ...kernels.common import column_sums, pad3, scaled_rows, top_unlabeled
+from ...kernels.common import add_row_squares, column_sums, pad3, scaled_rows, top_unlabeled
 from ...kernels.encoded import binary_gram, binary_products, binary_quadratic
 from ...kernels.las import ITEM_ROWS, chunk_partials, degrees, new_items, point_weights, update_items, update_scores
 from ...kernels.wnas import add_similarities
@@ -66,7 +66,8 @@ def weighted_blocks(x, w=None, extra=None):
 class QuadraticForm(NamedTuple):
     """x^T A x for every row x (J_i = x_i^T K^-1 x_i): A symmetric and, when it is positive
     definite, its Cholesky factor L (A = L L^T), by which x^T A x = |x L|^2. L's zero upper
-    triangle is skipped by blocks of columns: at most 3/4 of the flops of x A (9/16 from r = 512 on)."""
+    triangle is skipped by blocks of columns: 5/8 of the flops of x A at r = 128 (4 blocks),
+    9/16 from r = 256 on (8 blocks)."""
     A: np.ndarray
     L: np.ndarray | None
 
@@ -78,22 +79,35 @@ class QuadraticForm(NamedTuple):
             return cls(A, None)
 
 
+def _form_width(r):
+    """Columns of L per BLAS product in ``quadratic_forms``. Narrower blocks skip more of L's
+    zero triangle but multiply below BLAS's full speed: 32 columns were fastest at r = 128
+    (16 and 64 slower), 16 to 64 alike at r = 256 and 512, r / 8 fastest at r = 2,048 (CPU
+    time on one thread)."""
+    return max(32, r // 8)
+
+
 def quadratic_forms(x, form, out):
     """out_i = x_i^T A x_i over a chunk (``form``: a QuadraticForm of A), in float64."""
     if packed_bits(x):
         binary_quadratic(x.codes, x.scale, x.n_features, form.A, out)
         return
-    r = n_features(x)
-    width = max(64, r // 8)               # up to 8 column blocks: |x L|^2 at 9/16 of x A's flops
+    if form.L is None:
+        for a, Y in weighted_blocks(x):
+            out[a:a + len(Y)] = np.einsum("ij,ij->i", Y @ form.A, Y)
+        return
+    r, width = n_features(x), _form_width(n_features(x))
+    products = None                       # one buffer for every block's x L columns
     for a, Y in weighted_blocks(x):
+        if products is None:
+            products = np.empty(len(Y) * width)
         J = out[a:a + len(Y)]
-        if form.L is None:
-            J[:] = np.einsum("ij,ij->i", Y @ form.A, Y)
-            continue
         J[:] = 0.0
-        for c in range(0, r, width):      # L's columns c:c+width are zero above row c
-            Z = Y[:, c:] @ form.L[c:, c:c + width]
-            J += np.einsum("ij,ij->i", Z, Z)
+        for c in range(0, r, width):      # L's columns c:c+w are zero above row c
+            w = min(width, r - c)
+            Z = products[:len(Y) * w].reshape(len(Y), w)   # contiguous, so NumPy hands it to BLAS
+            np.matmul(Y[:, c:], form.L[c:, c:c + w], out=Z)
+            add_row_squares(Z, J)
 
 
 def packed_bits(x):
@@ -160,15 +174,17 @@ def gram_step(x, state, s, label_idx, label_val, eta, w0, pi):
     return GramPartials(0, -1, full[:r, :r], full[:r, r], full[:r, r + 1])
 
 
-def las_rescore_step(x, state, s, label_idx, label_val, Kinv, V, eta, w0, pi, t_prev):
-    """Rebuild a chunk's state from the global state: labels, degrees, J (from K^-1, a
+def las_rescore_step(x, state, s, label_idx, label_val, Kinv, V, eta, w0, pi, t_prev, degrees_known=False):
+    """Rebuild a chunk's state from the global state: labels, degrees (unless
+    ``degrees_known``: initialization's Gram pass has just computed them), J (from K^-1, a
     QuadraticForm, or kept as it is when Kinv is None), then f and the impact factor (partials).
 
     The third pass of initialization, and how a chunk is restored from a checkpoint
-    or rebuilt after its worker was lost.
+    or rebuilt after its worker was lost (with its degrees, the recipe's default).
     """
     state.apply_labels(label_idx, label_val)
-    degrees(x, s, state.deg)
+    if not degrees_known:
+        degrees(x, s, state.deg)
     if Kinv is not None:
         quadratic_forms(x, Kinv, state.J)
     return ChunkPartials(*update_scores(x, V, np.zeros(0), state.start, state.label, state.deg,

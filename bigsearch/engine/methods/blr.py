@@ -43,13 +43,12 @@ from ... import limits
 from ...backends import ChunkStep, StepCall
 from ...errors import DataError, NumericalError
 from ...kernels.blr import blr_scores, sample_tops
-from ...kernels.encoded import binary_quadratic
 from ...storage.encoding import decode
 from ..core.base import PointArray, PrunableSearch, StoreLike
 from ..core.params import BLROptions, BLRParams, PruneOptions
 from ..core.rank_updates import DeferredK, LowRankInverse, batch_update
 from ..core.select import ChunkPartials, best_ranked
-from ..core.steps import COLSUM, FUSED_LABELS, decoded_blocks, lower_quadratic_form, packed_bits
+from ..core.steps import COLSUM, FUSED_LABELS, QuadraticForm, decoded_blocks, lower_quadratic_form, quadratic_forms
 from ..pruning.blr import BLRPruning
 from . import blr_evidence as evidence
 
@@ -60,16 +59,13 @@ DEFAULT_LAM, DEFAULT_NOISE = 1.0, 1.0  # before the labels can tell (evidence.MI
 
 # -- chunk steps -------------------------------------------------------------------------
 def blr_rescore_step(x, state, label_idx, label_val, Ainv, inv_lam, V, consts, beta, t):
-    """A chunk's state from the global state: labels, J (x^T A^-1 x from ``Ainv``; the
-    squared norms times ``inv_lam`` when A = lam I; kept when both are None), then v, f
-    and im. Initialization, a refit, a restore, and the rebuild of a lost chunk."""
+    """A chunk's state from the global state: labels, J (x^T A^-1 x from ``Ainv``, a
+    QuadraticForm; the squared norms times ``inv_lam`` when A = lam I; kept when both are
+    None), then v, f and im. Initialization, a refit, a restore, and the rebuild of a lost chunk."""
     state.label[:] = -1
     state.apply_labels(label_idx, label_val)
-    if Ainv is not None and packed_bits(x):
-        binary_quadratic(x.codes, x.scale, x.n_features, Ainv, state.J)
-    elif Ainv is not None:
-        for a, xb in decoded_blocks(x):
-            state.J[a : a + len(xb)] = np.einsum("ij,ij->i", xb @ Ainv, xb)
+    if Ainv is not None:
+        quadratic_forms(x, Ainv, state.J)
     elif inv_lam is not None:
         for a, xb in decoded_blocks(x):
             state.J[a : a + len(xb)] = np.einsum("ij,ij->i", xb, xb) * inv_lam
@@ -454,7 +450,7 @@ class BLR(PrunableSearch):
 
     def rebuild_recipe(self, J_from: str = "Ainv") -> StepCall:
         labeled = np.flatnonzero(self._label >= 0)
-        Ainv = self.Ainv if J_from == "Ainv" else None
+        Ainv = QuadraticForm.of(self.Ainv) if J_from == "Ainv" else None
         inv_lam = 1.0 / self.lam if J_from == "norms" else None
         w = self._weights()
         mean, v0, d0, h = self._consts(w)

@@ -229,7 +229,7 @@ class LAS(PrunableSearch):
         self.xz = np.sum([q.xz for q in grams], axis=0)
         self._V = None                # computed from K^-1, xq and xz by the pass below
         with_J = not self._J_unused() or (refresh and not self._J_stale)   # a current J stays current
-        drift = self._rescore(J_from_Kinv=with_J, compare=refresh)
+        drift = self._rescore(J_from_Kinv=with_J, compare=refresh, degrees_known=True)
         self._J_stale = not with_J
         if self.pruning is not None:
             self.pruning.after_full_pass(G)
@@ -238,11 +238,14 @@ class LAS(PrunableSearch):
         self.bytes_since_query = 0
         return drift
 
-    def _rescore(self, J_from_Kinv: bool, compare: bool = False) -> dict[str, float] | None:
+    def _rescore(self, J_from_Kinv: bool, compare: bool = False,
+                 degrees_known: bool = False) -> dict[str, float] | None:
         """One pass: every chunk's state from the global state (see las_rescore_step).
         With ``compare``, also returns {"J": ..., "f": ...}: the largest change of each,
-        relative to its largest value."""
-        step, args = self.rebuild_recipe(J_from_Kinv)
+        relative to its largest value. ``degrees_known``: right after the Gram pass, which
+        left every chunk's degrees current (a chunk rebuilt meanwhile gets them from the
+        recipe's default)."""
+        step, args = self.rebuild_recipe(J_from_Kinv, degrees_known)
         parts = self.backend.map(LAS_REFRESH if compare else step, *args)
         self.bytes_since_query += self.store.nbytes
         if J_from_Kinv:
@@ -276,16 +279,16 @@ class LAS(PrunableSearch):
         self.fantasy_passes.append(chooser.cost)
         return batch
 
-    def rebuild_recipe(self, J_from_Kinv: bool = True) -> StepCall:
+    def rebuild_recipe(self, J_from_Kinv: bool = True, degrees_known: bool = False) -> StepCall:
         """The step and arguments that rebuild a chunk's per-point state from the
         current global state: ``step(x, state, *args)``. Backends use it to restore a
-        lost chunk."""
+        lost chunk (with the defaults: J and the degrees recomputed)."""
         p = self.params
         labeled = np.flatnonzero(self._label >= 0)
         V = self.score_vectors()
         form = QuadraticForm.of(self.Kinv) if J_from_Kinv else None
         return StepCall(LAS_RESCORE, (self.s, labeled, self._label[labeled], form, V, p.eta, p.w0, p.pi,
-                                      self._t_prev))
+                                      self._t_prev, degrees_known))
 
     def _invert(self, K: np.ndarray) -> np.ndarray:
         try:
