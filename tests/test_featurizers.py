@@ -312,22 +312,23 @@ def test_fingerprints_on_worker_processes():
     from pathlib import Path
 
     from bigsearch.ingest import fingerprints as fp
+    from bigsearch.ingest import workers
 
     lines = (Path(__file__).parent / "fixtures" / "enamine10k_head40.csv").read_text().splitlines()[1:]
     smiles = [line.split(",")[0] for line in lines] * 10  # 400: two tasks
     spec = fp.parse_spec("atompair", counts=True)
     here = fp.fingerprints(smiles, spec)
     with fp.fingerprint_workers():
-        if not fp._WORKERS:
+        if not workers._WORKERS:
             pytest.skip("one core, or not Linux: fingerprints are parsed here")
-        pool = fp._WORKERS[-1]
+        pool = workers._WORKERS[-1].pool
         assert pool._processes and os.getpid() not in pool._processes
         seen = pool.submit(os.getpid).result()
         assert seen in pool._processes
         assert np.array_equal(fp.fingerprints(smiles, spec), here)
         with pytest.raises(InputError, match="^line 301: 'C1CC' is not a SMILES"):
             fp.fingerprints(smiles[:300] + ["C1CC"] + smiles[300:], spec, where=lambda i: f"line {i + 1}")
-    assert not fp._WORKERS and not pool._processes
+    assert not workers._WORKERS and not pool._processes
 
 
 def test_ingest_of_molecules_in_several_blocks_keeps_their_order(tmp_path):

@@ -17,8 +17,8 @@ import numpy as np
 
 from ..errors import InputError
 from .columns import numeric_matrix, text_values
-from .fingerprints import fingerprint_entries
-from .minmax import Entries, minmax_features, minmax_params, minmax_width
+from .fingerprints import fingerprint_entries, sparse_fingerprints, worker_tasks
+from .minmax import Entries, entries_buckets, minmax_features, minmax_params, minmax_width, one_hot_features
 from .stats import coarsen, encode_column, quantile_edges
 from .weighting import apply_idf, idf_weights
 
@@ -184,11 +184,45 @@ def _encoded(block, plan):
     """:func:`encode`'s features, or, for one fingerprint column going straight into the
     MinMax map, their non-zero entries (:class:`Entries`): the map reads only those, so the
     dense block (16 MiB per 1,024 molecules of 2,048 bits) is never made."""
-    if plan.minmax and plan.idf is None and len(plan.columns) == 1 and plan.columns[0].kind == "fingerprint":
+    if _fingerprints_mapped(plan):
         c = plan.columns[0]
         smiles = text_values(block, c.index).to_pylist()
         return Entries(len(block), *fingerprint_entries(smiles, c.fingerprint, block.where))
     return encode(block, plan)
+
+
+def _fingerprints_mapped(plan):
+    """Whether the plan is one fingerprint column going straight into the MinMax map."""
+    return plan.minmax and plan.idf is None and len(plan.columns) == 1 and plan.columns[0].kind == "fingerprint"
+
+
+def _mapped_fingerprints(block, plan, params, dtype):
+    """A block of molecules through the MinMax map, the map run beside the fingerprints in
+    the worker processes (:func:`fingerprint_buckets`), which send back only each row's
+    buckets: (the one-hot rows as ``dtype``, seconds fingerprinting, seconds mapping)."""
+    c = plan.columns[0]
+    smiles = text_values(block, c.index).to_pylist()
+    found = worker_tasks(fingerprint_buckets, smiles, c.fingerprint, params, plan.minmax["buckets"],
+                         where=block.where)
+    if not found:
+        return np.zeros((0, plan.mapped_width), dtype), 0.0, 0.0
+    buckets = np.concatenate([part[0] for _, part in found])
+    rows = np.concatenate([a + part[1] for a, part in found])
+    Z = one_hot_features(buckets, rows, plan.minmax, dtype)
+    return Z, sum(part[2] for _, part in found), sum(part[3] for _, part in found)
+
+
+def fingerprint_buckets(smiles, spec, params, n_buckets):
+    """A task of the worker processes (workers.py) for :func:`_mapped_fingerprints`: the
+    fingerprints of a list of SMILES and their MinMax map, on this one thread, up to each
+    row's buckets (:func:`entries_buckets`): (buckets, rows with a positive entry, seconds
+    fingerprinting, seconds mapping, index of the first string RDKit cannot parse or -1)."""
+    t0 = time.perf_counter()
+    rows, columns, values, bad = sparse_fingerprints(smiles, spec)
+    t1 = time.perf_counter()
+    entries = Entries(bad if bad >= 0 else len(smiles), rows, columns, values)
+    buckets, mapped = entries_buckets(entries, params, n_buckets, n_threads=1)
+    return buckets, mapped, t1 - t0, time.perf_counter() - t1, bad
 
 
 def _category_codes(block, c):
@@ -227,12 +261,13 @@ def finish(Z, plan, weights=None):
     return Z, zero_rows
 
 
-def _finish_timed(Z, plan, weights):
-    """:func:`finish`, and the seconds spent in the feature maps (MinMax, RFF)."""
+def _finish_timed(Z, plan, weights, mapped=False):
+    """:func:`finish`, and the seconds spent in the feature maps (MinMax, RFF); ``mapped``:
+    Z has been through the MinMax map already."""
     zero_rows, map_seconds = 0, 0.0
     if plan.idf is not None:
         Z = apply_idf(Z, weights["idf"])
-    if plan.minmax:
+    if plan.minmax and not mapped:
         t0 = time.perf_counter()
         Z = minmax_features(Z, plan.minmax, weights["minmax"])
         map_seconds += time.perf_counter() - t0
@@ -268,10 +303,23 @@ def featurize(block, plan, weights=None):
     return finish(_encoded(block, plan), plan, weights)
 
 
-def featurize_timed(block, plan, weights=None):
+def featurize_timed(block, plan, weights=None, dtype="float64"):
     """:func:`featurize`, and the seconds it spent: (features, all-zero rows,
     {"featurize": everything but the feature map, "map": the MinMax or RFF map, and
-    waiting for its random numbers}). ``weights`` may be a Future of :func:`prepare`'s."""
+    waiting for its random numbers}). ``weights`` may be a Future of :func:`prepare`'s.
+    ``dtype``: the features' type when the MinMax map makes them (nothing after it), so
+    that the store's type is made once.
+
+    Molecules going straight into the MinMax map are fingerprinted and mapped in the
+    worker processes: the seconds are then theirs, summed over the tasks (CPU time)."""
+    if _fingerprints_mapped(plan):
+        t0 = time.perf_counter()
+        weights = weights.result() if isinstance(weights, Future) else weights
+        waited = time.perf_counter() - t0
+        last = not (plan.normalize or plan.bias or plan.rff)
+        Z, parsing, mapping = _mapped_fingerprints(block, plan, weights["minmax"], dtype if last else "float64")
+        X, zero_rows, map_seconds = _finish_timed(Z, plan, weights, mapped=True)
+        return X, zero_rows, {"featurize": parsing, "map": mapping + map_seconds + waited}
     t0 = time.perf_counter()
     Z = _encoded(block, plan)
     waited = time.perf_counter()

@@ -441,7 +441,8 @@ def _write_blocks(readers, label_readers, plan, rule, subsample, writer, carry_i
     label = "pass 2/2: writing" if stats_pass else "writing"
     steps = _timed(_steps(_blocks(readers, label_readers, block_bytes, progress, label), width), seconds)
     ahead = FINGERPRINT_BLOCKS_AHEAD if any(c.kind == "fingerprint" for c in plan.columns) else 0
-    for offset, step, (X, zero_rows, spent) in mapper.imap(featurize_timed, steps, plan, weights, ahead=ahead):
+    dtype = _features_dtype(writer.encoding)
+    for offset, step, (X, zero_rows, spent) in mapper.imap(featurize_timed, steps, plan, weights, dtype, ahead=ahead):
         for stage, s in spent.items():
             seconds[stage] += s
         totals["zero_rows"] += zero_rows
@@ -501,6 +502,12 @@ def _stages(seconds, rows_read, rows_written, input_bytes, plan, writer):
 def _value_dtype(encoding):
     """The float type the features must fit: the stored one, or the per-row scale's."""
     return np.dtype(np.float32) if encoding in SCALED else stored_dtype(encoding)
+
+
+def _features_dtype(encoding):
+    """The type a feature map may make features in: the stored one for float32 stores and
+    binary ones (encoded from float32), float64 for the others (their encoding rounds from it)."""
+    return "float32" if encoding in ("float32", "binary") else "float64"
 
 
 def _kept_where(step, keep):
