@@ -175,6 +175,18 @@ def entries_buckets(entries, params, n_buckets, n_threads=None):
     return buckets.astype(np.min_scalar_type(n_buckets - 1)), np.flatnonzero(np.diff(indptr))
 
 
+def load_kernels():
+    """Call the kernels of :func:`entries_buckets` and :func:`one_hot_features` once on a
+    tiny block, with the types ingest gives them, so that numba loads (or compiles) them
+    now: before the ingest's worker processes fork, which then inherit them."""
+    spec = {"samples": 1, "buckets": 2, "power": 1, "seed": 0}
+    params = pack_draws(*minmax_draws(1, spec), 1)
+    one = np.ones(1, np.int64)
+    buckets, rows = entries_buckets(Entries(1, one - 1, one - 1, np.ones(1)), params, 2, n_threads=1)
+    for dtype in ("float32", "float64"):
+        one_hot_features(buckets, rows, spec, dtype)
+
+
 def _check_non_negative(Z):
     sparse = isinstance(Z, Entries)
     negative = (Z.values < 0) if sparse else (Z < 0) if Z.size and Z.min() < 0 else None

@@ -27,6 +27,7 @@ from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, featurize_timed, finish
 from .fingerprints import fingerprint_workers
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
+from .minmax import load_kernels
 from .options import BLOCK_BYTES, CODECS, FeatureOptions, LabelOptions, OutputOptions, SourceOptions
 from .readers import open_reader
 from .records import display_keeper, record_display
@@ -69,7 +70,8 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     source, labels, features, output = _groups(source, labels, features, output)
     mapper = block_mapper(backend)
     here = features.smiles_column is not None and not mapper.remote_capable
-    with fingerprint_workers() if here else nullcontext():  # before any thread starts (fingerprints.py)
+    kernels = load_kernels if features.minmax_spec else None     # the map runs in the workers (featurize.py)
+    with fingerprint_workers(kernels) if here else nullcontext():  # before any thread starts (workers.py)
         return _ingest(sources, out, source, labels, features, output, progress, command, mapper)
 
 
