@@ -21,6 +21,7 @@ from .fingerprints import fingerprint_entries, sparse_fingerprints, worker_tasks
 from .minmax import Entries, entries_buckets, minmax_features, minmax_params, minmax_width, one_hot_features
 from .stats import coarsen, encode_column, quantile_edges
 from .weighting import apply_idf, idf_weights
+from .workers import worker_map
 
 MAX_CATEGORIES = 10_000
 
@@ -196,14 +197,23 @@ def _fingerprints_mapped(plan):
     return plan.minmax and plan.idf is None and len(plan.columns) == 1 and plan.columns[0].kind == "fingerprint"
 
 
-def _mapped_fingerprints(block, plan, params, dtype):
+def _mapped_fingerprints(block, plan, weights, dtype):
     """A block of molecules through the MinMax map, the map run beside the fingerprints in
     the worker processes (:func:`fingerprint_buckets`), which send back only each row's
-    buckets: (the one-hot rows as ``dtype``, seconds fingerprinting, seconds mapping)."""
+    buckets: (the one-hot rows as ``dtype``, seconds fingerprinting, seconds mapping).
+    While the map's random numbers are still being drawn (``weights``, a Future: the
+    first blocks), the workers parse meanwhile and map once they are drawn."""
     c = plan.columns[0]
     smiles = text_values(block, c.index).to_pylist()
-    found = worker_tasks(fingerprint_buckets, smiles, c.fingerprint, params, plan.minmax["buckets"],
-                         where=block.where)
+    n_buckets = plan.minmax["buckets"]
+    if isinstance(weights, Future) and not weights.done():
+        parsed = worker_tasks(fingerprint_buckets, smiles, c.fingerprint, None, n_buckets, where=block.where)
+        entries = [part[0] for _, part in parsed]
+        mapped = worker_map(map_entries, entries, (weights.result()["minmax"], n_buckets))
+        found = [(a, (*m[:2], part[2], m[2])) for (a, part), m in zip(parsed, mapped)]
+    else:
+        params = (weights.result() if isinstance(weights, Future) else weights)["minmax"]
+        found = worker_tasks(fingerprint_buckets, smiles, c.fingerprint, params, n_buckets, where=block.where)
     if not found:
         return np.zeros((0, plan.mapped_width), dtype), 0.0, 0.0
     buckets = np.concatenate([part[0] for _, part in found])
@@ -215,14 +225,25 @@ def _mapped_fingerprints(block, plan, params, dtype):
 def fingerprint_buckets(smiles, spec, params, n_buckets):
     """A task of the worker processes (workers.py) for :func:`_mapped_fingerprints`: the
     fingerprints of a list of SMILES and their MinMax map, on this one thread, up to each
-    row's buckets (:func:`entries_buckets`): (buckets, rows with a positive entry, seconds
-    fingerprinting, seconds mapping, index of the first string RDKit cannot parse or -1)."""
+    row's buckets (:func:`map_entries`): (buckets, rows with a positive entry, seconds
+    fingerprinting, seconds mapping, index of the first string RDKit cannot parse or -1).
+    Without ``params``, the fingerprints only: (their :class:`Entries`, None, seconds,
+    0, that index)."""
     t0 = time.perf_counter()
     rows, columns, values, bad = sparse_fingerprints(smiles, spec)
-    t1 = time.perf_counter()
+    parsing = time.perf_counter() - t0
     entries = Entries(bad if bad >= 0 else len(smiles), rows, columns, values)
+    if params is None:
+        return entries, None, parsing, 0.0, bad
+    buckets, mapped, mapping = map_entries(entries, params, n_buckets)
+    return buckets, mapped, parsing, mapping, bad
+
+
+def map_entries(entries, params, n_buckets):
+    """A worker task: :func:`entries_buckets` on one thread, and the seconds it took."""
+    t0 = time.perf_counter()
     buckets, mapped = entries_buckets(entries, params, n_buckets, n_threads=1)
-    return buckets, mapped, t1 - t0, time.perf_counter() - t1, bad
+    return buckets, mapped, time.perf_counter() - t0
 
 
 def _category_codes(block, c):
@@ -313,13 +334,11 @@ def featurize_timed(block, plan, weights=None, dtype="float64"):
     Molecules going straight into the MinMax map are fingerprinted and mapped in the
     worker processes: the seconds are then theirs, summed over the tasks (CPU time)."""
     if _fingerprints_mapped(plan):
-        t0 = time.perf_counter()
-        weights = weights.result() if isinstance(weights, Future) else weights
-        waited = time.perf_counter() - t0
         last = not (plan.normalize or plan.bias or plan.rff)
-        Z, parsing, mapping = _mapped_fingerprints(block, plan, weights["minmax"], dtype if last else "float64")
+        Z, parsing, mapping = _mapped_fingerprints(block, plan, weights, dtype if last else "float64")
+        weights = weights.result() if isinstance(weights, Future) else weights
         X, zero_rows, map_seconds = _finish_timed(Z, plan, weights, mapped=True)
-        return X, zero_rows, {"featurize": parsing, "map": mapping + map_seconds + waited}
+        return X, zero_rows, {"featurize": parsing, "map": mapping + map_seconds}
     t0 = time.perf_counter()
     Z = _encoded(block, plan)
     waited = time.perf_counter()
