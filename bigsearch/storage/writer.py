@@ -80,7 +80,8 @@ class StoreWriter:
         self.n = 0                 # rows written to disk
         self.rows_appended = 0     # rows given to append (some may still be pending)
         self._pending = []
-        self._buffer = None        # where _flush joins pending blocks (reused)
+        self._buffers = [None, None]   # where _flush joins pending blocks, in turn (reused)
+        self._turn = 0
         encoded = self.encoding not in ("float32", "float64")
         attrs = {FORMAT_ATTR: 2 if encoded else 1, **encoding_attrs(self.encoding, self.r), **(attrs or {})}
         self._backend = store_format(self.kind).writer(
@@ -105,7 +106,9 @@ class StoreWriter:
 
     def append(self, X, y=None, ids=None):
         """Append rows; X is (k, r). Rows are encoded (a DataError names the first value
-        the encoding cannot hold) and written in whole chunks as they fill."""
+        the encoding cannot hold) and written in whole chunks as they fill. The writer may
+        hold X (float rows are written as they are) until its chunk is written: do not
+        change it after."""
         X = np.asarray(X)
         if X.ndim != 2 or X.shape[1] != self.r:
             raise StoreError(f"block of shape {X.shape} does not have {self.r} columns")
@@ -146,19 +149,23 @@ class StoreWriter:
         keep = n_rows if final else n_rows - n_rows % self.chunk_rows
         self._backend.write(self.n, codes[:keep], *(None if a is None else a[:keep] for a in columns))
         self.n += keep
-        self._pending = [] if keep == n_rows else [(codes[keep:].copy(), *(None if a is None else a[keep:]
-                                                                          for a in columns))]
+        # the rows left over stay where they are (a view), until the next flush joins them
+        self._pending = [] if keep == n_rows else [(codes[keep:], *(None if a is None else a[keep:]
+                                                                   for a in columns))]
 
     def _joined_codes(self):
-        """The pending rows of X as one array: several blocks are joined in a buffer kept for
-        the next chunk (a fresh chunk-sized array each time costs its pages' zeroing)."""
+        """The pending rows of X as one array: several blocks are joined in one of two buffers
+        kept for the next chunks, in turn (a fresh chunk-sized array each time costs its pages'
+        zeroing; the rows a flush leaves over are a view of the buffer it joined, which the
+        next flush reads while joining into the other)."""
         parts = [np.asarray(p[0]) for p in self._pending]
         if len(parts) == 1:
             return parts[0]
         n_rows = sum(len(p) for p in parts)
-        if self._buffer is None or len(self._buffer) < n_rows:
-            self._buffer = np.empty((n_rows, *parts[0].shape[1:]), parts[0].dtype)
-        return np.concatenate(parts, out=self._buffer[:n_rows])
+        self._turn = 1 - self._turn
+        if self._buffers[self._turn] is None or len(self._buffers[self._turn]) < n_rows:
+            self._buffers[self._turn] = np.empty((n_rows, *parts[0].shape[1:]), parts[0].dtype)
+        return np.concatenate(parts, out=self._buffers[self._turn][:n_rows])
 
     def set_attrs(self, **attrs):
         self._backend.set_attrs(attrs)
