@@ -577,6 +577,7 @@ def test_molecules_parsed_before_the_map_is_drawn_are_mapped_alike(tmp_path):
     from concurrent.futures import Future
     from pathlib import Path
 
+    from bigsearch.ingest import workers
     from bigsearch.ingest.featurize import ColumnPlan, Plan, featurize_timed, prepare
     from bigsearch.ingest.fingerprints import fingerprints, parse_spec
     from bigsearch.ingest.readers import open_reader
@@ -595,7 +596,12 @@ def test_molecules_parsed_before_the_map_is_drawn_are_mapped_alike(tmp_path):
     drawing.set_result(weights)
     smiles = [line.split(",")[0] for line in fixture.read_text().splitlines()[1:]]
     dense = minmax_features(fingerprints(smiles, fp_spec), spec, weights["minmax"])
-    for dtype in ("float32", "float64"):
-        late = featurize_timed(block, plan, drawing, dtype)[0]
-        assert late.dtype == dtype and np.array_equal(late, featurize_timed(block, plan, weights, dtype)[0])
-        assert np.array_equal(late, dense.astype(dtype))
+    with workers.fingerprint_workers():
+        if not workers.workers_running():
+            pytest.skip("one core, or not Linux: no worker processes")
+        for dtype in ("float32", "float64"):
+            late = featurize_timed(block, plan, drawing, dtype)[0]
+            assert late.dtype == dtype and np.array_equal(late, featurize_timed(block, plan, weights, dtype)[0])
+            assert np.array_equal(late, dense.astype(dtype))
+    here = featurize_timed(block, plan, drawing, "float32")[0]  # no workers: mapped here, as float64
+    assert here.dtype == np.float64 and np.array_equal(here, dense)

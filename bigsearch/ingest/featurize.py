@@ -21,7 +21,7 @@ from .fingerprints import fingerprint_entries, sparse_fingerprints, worker_tasks
 from .minmax import Entries, entries_buckets, minmax_features, minmax_params, minmax_width, one_hot_features
 from .stats import coarsen, encode_column, quantile_edges
 from .weighting import apply_idf, idf_weights
-from .workers import worker_map
+from .workers import worker_map, workers_running
 
 MAX_CATEGORIES = 10_000
 
@@ -332,8 +332,9 @@ def featurize_timed(block, plan, weights=None, dtype="float64"):
     that the store's type is made once.
 
     Molecules going straight into the MinMax map are fingerprinted and mapped in the
-    worker processes: the seconds are then theirs, summed over the tasks (CPU time)."""
-    if _fingerprints_mapped(plan):
+    worker processes, when they run: the seconds are then theirs, summed over the tasks.
+    Elsewhere (a dask worker, one core) the map runs on this process's threads."""
+    if _fingerprints_mapped(plan) and workers_running():
         last = not (plan.normalize or plan.bias or plan.rff)
         Z, parsing, mapping = _mapped_fingerprints(block, plan, weights, dtype if last else "float64")
         weights = weights.result() if isinstance(weights, Future) else weights

@@ -82,6 +82,11 @@ class SharedArray:
 _ATTACHED = {}  # SharedArray -> its array in this process
 
 
+def workers_running():
+    """Whether tasks go to worker processes now (within :func:`fingerprint_workers`)."""
+    return bool(_WORKERS)
+
+
 def shared_empty(shape, dtype=np.float64):
     """An uninitialized array that the worker processes of :func:`fingerprint_workers` can
     read without copying (:meth:`SharedArray.attach`), and its handle; without workers, a
