@@ -11,6 +11,7 @@ the store is fsync'd before the rename (storage/atomic.py).
 import errno
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import numpy as np
 from ..errors import StoreError, StoreExistsError
 from .atomic import (
     fsync_tree,
+    fsync_written,
     publish,
     publish_over,
     remove,
@@ -81,6 +83,7 @@ class StoreWriter:
         self.rows_appended = 0     # rows given to append (some may still be pending)
         self._pending = []
         self._buffers = [None, None]   # where _flush joins pending blocks, in turn (reused)
+        self._behind = None            # the thread syncing written chunks to disk (_sync_behind)
         self._turn = 0
         encoded = self.encoding not in ("float32", "float64")
         attrs = {FORMAT_ATTR: 2 if encoded else 1, **encoding_attrs(self.encoding, self.r), **(attrs or {})}
@@ -149,9 +152,26 @@ class StoreWriter:
         keep = n_rows if final else n_rows - n_rows % self.chunk_rows
         self._backend.write(self.n, codes[:keep], *(None if a is None else a[:keep] for a in columns))
         self.n += keep
+        if not final:
+            self._sync_behind()
         # the rows left over stay where they are (a view), until the next flush joins them
         self._pending = [] if keep == n_rows else [(codes[keep:], *(None if a is None else a[keep:]
                                                                    for a in columns))]
+
+    def _sync_behind(self):
+        """Send the chunks written so far to the disk beside the writing (one thread), unless
+        the last such sync is still running: publishing then fsyncs clean files, instead of
+        waiting for all of them at the end (0.6 s for 856 MB here)."""
+        if self._behind is None:
+            self._behind = ThreadPoolExecutor(1, thread_name_prefix="sync-behind")
+            self._synced = self._behind.submit(fsync_written, self.tmp)
+        elif self._synced.done():
+            self._synced = self._behind.submit(fsync_written, self.tmp)
+
+    def _stop_sync_behind(self):
+        if self._behind is not None:
+            self._behind.shutdown(wait=True)
+            self._behind = None
 
     def _joined_codes(self):
         """The pending rows of X as one array: several blocks are joined in one of two buffers
@@ -181,6 +201,7 @@ class StoreWriter:
         """Write what is pending and publish the finished store at ``path``."""
         try:
             self._flush(final=True)
+            self._stop_sync_behind()
             if self.n == 0:
                 self.abort()
                 raise StoreError(f"{self.path}: no rows were written")
@@ -209,6 +230,7 @@ class StoreWriter:
             publish(self.tmp, self.path)
 
     def abort(self):
+        self._stop_sync_behind()
         try:
             self._backend.close()
         except Exception:
