@@ -36,8 +36,8 @@ from .stats import block_stats, merge_stats
 # The most float64 data one transform step holds (docs/ingest.md has the measurements).
 STEP_BYTES = 32 << 20
 STAGES = ("read", "featurize", "map", "write")      # of the writing pass, timed for the summary
-# Blocks of molecules featurized ahead of the one written: one block's SMILES are parsed (by
-# worker processes) while another's are mapped (numba threads) and a third written.
+# Blocks of molecules featurized ahead of the one written: the worker processes parse (and map)
+# the next blocks' SMILES while this one's rows are made and written.
 FINGERPRINT_BLOCKS_AHEAD = 2
 
 
