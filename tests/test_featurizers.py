@@ -605,3 +605,24 @@ def test_molecules_parsed_before_the_map_is_drawn_are_mapped_alike(tmp_path):
             assert np.array_equal(late, dense.astype(dtype))
     here = featurize_timed(block, plan, drawing, "float32")[0]  # no workers: mapped here, as float64
     assert here.dtype == np.float64 and np.array_equal(here, dense)
+
+
+def test_row_buffers_reuse_only_arrays_nothing_else_holds():
+    """The map's rows are made in kept arrays, reused (zeroed) only once nothing else
+    holds them or a view of them: rows the writer still holds are never overwritten."""
+    from bigsearch.ingest.featurize import RowBuffers
+
+    buffers = RowBuffers("float32", keep=2)
+    a = buffers.zeros((3, 4))
+    a[:] = 1.0
+    leftover = a[1:]  # as the writer keeps the rows a chunk leaves over
+    b = buffers.zeros((3, 4))
+    assert b is not a and not b.any() and leftover.all()
+    reused = id(a)
+    del a, leftover
+    c = buffers.zeros((3, 4))
+    assert id(c) == reused and c.dtype == np.float32 and not c.any() and len(buffers._arrays) == 2
+    c[:] = 2.0
+    d = buffers.zeros((3, 4))  # both kept arrays held (b, c): a fresh one, not kept
+    assert d is not b and d is not c and len(buffers._arrays) == 2
+    assert buffers.zeros((5, 4)).shape == (5, 4)  # another shape (a block's last rows): made fresh

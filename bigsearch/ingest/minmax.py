@@ -155,11 +155,12 @@ def minmax_features(Z, spec, params, dtype=np.float64):
     return one_hot_features(buckets, np.flatnonzero(np.diff(indptr)), spec, dtype)
 
 
-def one_hot_features(buckets, rows, spec, dtype=np.float64):
+def one_hot_features(buckets, rows, spec, dtype=np.float64, out=None):
     """z from each row's bucket per feature block: 1/sqrt(D) at the bucket of every block
-    of ``rows``, the rows with a positive entry (the others, all-zero, stay zero)."""
+    of ``rows``, the rows with a positive entry (the others, all-zero, stay zero); into
+    ``out`` (zeros, (m, D * B)) when given."""
     D, B = spec["samples"], spec["buckets"]
-    out = np.zeros((len(buckets), D * B), dtype)
+    out = np.zeros((len(buckets), D * B), dtype) if out is None else out
     one_hot_blocks(buckets, rows, B, 1.0 / np.sqrt(D), out)
     return out
 

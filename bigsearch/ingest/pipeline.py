@@ -23,7 +23,7 @@ from ..storage.encoding import SCALED, stored_columns, stored_dtype
 from ..storage.remote import store_exists
 from ..storage.remote_options import check_writable
 from .columns import resolve_columns as _resolve
-from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, featurize_timed, finish_plan, prepare
+from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, RowBuffers, featurize_timed, finish_plan, prepare
 from .fingerprints import fingerprint_workers
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
@@ -444,6 +444,8 @@ def _write_blocks(readers, label_readers, plan, rule, subsample, writer, carry_i
     steps = _timed(_steps(_blocks(readers, label_readers, block_bytes, progress, label), width), seconds)
     ahead = FINGERPRINT_BLOCKS_AHEAD if any(c.kind == "fingerprint" for c in plan.columns) else 0
     dtype = _features_dtype(writer.encoding)
+    if not mapper.remote_capable:
+        dtype = RowBuffers(dtype)       # reused arrays for the map's rows (featurize.py)
     for offset, step, (X, zero_rows, spent) in mapper.imap(featurize_timed, steps, plan, weights, dtype, ahead=ahead):
         for stage, s in spent.items():
             seconds[stage] += s
