@@ -179,3 +179,31 @@ def test_journal_round_trip_torn_tail_and_damage(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(JournalDamagedError, match="line 2 is damaged"):
         read_journal(path)
+
+
+def test_chunks_are_synced_behind_the_writer_and_vanishing_files_are_left_to_publish(tmp_path, monkeypatch):
+    """A store writer sends its written chunks to the disk while it goes on writing (one
+    thread), so that the fsync at publish finds them clean; fsync_written skips a file
+    that vanishes meanwhile (an abort removing the tree)."""
+    import numpy as np
+
+    from bigsearch.storage import StoreWriter, atomic
+
+    synced = []
+    real = atomic._fsync_file
+
+    def record(path):
+        synced.append(str(path))
+        real(path)
+
+    monkeypatch.setattr(atomic, "_fsync_file", record)
+    with StoreWriter(tmp_path / "s.zarr", 4, chunk_rows=10) as w:
+        for a in range(5):
+            w.append(np.full((10, 4), float(a)))
+            w._synced.result()  # (the test waits; the writer does not)
+        behind = list(synced)
+    assert sum("/X/c/" in p for p in behind) >= 4  # the first chunks, synced before the store was closed
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "a").write_bytes(b"a")
+    monkeypatch.setattr(atomic, "_fsync_file", lambda p: (_ for _ in ()).throw(FileNotFoundError(p)))
+    atomic.fsync_written(tmp_path / "t")  # no error: publishing's fsync_tree reports them

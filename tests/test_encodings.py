@@ -113,6 +113,17 @@ def test_binary_rows_is_one_number_per_row(rows, binary):
     assert binary == all(len(set(row[row != 0].tolist())) <= 1 and not np.isnan(row).any() for row in X32)
 
 
+@pytest.mark.parametrize("bad_row", [None, 0, 63, 64, 150, 199])
+def test_binary_rows_over_many_blocks(bad_row):
+    """Wide rows are checked 1 MiB (64 rows of 4,096 float32) at a time: a bad row in any
+    block, the first, a last partial one or at a block's edge, is found."""
+    rng = np.random.default_rng(3)
+    X = (rng.random((200, 4096)) < 0.5) * rng.uniform(0.5, 2.0, (200, 1))
+    if bad_row is not None:
+        X[bad_row, np.flatnonzero(X[bad_row])[-1]] *= 2
+    assert binary_rows(X) is (bad_row is None)
+
+
 def test_encoding_errors_leave_no_store(tmp_path):
     X = np.eye(4, dtype=np.float32) * 2
     X[2, 3] = 0.5                                            # row 2: 2 and 0.5 is not 0/1 times one number

@@ -312,22 +312,23 @@ def test_fingerprints_on_worker_processes():
     from pathlib import Path
 
     from bigsearch.ingest import fingerprints as fp
+    from bigsearch.ingest import workers
 
     lines = (Path(__file__).parent / "fixtures" / "enamine10k_head40.csv").read_text().splitlines()[1:]
     smiles = [line.split(",")[0] for line in lines] * 10  # 400: two tasks
     spec = fp.parse_spec("atompair", counts=True)
     here = fp.fingerprints(smiles, spec)
     with fp.fingerprint_workers():
-        if not fp._WORKERS:
+        if not workers._WORKERS:
             pytest.skip("one core, or not Linux: fingerprints are parsed here")
-        pool = fp._WORKERS[-1]
+        pool = workers._WORKERS[-1].pool
         assert pool._processes and os.getpid() not in pool._processes
         seen = pool.submit(os.getpid).result()
         assert seen in pool._processes
         assert np.array_equal(fp.fingerprints(smiles, spec), here)
         with pytest.raises(InputError, match="^line 301: 'C1CC' is not a SMILES"):
             fp.fingerprints(smiles[:300] + ["C1CC"] + smiles[300:], spec, where=lambda i: f"line {i + 1}")
-    assert not fp._WORKERS and not pool._processes
+    assert not workers._WORKERS and not pool._processes
 
 
 def test_ingest_of_molecules_in_several_blocks_keeps_their_order(tmp_path):
@@ -497,3 +498,131 @@ def test_ingest_states_throughput_per_stage(tmp_path):
     assert stages["read"]["rows"] == stages["featurize"]["rows"] == stages["write"]["rows"] == 40
     assert stages["featurize"]["MB"] == 40 * 2048 * 8 / 1e6 and stages["write"]["MB"] == 40 * 2048 * 4 / 1e6
     assert all(stages[s]["seconds"] > 0 and stages[s]["rows_per_second"] > 0 for s in ("read", "featurize", "write"))
+
+
+def _fingerprints_in_workers_only(real, dies_on):
+    """sparse_fingerprints, except that a worker process given ``dies_on`` is killed (as by
+    the OOM killer) before answering; this process (the fallback) parses it."""
+
+    def parse(smiles, spec):
+        import multiprocessing
+        import os
+
+        if dies_on in smiles and multiprocessing.parent_process() is not None:
+            os._exit(1)
+        return real(smiles, spec)
+
+    return parse
+
+
+def test_ingest_of_molecules_survives_a_killed_worker(tmp_path, monkeypatch):
+    """A worker process killed mid-ingest (its pool broken) costs only time: the blocks
+    from then on are fingerprinted and mapped here, and the store is the one written
+    without the kill."""
+    pytest.importorskip("rdkit", reason="RDKit is the optional extra bigsearch[chem]")
+    from pathlib import Path
+
+    from bigsearch import open_store
+    from bigsearch.ingest import featurize, ingest
+
+    lines = (Path(__file__).parent / "fixtures" / "enamine10k_head40.csv").read_text().splitlines()
+    rows = [line.split(",")[0] + "," + str(i) for i, line in enumerate(lines[1:] * 50)]
+    rows.insert(1200, "CCCCCCCCCCO,-1")  # in the fifth task: the workers have answered before
+    (tmp_path / "mols.csv").write_text("\n".join(["smiles,n", *rows]) + "\n")
+    features = recipe_features(drop="n", samples=64)
+    ingest([tmp_path / "mols.csv"], tmp_path / "whole.zarr", features=features)
+    monkeypatch.setattr(
+        featurize, "sparse_fingerprints", _fingerprints_in_workers_only(featurize.sparse_fingerprints, "CCCCCCCCCCO")
+    )
+    ingest([tmp_path / "mols.csv"], tmp_path / "killed.zarr", features=features)
+    with open_store(tmp_path / "whole.zarr") as whole, open_store(tmp_path / "killed.zarr") as killed:
+        assert killed.n == whole.n == len(rows)
+        assert np.array_equal(killed.read_rows(np.arange(killed.n)), whole.read_rows(np.arange(whole.n)))
+
+
+def test_the_map_reaches_the_workers_once_as_shared_memory():
+    """Within fingerprint_workers the map's random numbers are drawn into memory the workers
+    share: a task carries their handles (bytes, not 200 MB), and a worker maps the same
+    numbers: the buckets it computes are the ones computed here."""
+    pytest.importorskip("rdkit", reason="RDKit is the optional extra bigsearch[chem]")
+    import pickle
+    from pathlib import Path
+
+    from bigsearch.ingest import workers
+    from bigsearch.ingest.featurize import fingerprint_buckets
+    from bigsearch.ingest.fingerprints import parse_spec
+
+    lines = (Path(__file__).parent / "fixtures" / "enamine10k_head40.csv").read_text().splitlines()[1:]
+    smiles = [line.split(",")[0] for line in lines]
+    spec = {"samples": 2048, "buckets": 2, "power": 2, "seed": 0}
+    fp_spec = parse_spec("atompair", counts=True)
+    with workers.fingerprint_workers():
+        if not workers._WORKERS:
+            pytest.skip("one core, or not Linux: no worker processes")
+        params = minmax_params(2048, spec)
+        assert params.shared is not None and len(pickle.dumps(params)) < 2000
+        here = fingerprint_buckets(smiles, fp_spec, params, 2)
+        there = workers.worker_map(fingerprint_buckets, [smiles], (fp_spec, params, 2))[0]
+    assert np.array_equal(here[0], there[0]) and np.array_equal(here[1], there[1])
+    assert here[0].dtype == np.uint8 and len(np.unique(here[0])) == 2
+    plain = minmax_params(2048, spec)  # no workers: plain arrays, pickled whole
+    assert plain.shared is None and np.array_equal(plain.tiles, params.tiles)
+
+
+def test_molecules_parsed_before_the_map_is_drawn_are_mapped_alike(tmp_path):
+    """The first blocks are parsed while the map's random numbers are still being drawn
+    (a Future not done yet) and mapped after: the same features as when they are drawn
+    first, as float32 or float64, and the dense map's."""
+    pytest.importorskip("rdkit", reason="RDKit is the optional extra bigsearch[chem]")
+    from concurrent.futures import Future
+    from pathlib import Path
+
+    from bigsearch.ingest import workers
+    from bigsearch.ingest.featurize import ColumnPlan, Plan, featurize_timed, prepare
+    from bigsearch.ingest.fingerprints import fingerprints, parse_spec
+    from bigsearch.ingest.readers import open_reader
+
+    class Drawing(Future):
+        def done(self):
+            return False
+
+    fixture = Path(__file__).parent / "fixtures" / "enamine10k_head40.csv"
+    block = next(open_reader(fixture).blocks(1 << 20))
+    fp_spec = parse_spec("atompair", counts=True)
+    spec = {"samples": 64, "buckets": 2, "power": 2, "seed": 0}
+    plan = Plan([ColumnPlan(0, "smiles", "fingerprint", fingerprint=fp_spec)], minmax=spec)
+    weights = prepare(plan)
+    drawing = Drawing()
+    drawing.set_result(weights)
+    smiles = [line.split(",")[0] for line in fixture.read_text().splitlines()[1:]]
+    dense = minmax_features(fingerprints(smiles, fp_spec), spec, weights["minmax"])
+    with workers.fingerprint_workers():
+        if not workers.workers_running():
+            pytest.skip("one core, or not Linux: no worker processes")
+        for dtype in ("float32", "float64"):
+            late = featurize_timed(block, plan, drawing, dtype)[0]
+            assert late.dtype == dtype and np.array_equal(late, featurize_timed(block, plan, weights, dtype)[0])
+            assert np.array_equal(late, dense.astype(dtype))
+    here = featurize_timed(block, plan, drawing, "float32")[0]  # no workers: mapped here, as float64
+    assert here.dtype == np.float64 and np.array_equal(here, dense)
+
+
+def test_row_buffers_reuse_only_arrays_nothing_else_holds():
+    """The map's rows are made in kept arrays, reused (zeroed) only once nothing else
+    holds them or a view of them: rows the writer still holds are never overwritten."""
+    from bigsearch.ingest.featurize import RowBuffers
+
+    buffers = RowBuffers("float32", keep=2)
+    a = buffers.zeros((3, 4))
+    a[:] = 1.0
+    leftover = a[1:]  # as the writer keeps the rows a chunk leaves over
+    b = buffers.zeros((3, 4))
+    assert b is not a and not b.any() and leftover.all()
+    reused = id(a)
+    del a, leftover
+    c = buffers.zeros((3, 4))
+    assert id(c) == reused and c.dtype == np.float32 and not c.any() and len(buffers._arrays) == 2
+    c[:] = 2.0
+    d = buffers.zeros((3, 4))  # both kept arrays held (b, c): a fresh one, not kept
+    assert d is not b and d is not c and len(buffers._arrays) == 2
+    assert buffers.zeros((5, 4)).shape == (5, 4)  # another shape (a block's last rows): made fresh

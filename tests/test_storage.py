@@ -263,18 +263,21 @@ def test_a_store_of_more_chunks_than_maps_to_spare_maps_each_pass_anew(store_fac
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("encoding", ["float32", "binary"])
-def test_blocks_across_chunk_boundaries_are_written_in_order(tmp_path, kind, encoding):
-    """Blocks of 3 rows into chunks of 5: pending blocks are joined in a buffer the writer
-    reuses, and the rows left over after each chunk are carried to the next one intact."""
+@pytest.mark.parametrize("encoding, given, block", [("float32", np.float64, 3), ("binary", np.float64, 3),
+                                                    ("float32", np.float32, 3), ("float32", np.float32, 12)])
+def test_blocks_across_chunk_boundaries_are_written_in_order(tmp_path, kind, encoding, given, block):
+    """Blocks of 3 (or 12) rows into chunks of 5: pending blocks are joined in the two
+    buffers the writer reuses in turn, and the rows left over after each chunk (views of
+    a buffer, or of the block itself: float32 rows are held as given) are carried to the
+    next one intact."""
     from bigsearch.storage import StoreWriter
 
     rng = np.random.default_rng(3)
-    X = (rng.random((31, 10)) < 0.5).astype(np.float64) * 0.25
+    X = ((rng.random((31, 10)) < 0.5) * 0.25).astype(given)
     path = tmp_path / ("s.zarr" if kind == "zarr" else "s.h5")
     with StoreWriter(path, 10, chunk_rows=5, kind=kind, labels=True, encoding=encoding) as w:
-        for a in range(0, len(X), 3):
-            w.append(X[a : a + 3], np.arange(a, min(a + 3, len(X))) % 2)
+        for a in range(0, len(X), block):
+            w.append(X[a : a + block].copy(), np.arange(a, min(a + block, len(X))) % 2)
     with open_store(path) as store:
         np.testing.assert_array_equal(store.read_rows(np.arange(store.n)), X)
         np.testing.assert_array_equal(store.labels(), np.arange(len(X)) % 2)

@@ -13,17 +13,14 @@ The spec is recorded in the store; a SMILES RDKit cannot parse stops the ingest 
 row, so no molecule is silently turned into zeros.
 """
 
-import multiprocessing
-import os
-import sys
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from ..errors import InputError, ParameterError
+from .workers import fingerprint_workers, worker_map
+
+__all__ = ["fingerprint_workers"]  # where it was first
 
 KINDS = ("atompair", "morgan")
 DEFAULT_BITS = 2048
@@ -104,15 +101,10 @@ def fingerprint_entries(smiles, spec, where=lambda i: f"row {i}"):
     """The fingerprints of :func:`fingerprints` as their non-zero entries (rows, columns,
     values), in row order and increasing column order within a row: what the MinMax map
     reads, without the dense block (ingest/featurize.py)."""
-    starts = range(0, len(smiles), TASK_MOLECULES)
-    parts = [smiles[a : a + TASK_MOLECULES] for a in starts]
-    found = []
-    for a, s, (rows, columns, values, bad) in zip(starts, parts, _map(sparse_fingerprints, parts, spec)):
-        if bad >= 0:
-            raise InputError(
-                f"{where(a + bad)}: {s[bad]!r} is not a SMILES string RDKit can parse; fix or drop the row"
-            )
-        found.append((a + rows, columns, values))
+    found = [
+        (a + rows, columns, values)
+        for a, (rows, columns, values) in worker_tasks(sparse_fingerprints, smiles, spec, where=where)
+    ]
     if not found:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
     return tuple(np.concatenate(part) for part in zip(*found))
@@ -176,39 +168,21 @@ def _encoder(spec):
     return encode
 
 
-def _map(fn, parts, spec):
-    """fn(part, spec) for each part, in order: on the worker processes of
-    :func:`fingerprint_workers` when they are running and there are several parts."""
-    if _WORKERS and len(parts) > 1:
-        try:
-            return list(_WORKERS[-1].map(fn, parts, [spec] * len(parts)))
-        except BrokenProcessPool:  # a worker was killed: do it all here
-            pass
-    return [fn(part, spec) for part in parts]
-
-
-_WORKERS = []  # the pools of the fingerprint_workers blocks running now, innermost last
-
-
-@contextmanager
-def fingerprint_workers():
-    """Within this block, :func:`fingerprints` parses on one worker process per core.
-
-    The workers are forked when the block starts (ingest starts it before it reads or
-    writes anything, so before any thread of the store's library exists: forking a
-    process with threads risks a lock held forever) and stopped when it ends. Forked, not
-    spawned: a spawned worker would run the caller's script again. One core, a process that
-    is itself a worker (a dask worker), or a system other than Linux (where forking is
-    unavailable or unsafe) parses here."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    if cores < 2 or multiprocessing.parent_process() is not None or not sys.platform.startswith("linux"):
-        yield
-        return
-    pool = ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("fork"))
-    pool.submit(int).result()  # a fork context starts every worker at the first task: now
-    _WORKERS.append(pool)
-    try:
-        yield
-    finally:
-        _WORKERS.remove(pool)
-        pool.shutdown(cancel_futures=True)
+def worker_tasks(fn, smiles, *args, where=lambda i: f"row {i}"):
+    """fn(part, *args) for the parts of TASK_MOLECULES strings of ``smiles``, in order: on
+    the worker processes of :func:`fingerprint_workers` when they are running. Each result
+    ends with the index of the part's first string RDKit cannot parse (-1 when none: see
+    :func:`sparse_fingerprints`); the first such string stops the ingest, named by
+    ``where`` (file and line). Returns (first row of the part, its result without that
+    index) for each part."""
+    starts = range(0, len(smiles), TASK_MOLECULES)
+    parts = [smiles[a : a + TASK_MOLECULES] for a in starts]
+    found = []
+    for a, s, result in zip(starts, parts, worker_map(fn, parts, args)):
+        bad = result[-1]
+        if bad >= 0:
+            raise InputError(
+                f"{where(a + bad)}: {s[bad]!r} is not a SMILES string RDKit can parse; fix or drop the row"
+            )
+        found.append((a, result[:-1]))
+    return found

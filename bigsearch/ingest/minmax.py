@@ -31,6 +31,7 @@ of (draw, k*, t*) salted by the same generator, so the map depends on the seed o
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 
@@ -38,6 +39,7 @@ import numpy as np
 
 from ..errors import InputError, ParameterError
 from ..kernels.minmax import cws_tiles, entry_logs, one_hot_blocks, sparse_logs
+from .workers import shared_empty
 
 # Draws per tile: enough that the loop over one feature's draws is long and vectorized
 # (rounded to whole SIMD vectors and whole feature blocks); measured best from 32 to 256.
@@ -76,22 +78,36 @@ def minmax_draws(r, spec):
 @dataclass(frozen=True)
 class MinMaxParams:
     """The draws packed for the kernel (kernels/minmax.py): ``tiles[tile, k, q, lane]``,
-    q = 0, 1, 2 for r, beta, log c of draw tile * lanes + lane (the last tile padded)."""
+    q = 0, 1, 2 for r, beta, log c of draw tile * lanes + lane (the last tile padded).
+    ``shared``: the handles of tiles and salts when they are in the memory the ingest
+    worker processes share (workers.py); such params are pickled as those handles."""
 
     tiles: np.ndarray
     salts: np.ndarray
     power: int
     samples: int
+    shared: tuple = None
+
+    def __reduce__(self):
+        if self.shared is None:
+            return MinMaxParams, (self.tiles, self.salts, self.power, self.samples)
+        return _attached_params, (self.shared, self.power, self.samples)
+
+
+def _attached_params(shared, power, samples):
+    tiles, salts = (handle.attach() for handle in shared)
+    return MinMaxParams(tiles, salts, power, samples, shared)
 
 
 def minmax_params(r, spec):
     """The map's random numbers for inputs of r features, packed (computed once per ingest):
     :func:`minmax_draws`'s numbers, drawn in the same order a tile at a time and packed as
-    they come, without the full (draws, r) arrays."""
+    they come, without the full (draws, r) arrays. Within ``fingerprint_workers`` they are
+    drawn into the workers' shared memory, so they reach each worker once."""
     rng = np.random.default_rng([spec["seed"], 2])
     power = spec["power"]
     draws = spec["samples"] * power
-    tiles = _empty_tiles(draws, r, power)
+    tiles, tiles_handle = _empty_tiles(draws, r, power, shared_empty)
     lanes = tiles.shape[3]
     for q, draw in (
         (0, lambda n: rng.gamma(2.0, 1.0, (n, r))),
@@ -101,14 +117,16 @@ def minmax_params(r, spec):
         for tile in range(tiles.shape[0]):
             n = min(lanes, draws - tile * lanes)
             tiles[tile, :, q, :n] = draw(n).T
-    salts = rng.integers(0, 2**63 - 1, draws, dtype=np.int64).astype(np.uint64)
-    return MinMaxParams(tiles, salts, power, draws // power)
+    salts, salts_handle = shared_empty((draws,), np.uint64)
+    salts[:] = rng.integers(0, 2**63 - 1, draws, dtype=np.int64).astype(np.uint64)
+    shared = None if tiles_handle is None else (tiles_handle, salts_handle)
+    return MinMaxParams(tiles, salts, power, draws // power, shared)
 
 
 def pack_draws(gamma_r, log_c, beta, salts, power):
     """The draws (:func:`minmax_draws`) as :class:`MinMaxParams`."""
     draws, r = gamma_r.shape
-    tiles = _empty_tiles(draws, r, power)
+    tiles, _ = _empty_tiles(draws, r, power)
     lanes = tiles.shape[3]
     for q, values in enumerate((gamma_r, beta, log_c)):
         for tile in range(tiles.shape[0]):
@@ -117,32 +135,65 @@ def pack_draws(gamma_r, log_c, beta, salts, power):
     return MinMaxParams(tiles, salts, power, draws // power)
 
 
-def _empty_tiles(draws, r, power):
-    """The tiles of :class:`MinMaxParams` for ``draws`` draws, their padding filled in."""
+def _empty_tiles(draws, r, power, empty=lambda shape: (np.empty(shape), None)):
+    """The tiles of :class:`MinMaxParams` for ``draws`` draws, their padding filled in, and
+    ``empty``'s handle of them."""
     step = math.lcm(8, power)
     lanes = min(max(step, TILE_DRAWS // step * step), -(-draws // step) * step)
     n_tiles = -(-draws // lanes)
-    tiles = np.empty((n_tiles, r, 3, lanes))
+    tiles, handle = empty((n_tiles, r, 3, lanes))
     tiles[-1, :, :, draws - (n_tiles - 1) * lanes :] = 1.0  # padding draws: finite, never hashed
-    return tiles
+    return tiles, handle
 
 
-def minmax_features(Z, spec, params):
-    """z(Z) as the module docstring defines it: (m, D * B) float64. ``Z`` is a dense block
-    or :class:`Entries` (a sparse one: fingerprints come so, ingest/featurize.py)."""
+def minmax_features(Z, spec, params, dtype=np.float64):
+    """z(Z) as the module docstring defines it: (m, D * B) of ``dtype``. ``Z`` is a dense
+    block or :class:`Entries` (a sparse one: fingerprints come so, ingest/featurize.py)."""
+    _check_non_negative(Z)
+    indptr, columns, logs = Z.csr() if isinstance(Z, Entries) else sparse_logs(np.ascontiguousarray(Z, np.float64))
+    buckets = _csr_buckets(indptr, columns, logs, params, spec["buckets"])
+    return one_hot_features(buckets, np.flatnonzero(np.diff(indptr)), spec, dtype)
+
+
+def one_hot_features(buckets, rows, spec, dtype=np.float64, out=None):
+    """z from each row's bucket per feature block: 1/sqrt(D) at the bucket of every block
+    of ``rows``, the rows with a positive entry (the others, all-zero, stay zero); into
+    ``out`` (zeros, (m, D * B)) when given."""
+    D, B = spec["samples"], spec["buckets"]
+    out = np.zeros((len(buckets), D * B), dtype) if out is None else out
+    one_hot_blocks(buckets, rows, B, 1.0 / np.sqrt(D), out)
+    return out
+
+
+def entries_buckets(entries, params, n_buckets, n_threads=None):
+    """The map of a sparse block (:class:`Entries`) up to its one-hot rows: (each row's
+    bucket per feature block, (m, D) of the smallest unsigned type that holds B - 1; the
+    rows with a positive entry), 1/16 of the float32 rows or less, for sending between
+    processes (:func:`one_hot_features` makes the rows)."""
+    _check_non_negative(entries)
+    indptr, columns, logs = entries.csr()
+    buckets = _csr_buckets(indptr, columns, logs, params, n_buckets, n_threads)
+    return buckets.astype(np.min_scalar_type(n_buckets - 1)), np.flatnonzero(np.diff(indptr))
+
+
+def load_kernels():
+    """Call the kernels of :func:`entries_buckets` and :func:`one_hot_features` once on a
+    tiny block, with the types ingest gives them, so that numba loads (or compiles) them
+    now: before the ingest's worker processes fork, which then inherit them."""
+    spec = {"samples": 1, "buckets": 2, "power": 1, "seed": 0}
+    params = pack_draws(*minmax_draws(1, spec), 1)
+    one = np.ones(1, np.int64)
+    buckets, rows = entries_buckets(Entries(1, one - 1, one - 1, np.ones(1)), params, 2, n_threads=1)
+    for dtype in ("float32", "float64"):
+        one_hot_features(buckets, rows, spec, dtype)
+
+
+def _check_non_negative(Z):
     sparse = isinstance(Z, Entries)
     negative = (Z.values < 0) if sparse else (Z < 0) if Z.size and Z.min() < 0 else None
     if negative is not None and negative.any():
         row = int(Z.rows[negative].min() if sparse else np.argwhere(negative)[0][0])
         raise InputError(f"minmax needs non-negative features; row {row} of the block has a negative one")
-    buckets = _csr_buckets(
-        *(Z.csr() if sparse else sparse_logs(np.ascontiguousarray(Z, np.float64))), params, spec["buckets"]
-    )
-    D, B = spec["samples"], spec["buckets"]
-    out = np.zeros((len(Z), D * B))
-    rows = np.unique(Z.rows[Z.values != 0]) if sparse else np.flatnonzero(Z.any(axis=1))  # all-zero rows stay zero
-    one_hot_blocks(buckets, rows, B, 1.0 / np.sqrt(D), out)
-    return out
 
 
 @dataclass(frozen=True)
@@ -181,12 +232,15 @@ def _csr_buckets(indptr, columns, logs, params, n_buckets, n_threads=None):
     n_tiles = params.tiles.shape[0]
     n_threads = max(1, min(n_tiles, n_threads or os.cpu_count() or 1))
     bounds = np.linspace(0, n_tiles, n_threads + 1).astype(int)
-    with ThreadPoolExecutor(n_threads) as pool:
+    with ThreadPoolExecutor(n_threads) if n_threads > 1 else nullcontext() as pool:
         for a, b in _row_batches(indptr, BATCH_ENTRIES):
             entries = slice(indptr[a], indptr[b])
             batch = (indptr[a : b + 1] - indptr[a], *distinct_pairs(columns[entries], logs[entries]))
             tiles = partial(cws_tiles, *batch, params.tiles, params.salts, params.power, n_buckets)
-            list(pool.map(lambda first, end: tiles(first, end, out[a:b]), bounds[:-1], bounds[1:]))
+            if pool is None:  # one thread (a worker process): no pool to hand the tiles to
+                tiles(0, n_tiles, out[a:b])
+            else:
+                list(pool.map(lambda first, end: tiles(first, end, out[a:b]), bounds[:-1], bounds[1:]))
     return out
 
 

@@ -23,10 +23,11 @@ from ..storage.encoding import SCALED, stored_columns, stored_dtype
 from ..storage.remote import store_exists
 from ..storage.remote_options import check_writable
 from .columns import resolve_columns as _resolve
-from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, featurize_timed, finish_plan, prepare
+from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, RowBuffers, featurize_timed, finish_plan, prepare
 from .fingerprints import fingerprint_workers
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
 from .mapping import block_mapper
+from .minmax import load_kernels
 from .options import BLOCK_BYTES, CODECS, FeatureOptions, LabelOptions, OutputOptions, SourceOptions
 from .readers import open_reader
 from .records import display_keeper, record_display
@@ -35,8 +36,8 @@ from .stats import block_stats, merge_stats
 # The most float64 data one transform step holds (docs/ingest.md has the measurements).
 STEP_BYTES = 32 << 20
 STAGES = ("read", "featurize", "map", "write")      # of the writing pass, timed for the summary
-# Blocks of molecules featurized ahead of the one written: one block's SMILES are parsed (by
-# worker processes) while another's are mapped (numba threads) and a third written.
+# Blocks of molecules featurized ahead of the one written: the worker processes parse (and map)
+# the next blocks' SMILES while this one's rows are made and written.
 FINGERPRINT_BLOCKS_AHEAD = 2
 
 
@@ -69,7 +70,8 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     source, labels, features, output = _groups(source, labels, features, output)
     mapper = block_mapper(backend)
     here = features.smiles_column is not None and not mapper.remote_capable
-    with fingerprint_workers() if here else nullcontext():  # before any thread starts (fingerprints.py)
+    kernels = load_kernels if features.minmax_spec else None     # the map runs in the workers (featurize.py)
+    with fingerprint_workers(kernels) if here else nullcontext():  # before any thread starts (workers.py)
         return _ingest(sources, out, source, labels, features, output, progress, command, mapper)
 
 
@@ -441,7 +443,10 @@ def _write_blocks(readers, label_readers, plan, rule, subsample, writer, carry_i
     label = "pass 2/2: writing" if stats_pass else "writing"
     steps = _timed(_steps(_blocks(readers, label_readers, block_bytes, progress, label), width), seconds)
     ahead = FINGERPRINT_BLOCKS_AHEAD if any(c.kind == "fingerprint" for c in plan.columns) else 0
-    for offset, step, (X, zero_rows, spent) in mapper.imap(featurize_timed, steps, plan, weights, ahead=ahead):
+    dtype = _features_dtype(writer.encoding)
+    if not mapper.remote_capable:
+        dtype = RowBuffers(dtype)       # reused arrays for the map's rows (featurize.py)
+    for offset, step, (X, zero_rows, spent) in mapper.imap(featurize_timed, steps, plan, weights, dtype, ahead=ahead):
         for stage, s in spent.items():
             seconds[stage] += s
         totals["zero_rows"] += zero_rows
@@ -501,6 +506,12 @@ def _stages(seconds, rows_read, rows_written, input_bytes, plan, writer):
 def _value_dtype(encoding):
     """The float type the features must fit: the stored one, or the per-row scale's."""
     return np.dtype(np.float32) if encoding in SCALED else stored_dtype(encoding)
+
+
+def _features_dtype(encoding):
+    """The type a feature map may make features in: the stored one for float32 stores and
+    binary ones (encoded from float32), float64 for the others (their encoding rounds from it)."""
+    return "float32" if encoding in ("float32", "binary") else "float64"
 
 
 def _kept_where(step, keep):

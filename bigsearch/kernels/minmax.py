@@ -172,4 +172,4 @@ def one_hot_blocks(buckets, rows, n_buckets, value, out):
     """out[i, d * n_buckets + buckets[i, d]] = value for every d and every i in ``rows``."""
     for i in rows:
         for d in range(buckets.shape[1]):
-            out[i, d * n_buckets + buckets[i, d]] = value
+            out[i, d * n_buckets + np.int64(buckets[i, d])] = value

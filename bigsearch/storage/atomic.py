@@ -69,6 +69,19 @@ def fsync_tree(path):
         fsync_dir(d)
 
 
+def fsync_written(path):
+    """fsync the files under ``path`` (a tree still being written, or a file), one at a
+    time, so that their pages go to the disk while the writer goes on and the fsync of the
+    finished tree (:func:`fsync_tree`, which still makes it durable) finds them clean.
+    Errors are left to that one: a file may vanish (an abort) while this runs."""
+    paths = [path] if not Path(path).is_dir() else [os.path.join(r, n) for r, _, names in os.walk(path) for n in names]
+    for p in paths:
+        try:
+            _fsync_file(p)
+        except OSError:
+            pass
+
+
 def write_durable(path, data):
     """Write bytes to a new file and fsync it (the caller publishes it by renaming)."""
     with open(path, "xb") as fh:

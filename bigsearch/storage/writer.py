@@ -11,6 +11,7 @@ the store is fsync'd before the rename (storage/atomic.py).
 import errno
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import numpy as np
 from ..errors import StoreError, StoreExistsError
 from .atomic import (
     fsync_tree,
+    fsync_written,
     publish,
     publish_over,
     remove,
@@ -80,7 +82,9 @@ class StoreWriter:
         self.n = 0                 # rows written to disk
         self.rows_appended = 0     # rows given to append (some may still be pending)
         self._pending = []
-        self._buffer = None        # where _flush joins pending blocks (reused)
+        self._buffers = [None, None]   # where _flush joins pending blocks, in turn (reused)
+        self._behind = None            # the thread syncing written chunks to disk (_sync_behind)
+        self._turn = 0
         encoded = self.encoding not in ("float32", "float64")
         attrs = {FORMAT_ATTR: 2 if encoded else 1, **encoding_attrs(self.encoding, self.r), **(attrs or {})}
         self._backend = store_format(self.kind).writer(
@@ -105,7 +109,9 @@ class StoreWriter:
 
     def append(self, X, y=None, ids=None):
         """Append rows; X is (k, r). Rows are encoded (a DataError names the first value
-        the encoding cannot hold) and written in whole chunks as they fill."""
+        the encoding cannot hold) and written in whole chunks as they fill. The writer may
+        hold X (float rows are written as they are) until its chunk is written: do not
+        change it after."""
         X = np.asarray(X)
         if X.ndim != 2 or X.shape[1] != self.r:
             raise StoreError(f"block of shape {X.shape} does not have {self.r} columns")
@@ -146,19 +152,40 @@ class StoreWriter:
         keep = n_rows if final else n_rows - n_rows % self.chunk_rows
         self._backend.write(self.n, codes[:keep], *(None if a is None else a[:keep] for a in columns))
         self.n += keep
-        self._pending = [] if keep == n_rows else [(codes[keep:].copy(), *(None if a is None else a[keep:]
-                                                                          for a in columns))]
+        if not final:
+            self._sync_behind()
+        # the rows left over stay where they are (a view), until the next flush joins them
+        self._pending = [] if keep == n_rows else [(codes[keep:], *(None if a is None else a[keep:]
+                                                                   for a in columns))]
+
+    def _sync_behind(self):
+        """Send the chunks written so far to the disk beside the writing (one thread), unless
+        the last such sync is still running: publishing then fsyncs clean files, instead of
+        waiting for all of them at the end (0.6 s for 856 MB here)."""
+        if self._behind is None:
+            self._behind = ThreadPoolExecutor(1, thread_name_prefix="sync-behind")
+            self._synced = self._behind.submit(fsync_written, self.tmp)
+        elif self._synced.done():
+            self._synced = self._behind.submit(fsync_written, self.tmp)
+
+    def _stop_sync_behind(self):
+        if self._behind is not None:
+            self._behind.shutdown(wait=True)
+            self._behind = None
 
     def _joined_codes(self):
-        """The pending rows of X as one array: several blocks are joined in a buffer kept for
-        the next chunk (a fresh chunk-sized array each time costs its pages' zeroing)."""
+        """The pending rows of X as one array: several blocks are joined in one of two buffers
+        kept for the next chunks, in turn (a fresh chunk-sized array each time costs its pages'
+        zeroing; the rows a flush leaves over are a view of the buffer it joined, which the
+        next flush reads while joining into the other)."""
         parts = [np.asarray(p[0]) for p in self._pending]
         if len(parts) == 1:
             return parts[0]
         n_rows = sum(len(p) for p in parts)
-        if self._buffer is None or len(self._buffer) < n_rows:
-            self._buffer = np.empty((n_rows, *parts[0].shape[1:]), parts[0].dtype)
-        return np.concatenate(parts, out=self._buffer[:n_rows])
+        self._turn = 1 - self._turn
+        if self._buffers[self._turn] is None or len(self._buffers[self._turn]) < n_rows:
+            self._buffers[self._turn] = np.empty((n_rows, *parts[0].shape[1:]), parts[0].dtype)
+        return np.concatenate(parts, out=self._buffers[self._turn][:n_rows])
 
     def set_attrs(self, **attrs):
         self._backend.set_attrs(attrs)
@@ -174,6 +201,7 @@ class StoreWriter:
         """Write what is pending and publish the finished store at ``path``."""
         try:
             self._flush(final=True)
+            self._stop_sync_behind()
             if self.n == 0:
                 self.abort()
                 raise StoreError(f"{self.path}: no rows were written")
@@ -202,6 +230,7 @@ class StoreWriter:
             publish(self.tmp, self.path)
 
     def abort(self):
+        self._stop_sync_behind()
         try:
             self._backend.close()
         except Exception:
