@@ -23,6 +23,7 @@ applies, so the pruners never ask where they run.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -86,7 +87,7 @@ class PlacedPruning:
         return self.status.startswith("on")
 
 
-class Caches:
+class Caches(ABC):
     """What both placements do alike (the operations they do differently follow in each)."""
 
     def __init__(self, search: Any) -> None:
@@ -119,18 +120,19 @@ class Caches:
         """Rows of X read, counted towards the next query."""
         self.search.count_read(int(rows) * self.search.store.bytes_per_point)
 
+    @abstractmethod
     def after_full_pass(
         self, build: Callable[[], Any], reset: Callable[[Any], None], prepare: Prepare | None = None
     ) -> None:
         """Every chunk's state is current: the caches reset. ``build()``, ``reset(cache)``:
         the cache here; ``prepare()``: the chunks' caches, right away (else each resets at
         its next query)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def hear(self, item: tuple, heard: Callable[[Any, tuple], None]) -> None:
         """News for the caches (a batch of labels, an update): ``heard(cache, item)``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def top(
         self,
         k: int,
@@ -142,14 +144,13 @@ class Caches:
         """The k best points, (indices, scores), the rows read counted: ``here(cache, k)``
         -> (indices, scores, rows read), or per chunk ``step(x, state, k, Sent, *args())``
         -> ChunkTop on every chunk, merged; after a lost worker, ``lost()`` and again."""
-        raise NotImplementedError
 
+    @abstractmethod
     def catch_up(
         self, here: Callable[[Any], int], step: ChunkStep, args: Args = tuple, lost: Callable[[], None] | None = None
     ) -> int:
         """Every block brought up to date (``here(cache)``, or ``step`` with k = 0 on
         every chunk): the rows read (not counted)."""
-        raise NotImplementedError
 
 
 class CachesHere(Caches):
