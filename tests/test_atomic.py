@@ -207,3 +207,19 @@ def test_chunks_are_synced_behind_the_writer_and_vanishing_files_are_left_to_pub
     (tmp_path / "t" / "a").write_bytes(b"a")
     monkeypatch.setattr(atomic, "_fsync_file", lambda p: (_ for _ in ()).throw(FileNotFoundError(p)))
     atomic.fsync_written(tmp_path / "t")  # no error: publishing's fsync_tree reports them
+
+
+def test_fsync_written_syncs_each_file_once_across_calls(tmp_path, monkeypatch):
+    """A writer calls fsync_written after every chunk: the files it synced before are
+    skipped, so each call costs the new files, not the whole tree again."""
+    from bigsearch.storage import atomic
+
+    synced = []
+    real = atomic._fsync_file
+    monkeypatch.setattr(atomic, "_fsync_file", lambda p: (synced.append(p), real(p)))
+    (tmp_path / "a").write_bytes(b"a")
+    done = set()
+    atomic.fsync_written(tmp_path, done)
+    (tmp_path / "b").write_bytes(b"b")
+    atomic.fsync_written(tmp_path, done)
+    assert sorted(os.path.basename(p) for p in synced) == ["a", "b"]

@@ -69,15 +69,21 @@ def fsync_tree(path):
         fsync_dir(d)
 
 
-def fsync_written(path):
+def fsync_written(path, done=None):
     """fsync the files under ``path`` (a tree still being written, or a file), one at a
     time, so that their pages go to the disk while the writer goes on and the fsync of the
     finished tree (:func:`fsync_tree`, which still makes it durable) finds them clean.
+    Files in ``done`` (a set) are skipped and those synced are added to it, so a writer
+    calling it after every chunk syncs each file once, not the whole tree each time.
     Errors are left to that one: a file may vanish (an abort) while this runs."""
+    done = set() if done is None else done
     paths = [path] if not Path(path).is_dir() else [os.path.join(r, n) for r, _, names in os.walk(path) for n in names]
     for p in paths:
+        if p in done:
+            continue
         try:
             _fsync_file(p)
+            done.add(p)
         except OSError:
             pass
 
