@@ -9,9 +9,9 @@ from numba.typed import List
 
 import bigsearch
 from bigsearch.backends.local import LocalBackend
-from bigsearch.engine.core.steps import LAS_UPDATE, work_items
+from bigsearch.engine.core.steps import LAS_UPDATE, ItemPlan, work_items
 from bigsearch.kernels.common import pad3
-from bigsearch.kernels.las import ITEM_ROWS, chunk_partials, new_items, update_items, update_scores
+from bigsearch.kernels.las import ITEM_ROWS, chunk_partials, items_partials, new_items, update_items, update_scores
 from bigsearch.synthetic import clustered_points
 
 from conftest import KINDS
@@ -72,6 +72,30 @@ def test_held_maps_run_no_step_chunk_by_chunk(store_factory, data, monkeypatch):
     search.close()
 
 
+def test_held_chunks_and_their_plan_are_made_once_while_the_maps_are_held(store_factory, data, monkeypatch):
+    """A pass over a held store takes no chunk map and makes no plan of work items anew:
+    both are made at the first pass and kept until the maps are released (then made
+    again); a store that does not hold its maps has none."""
+    X, y = data
+    path = store_factory(X, y, "zarr", "float32", 2_000)
+    plans = []
+    real = ItemPlan.of
+    monkeypatch.setattr(ItemPlan, "of", classmethod(lambda cls, chunks: plans.append(1) or real(chunks)))
+    search = bigsearch.LAS(path, alpha=0.01, pi=0.05)
+    search.tell(int(np.flatnonzero(y)[0]), 1)
+    chunks = search.store.held_chunks()
+    assert len(chunks) == search.store.n_chunks and search.store.held_chunks() is chunks
+    for _ in range(3):
+        search.tell(search.ask(), 0)
+    assert search.store.held_chunks() is chunks and len(plans) == 1
+    search.store.release_maps()
+    search.tell(search.ask(), 0)
+    assert search.store.held_chunks() is not chunks and len(plans) == 2
+    search.store.hold_maps = False
+    assert search.store.held_chunks() is None
+    search.close()
+
+
 def test_update_items_equals_update_scores_per_chunk_with_ties():
     """The kernel alone: chunks cut into several items, many equal scores (repeated rows):
     each chunk's partials, candidates and their order among ties included, are those of
@@ -113,12 +137,14 @@ def test_update_items_equals_update_scores_per_chunk_with_ties():
         idx,
     )
     first = np.searchsorted(items[:, 0], np.arange(len(lengths) + 1))
+    stacked = items_partials(sums.copy(), vals.copy(), idx.copy(), first, np.array(cuts), f, im)
     for j, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
         Jj, fj, imj = J0[a:b].copy(), np.zeros(b - a), np.zeros(b - a)
         expected = update_scores(X[a:b], V, c, a, label[a:b], deg[a:b], Jj, fj, imj, *args)
         got = chunk_partials(sums, vals, idx, first[j], first[j + 1], a, f[a:b], im[a:b])
-        for e, g in zip(expected, got):
+        for e, g, every in zip(expected, got, stacked):
             np.testing.assert_array_equal(g, e)
+            np.testing.assert_array_equal(every[j], e)  # all chunks' partials in one call
         np.testing.assert_array_equal(J[a:b], Jj)
         np.testing.assert_array_equal(f[a:b], fj)
         assert len(set(fj[label[a:b] < 0])) < 60  # ties there were

@@ -127,12 +127,11 @@ class LocalBackend:
         """The step over every chunk in one call (``ChunkStep.over_store``) when the store
         holds its chunk maps: no Python per chunk, and every thread busy to the end of the
         pass (the step shares its work out in small items). None: map chunk by chunk."""
-        if not (self.store.fast_path and self.store.hold_maps):
+        chunks = self.store.held_chunks()
+        if chunks is None:
             return None
         assert step.over_store is not None
-        with contextlib.ExitStack() as held:
-            chunks = [held.enter_context(self.store.chunk(st.chunk_id)) for st in self.states]
-            return step.over_store(chunks, self._arrays, self._on_every_thread, *args)
+        return step.over_store(chunks, self._arrays, self._on_every_thread, *args)
 
     def _on_every_thread(self, fn: Callable[[], Any]) -> None:
         """``fn()`` on ``n_threads`` threads at once (this one and the pool's), returning

@@ -28,7 +28,18 @@ import math
 import numba
 import numpy as np
 
-from .common import FAST, N_LISTS, ROW_BLOCK, TOP_K, candidate_partials, new_top, pad3, push_candidates, push_top
+from .common import (
+    FAST,
+    N_LISTS,
+    ROW_BLOCK,
+    TOP_K,
+    candidate_partials,
+    first_columns,
+    new_top,
+    pad3,
+    push_candidates,
+    push_top,
+)
 from .encoded import chunk_dots, chunk_rows, dots_setup
 
 
@@ -41,36 +52,70 @@ def blr_scores(x, V, c, offset, label, J, v, f, im, mean, v0, d0, beta, t):
     d0: the constants above; beta: the UCB weight of sqrt(v); t: the weight of im in the
     selection (0 greedy, 1 otherwise). Updates J, v, f and im in place and returns the
     partials (sums [sum f, sum im, n unlabeled], candidates and the lists' K-th values).
+    Without a Thompson draw (d = 0: greedy and UCB) x . d is 0 and is not computed, so a
+    query with one new label costs LAS's three dot products per row, not six.
     """
     m = chunk_rows(x)
-    nv = V.shape[0]
-    V = pad3(V)
-    T = dots_setup(x, V)
-    P = np.empty((ROW_BLOCK, V.shape[0]))
+    n_g = V.shape[0] - 3
+    with_d = has_nonzero(V[1])
+    U = V if with_d else without_row(V, 1)  # x . d = 0 without a draw: one product less per row
+    g0 = 3 if with_d else 2  # the first g_b's row in U
+    U = pad3(U)
+    T = dots_setup(x, U)
+    P = np.empty((ROW_BLOCK, U.shape[0]))
+    Q = np.empty((min(g0 + 1, U.shape[0]), ROW_BLOCK))  # P's columns w, (d,) h, g_1 at unit stride
+    zeros = np.zeros(ROW_BLOCK)
     vals, idx = new_top(N_LISTS, TOP_K)
     sum_f, sum_im, n_u = 0.0, 0.0, 0
     for i0 in range(0, m, ROW_BLOCK):
         i1 = min(i0 + ROW_BLOCK, m)
-        chunk_dots(x, i0, i1, V, T, P)
-        for k in range(i1 - i0):
-            i = i0 + k
-            j = J[i]
-            for b in range(nv - 3):
-                j -= c[b] * P[k, 3 + b] * P[k, 3 + b]
-            J[i] = j
-            vi = j - 2.0 * P[k, 2] + v0
-            v[i] = vi
-            fi = mean + P[k, 0]
-            f[i] = fi
-            lab = label[i] >= 0
-            imi = 0.0 if lab else beta * math.sqrt(max(vi, 0.0)) + P[k, 1] + d0
-            im[i] = imi
+        n = i1 - i0
+        chunk_dots(x, i0, i1, U, T, P)
+        first_columns(P, n, Q)
+        xw, xd, xh = Q[0, :n], Q[1, :n] if with_d else zeros[:n], Q[g0 - 1, :n]
+        Jb, vb, fb, ib, lb = J[i0:i1], v[i0:i1], f[i0:i1], im[i0:i1], label[i0:i1]
+        if n_g == 1:  # one new label, the usual case
+            xg, c0 = Q[g0, :n], c[0]
+            for k in range(n):
+                Jb[k] -= c0 * xg[k] * xg[k]
+        elif n_g > 1:
+            for k in range(n):
+                j = Jb[k]
+                for b in range(n_g):
+                    j -= c[b] * P[k, g0 + b] * P[k, g0 + b]
+                Jb[k] = j
+        for k in range(n):
+            vi = Jb[k] - 2.0 * xh[k] + v0
+            vb[k] = vi
+            fi = mean + xw[k]
+            fb[k] = fi
+            lab = lb[k] >= 0
+            imi = 0.0 if lab else beta * math.sqrt(max(vi, 0.0)) + xd[k] + d0
+            ib[k] = imi
             sum_f += 0.0 if lab else fi
             sum_im += imi
             n_u += 0 if lab else 1
         push_candidates(label, f, im, i0, i1, t, vals, idx)
     sums = np.array([sum_f, sum_im, n_u])
     return (sums,) + candidate_partials(vals, idx, offset, f, im)
+
+
+@numba.njit(nogil=True, cache=True)
+def has_nonzero(a):
+    """Whether some entry of a is not 0."""
+    for value in a:
+        if value != 0.0:
+            return True
+    return False
+
+
+@numba.njit(nogil=True, cache=True)
+def without_row(V, k):
+    """V without its row k."""
+    out = np.empty((V.shape[0] - 1, V.shape[1]))
+    out[:k] = V[:k]
+    out[k:] = V[k + 1 :]
+    return out
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FAST)

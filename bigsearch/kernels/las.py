@@ -33,6 +33,7 @@ from .common import (
     ROW_BLOCK,
     TOP_K,
     candidate_partials,
+    first_columns,
     new_top,
     pad3,
     push_candidates,
@@ -103,12 +104,12 @@ def update_scores(x, V, c, offset, label, deg, J, f, im, eta, w0, pi, t_prev):
     nv = V.shape[0]
     V = pad3(V)
     T = dots_setup(x, V)
-    P = np.empty((BLOCK_ROWS, V.shape[0]))
+    P, Q = block_buffers(V.shape[0])
     n_items = (m + ITEM_ROWS - 1) // ITEM_ROWS
     sums, vals, idx = new_items(n_items)
     for k in range(n_items):
         a, b = k * ITEM_ROWS, min((k + 1) * ITEM_ROWS, m)
-        sums[k] = update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals[k], idx[k], P)
+        sums[k] = update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals[k], idx[k], P, Q)
     return chunk_partials(sums, vals, idx, 0, n_items, offset, f, im)
 
 
@@ -125,7 +126,7 @@ def update_items(xs, starts, items, counter, V, nv, c, label, deg, J, f, im, eta
     sums[k], vals[k], idx[k] (``new_items``); ``chunk_partials`` then makes each chunk's.
     """
     T = dots_setup(xs[0], V)
-    P = np.empty((BLOCK_ROWS, V.shape[0]))
+    P, Q = block_buffers(V.shape[0])
     while True:
         k = take_ticket(counter)
         if k >= items.shape[0]:
@@ -133,13 +134,13 @@ def update_items(xs, starts, items, counter, V, nv, c, label, deg, J, f, im, eta
         j, a, b = items[k, 0], items[k, 1], items[k, 2]
         s, e = starts[j], starts[j + 1]
         sums[k] = update_rows(xs[j], a, b, V, nv, T, c, label[s:e], deg[s:e], J[s:e], f[s:e], im[s:e], eta, w0, pi,
-                              t_prev, vals[k], idx[k], P)
+                              t_prev, vals[k], idx[k], P, Q)
 
 
 @numba.njit(nogil=True, cache=True)   # no fastmath: an item's sums add block after block
-def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals, idx, P):
-    """J, f and the impact factor of rows a <= i < b, BLOCK_ROWS at a time (P: a
-    (BLOCK_ROWS, len(V)) buffer; V padded by ``pad3``, nv its rows before padding).
+def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals, idx, P, Q):
+    """J, f and the impact factor of rows a <= i < b, BLOCK_ROWS at a time (P, Q: the
+    buffers of ``block_buffers``; V padded by ``pad3``, nv its rows before padding).
     Returns [sum of f, sum of IM, count] over the unlabeled rows; a block whose rows may
     enter the candidate lists (vals, idx) is offered to them (``push_candidates``)."""
     K = vals.shape[1]
@@ -147,7 +148,7 @@ def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev,
     for i0 in range(a, b, BLOCK_ROWS):
         i1 = min(i0 + BLOCK_ROWS, b)
         sum_f, sum_im, n_u, hit = update_block(x, i0, i1, V, nv, T, c, label, deg, J, f, im, eta, w0, pi,
-                                               t_prev, vals[0, K - 1], vals[1, K - 1], vals[2, K - 1], P)
+                                               t_prev, vals[0, K - 1], vals[1, K - 1], vals[2, K - 1], P, Q)
         total[0] += sum_f
         total[1] += sum_im
         total[2] += n_u
@@ -157,18 +158,21 @@ def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev,
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FAST, error_model="numpy")   # IEEE division: vectorized
-def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, k_f, k_im, k_s, P):
+def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, k_f, k_im, k_s, P, Q):
     """``update_rows`` for one block (the module docstring's formulas): the sums over its
     unlabeled rows, and whether one may enter a candidate list whose K-th values are
     k_f, k_im, k_s (the test for f + t_prev IM has a margin for rounding, so it errs only
-    toward yes). The per-point loop reads each array at unit stride: LLVM vectorizes it."""
+    toward yes). The per-point loop reads each array at unit stride (P's first three
+    columns copied to Q's rows): LLVM vectorizes it well."""
     chunk_dots(x, a, b, V, T, P)
     n = b - a
+    first_columns(P, n, Q)
+    xq, xz, xg = Q[0, :n], Q[1, :n], Q[2, :n]
     lb, dg, Jb, fb, ib = label[a:b], deg[a:b], J[a:b], f[a:b], im[a:b]
     if nv == 3:         # one new label, the usual case
         c0 = c[0]
         for t in range(n):
-            Jb[t] -= c0 * P[t, 2] * P[t, 2]
+            Jb[t] -= c0 * xg[t] * xg[t]
     elif nv > 3:
         for t in range(n):
             j = Jb[t]
@@ -183,8 +187,8 @@ def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev
         d = dg[t]
         lab = lb[t] >= 0
         rho = (b_lab if lab else b_unl) / d
-        fi = (eta * lb[t] if lab else q_unl) + rho * P[t, 0]
-        mu = rho * (1.0 + P[t, 1])
+        fi = (eta * lb[t] if lab else q_unl) + rho * xq[t]
+        mu = rho * (1.0 + xz[t])
         mi = (1.0 + rho * Jb[t]) * rho
         ci = d * (A1 - A2 * fi) / (1.0 + d * A2 * mi)
         fb[t] = fi
@@ -196,6 +200,13 @@ def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev
         ti = t_prev * imi
         hit |= not lab and (fi > k_f or imi > k_im or fi + ti + 1e-12 * (abs(fi) + abs(ti)) > k_s)
     return sum_f, sum_im, n_u, hit
+
+
+@numba.njit(nogil=True, cache=True)
+def block_buffers(k):
+    """A block's buffers: P (BLOCK_ROWS, k) for its dot products with k vectors, and Q
+    (3, BLOCK_ROWS) for P's first three columns at unit stride (``first_columns``)."""
+    return np.empty((BLOCK_ROWS, k)), np.empty((3, BLOCK_ROWS))
 
 
 @numba.njit(nogil=True, cache=True)
@@ -222,3 +233,21 @@ def chunk_partials(sums, vals, idx, k0, k1, offset, f, im):
                 if idx[k, lst, p] >= 0:
                     push_top(top_vals, top_idx, lst, vals[k, lst, p], idx[k, lst, p])
     return (total,) + candidate_partials(top_vals, top_idx, offset, f, im)
+
+
+@numba.njit(nogil=True, cache=True)
+def items_partials(sums, vals, idx, first, starts, f, im):
+    """``chunk_partials`` of every chunk j, from its work items first[j] <= k < first[j + 1]
+    and its rows starts[j] <= i < starts[j + 1] of the whole f and im, stacked along a
+    first axis of chunks (one call, not one per chunk)."""
+    n_chunks = len(starts) - 1
+    n_lists, K = vals.shape[1], vals.shape[2]
+    totals = np.empty((n_chunks, 3))
+    cand = np.empty((n_chunks, n_lists, K), np.int64)
+    cf, cim = np.empty((n_chunks, n_lists, K)), np.empty((n_chunks, n_lists, K))
+    kth = np.empty((n_chunks, n_lists))
+    for j in range(n_chunks):
+        a, b = starts[j], starts[j + 1]
+        totals[j], cand[j], cf[j], cim[j], kth[j] = chunk_partials(sums, vals, idx, first[j], first[j + 1], a,
+                                                                  f[a:b], im[a:b])
+    return totals, cand, cf, cim, kth

@@ -127,6 +127,7 @@ class FeatureStore:
         self._huge_maps = None     # ... and from it, huge_maps
         self._hold_maps = None     # ... and hold_maps
         self._held = {}            # chunk -> _HeldMap: maps kept across passes (hold_maps)
+        self._held_chunks = None   # every chunk's rows from those maps (held_chunks)
         self._held_lock = threading.Lock()
         starts = np.arange(0, n, self.chunk_rows)
         self.chunks = [(int(a), int(min(n, a + self.chunk_rows))) for a in starts]
@@ -286,12 +287,26 @@ class FeatureStore:
             rows = held.rows
         return rows if rows is not None else self._held_map(j)
 
+    def held_chunks(self):
+        """Every chunk's rows, in order, as ``chunk(j)`` gives them, from the maps held
+        across passes (None when the store does not hold them): made at the first call and
+        kept until ``release_maps``, so a pass over the whole store costs no Python per
+        chunk, and what a pass derives from them is kept beside them (``HeldChunks``)."""
+        if not (self.fast_path and self.hold_maps):
+            return None
+        chunks = self._held_chunks
+        if chunks is None:
+            chunks = HeldChunks(self._as_chunk(self._held_map(j), a, b) for j, (a, b) in enumerate(self.chunks))
+            self._held_chunks = chunks
+        return chunks
+
     def release_maps(self):
         """Unmap the chunk maps held across passes (the next pass maps them again). A map
-        still in use (a view taken inside ``with store.chunk(j)``) is unmapped when that
-        view is gone."""
+        still in use (a view taken inside ``with store.chunk(j)``, or ``held_chunks``
+        kept by a caller) is unmapped when that view is gone."""
         with self._held_lock:
             held, self._held = self._held, {}
+            self._held_chunks = None
         for mapped in held.values():
             mapped.release()
 
@@ -507,6 +522,18 @@ def map_file_array(path, offset, dtype, shape, huge=False):
         except BufferError:  # a caller still holds a view: the GC unmaps it later
             pass
     return x, release
+
+
+class HeldChunks(list):
+    """A store's chunks from its held maps (``FeatureStore.held_chunks``), with what passes
+    derive from them once (``derived``), e.g. how a kernel shares them out among threads."""
+
+    def derived(self, key, make):
+        """``make()``, computed at the first call with this key and kept with the chunks."""
+        cache = self.__dict__.setdefault("_derived", {})
+        if key not in cache:
+            cache[key] = make()
+        return cache[key]
 
 
 class _HeldMap:

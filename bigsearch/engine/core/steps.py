@@ -22,7 +22,7 @@ from numba.typed import List
 from ...backends import ChunkStep
 from ...kernels.common import add_row_squares, column_sums, pad3, scaled_rows, top_unlabeled
 from ...kernels.encoded import binary_gram, binary_products, binary_quadratic
-from ...kernels.las import ITEM_ROWS, chunk_partials, degrees, new_items, point_weights, update_items, update_scores
+from ...kernels.las import ITEM_ROWS, degrees, items_partials, new_items, point_weights, update_items, update_scores
 from ...kernels.wnas import add_similarities
 from ...storage.encoding import Encoded, decode, n_features, n_rows
 from .select import ChunkPartials, Ranked
@@ -237,21 +237,39 @@ def las_update_over_store(chunks, arrays, on_threads, V, c, label_idx, label_val
     call per thread, each taking work items of ITEM_ROWS rows from any chunk until none is
     left. The same numbers as chunk by chunk, bit for bit (kernels/las.py). None for many
     labels (their products go to BLAS chunk by chunk) or chunks other than float arrays
-    of one kind."""
-    if len(c) > FUSED_LABELS or not _one_kind_of_array(chunks):
+    of one kind. How the chunks are shared out is made once per ``HeldChunks``."""
+    if len(c) > FUSED_LABELS:
+        return None
+    plan = chunks.derived(ItemPlan, lambda: ItemPlan.of(chunks))
+    if plan is None:
         return None
     arrays["label"][label_idx] = label_val
-    lengths = np.array([len(x) for x in chunks], np.int64)
-    starts = np.concatenate([[0], np.cumsum(lengths)])
-    items = work_items(lengths)
-    sums, vals, idx = new_items(len(items))
+    sums, vals, idx = new_items(len(plan.items))
     label, deg, J, f, im = (arrays[name] for name in ("label", "deg", "J", "f", "im"))
-    args = (List(chunks), starts, items, np.zeros(1, np.int64), pad3(V), len(V), c, label, deg, J, f, im,
+    args = (plan.chunks, plan.starts, plan.items, np.zeros(1, np.int64), pad3(V), len(V), c, label, deg, J, f, im,
             eta, w0, pi, t_prev, sums, vals, idx)
     on_threads(lambda: update_items(*args))
-    first = np.searchsorted(items[:, 0], np.arange(len(chunks) + 1))
-    return [ChunkPartials(*chunk_partials(sums, vals, idx, first[j], first[j + 1], a, f[a:b], im[a:b]))
-            for j, (a, b) in enumerate(zip(starts[:-1], starts[1:]))]
+    return [ChunkPartials(*p) for p in zip(*items_partials(sums, vals, idx, plan.first, plan.starts, f, im))]
+
+
+class ItemPlan(NamedTuple):
+    """How ``update_items`` shares a store's chunks out: the chunks as a typed list, each
+    chunk's first global row (then n), the work items (``work_items``) and each chunk's
+    first item (then their count)."""
+    chunks: List
+    starts: np.ndarray
+    items: np.ndarray
+    first: np.ndarray
+
+    @classmethod
+    def of(cls, chunks):
+        """The plan for these chunks; None when they are not float arrays of one kind."""
+        if not _one_kind_of_array(chunks):
+            return None
+        lengths = np.array([len(x) for x in chunks], np.int64)
+        items = work_items(lengths)
+        first = np.searchsorted(items[:, 0], np.arange(len(chunks) + 1))
+        return cls(List(chunks), np.concatenate([[0], np.cumsum(lengths)]), items, first)
 
 
 def work_items(lengths):
