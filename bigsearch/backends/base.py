@@ -41,9 +41,11 @@ class ChunkStep:
 
     ``over_store``, optional, is the same step over every chunk at once, for a backend
     that holds every chunk and the whole per-point arrays in its process:
-    ``over_store(chunks, arrays, on_threads, *args)`` with the chunks in order, the
-    per-point arrays by name (length n) and ``on_threads(fn)``, which runs ``fn()`` on
-    each of the backend's threads at once and returns when all are done. It returns the
+    ``over_store(chunks, arrays, on_threads, *args)`` with the chunks in order (a
+    ``HeldChunks``, made once while the store holds its maps: a step keeps what it derives
+    from them with ``chunks.derived(key, make)``), the per-point arrays by name (length
+    n) and ``on_threads(fn)``, which runs ``fn()`` on each of the backend's threads at
+    once and returns when all are done. It returns the
     partials of every chunk, as ``run`` would have, or None when these chunks or
     arguments need the chunk-by-chunk path (having changed nothing).
     """
