@@ -1,9 +1,12 @@
 """numba's cache of the kernels is dropped when any kernel source changes (numba itself
 checks only the file that defines a function, not the kernels it calls)."""
 
+import os
 import subprocess
 import sys
 import textwrap
+
+import numpy as np
 
 from bigsearch.kernels import STAMP, drop_stale_cache
 
@@ -41,3 +44,40 @@ def test_an_edited_dependency_reaches_a_cached_caller(tmp_path):
     assert subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip() == "1"
     (pkg / "dep.py").write_text("import numba\n@numba.njit(cache=True)\ndef value():\n    return 2\n")
     assert subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip() == "2"
+
+
+SCORE_A_CHUNK = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from bigsearch.kernels.blr import blr_scores
+    from bigsearch.kernels.las import update_scores
+    rng = np.random.default_rng(0)
+    x = rng.random((37, 10)).astype("f4")
+    x.flags.writeable = False
+    label = np.full(37, -1, np.int8)
+    label[3] = 1
+    deg = x.astype(np.float64) @ np.ones(10) + 1.0
+    J0 = rng.random(37) + 1.0
+    las = [J0.copy(), np.zeros(37), np.zeros(37)]
+    update_scores(x, rng.normal(size=(3, 10)) * 0.3, np.array([1e-3]), 0, label, deg, *las, 0.6, 0.3, 0.05, 0.01)
+    blr = [J0.copy(), np.zeros(37), np.zeros(37), np.zeros(37)]
+    blr_scores(x, rng.normal(size=(4, 10)) * 0.3, np.array([1e-3]), 0, label, *blr, 0.1, 0.2, 0.01, 1.5, 1.0)
+    np.save(sys.argv[1], np.stack(las + blr))
+""")
+
+
+def test_kernels_give_the_same_bits_compiled_or_loaded_from_the_cache(tmp_path):
+    """A dask worker may compile a kernel while the driver loads it from numba's cache (or
+    the other way round): the numbers must not depend on which (a version of LAS's
+    per-point loop did: its impact factor moved in the last bit, and the cluster's
+    queries could have left the local ones)."""
+    script = tmp_path / "score.py"
+    script.write_text(SCORE_A_CHUNK)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    outputs = []
+    for name in ("compiled", "cached"):
+        out = tmp_path / f"{name}.npy"
+        subprocess.run([sys.executable, str(script), str(out)], env=env, check=True, capture_output=True)
+        outputs.append(np.load(out))
+    assert any((tmp_path / "cache").rglob("*.nbc")), "the first run left nothing in the cache"
+    np.testing.assert_array_equal(outputs[0], outputs[1])

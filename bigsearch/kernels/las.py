@@ -33,7 +33,6 @@ from .common import (
     ROW_BLOCK,
     TOP_K,
     candidate_partials,
-    first_columns,
     new_top,
     pad3,
     push_candidates,
@@ -104,12 +103,12 @@ def update_scores(x, V, c, offset, label, deg, J, f, im, eta, w0, pi, t_prev):
     nv = V.shape[0]
     V = pad3(V)
     T = dots_setup(x, V)
-    P, Q = block_buffers(V.shape[0])
+    P = np.empty((BLOCK_ROWS, V.shape[0]))
     n_items = (m + ITEM_ROWS - 1) // ITEM_ROWS
     sums, vals, idx = new_items(n_items)
     for k in range(n_items):
         a, b = k * ITEM_ROWS, min((k + 1) * ITEM_ROWS, m)
-        sums[k] = update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals[k], idx[k], P, Q)
+        sums[k] = update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals[k], idx[k], P)
     return chunk_partials(sums, vals, idx, 0, n_items, offset, f, im)
 
 
@@ -126,7 +125,7 @@ def update_items(xs, starts, items, counter, V, nv, c, label, deg, J, f, im, eta
     sums[k], vals[k], idx[k] (``new_items``); ``chunk_partials`` then makes each chunk's.
     """
     T = dots_setup(xs[0], V)
-    P, Q = block_buffers(V.shape[0])
+    P = np.empty((BLOCK_ROWS, V.shape[0]))
     while True:
         k = take_ticket(counter)
         if k >= items.shape[0]:
@@ -134,13 +133,13 @@ def update_items(xs, starts, items, counter, V, nv, c, label, deg, J, f, im, eta
         j, a, b = items[k, 0], items[k, 1], items[k, 2]
         s, e = starts[j], starts[j + 1]
         sums[k] = update_rows(xs[j], a, b, V, nv, T, c, label[s:e], deg[s:e], J[s:e], f[s:e], im[s:e], eta, w0, pi,
-                              t_prev, vals[k], idx[k], P, Q)
+                              t_prev, vals[k], idx[k], P)
 
 
 @numba.njit(nogil=True, cache=True)   # no fastmath: an item's sums add block after block
-def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals, idx, P, Q):
-    """J, f and the impact factor of rows a <= i < b, BLOCK_ROWS at a time (P, Q: the
-    buffers of ``block_buffers``; V padded by ``pad3``, nv its rows before padding).
+def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals, idx, P):
+    """J, f and the impact factor of rows a <= i < b, BLOCK_ROWS at a time (P: a
+    (BLOCK_ROWS, len(V)) buffer; V padded by ``pad3``, nv its rows before padding).
     Returns [sum of f, sum of IM, count] over the unlabeled rows; a block whose rows may
     enter the candidate lists (vals, idx) is offered to them (``push_candidates``)."""
     K = vals.shape[1]
@@ -148,7 +147,7 @@ def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev,
     for i0 in range(a, b, BLOCK_ROWS):
         i1 = min(i0 + BLOCK_ROWS, b)
         sum_f, sum_im, n_u, hit = update_block(x, i0, i1, V, nv, T, c, label, deg, J, f, im, eta, w0, pi,
-                                               t_prev, vals[0, K - 1], vals[1, K - 1], vals[2, K - 1], P, Q)
+                                               t_prev, vals[0, K - 1], vals[1, K - 1], vals[2, K - 1], P)
         total[0] += sum_f
         total[1] += sum_im
         total[2] += n_u
@@ -158,21 +157,18 @@ def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev,
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FAST, error_model="numpy")   # IEEE division: vectorized
-def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, k_f, k_im, k_s, P, Q):
+def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, k_f, k_im, k_s, P):
     """``update_rows`` for one block (the module docstring's formulas): the sums over its
     unlabeled rows, and whether one may enter a candidate list whose K-th values are
     k_f, k_im, k_s (the test for f + t_prev IM has a margin for rounding, so it errs only
-    toward yes). The per-point loop reads each array at unit stride (P's first three
-    columns copied to Q's rows): LLVM vectorizes it well."""
+    toward yes). The per-point loop reads each array at unit stride: LLVM vectorizes it."""
     chunk_dots(x, a, b, V, T, P)
     n = b - a
-    first_columns(P, n, Q)
-    xq, xz, xg = Q[0, :n], Q[1, :n], Q[2, :n]
     lb, dg, Jb, fb, ib = label[a:b], deg[a:b], J[a:b], f[a:b], im[a:b]
     if nv == 3:         # one new label, the usual case
         c0 = c[0]
         for t in range(n):
-            Jb[t] -= c0 * xg[t] * xg[t]
+            Jb[t] -= c0 * P[t, 2] * P[t, 2]
     elif nv > 3:
         for t in range(n):
             j = Jb[t]
@@ -187,8 +183,8 @@ def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev
         d = dg[t]
         lab = lb[t] >= 0
         rho = (b_lab if lab else b_unl) / d
-        fi = (eta * lb[t] if lab else q_unl) + rho * xq[t]
-        mu = rho * (1.0 + xz[t])
+        fi = (eta * lb[t] if lab else q_unl) + rho * P[t, 0]
+        mu = rho * (1.0 + P[t, 1])
         mi = (1.0 + rho * Jb[t]) * rho
         ci = d * (A1 - A2 * fi) / (1.0 + d * A2 * mi)
         fb[t] = fi
@@ -200,13 +196,6 @@ def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev
         ti = t_prev * imi
         hit |= not lab and (fi > k_f or imi > k_im or fi + ti + 1e-12 * (abs(fi) + abs(ti)) > k_s)
     return sum_f, sum_im, n_u, hit
-
-
-@numba.njit(nogil=True, cache=True)
-def block_buffers(k):
-    """A block's buffers: P (BLOCK_ROWS, k) for its dot products with k vectors, and Q
-    (3, BLOCK_ROWS) for P's first three columns at unit stride (``first_columns``)."""
-    return np.empty((BLOCK_ROWS, k)), np.empty((3, BLOCK_ROWS))
 
 
 @numba.njit(nogil=True, cache=True)
