@@ -127,9 +127,9 @@ class LocalBackend:
         """The step over every chunk in one call (``ChunkStep.over_store``) when the store
         holds its chunk maps: no Python per chunk, and every thread busy to the end of the
         pass (the step shares its work out in small items). None: map chunk by chunk."""
-        if not (self.store.fast_path and self.store.hold_maps):
+        chunks = self.store.held_chunks()   # None when the store holds no maps
+        if chunks is None:
             return None
-        chunks = self.store.held_chunks()
         assert step.over_store is not None
         return step.over_store(chunks, self._arrays, self._on_every_thread, *args)
 
