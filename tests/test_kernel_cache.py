@@ -50,7 +50,8 @@ SCORE_A_CHUNK = textwrap.dedent("""
     import sys
     import numpy as np
     from bigsearch.kernels.blr import blr_scores
-    from bigsearch.kernels.las import update_scores
+    from bigsearch.kernels.las import new_items, update_items, update_scores
+    from numba.typed import List
     rng = np.random.default_rng(0)
     x = rng.random((37, 10)).astype("f4")
     x.flags.writeable = False
@@ -59,10 +60,16 @@ SCORE_A_CHUNK = textwrap.dedent("""
     deg = x.astype(np.float64) @ np.ones(10) + 1.0
     J0 = rng.random(37) + 1.0
     las = [J0.copy(), np.zeros(37), np.zeros(37)]
-    update_scores(x, rng.normal(size=(3, 10)) * 0.3, np.array([1e-3]), 0, label, deg, *las, 0.6, 0.3, 0.05, 0.01)
+    V = rng.normal(size=(3, 10)) * 0.3
+    update_scores(x, V, np.array([1e-3]), 0, label, deg, *las, 0.6, 0.3, 0.05, 0.01)
+    items = [J0.copy(), np.zeros(37), np.zeros(37)]   # the whole-store kernel, two chunks
+    sums, vals, idx = new_items(2)
+    update_items(List([x[:20], x[20:]]), np.array([0, 20, 37]), np.array([[0, 0, 20], [1, 0, 17]]),
+                 np.zeros(1, np.int64), V, 3, np.array([1e-3]), label, deg, *items, 0.6, 0.3, 0.05, 0.01,
+                 sums, vals, idx)
     blr = [J0.copy(), np.zeros(37), np.zeros(37), np.zeros(37)]
     blr_scores(x, rng.normal(size=(4, 10)) * 0.3, np.array([1e-3]), 0, label, *blr, 0.1, 0.2, 0.01, 1.5, 1.0)
-    np.save(sys.argv[1], np.stack(las + blr))
+    np.save(sys.argv[1], np.stack(las + items + blr))
 """)
 
 

@@ -272,11 +272,8 @@ def push_candidates(label, f, im, i0, i1, t_prev, vals, idx):
 
 @numba.njit(nogil=True, cache=True, inline="always")
 def first_columns(P, n, Q):
-    """Q[c, :n] = P[:n, c] for the first len(Q) columns of P: BLR's per-point loop reads
-    them from Q at unit stride (read at P's row stride, such loops ran 2-3x slower).
-    LAS's kernel does not: with this copy its impact factor came out one bit different
-    when compiled in one process and loaded from numba's cache in another
-    (tests/test_kernel_cache.py), which a dask worker and its driver do."""
+    """Q[c, :n] = P[:n, c] for the first len(Q) columns of P: the per-point loops of LAS
+    and BLR read them from Q at unit stride (read at P's row stride, they ran 2-3x slower)."""
     for t in range(n):
         for c in range(Q.shape[0]):
             Q[c, t] = P[t, c]

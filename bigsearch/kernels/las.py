@@ -33,6 +33,7 @@ from .common import (
     ROW_BLOCK,
     TOP_K,
     candidate_partials,
+    first_columns,
     new_top,
     pad3,
     push_candidates,
@@ -85,7 +86,7 @@ ITEM_ROWS = 8192     # rows per work item (threads take items in turn; each has 
 BLOCK_ROWS = 1024    # rows whose dot products are computed before their per-point update
 
 
-@numba.njit(nogil=True, cache=True, fastmath=FAST)
+@numba.njit(nogil=True, cache=True)   # no fastmath: see update_block
 def update_scores(x, V, c, offset, label, deg, J, f, im, eta, w0, pi, t_prev):
     """The fused LAS pass over one chunk (see the module docstring).
 
@@ -103,12 +104,12 @@ def update_scores(x, V, c, offset, label, deg, J, f, im, eta, w0, pi, t_prev):
     nv = V.shape[0]
     V = pad3(V)
     T = dots_setup(x, V)
-    P = np.empty((BLOCK_ROWS, V.shape[0]))
+    P, Q = block_buffers(V.shape[0])
     n_items = (m + ITEM_ROWS - 1) // ITEM_ROWS
     sums, vals, idx = new_items(n_items)
     for k in range(n_items):
         a, b = k * ITEM_ROWS, min((k + 1) * ITEM_ROWS, m)
-        sums[k] = update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals[k], idx[k], P)
+        sums[k] = update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals[k], idx[k], P, Q)
     return chunk_partials(sums, vals, idx, 0, n_items, offset, f, im)
 
 
@@ -125,7 +126,7 @@ def update_items(xs, starts, items, counter, V, nv, c, label, deg, J, f, im, eta
     sums[k], vals[k], idx[k] (``new_items``); ``chunk_partials`` then makes each chunk's.
     """
     T = dots_setup(xs[0], V)
-    P = np.empty((BLOCK_ROWS, V.shape[0]))
+    P, Q = block_buffers(V.shape[0])
     while True:
         k = take_ticket(counter)
         if k >= items.shape[0]:
@@ -133,13 +134,13 @@ def update_items(xs, starts, items, counter, V, nv, c, label, deg, J, f, im, eta
         j, a, b = items[k, 0], items[k, 1], items[k, 2]
         s, e = starts[j], starts[j + 1]
         sums[k] = update_rows(xs[j], a, b, V, nv, T, c, label[s:e], deg[s:e], J[s:e], f[s:e], im[s:e], eta, w0, pi,
-                              t_prev, vals[k], idx[k], P)
+                              t_prev, vals[k], idx[k], P, Q)
 
 
 @numba.njit(nogil=True, cache=True)   # no fastmath: an item's sums add block after block
-def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals, idx, P):
-    """J, f and the impact factor of rows a <= i < b, BLOCK_ROWS at a time (P: a
-    (BLOCK_ROWS, len(V)) buffer; V padded by ``pad3``, nv its rows before padding).
+def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals, idx, P, Q):
+    """J, f and the impact factor of rows a <= i < b, BLOCK_ROWS at a time (P, Q: the
+    buffers of ``block_buffers``; V padded by ``pad3``, nv its rows before padding).
     Returns [sum of f, sum of IM, count] over the unlabeled rows; a block whose rows may
     enter the candidate lists (vals, idx) is offered to them (``push_candidates``)."""
     K = vals.shape[1]
@@ -147,7 +148,7 @@ def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev,
     for i0 in range(a, b, BLOCK_ROWS):
         i1 = min(i0 + BLOCK_ROWS, b)
         sum_f, sum_im, n_u, hit = update_block(x, i0, i1, V, nv, T, c, label, deg, J, f, im, eta, w0, pi,
-                                               t_prev, vals[0, K - 1], vals[1, K - 1], vals[2, K - 1], P)
+                                               t_prev, vals[0, K - 1], vals[1, K - 1], vals[2, K - 1], P, Q)
         total[0] += sum_f
         total[1] += sum_im
         total[2] += n_u
@@ -156,19 +157,29 @@ def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev,
     return total
 
 
-@numba.njit(nogil=True, cache=True, fastmath=FAST, error_model="numpy")   # IEEE division: vectorized
-def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, k_f, k_im, k_s, P):
+@numba.njit(nogil=True, cache=True, error_model="numpy")   # IEEE division: vectorized
+def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, k_f, k_im, k_s, P, Q):
     """``update_rows`` for one block (the module docstring's formulas): the sums over its
     unlabeled rows, and whether one may enter a candidate list whose K-th values are
     k_f, k_im, k_s (the test for f + t_prev IM has a margin for rounding, so it errs only
-    toward yes). The per-point loop reads each array at unit stride: LLVM vectorizes it."""
+    toward yes).
+
+    Only the dot products (``chunk_dots``) are compiled with fast-math. numba links a
+    kernel's callees into its own module and LLVM optimizes them again there: with
+    fast-math, the copy a cached caller carries and the callee compiled on its own could
+    contract a * b - c into different FMAs, and a dask worker's impact factors differed in
+    the last bit from its driver's (tests/test_kernel_cache.py). Without it the per-point
+    loop, which reads P's first three columns at unit stride (copied to Q's rows), still
+    vectorizes: it has no floating-point reduction (``unlabeled_sums`` adds in a fixed order)."""
     chunk_dots(x, a, b, V, T, P)
     n = b - a
+    first_columns(P, n, Q)
+    xq, xz, xg = Q[0, :n], Q[1, :n], Q[2, :n]
     lb, dg, Jb, fb, ib = label[a:b], deg[a:b], J[a:b], f[a:b], im[a:b]
     if nv == 3:         # one new label, the usual case
         c0 = c[0]
         for t in range(n):
-            Jb[t] -= c0 * P[t, 2] * P[t, 2]
+            Jb[t] -= c0 * xg[t] * xg[t]
     elif nv > 3:
         for t in range(n):
             j = Jb[t]
@@ -178,24 +189,53 @@ def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev
     lam = (1.0 - eta) / eta
     b_lab, b_unl, q_unl = 1.0 - eta, 1.0 / (1.0 + w0), pi * w0 / (1.0 + w0)
     A1, A2 = 1.0 / lam - pi * w0, 1.0 / lam - w0
-    sum_f, sum_im, n_u, hit = 0.0, 0.0, 0, False
+    n_u, hit = 0, False
     for t in range(n):
         d = dg[t]
         lab = lb[t] >= 0
         rho = (b_lab if lab else b_unl) / d
-        fi = (eta * lb[t] if lab else q_unl) + rho * P[t, 0]
-        mu = rho * (1.0 + P[t, 1])
+        fi = (eta * lb[t] if lab else q_unl) + rho * xq[t]
+        mu = rho * (1.0 + xz[t])
         mi = (1.0 + rho * Jb[t]) * rho
         ci = d * (A1 - A2 * fi) / (1.0 + d * A2 * mi)
         fb[t] = fi
         imi = 0.0 if lab else fi * ci * (mu - mi)
         ib[t] = imi
-        sum_f += 0.0 if lab else fi
-        sum_im += imi
         n_u += 0 if lab else 1
         ti = t_prev * imi
         hit |= not lab and (fi > k_f or imi > k_im or fi + ti + 1e-12 * (abs(fi) + abs(ti)) > k_s)
+    sum_f, sum_im = unlabeled_sums(lb, fb, ib, n)
     return sum_f, sum_im, n_u, hit
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def unlabeled_sums(lb, fb, ib, n):
+    """The sums of f over the unlabeled rows t < n and of IM (0 on labeled rows), each in
+    four partial sums over t mod 4 added in a fixed order: the same bits however LLVM
+    compiles it, and without fast-math still four adds per instruction."""
+    f0 = f1 = f2 = f3 = 0.0
+    i0 = i1 = i2 = i3 = 0.0
+    n4 = n - n % 4
+    for t in range(0, n4, 4):
+        f0 += 0.0 if lb[t] >= 0 else fb[t]
+        f1 += 0.0 if lb[t + 1] >= 0 else fb[t + 1]
+        f2 += 0.0 if lb[t + 2] >= 0 else fb[t + 2]
+        f3 += 0.0 if lb[t + 3] >= 0 else fb[t + 3]
+        i0 += ib[t]
+        i1 += ib[t + 1]
+        i2 += ib[t + 2]
+        i3 += ib[t + 3]
+    for t in range(n4, n):
+        f0 += 0.0 if lb[t] >= 0 else fb[t]
+        i0 += ib[t]
+    return (f0 + f1) + (f2 + f3), (i0 + i1) + (i2 + i3)
+
+
+@numba.njit(nogil=True, cache=True)
+def block_buffers(k):
+    """A block's buffers: P (BLOCK_ROWS, k) for its dot products with k vectors, and Q
+    (3, BLOCK_ROWS) for P's first three columns at unit stride (``first_columns``)."""
+    return np.empty((BLOCK_ROWS, k)), np.empty((3, BLOCK_ROWS))
 
 
 @numba.njit(nogil=True, cache=True)
