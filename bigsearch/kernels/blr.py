@@ -39,11 +39,12 @@ from .common import (
     pad3,
     push_candidates,
     push_top,
+    unlabeled_sums,
 )
 from .encoded import chunk_dots, chunk_rows, dots_setup
 
 
-@numba.njit(nogil=True, cache=True, fastmath=FAST)
+@numba.njit(nogil=True, cache=True)   # no fastmath: see kernels/las.update_block
 def blr_scores(x, V, c, offset, label, J, v, f, im, mean, v0, d0, beta, t):
     """The fused BLR pass over one chunk (see the module docstring).
 
@@ -92,9 +93,10 @@ def blr_scores(x, V, c, offset, label, J, v, f, im, mean, v0, d0, beta, t):
             lab = lb[k] >= 0
             imi = 0.0 if lab else beta * math.sqrt(max(vi, 0.0)) + xd[k] + d0
             ib[k] = imi
-            sum_f += 0.0 if lab else fi
-            sum_im += imi
             n_u += 0 if lab else 1
+        block_f, block_im = unlabeled_sums(lb, fb, ib, n)
+        sum_f += block_f
+        sum_im += block_im
         push_candidates(label, f, im, i0, i1, t, vals, idx)
     sums = np.array([sum_f, sum_im, n_u])
     return (sums,) + candidate_partials(vals, idx, offset, f, im)

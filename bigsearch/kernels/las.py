@@ -39,6 +39,7 @@ from .common import (
     push_candidates,
     push_top,
     take_ticket,
+    unlabeled_sums,
 )
 from .encoded import chunk_dots, chunk_rows, dots_setup
 
@@ -170,7 +171,7 @@ def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev
     contract a * b - c into different FMAs, and a dask worker's impact factors differed in
     the last bit from its driver's (tests/test_kernel_cache.py). Without it the per-point
     loop, which reads P's first three columns at unit stride (copied to Q's rows), still
-    vectorizes: it has no floating-point reduction (``unlabeled_sums`` adds in a fixed order)."""
+    vectorizes: it has no floating-point reduction (``common.unlabeled_sums`` adds in a fixed order)."""
     chunk_dots(x, a, b, V, T, P)
     n = b - a
     first_columns(P, n, Q)
@@ -206,29 +207,6 @@ def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev
         hit |= not lab and (fi > k_f or imi > k_im or fi + ti + 1e-12 * (abs(fi) + abs(ti)) > k_s)
     sum_f, sum_im = unlabeled_sums(lb, fb, ib, n)
     return sum_f, sum_im, n_u, hit
-
-
-@numba.njit(nogil=True, cache=True, inline="always")
-def unlabeled_sums(lb, fb, ib, n):
-    """The sums of f over the unlabeled rows t < n and of IM (0 on labeled rows), each in
-    four partial sums over t mod 4 added in a fixed order: the same bits however LLVM
-    compiles it, and without fast-math still four adds per instruction."""
-    f0 = f1 = f2 = f3 = 0.0
-    i0 = i1 = i2 = i3 = 0.0
-    n4 = n - n % 4
-    for t in range(0, n4, 4):
-        f0 += 0.0 if lb[t] >= 0 else fb[t]
-        f1 += 0.0 if lb[t + 1] >= 0 else fb[t + 1]
-        f2 += 0.0 if lb[t + 2] >= 0 else fb[t + 2]
-        f3 += 0.0 if lb[t + 3] >= 0 else fb[t + 3]
-        i0 += ib[t]
-        i1 += ib[t + 1]
-        i2 += ib[t + 2]
-        i3 += ib[t + 3]
-    for t in range(n4, n):
-        f0 += 0.0 if lb[t] >= 0 else fb[t]
-        i0 += ib[t]
-    return (f0 + f1) + (f2 + f3), (i0 + i1) + (i2 + i3)
 
 
 @numba.njit(nogil=True, cache=True)
