@@ -50,7 +50,8 @@ SCORE_A_CHUNK = textwrap.dedent("""
     import sys
     import numpy as np
     from bigsearch.kernels.blr import blr_scores
-    from bigsearch.kernels.las import new_items, update_items, update_scores
+    from bigsearch.kernels.las import degrees, new_items, update_items, update_scores
+    from bigsearch.kernels.wnas import add_similarities
     from numba.typed import List
     rng = np.random.default_rng(0)
     x = rng.random((37, 10)).astype("f4")
@@ -69,13 +70,17 @@ SCORE_A_CHUNK = textwrap.dedent("""
                  sums, vals, idx)
     blr = [J0.copy(), np.zeros(37), np.zeros(37), np.zeros(37)]
     blr_scores(x, rng.normal(size=(4, 10)) * 0.3, np.array([1e-3]), 0, label, *blr, 0.1, 0.2, 0.01, 1.5, 1.0)
-    np.save(sys.argv[1], np.stack(las + items + blr))
+    wnas = [np.zeros(37), np.zeros(37), np.zeros(37)]
+    add_similarities(x, rng.random((2, 10)), np.array([1.0, -1.0]), 0, label, *wnas)
+    deg_out = np.zeros(37)
+    degrees(x, rng.random(10), deg_out)
+    np.save(sys.argv[1], np.stack(las + items + blr + wnas + [deg_out]))
 """)
 
 
 def test_kernels_give_the_same_bits_compiled_or_loaded_from_the_cache(tmp_path):
     """A dask worker may compile a kernel while the driver loads it from numba's cache (or
-    the other way round): the numbers must not depend on which (a version of LAS's
+    the other way round): the numbers of LAS, BLR and WNAS must not depend on which (a version of LAS's
     per-point loop did: its impact factor moved in the last bit, and the cluster's
     queries could have left the local ones)."""
     script = tmp_path / "score.py"
