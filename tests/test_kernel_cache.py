@@ -80,9 +80,9 @@ SCORE_A_CHUNK = textwrap.dedent("""
 
 def test_kernels_give_the_same_bits_compiled_or_loaded_from_the_cache(tmp_path):
     """A dask worker may compile a kernel while the driver loads it from numba's cache (or
-    the other way round): the numbers of LAS, BLR and WNAS must not depend on which (a version of LAS's
-    per-point loop did: its impact factor moved in the last bit, and the cluster's
-    queries could have left the local ones)."""
+    the other way round): the numbers of LAS, BLR and WNAS must not depend on which (a
+    version of LAS's per-point loop did: its impact factor moved in the last bit, and the
+    cluster's queries could have left the local ones; docs/contributing.md, fast-math)."""
     script = tmp_path / "score.py"
     script.write_text(SCORE_A_CHUNK)
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}

@@ -459,10 +459,6 @@ class PersistedChunks:
     MEMORY_FRACTION = 0.5   # of the worker's limit; dask pauses a worker at 80%
     fast_path = hold_maps = False   # rows in memory, no chunk maps: the backend goes chunk by chunk
 
-    def held_chunks(self):
-        """None: no held chunk maps (FeatureStore.held_chunks)."""
-        return None
-
     def __init__(self, store, chunks, memory_limit):
         a, b = store.chunks[chunks.start][0], store.chunks[chunks.stop - 1][1]
         need = (b - a) * store.bytes_per_point
@@ -476,6 +472,10 @@ class PersistedChunks:
         for j in chunks:
             with store.chunk(j) as x:
                 self.rows[j] = copy_chunk(x)
+
+    def held_chunks(self):
+        """None: no held chunk maps (FeatureStore.held_chunks)."""
+        return None
 
     @contextlib.contextmanager
     def chunk(self, j, whole=True):

@@ -44,7 +44,7 @@ from .common import (
 from .encoded import chunk_dots, chunk_rows, dots_setup
 
 
-@numba.njit(nogil=True, cache=True)  # no fastmath: see kernels/las.update_block
+@numba.njit(nogil=True, cache=True)  # no fastmath: docs/contributing.md, "Fast-math in a kernel"
 def blr_scores(x, V, c, offset, label, J, v, f, im, mean, v0, d0, beta, t):
     """The fused BLR pass over one chunk (see the module docstring).
 

@@ -165,13 +165,11 @@ def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev
     k_f, k_im, k_s (the test for f + t_prev IM has a margin for rounding, so it errs only
     toward yes).
 
-    Only the dot products (``chunk_dots``) are compiled with fast-math. numba links a
-    kernel's callees into its own module and LLVM optimizes them again there: with
-    fast-math, the copy a cached caller carries and the callee compiled on its own could
-    contract a * b - c into different FMAs, and a dask worker's impact factors differed in
-    the last bit from its driver's (tests/test_kernel_cache.py). Without it the per-point
-    loop, which reads P's first three columns at unit stride (copied to Q's rows), still
-    vectorizes: it has no floating-point reduction (``common.unlabeled_sums`` adds in a fixed order)."""
+    Only the dot products (``chunk_dots``) are fast-math: with it here, a dask worker's
+    impact factors differed in the last bit from its driver's (docs/contributing.md,
+    "Fast-math in a kernel"). The per-point loop reads P's first three columns at unit
+    stride (copied to Q's rows) and vectorizes without fast-math: its sums are left to
+    ``unlabeled_sums``, which adds them in a fixed order."""
     chunk_dots(x, a, b, V, T, P)
     n = b - a
     first_columns(P, n, Q)
