@@ -201,6 +201,25 @@ def test_minmax_buckets_match_numpy(power, samples, buckets):
         minmax.BATCH_ENTRIES = batch
 
 
+def test_minmax_ties_go_to_the_lowest_feature():
+    """Features with the same draws and values tie in every lane: the lowest feature wins,
+    for rows of 1 to 11 entries (four entries a sweep, and the rest one at a time), whatever
+    feature the tie is placed on."""
+    rng = np.random.default_rng(3)
+    spec = {"samples": 40, "buckets": 5, "power": 2, "seed": 1}
+    gamma_r, log_c, beta, salts = minmax_draws(12, spec)
+    for twin in (0, 3, 9):
+        draws = [a.copy() for a in (gamma_r, log_c, beta)]
+        for a in draws:
+            a[:, twin + 1 :] = a[:, [twin]]  # every feature after `twin` draws as `twin`
+        A = np.zeros((11, 12))
+        for n in range(1, 12):
+            A[n - 1, rng.choice(12, n, replace=False)] = 2.0
+        expected = numpy_cws_buckets(A, *draws, salts, 2, 5)
+        got = minmax_buckets(A, pack_draws(*draws, salts, 2), 5, n_threads=1)
+        assert np.array_equal(got, expected)
+
+
 def test_minmax_of_entries_is_the_dense_map():
     """Fingerprints reach the map as their non-zero entries (ingest/featurize.py): the same
     features as from the dense block, in any order of the entries, zero rows and a
