@@ -131,11 +131,16 @@ def run_queries(search, y, steps):
     return out
 
 
+# The CLI's warnings off; a crash (SIGSEGV, SIGABRT: a native library's thread at exit) prints
+# every thread's Python stack to the captured stderr, so a rare one can be traced.
+QUIET_AND_TRACED = {"PYTHONWARNINGS": "ignore", "PYTHONFAULTHANDLER": "1"}
+
+
 def run_cli(*args, cwd=None, timeout=300, env=None, prefix=()):
     """The real `bigsearch` command in a subprocess; returns CompletedProcess. ``env``:
     variables to set (a value None removes one); ``prefix``: a command that runs it
     (e.g. WITHOUT_FILE_PERMISSION_OVERRIDE)."""
-    env = {k: v for k, v in {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}.items() if v is not None}
+    env = {k: v for k, v in {**os.environ, **QUIET_AND_TRACED, **(env or {})}.items() if v is not None}
     return subprocess.run([*prefix, sys.executable, "-m", "bigsearch", *map(str, args)], capture_output=True,
                           text=True, cwd=cwd, timeout=timeout, env=env)
 
