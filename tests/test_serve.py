@@ -465,6 +465,44 @@ def test_ingest_keeps_source_records_aligned_with_x(tmp_path):
     assert read_display(bigsearch.open_store(plain), 0) is None
 
 
+def test_records_are_the_rows_as_json_dumps_writes_them():
+    """The records of a block made by pyarrow's kernels (ingest/records.py) read back as
+    json.dumps of each row read back: every type, nulls, non-finite floats as strings,
+    whole floats still floats, strings that need escaping, a column of dates."""
+    import datetime
+    import json
+    import math
+
+    import pyarrow as pa
+
+    from bigsearch.ingest.records import table_json
+
+    nan, inf = float("nan"), float("inf")
+    columns = {
+        "x": pa.array([0.1, 1.0, 1e-7, -0.0, nan, inf, -inf, None, 1e300, 1 / 3], pa.float64()),
+        "f32": pa.array([0.5, 1.5, None, 2.0, 0.25, 3.0, -1.0, 8.0, 0.0, 7.0], pa.float32()),
+        "n": pa.array([1, None, -3, 4, 5, 6, 7, 8, 2**40, 0], pa.int64()),
+        "ok": pa.array([True, False, None] + [True] * 7),
+        "name": pa.array(["Oslo", 'say "hi"', "back\\slash", "two\nlines", "tab\t", "\u00e9t\u00e9", None,
+                          "", "\x01", "plain"]),
+        "plain": pa.array(["a", "b", None, "d", "e", "f", "g", "h", "i", "j"], pa.large_string()),  # Parquet's
+        "day": pa.array([datetime.date(2020, 1, d) for d in range(1, 11)]),
+    }
+    batch = pa.RecordBatch.from_pydict(columns)
+    texts = table_json(batch)
+
+    def plain(v):
+        return str(v) if isinstance(v, float) and not math.isfinite(v) else v
+
+    expected = [json.loads(json.dumps({k: plain(v) for k, v in row.items()}, default=str)) for row in batch.to_pylist()]
+    got = [json.loads(t) for t in texts]
+    assert got == expected
+    assert [list(g) for g in got] == [list(columns)] * 10  # the columns' order
+    assert isinstance(got[1]["x"], float) and got[4]["x"] == "nan" and got[6]["x"] == "-inf"
+    assert got[0]["f32"] == 0.5 and got[7]["x"] is None and got[1]["n"] is None
+    assert list(table_json(pa.RecordBatch.from_pydict({}))) == []
+
+
 def test_a_refitted_copy_continues_exactly(store_factory):
     """The page's copies of a pruned search reuse spare engines (serve/fork.py, refit):
     only the blocks either engine rescored and the labels either was told are copied,
