@@ -468,7 +468,8 @@ def test_ingest_keeps_source_records_aligned_with_x(tmp_path):
 def test_records_are_the_rows_as_json_dumps_writes_them():
     """The records of a block made by pyarrow's kernels (ingest/records.py) read back as
     json.dumps of each row read back: every type, nulls, non-finite floats as strings,
-    whole floats still floats, strings that need escaping, a column of dates."""
+    whole floats still floats, strings with quotes and backslashes (SMILES), strings with
+    control characters, a column of dates."""
     import datetime
     import json
     import math
@@ -486,6 +487,7 @@ def test_records_are_the_rows_as_json_dumps_writes_them():
         "name": pa.array(["Oslo", 'say "hi"', "back\\slash", "two\nlines", "tab\t", "\u00e9t\u00e9", None,
                           "", "\x01", "plain"]),
         "plain": pa.array(["a", "b", None, "d", "e", "f", "g", "h", "i", "j"], pa.large_string()),  # Parquet's
+        "smiles": pa.array(["C/C=C\\C", 'a "b"', "\\\"", "F/C=C/F", None, "", "\u00e9", "x", "y", "z"]),
         "day": pa.array([datetime.date(2020, 1, d) for d in range(1, 11)]),
     }
     batch = pa.RecordBatch.from_pydict(columns)
