@@ -281,3 +281,29 @@ def test_blocks_across_chunk_boundaries_are_written_in_order(tmp_path, kind, enc
     with open_store(path) as store:
         np.testing.assert_array_equal(store.read_rows(np.arange(store.n)), X)
         np.testing.assert_array_equal(store.labels(), np.arange(len(X)) % 2)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_arrays_of_one_entry_per_row_are_what_was_appended(tmp_path, kind):
+    """add_rows_array's arrays (the records, the pixels) hold what was appended, in order,
+    whatever the pieces' sizes against the chunk (they are written a whole chunk at a time,
+    the rest at close)."""
+    from bigsearch.storage.writer import StoreWriter
+
+    sizes = [3, 37, 1, 24, 0, 9, 26]  # chunk 16: pieces inside, across and over chunk boundaries
+    texts = np.array([f'{{"row": {i}}}' for i in range(sum(sizes))], dtype=object)
+    pixels = np.arange(sum(sizes) * 2, dtype=np.uint8).reshape(-1, 2)
+    path = tmp_path / f"s.{'h5' if kind == 'hdf5' else 'zarr'}"
+    with StoreWriter(path, 2, kind=kind) as w:
+        records, image = w.add_rows_array("records", (), str, 16), w.add_rows_array("pixels", (2,), np.uint8, 16)
+        a = 0
+        for size in sizes:
+            if size:
+                w.append(np.ones((size, 2)), None, None)
+            records.append(texts[a : a + size])
+            image.append(pixels[a : a + size])
+            a += size
+    with open_store(path) as s:
+        got = [t.decode() if isinstance(t, bytes) else str(t) for t in s.read_per_row("records")]
+        assert got == list(texts)
+        assert np.array_equal(s.read_per_row("pixels"), pixels)

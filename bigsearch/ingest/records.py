@@ -16,6 +16,8 @@ kept are exactly the rows written to X (after --prevalence subsampling).
 
 import json
 import math
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -23,6 +25,7 @@ from ..storage.format import DISPLAY_ATTR, PIXELS_NAME, RECORDS_NAME
 
 RECORD_FORMATS = ("csv", "tsv", "parquet", "libsvm")
 ROWS_PER_CHUNK_BYTES = 4 << 20
+RECORD_BLOCKS_AHEAD = 2     # blocks whose records may still be in the making: bounded memory
 
 
 def display_keeper(readers, writer):
@@ -58,23 +61,40 @@ class ImageKeeper:
 
 
 class FieldsKeeper:
+    """The records of a CSV / TSV / Parquet / LIBSVM input. A block's JSON is made on a
+    thread of its own (pyarrow's kernels release Python's lock) while the pass goes on with
+    the next blocks; the blocks are written in order, at most RECORD_BLOCKS_AHEAD behind."""
+
     def __init__(self, writer, names):
         self.names = names
         self.array = writer.add_rows_array(RECORDS_NAME, (), str, 4096)
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="records")
+        self._made = deque()
 
     def append(self, step, keep=None):
-        if step.table is not None:
-            texts = table_json(step.table)
-        else:
-            texts = np.array([json.dumps(r, allow_nan=False, default=str) for r in _records(step, self.names)],
-                             dtype=object)
-        if keep is not None:
-            texts = texts[np.asarray(keep, bool)]
+        self._made.append(self._pool.submit(record_texts, step, self.names, keep))
+        while self._made and (self._made[0].done() or len(self._made) > RECORD_BLOCKS_AHEAD):
+            self._write(self._made.popleft().result())
+
+    def spec(self):
+        """The display spec, once every row is appended: the blocks still being made are written first."""
+        while self._made:
+            self._write(self._made.popleft().result())
+        self._pool.shutdown()
+        return {"kind": "fields", "array": RECORDS_NAME, "fields": self.names}
+
+    def _write(self, texts):
         if len(texts):
             self.array.append(texts)
 
-    def spec(self):
-        return {"kind": "fields", "array": RECORDS_NAME, "fields": self.names}
+
+def record_texts(step, names, keep=None):
+    """The JSON text of each row of a block kept (``keep``: a mask, or None for all)."""
+    if step.table is not None:
+        texts = table_json(step.table)
+    else:
+        texts = np.array([json.dumps(r, allow_nan=False, default=str) for r in _records(step, names)], dtype=object)
+    return texts if keep is None else texts[np.asarray(keep, bool)]
 
 
 def table_json(table):

@@ -82,6 +82,7 @@ class StoreWriter:
         self.n = 0                 # rows written to disk
         self.rows_appended = 0     # rows given to append (some may still be pending)
         self._pending = []
+        self._rows_arrays = []         # add_rows_array's, flushed at close
         self._buffers = [None, None]   # where _flush joins pending blocks, in turn (reused)
         self._behind = None            # the thread syncing written chunks to disk (_sync_behind)
         self._synced, self._synced_files = None, set()   # its last sync, and the files it synced
@@ -193,7 +194,9 @@ class StoreWriter:
     def add_rows_array(self, name, tail_shape, dtype, chunk_rows):
         """Another array with one entry per row of X (``str`` for strings), filled by
         its own ``append`` in row order; published with the store (ingest/records.py)."""
-        return _RowsArray(self._backend.create_rows(name, tuple(tail_shape), dtype, int(chunk_rows)))
+        rows = _RowsArray(self._backend.create_rows(name, tuple(tail_shape), dtype, int(chunk_rows)), int(chunk_rows))
+        self._rows_arrays.append(rows)
+        return rows
 
     before_publish = None   # callable(temporary path): runs on the complete store before it is published
 
@@ -201,6 +204,8 @@ class StoreWriter:
         """Write what is pending and publish the finished store at ``path``."""
         try:
             self._flush(final=True)
+            for rows in self._rows_arrays:
+                rows.flush()
             self._stop_sync_behind()
             if self.n == 0:
                 self.abort()
@@ -277,13 +282,30 @@ def write_failure(path, tmp, error):
 
 
 class _RowsArray:
-    def __init__(self, array):
-        self.array, self.n = array, 0
+    """An array of one entry per row of X, appended in row order and written a whole chunk
+    at a time (the rest at close): a write ending inside a chunk has the next one read it
+    back, decode and re-encode it (the records' JSON: zstd and VLenUTF8 twice a block)."""
+
+    def __init__(self, array, chunk_rows):
+        self.array, self.chunk_rows, self.n = array, chunk_rows, 0
+        self._pending, self._held = [], 0
 
     def append(self, values):
-        stop = self.n + len(values)
+        self._pending.append(values)
+        self._held += len(values)
+        if self._held >= self.chunk_rows:
+            self._write(self._held // self.chunk_rows * self.chunk_rows)
+
+    def flush(self):
+        if self._held:
+            self._write(self._held)
+
+    def _write(self, rows):
+        values = self._pending[0] if len(self._pending) == 1 else np.concatenate(self._pending)
+        self._pending, self._held = ([values[rows:]] if rows < len(values) else []), len(values) - rows
+        stop = self.n + rows
         self.array.resize((stop, *self.array.shape[1:]))
-        self.array[self.n:stop] = values
+        self.array[self.n:stop] = values[:rows]
         self.n = stop
 
 
