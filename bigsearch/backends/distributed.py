@@ -102,9 +102,12 @@ def connect(scheduler=None, local_workers=None, persist=False, security=None):
     with contextlib.ExitStack() as stack:
         if local_workers:
             threads = max(1, (os.cpu_count() or 1) // local_workers)
+            # CRITICAL: the workers write to our stderr, and at ERROR they log what we report
+            # anyway (a task's error) or a race of the shutdown (a heartbeat to the scheduler
+            # just closed), each with a traceback
             cluster = stack.enter_context(LocalCluster(
                 n_workers=local_workers, threads_per_worker=threads, processes=True, host="127.0.0.1",
-                dashboard_address=None, silence_logs=logging.ERROR,
+                dashboard_address=None, silence_logs=logging.CRITICAL,
                 security=security or Security.temporary()))
             client = stack.enter_context(Client(cluster, direct_to_workers=True))
         else:
