@@ -73,19 +73,20 @@ class FieldsKeeper:
 
     def append(self, step, keep=None):
         self._made.append(self._pool.submit(record_texts, step, self.names, keep))
-        while self._made and (self._made[0].done() or len(self._made) > RECORD_BLOCKS_AHEAD):
-            self._write(self._made.popleft().result())
+        self._write_made(RECORD_BLOCKS_AHEAD)
 
     def spec(self):
         """The display spec, once every row is appended: the blocks still being made are written first."""
-        while self._made:
-            self._write(self._made.popleft().result())
+        self._write_made(0)
         self._pool.shutdown()
         return {"kind": "fields", "array": RECORDS_NAME, "fields": self.names}
 
-    def _write(self, texts):
-        if len(texts):
-            self.array.append(texts)
+    def _write_made(self, behind):
+        """Write the made blocks in order, waiting until at most ``behind`` are unwritten."""
+        while self._made and (self._made[0].done() or len(self._made) > behind):
+            texts = self._made.popleft().result()
+            if len(texts):
+                self.array.append(texts)
 
 
 def record_texts(step, names, keep=None):

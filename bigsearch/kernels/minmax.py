@@ -15,9 +15,9 @@ come as sparse (CSR) lists of (k, ln x_k), each logarithm taken once per row; a
 computed once per draw (fingerprint counts repeat: about 35 entries per distinct pair),
 with its t kept beside it, so that a row's winners are hashed in vectorized loops (no
 division per draw). A row's entries are compared four at a time per sweep of the lanes,
-so the best so far is stored once per four entries. Every arithmetic operation is the definition's, in the same order,
-so the buckets are bit-identical to the plain loop (tests/test_featurizers.py keeps that
-loop and the recipe's committed bytes).
+so the best so far is stored once per four entries. Every arithmetic operation is the
+definition's, in the same order, so the buckets are bit-identical to the plain loop
+(tests/test_featurizers.py keeps that loop and the recipe's committed bytes).
 """
 
 import numba
@@ -96,8 +96,6 @@ def cws_tiles(indptr, pair_of, pair_k, pair_log, tiles, salts, power, n_buckets,
     t_of = np.empty((len(pair_k), lanes))
     best = np.empty(lanes)
     best_p = np.empty(lanes, np.int64)
-    lane_of = np.empty(lanes, np.int64)
-    lane_salts = np.empty(lanes, np.uint64)
     won_k = np.empty(lanes, np.int64)
     won_t = np.empty(lanes)
     keyed = np.empty(lanes, np.uint64)
@@ -106,11 +104,8 @@ def cws_tiles(indptr, pair_of, pair_k, pair_log, tiles, salts, power, n_buckets,
         for p in range(len(pair_k)):
             k = pair_k[p]
             _candidates(pair_log[p], tiles[tile, k, 0], tiles[tile, k, 1], tiles[tile, k, 2], t_of[p], log_a[p])
+        tile_salts = salts[tile * lanes : tile * lanes + lanes]
         blocks = min(per_tile, n_blocks - tile * per_tile)
-        for p in range(power):  # the hash takes a tile's draws power index first: lanes q * power + p
-            for q in range(blocks):
-                lane_of[p * blocks + q] = q * power + p
-                lane_salts[p * blocks + q] = salts[tile * lanes + q * power + p]
         for i in range(len(indptr) - 1):
             if indptr[i] == indptr[i + 1]:
                 continue
@@ -123,7 +118,7 @@ def cws_tiles(indptr, pair_of, pair_k, pair_log, tiles, salts, power, n_buckets,
                 j += 4
             for j in range(j, end):
                 _keep_smaller(log_a[pair_of[j]], pair_of[j], best, best_p)
-            _key_winners(best_p, pair_k, t_of, lane_of[: blocks * power], lane_salts, won_k, won_t, keyed)
+            _key_winners(best_p, pair_k, t_of, tile_salts, blocks * power, won_k, won_t, keyed)
             _hash_blocks(keyed, tile * per_tile, blocks, power, n_buckets, hashes, out[i])
 
 
@@ -138,29 +133,27 @@ def _candidates(log_x, gamma_r, beta, log_c, t_out, out):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _key_winners(best_p, pair_k, t_of, lane_of, salts, won_k, won_t, out):
-    """The winning (k, t) of lanes ``lane_of`` (the others pad the last tile), salted
-    (``salts``, in the order of ``lane_of``) and mixed: out[j], the term lane lane_of[j]
-    adds to its block's hash. The winners are gathered first, so that the mixing loop
-    vectorizes."""
-    for j in range(len(lane_of)):
-        s = lane_of[j]
+def _key_winners(best_p, pair_k, t_of, salts, n_lanes, won_k, won_t, out):
+    """The winning (k, t) of the first ``n_lanes`` lanes (the others pad the last tile),
+    salted and mixed: the term each draw adds to its block's hash. The winners are
+    gathered first, so that the mixing loop vectorizes."""
+    for s in range(n_lanes):
         w = best_p[s]
-        won_k[j] = pair_k[w]
-        won_t[j] = t_of[w, s]
-    for j in range(len(lane_of)):
-        out[j] = salts[j] ^ (np.uint64(won_k[j]) * GOLDEN) ^ mix(np.uint64(np.int64(won_t[j]) + (1 << 40)))
+        won_k[s] = pair_k[w]
+        won_t[s] = t_of[w, s]
+    for s in range(n_lanes):
+        out[s] = salts[s] ^ (np.uint64(won_k[s]) * GOLDEN) ^ mix(np.uint64(np.int64(won_t[s]) + (1 << 40)))
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _hash_blocks(keyed, first_block, blocks, power, n_buckets, hashes, out):
-    """out[first_block + q] = the bucket of block q's ``power`` draws (``keyed[p * blocks
-    + q]`` for p < power: contiguous in q, so that the loop vectorizes); ``hashes`` is scratch."""
+    """out[first_block + q] = the bucket of block q's ``power`` draws (lanes q * power + p
+    of ``keyed``); ``hashes`` is scratch."""
     for q in range(blocks):
         hashes[q] = np.uint64(first_block + q) * GOLDEN
     for p in range(power):
         for q in range(blocks):
-            hashes[q] = mix(hashes[q] ^ keyed[p * blocks + q])
+            hashes[q] = mix(hashes[q] ^ keyed[q * power + p])
     if n_buckets & (n_buckets - 1) == 0:  # a power of two: the same remainder, vectorized
         mask = np.uint64(n_buckets - 1)
         for q in range(blocks):

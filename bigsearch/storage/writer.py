@@ -288,21 +288,22 @@ class _RowsArray:
 
     def __init__(self, array, chunk_rows):
         self.array, self.chunk_rows, self.n = array, chunk_rows, 0
-        self._pending, self._held = [], 0
+        self._pending = []
 
     def append(self, values):
         self._pending.append(values)
-        self._held += len(values)
-        if self._held >= self.chunk_rows:
-            self._write(self._held // self.chunk_rows * self.chunk_rows)
+        held = sum(len(v) for v in self._pending)
+        if held >= self.chunk_rows:
+            self._write(held // self.chunk_rows * self.chunk_rows)
 
     def flush(self):
-        if self._held:
-            self._write(self._held)
+        held = sum(len(v) for v in self._pending)
+        if held:
+            self._write(held)
 
     def _write(self, rows):
         values = self._pending[0] if len(self._pending) == 1 else np.concatenate(self._pending)
-        self._pending, self._held = ([values[rows:]] if rows < len(values) else []), len(values) - rows
+        self._pending = [values[rows:]] if rows < len(values) else []
         stop = self.n + rows
         self.array.resize((stop, *self.array.shape[1:]))
         self.array[self.n:stop] = values[:rows]
