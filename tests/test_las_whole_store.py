@@ -5,12 +5,11 @@ threads; and the chunk-by-chunk path is no longer what a held store's iteration 
 
 import numpy as np
 import pytest
-from numba.typed import List
 
 import bigsearch
 from bigsearch.backends.local import LocalBackend
 from bigsearch.engine.core.steps import LAS_UPDATE, ItemPlan, work_items
-from bigsearch.kernels.common import pad3
+from bigsearch.kernels.common import addresses_of, pad3
 from bigsearch.kernels.las import ITEM_ROWS, chunk_partials, items_partials, new_items, update_items, update_scores
 from bigsearch.synthetic import clustered_points
 
@@ -117,9 +116,10 @@ def test_update_items_equals_update_scores_per_chunk_with_ties():
     lengths = np.diff(cuts)
     items = work_items(lengths)
     sums, vals, idx = new_items(len(items))
-    chunks = List([X[a:b] for a, b in zip(cuts[:-1], cuts[1:])])
+    chunks = [X[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
     update_items(
-        chunks,
+        chunks[0],
+        addresses_of(chunks),
         np.array(cuts),
         items,
         np.zeros(1, np.int64),

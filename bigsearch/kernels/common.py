@@ -93,6 +93,32 @@ def take_ticket(typingctx, counter):
     return types.int64(counter), codegen
 
 
+@intrinsic
+def _pointer(typingctx, address, like):
+    """``address`` (an integer) as a pointer to values of ``like``'s type."""
+    if not (isinstance(address, types.Integer) and isinstance(like, types.Array)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+    return types.CPointer(like.dtype)(address, like), codegen
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def chunk_at(addresses, starts, j, like):
+    """Chunk j of a store passed by address: the C-ordered (starts[j+1] - starts[j], r)
+    rows at addresses[j], of ``like``'s type and width. Chunks go to a kernel as their
+    addresses (``addresses_of``), not as a numba typed List, whose own methods numba
+    compiles anew in every process (0.4 s of every command's first pass); whoever passes
+    the addresses keeps the arrays alive."""
+    return numba.carray(_pointer(addresses[j], like), (starts[j + 1] - starts[j], like.shape[1]))
+
+
+def addresses_of(chunks):
+    """The data addresses of C-contiguous arrays, for ``chunk_at``."""
+    return np.array([x.__array_interface__["data"][0] for x in chunks], np.int64)
+
+
 # Kernel shapes (benchmarks/encodings.py --only widths measures all three on the machine):
 # one row and three columns per loop streams float rows of r <= 1,024 about 2x faster
 # than two rows on AMD EPYC hosts, two rows were faster on the Intel hosts of

@@ -33,6 +33,7 @@ from .common import (
     ROW_BLOCK,
     TOP_K,
     candidate_partials,
+    chunk_at,
     first_columns,
     new_top,
     pad3,
@@ -115,18 +116,20 @@ def update_scores(x, V, c, offset, label, deg, J, f, im, eta, w0, pi, t_prev):
 
 
 @numba.njit(nogil=True, cache=True)
-def update_items(xs, starts, items, counter, V, nv, c, label, deg, J, f, im, eta, w0, pi, t_prev, sums, vals, idx):
+def update_items(x0, addresses, starts, items, counter, V, nv, c, label, deg, J, f, im, eta, w0, pi, t_prev, sums,
+                 vals, idx):
     """``update_scores`` over many chunks at once, run by several threads together: each
     takes the next work item (``counter``, shared) until none is left, so every thread is
     busy to the end of the pass whatever the chunks' sizes.
 
-    xs: the chunks (a typed list of arrays); starts: (n_chunks + 1,) each chunk's first
-    global row, then n; items: (n_items, 3) chunk, first and end row in it (ITEM_ROWS
+    x0: the first chunk; addresses: every chunk's, of x0's type and width (``chunk_at``;
+    the caller keeps them alive); starts: (n_chunks + 1,) each chunk's first global row,
+    then n; items: (n_items, 3) chunk, first and end row in it (ITEM_ROWS
     apart from the chunk's first row, as in ``update_scores``); V padded (``pad3``), nv its
     rows before padding; label .. im: whole per-point arrays. Item k's partials go to
     sums[k], vals[k], idx[k] (``new_items``); ``chunk_partials`` then makes each chunk's.
     """
-    T = dots_setup(xs[0], V)
+    T = dots_setup(x0, V)
     P, Q = block_buffers(V.shape[0])
     while True:
         k = take_ticket(counter)
@@ -134,7 +137,8 @@ def update_items(xs, starts, items, counter, V, nv, c, label, deg, J, f, im, eta
             return
         j, a, b = items[k, 0], items[k, 1], items[k, 2]
         s, e = starts[j], starts[j + 1]
-        sums[k] = update_rows(xs[j], a, b, V, nv, T, c, label[s:e], deg[s:e], J[s:e], f[s:e], im[s:e], eta, w0, pi,
+        x = chunk_at(addresses, starts, j, x0)
+        sums[k] = update_rows(x, a, b, V, nv, T, c, label[s:e], deg[s:e], J[s:e], f[s:e], im[s:e], eta, w0, pi,
                               t_prev, vals[k], idx[k], P, Q)
 
 

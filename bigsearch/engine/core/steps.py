@@ -17,10 +17,9 @@ through K^-1's Cholesky factor (``QuadraticForm``); everything per iteration is 
 from typing import NamedTuple
 
 import numpy as np
-from numba.typed import List
 
 from ...backends import ChunkStep
-from ...kernels.common import add_row_squares, column_sums, pad3, scaled_rows, top_unlabeled
+from ...kernels.common import add_row_squares, addresses_of, column_sums, pad3, scaled_rows, top_unlabeled
 from ...kernels.encoded import binary_gram, binary_products, binary_quadratic
 from ...kernels.las import ITEM_ROWS, degrees, items_partials, new_items, point_weights, update_items, update_scores
 from ...kernels.wnas import add_similarities
@@ -246,17 +245,19 @@ def las_update_over_store(chunks, arrays, on_threads, V, c, label_idx, label_val
     arrays["label"][label_idx] = label_val
     sums, vals, idx = new_items(len(plan.items))
     label, deg, J, f, im = (arrays[name] for name in ("label", "deg", "J", "f", "im"))
-    args = (plan.chunks, plan.starts, plan.items, np.zeros(1, np.int64), pad3(V), len(V), c, label, deg, J, f, im,
-            eta, w0, pi, t_prev, sums, vals, idx)
+    args = (plan.chunks[0], plan.addresses, plan.starts, plan.items, np.zeros(1, np.int64), pad3(V), len(V), c,
+            label, deg, J, f, im, eta, w0, pi, t_prev, sums, vals, idx)
     on_threads(lambda: update_items(*args))
     return [ChunkPartials(*p) for p in zip(*items_partials(sums, vals, idx, plan.first, plan.starts, f, im))]
 
 
 class ItemPlan(NamedTuple):
-    """How ``update_items`` shares a store's chunks out: the chunks as a typed list, each
-    chunk's first global row (then n), the work items (``work_items``) and each chunk's
-    first item (then their count)."""
-    chunks: List
+    """How ``update_items`` shares a store's chunks out: the chunks (kept alive here for
+    the kernel, which reads them by address), their addresses, each chunk's first global
+    row (then n), the work items (``work_items``) and each chunk's first item (then their
+    count)."""
+    chunks: list
+    addresses: np.ndarray
     starts: np.ndarray
     items: np.ndarray
     first: np.ndarray
@@ -269,7 +270,7 @@ class ItemPlan(NamedTuple):
         lengths = np.array([len(x) for x in chunks], np.int64)
         items = work_items(lengths)
         first = np.searchsorted(items[:, 0], np.arange(len(chunks) + 1))
-        return cls(List(chunks), np.concatenate([[0], np.cumsum(lengths)]), items, first)
+        return cls(list(chunks), addresses_of(chunks), np.concatenate([[0], np.cumsum(lengths)]), items, first)
 
 
 def work_items(lengths):
