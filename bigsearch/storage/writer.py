@@ -292,14 +292,16 @@ class _RowsArray:
 
     def append(self, values):
         self._pending.append(values)
-        held = sum(len(v) for v in self._pending)
-        if held >= self.chunk_rows:
-            self._write(held // self.chunk_rows * self.chunk_rows)
+        if self._held() >= self.chunk_rows:
+            self._write(self._held() // self.chunk_rows * self.chunk_rows)
 
     def flush(self):
-        held = sum(len(v) for v in self._pending)
-        if held:
-            self._write(held)
+        if self._held():
+            self._write(self._held())
+
+    def _held(self):
+        """Rows appended and not yet written."""
+        return sum(len(v) for v in self._pending)
 
     def _write(self, rows):
         values = self._pending[0] if len(self._pending) == 1 else np.concatenate(self._pending)
