@@ -331,6 +331,45 @@ def test_refits_are_recorded_and_follow_the_schedule(store_factory):
     assert rel_err(search.f, mu) < RTOL and rel_err(search.variance, v) < RTOL
 
 
+@pytest.mark.parametrize("m", [1, 5, 39, 40, 64])
+def test_ridge_inverse_on_either_side_of_r(m):
+    """(lam I + R^T R)^-1 by Woodbury (fewer rows than r = 40 features) or by the inverse:
+    the closed form's, exactly symmetric."""
+    from bigsearch.engine.core.rank_updates import ridge_inverse
+
+    rows = np.random.default_rng(m).normal(size=(m, 40)) * 3.0
+    got = ridge_inverse(0.7, rows)
+    expected = np.linalg.solve(0.7 * np.eye(40) + rows.T @ rows, np.eye(40))
+    assert np.array_equal(got, got.T)
+    assert np.abs(got - expected).max() < 1e-12 * np.abs(expected).max()
+
+
+def test_refits_with_fewer_labels_than_features(store_factory):
+    """Every refit with fewer labels than features (A^-1 by Woodbury, A made only when
+    read): mu, v and the queries of the reference at the fitted lam and noise."""
+    X, y = data(n=150, r=40, seed=31)
+    path = store_factory(X, y, "zarr", "float64", 37)
+    Xs = stored_X(path)
+    search = bigsearch.BLR(path, refit_share=0.2)
+    idx = list(np.flatnonzero(y)[:3]) + list(np.flatnonzero(y == 0)[:3])
+    search.tell(idx, y[idx].tolist())
+    for _ in range(24):
+        lam, noise = search.lam, search.noise
+        i = search.ask()
+        if search.refits and search.refits[-1]["labels"] == len(idx):
+            lam, noise = search.lam, search.noise  # refitted at this query
+        mu, _ = dense_posterior(Xs, idx, y[idx], lam, noise)
+        assert i == dense_choice(mu, np.isin(np.arange(len(y)), idx))
+        search.tell(i, int(y[i]))
+        idx.append(i)
+    search.sync()
+    assert len(search.refits) >= 4 and all(fit["labels"] < 40 for fit in search.refits)
+    mu, v = dense_posterior(Xs, idx, y[idx], search.lam, search.noise)
+    assert rel_err(search.f, mu) < RTOL and rel_err(search.variance, v) < RTOL
+    A = search._A.value()
+    assert np.abs(A @ search.Ainv - np.eye(40)).max() < 1e-10
+
+
 @pytest.mark.parametrize("encoding", ["float16", "int8", "binary"])
 @pytest.mark.parametrize("acquisition,beta", [("greedy", 0.0), ("ucb", 1.0)])
 def test_encoded_stores(tmp_path, encoding, acquisition, beta):

@@ -46,7 +46,7 @@ from ...kernels.blr import blr_scores, sample_tops
 from ...storage.encoding import decode
 from ..core.base import PointArray, PrunableSearch, StoreLike
 from ..core.params import BLROptions, BLRParams, PruneOptions
-from ..core.rank_updates import DeferredK, LowRankInverse, batch_update
+from ..core.rank_updates import DeferredK, LowRankInverse, batch_update, ridge_inverse
 from ..core.select import ChunkPartials, best_ranked
 from ..core.steps import COLSUM, FUSED_LABELS, QuadraticForm, decoded_blocks, lower_quadratic_form, quadratic_forms
 from ..pruning.blr import BLRPruning
@@ -178,7 +178,7 @@ class BLR(PrunableSearch):
         self._in_A: set[int] = set()  # the rows in A: the labeled ones, and a UCB batch's chosen ones
         self.xA = np.zeros(r)  # their sum
         self.d = np.zeros(r)  # the current Thompson draw minus w (zeros otherwise)
-        self._set_inverse(np.eye(r) / self.lam, DeferredK(np.eye(r) * self.lam))
+        self._set_inverse(np.eye(r) / self.lam, DeferredK(_scaled_identity(self.lam, r)))
         self._rng = np.random.default_rng(params.seed)
         self._J_stale = False  # J lags behind A: recomputed when read
         self._labels_at_refit = 0
@@ -408,16 +408,14 @@ class BLR(PrunableSearch):
         return True
 
     def _rebuild_A(self, XL: np.ndarray | None = None) -> None:
-        """A = lam I + X_c^T X_c / noise and its inverse, from the labeled rows."""
+        """A = lam I + X_c^T X_c / noise and its inverse, from the labeled rows (A itself
+        is made only when read: the drift check, Thompson draws, saved state)."""
         idx = np.flatnonzero(self._label >= 0)
         XL = decode(self.store.read_stored_rows(idx)) if XL is None else XL
         Xc = XL - XL.mean(axis=0) if len(XL) else XL
-        A = self.lam * np.eye(self.store.r) + (Xc.T @ Xc) / self.noise
-        try:
-            Ainv = np.linalg.inv(A)
-        except np.linalg.LinAlgError as e:
-            raise NumericalError(f"A = lam I + X_c^T X_c / noise is singular ({e})") from e
-        self._set_inverse((Ainv + Ainv.T) / 2, DeferredK(A))
+        A = DeferredK(_scaled_identity(self.lam, self.store.r))
+        A.add(Xc, np.full(len(Xc), 1.0 / self.noise))
+        self._set_inverse(ridge_inverse(self.lam, Xc / np.sqrt(self.noise)), A)
         self._in_A = {int(i) for i in idx}
         self.xA = XL.sum(axis=0) if len(XL) else np.zeros(self.store.r)
 
@@ -552,3 +550,8 @@ class BLR(PrunableSearch):
         self._rng.bit_generator.state = meta["rng"]
         self._rescore("keep")
         self._J_stale = bool(meta["J_stale"])
+
+
+def _scaled_identity(lam: float, r: int):
+    """lam I (r x r), made when called (DeferredK)."""
+    return lambda: np.eye(r) * lam
