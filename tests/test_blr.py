@@ -370,18 +370,19 @@ def test_refits_with_fewer_labels_than_features(store_factory):
     assert np.abs(A @ search.Ainv - np.eye(40)).max() < 1e-10
 
 
-@pytest.mark.parametrize("encoding", ["float16", "int8", "binary"])
+@pytest.mark.parametrize("encoding", ["float16", "int8", "binary", "sparse-bits"])
 @pytest.mark.parametrize("acquisition,beta", [("greedy", 0.0), ("ucb", 1.0)])
 def test_encoded_stores(tmp_path, encoding, acquisition, beta):
-    """float16 and int8 codes, and packed bits (the sparse kernels): the same mu, v and
-    queries as the reference on the decoded X."""
+    """float16 and int8 codes, and packed bits (a fifth of them set: BLAS on decoded rows;
+    3%: the sparse kernels): the same mu, v and queries as the reference on the decoded X."""
     rng = np.random.default_rng(21)
-    bits = rng.random((90, 24)) < 0.2
-    y = (bits[:, :4].sum(axis=1) >= 2).astype(np.int8)
+    sparse = encoding == "sparse-bits"
+    bits = rng.random((90, 96 if sparse else 24)) < (0.03 if sparse else 0.2)
+    y = (bits[:, :4].sum(axis=1) >= (1 if sparse else 2)).astype(np.int8)
     scale = rng.uniform(0.5, 1.5, size=(90, 1))  # bits with a scale per row: no two scores tie
-    X = (bits * scale if encoding == "binary" else rng.normal(size=(90, 24))).astype(np.float32)
+    X = (bits * scale if encoding in ("binary", "sparse-bits") else rng.normal(size=(90, 24))).astype(np.float32)
     path = tmp_path / f"s-{encoding}.zarr"
-    bigsearch.create_store(path, X, y, encoding=encoding, chunk_rows=13)
+    bigsearch.create_store(path, X, y, encoding="binary" if sparse else encoding, chunk_rows=13)
     Xs = stored_X(path)
     init = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])]
     expected = dense_run(Xs, y, init, 12, 1.5, 0.5, beta)

@@ -22,29 +22,47 @@ ENCODINGS = ["float16", "int8", "binary"]
 RTOL = 1e-9
 
 
-def binary_data(n=80, r=21, seed=5):
+def binary_data(n=80, r=21, seed=5, density=0.15):
     """0/1 rows times 1/sqrt(bits set): positives share a block of bits; every row has
     its first bit set (a bias), so every degree is positive."""
     rng = np.random.default_rng(seed)
     y = (rng.random(n) < 0.2).astype(np.int8)
-    bits = rng.random((n, r)) < 0.15
+    bits = rng.random((n, r)) < density
     bits[y == 1, 1:6] |= rng.random(((y == 1).sum(), 5)) < 0.8
     bits[:, 0] = True
     X = bits / np.sqrt(bits.sum(axis=1, keepdims=True))
     return X.astype(np.float32), y
 
 
+# The engine's cases: "sparse-bits" is a binary store with few bits set, which the sparse
+# kernels of kernels/encoded.py take (steps.sparse_bits); "binary" has a quarter of its
+# bits set, which BLAS takes on decoded rows.
+ENGINE_CASES = [*ENCODINGS, "sparse-bits"]
+
+
 @pytest.fixture(scope="module")
 def datasets(small_data):
-    return {"float16": small_data, "int8": small_data, "binary": binary_data()}
+    return {"float16": small_data, "int8": small_data, "binary": binary_data(),
+            "sparse-bits": binary_data(r=96, density=0.02)}
 
 
 def make(tmp_path, data, encoding, kind="zarr", chunk_rows=7, name="s"):
     X, y = data
     stem = f"{name}-{encoding}-{chunk_rows}"
     path = store_path(tmp_path, stem, kind)
+    encoding = "binary" if encoding == "sparse-bits" else encoding
     bigsearch.create_store(path, X, y, encoding=encoding, chunk_rows=chunk_rows, kind=kind)
     return path
+
+
+def test_the_binary_cases_take_both_kinds_of_kernel(datasets):
+    from bigsearch.engine.core.steps import SPARSE_BITS
+
+    def share_set(case):
+        X = datasets[case][0]
+        return np.count_nonzero(X) / X.size
+
+    assert share_set("sparse-bits") <= SPARSE_BITS < share_set("binary")
 
 
 def decoded(path):
@@ -226,7 +244,7 @@ def test_code_kernels_match_decoded_products_wherever_a_row_sits(encoding, r):
 
 
 # -- the engine against the dense reference on decoded values --------------------------
-GRID = list(itertools.product(KINDS, ENCODINGS, chunkings(80)))
+GRID = list(itertools.product(KINDS, ENGINE_CASES, chunkings(80)))
 
 
 @pytest.mark.parametrize("kind,encoding,chunk_rows", GRID)
@@ -269,7 +287,7 @@ def test_query_sequences_match_dense(tmp_path, datasets, kind, encoding, chunk_r
         labels[i] = y[i]
 
 
-@pytest.mark.parametrize("encoding", ["float32", "float64", *ENCODINGS])
+@pytest.mark.parametrize("encoding", ["float32", "float64", *ENGINE_CASES])
 @pytest.mark.parametrize("batch_size", [5, 30])
 def test_batch_of_labels_matches_brute_force(tmp_path, datasets, encoding, batch_size):
     """Labels told together (5: the fused kernel; 30: BLAS products and the blocked
@@ -291,7 +309,7 @@ def test_batch_of_labels_matches_brute_force(tmp_path, datasets, encoding, batch
         np.testing.assert_allclose(wnas.f, dense_wnas(Xd, labels), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("encoding", ["float32", "binary"])
+@pytest.mark.parametrize("encoding", ["float32", "binary", "sparse-bits"])
 def test_batch_at_alpha_zero_defers_J(tmp_path, datasets, encoding):
     """At alpha = 0 a batch's pass updates f only: the queries are the dense reference's,
     J and the impact factor are exact when read, and saved state restores them."""
@@ -319,7 +337,7 @@ def test_batch_at_alpha_zero_defers_J(tmp_path, datasets, encoding):
 
 
 # -- the distributed backend -------------------------------------------------------------
-@pytest.mark.parametrize("kind,encoding", list(itertools.product(KINDS, ENCODINGS)))
+@pytest.mark.parametrize("kind,encoding", list(itertools.product(KINDS, ENGINE_CASES)))
 def test_distributed_backend_matches_dense(tmp_path, datasets, client, kind, encoding):
     _, y = datasets[encoding]
     path = make(tmp_path, datasets[encoding], encoding, kind, 9)

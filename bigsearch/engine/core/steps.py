@@ -88,7 +88,7 @@ def _form_width(r):
 
 def quadratic_forms(x, form, out):
     """out_i = x_i^T A x_i over a chunk (``form``: a QuadraticForm of A), in float64."""
-    if packed_bits(x):
+    if sparse_bits(x):
         binary_quadratic(x.codes, x.scale, x.n_features, form.A, out)
         return
     if form.L is None:
@@ -110,16 +110,31 @@ def quadratic_forms(x, form, out):
 
 
 def packed_bits(x):
-    """Whether a chunk is packed bits (kernels/encoded.py's sparse kernels apply)."""
+    """Whether a chunk is packed bits."""
     return isinstance(x, Encoded) and x.codes.dtype == np.uint8
+
+
+def sparse_bits(x):
+    """Whether a chunk is packed bits sparse enough for kernels/encoded.py's sparse kernels:
+    a row of k set bits costs them k^2 scattered operations (k B for products) against r^2 / 2
+    at BLAS speed on decoded rows, so they win up to about SPARSE_BITS of r set on average
+    (at r = 2,048 the Gram at 2% of bits set 0.03 s sparse, 0.24 s BLAS; at 10% 0.49 s and
+    0.11 s; at 50%, a MinMax map's one-hot rows, 2.5 s and 0.11 s)."""
+    if not packed_bits(x):
+        return False
+    return int(_SET_BITS[x.codes].sum(dtype=np.int64)) <= SPARSE_BITS * n_features(x) * n_rows(x)
+
+
+SPARSE_BITS = 1 / 16
+_SET_BITS = np.array([bin(b).count("1") for b in range(256)], np.uint8)  # per byte value
 
 
 def _products(x, Gt):
     """(first row, block of x_i . Gt[:, b] for its rows) over a chunk: BLAS on decoded
-    rows, or for packed bits the sparse sums of kernels/encoded.py."""
+    rows, or for sparse packed bits the sums of kernels/encoded.py."""
     B = Gt.shape[1]
     rows = max(16, min(BLAS_ROWS, BLAS_BLOCK_BYTES // (8 * max(B, n_features(x)))))
-    sparse = packed_bits(x)
+    sparse = sparse_bits(x)
     for a in range(0, n_rows(x), rows):
         b = min(a + rows, n_rows(x))
         yield a, (binary_products(x.codes, x.scale, a, b, Gt) if sparse else decode(x, a, b) @ Gt)
@@ -157,7 +172,7 @@ def gram_step(x, state, s, label_idx, label_val, eta, w0, pi):
     state.apply_labels(label_idx, label_val)
     bad, first = degrees(x, s, state.deg)
     r = n_features(x)
-    if bad or packed_bits(x):
+    if bad or sparse_bits(x):
         G, xq, xz = np.zeros((r, r)), np.zeros(r), np.zeros(r)
         if bad:
             return GramPartials(bad, state.start + first, G, xq, xz)
