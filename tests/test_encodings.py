@@ -357,6 +357,13 @@ def test_ingest_encodings_round_trip_and_info(tmp_path, datasets):
     np.save(tmp_path / "bits.npy", bits)
     plain = run_cli("ingest", tmp_path / "bits.npy", tmp_path / "plain.zarr", "--normalize")
     assert plain.returncode == 0 and "--encoding binary would store 7 bytes per point instead of 84" in plain.stderr
+    share = np.count_nonzero(bits) / bits.size
+    dense = f"with the same results; with {share:.0%} of the bits set, a query of a store in memory is slower"
+    assert dense in plain.stderr
+    sparse = (datasets["sparse-bits"][0] > 0).astype(np.float32)
+    np.save(tmp_path / "sparse.npy", sparse)
+    hint = run_cli("ingest", tmp_path / "sparse.npy", tmp_path / "sparse.zarr").stderr
+    assert "--encoding binary would store 16 bytes per point instead of 384, with the same results\n" in hint
     for encoding in ("binary", "int8", "float16"):
         out = tmp_path / f"bits-{encoding}.h5"
         done = run_cli("ingest", tmp_path / "bits.npy", out, "--normalize", "--encoding", encoding, "-q")

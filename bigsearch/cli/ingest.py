@@ -200,11 +200,14 @@ def ingest(paths, scheduler, cluster, quiet, **flags):
                    f"{input_rate(summary['input_bytes'], summary['seconds'])}", err=True)
         click.echo("per stage: " + "; ".join(_stage_text(name, s) for name, s in summary["stages"].items()), err=True)
         if summary["binary_possible"]:
-            from ..storage.encoding import bytes_per_point
-            r = summary["n_features"]
+            from ..storage.encoding import SPARSE_BITS, bytes_per_point
+            r, share = summary["n_features"], summary["bits_set"]
+            dense = (f"; with {share:.0%} of the bits set, a query of a store in memory is slower on bits "
+                     "(3x float32's on the MinMax recipe's 4,096 features: docs/performance.md)"
+                     if share > SPARSE_BITS else "")
             click.echo(f"every row is 0/1 times one number: --encoding binary would store "
                        f"{bytes_per_point('binary', r):,} bytes per point instead of "
-                       f"{bytes_per_point(summary['encoding'], r):,}, with the same results", err=True)
+                       f"{bytes_per_point(summary['encoding'], r):,}, with the same results{dense}", err=True)
         if summary["blocks_on_cluster"] or summary["blocks_redone_here"]:
             click.echo(f"blocks featurized on the cluster: {summary['blocks_on_cluster']}"
                        f" (redone here after a worker failed: {summary['blocks_redone_here']})", err=True)

@@ -134,6 +134,7 @@ def _ingest(sources, out, source, labels, features, output, progress, command, m
             "seconds": time.perf_counter() - t0, "input_bytes": sum(r.size for r in readers),
             "blocks_on_cluster": mapper.remote, "blocks_redone_here": mapper.redone,
             "binary_possible": writer.binary_possible and encoding in ("float32", "float64"),
+            "bits_set": writer.bits_set() if writer.binary_possible else None,
             "encoding": encoding, "stages": stages}
 
 

@@ -26,6 +26,9 @@ ENCODINGS = ("float32", "float64", "float16", "int8", "binary")
 ENCODING_ATTR = "bigsearch_encoding"      # {"name": ..., "n_features": r} on the group / file
 SCALE_NAME = "X_scale"
 SCALED = ("int8", "binary")               # encodings with a scale per row
+# Packed bits count as sparse up to this share of bits set: the engine's sparse kernels take
+# them (engine/core/steps.py), denser ones go to BLAS on decoded rows.
+SPARSE_BITS = 1 / 16
 INT8_MAX = 127
 FLOAT16_MAX = float(np.finfo(np.float16).max)
 
@@ -146,12 +149,24 @@ def _encode_int8(X, first_row):
 
 
 def binary_rows(X):
-    """Whether every row of X is 0/1 times one number (float32): --encoding binary fits.
-    Checked 1 MiB of rows at a time, so that the passes over them stay in the cache (twice
-    as fast on 4,096-wide rows as whole blocks), and stopping at the first block that fails."""
+    """Whether every row of X is 0/1 times one number (float32): --encoding binary fits."""
+    return binary_nonzeros(X) is not None
+
+
+def binary_nonzeros(X):
+    """The number of non-zero values of X when every row is 0/1 times one number (compared
+    as float32), else None. Checked 1 MiB of rows at a time, so that the passes over them
+    stay in the cache (twice as fast on 4,096-wide rows as whole blocks), and stopping at
+    the first block that fails."""
     X = np.asarray(X, dtype=np.float32)
     rows = max(1, (1 << 20) // max(1, X.shape[1] * X.itemsize))
-    return all(_binary_block(X[a:a + rows]) for a in range(0, len(X), rows))
+    total = 0
+    for a in range(0, len(X), rows):
+        count = _binary_block(X[a:a + rows])
+        if count is None:
+            return None
+        total += count
+    return total
 
 
 def _binary_block(X):
@@ -160,7 +175,8 @@ def _binary_block(X):
     first[first == 0] = np.nan       # an all-zero row: no value equals its "first"
     # Every value equal to its row's first non-zero one is non-zero, so the rows are 0/1
     # times one number when as many values equal it as are non-zero.
-    return int(np.count_nonzero(X == first[:, None])) == int(np.count_nonzero(nonzero))
+    count = int(np.count_nonzero(nonzero))
+    return count if int(np.count_nonzero(X == first[:, None])) == count else None
 
 
 def _encode_binary(X, first_row):

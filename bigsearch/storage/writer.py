@@ -29,7 +29,7 @@ from .atomic import (
     restore_interrupted_replace,
     temp_sibling,
 )
-from .encoding import SCALED, binary_rows, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
+from .encoding import SCALED, binary_nonzeros, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
 from .format import FEATURE_DTYPES, FORMAT_ATTR, check_labels, default_chunk_rows
 from .location import is_url, local_path
 from .registry import is_feature_store, store_format, store_kind_for
@@ -79,6 +79,7 @@ class StoreWriter:
         self.overwrite = overwrite
         target = self._prepare()
         self.binary_possible = True    # every row so far is 0/1 times one number (see encoding.py)
+        self.nonzeros = 0              # their non-zero values (while binary_possible)
         self.n = 0                 # rows written to disk
         self.rows_appended = 0     # rows given to append (some may still be pending)
         self._pending = []
@@ -121,7 +122,7 @@ class StoreWriter:
             y = check_labels(y, len(X), str(self.path))
         codes, scale = encode_rows(X, self.encoding, self.rows_appended)
         if self.binary_possible and self.encoding in ("float32", "float64"):
-            self.binary_possible = binary_rows(codes)   # float32 codes: checked without another copy
+            self._count_bits(codes)   # float32 codes: checked without another copy
         self._pending.append((codes, scale, y, ids))
         self.rows_appended += len(X)
         if sum(len(p[0]) for p in self._pending) >= self.chunk_rows:
@@ -139,10 +140,20 @@ class StoreWriter:
         if y is not None:
             y = check_labels(y, len(X), str(self.path))
         if self.binary_possible:
-            self.binary_possible = binary_rows(X)
+            self._count_bits(X)
         self._backend.write(int(start), X.astype(self.dtype, copy=False), None, y, ids)
         self.n = max(self.n, int(start) + len(X))
         self.rows_appended = self.n
+
+    def _count_bits(self, X):
+        count = binary_nonzeros(X)
+        self.binary_possible = count is not None
+        self.nonzeros += count or 0
+
+    def bits_set(self):
+        """The share of X's values that are non-zero, counted while every row was 0/1 times
+        one number (the share of bits a binary store would set)."""
+        return self.nonzeros / max(1, self.rows_appended * self.r)
 
     def _flush(self, final):
         if not self._pending:

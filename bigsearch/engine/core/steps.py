@@ -23,7 +23,7 @@ from ...kernels.common import add_row_squares, addresses_of, column_sums, pad3, 
 from ...kernels.encoded import binary_gram, binary_products, binary_quadratic
 from ...kernels.las import ITEM_ROWS, degrees, items_partials, new_items, point_weights, update_items, update_scores
 from ...kernels.wnas import add_similarities
-from ...storage.encoding import Encoded, decode, n_features, n_rows
+from ...storage.encoding import SPARSE_BITS, Encoded, decode, n_features, n_rows
 from .select import ChunkPartials, Ranked
 
 BLAS_ROWS = 4096         # rows converted to float64 at a time: bounded temporaries ...
@@ -125,7 +125,6 @@ def sparse_bits(x):
     return int(_SET_BITS[x.codes].sum(dtype=np.int64)) <= SPARSE_BITS * n_features(x) * n_rows(x)
 
 
-SPARSE_BITS = 1 / 16
 _SET_BITS = np.array([bin(b).count("1") for b in range(256)], np.uint8)  # per byte value
 
 
