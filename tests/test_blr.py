@@ -344,6 +344,35 @@ def test_ridge_inverse_on_either_side_of_r(m):
     assert np.abs(got - expected).max() < 1e-12 * np.abs(expected).max()
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_prefetched_products_are_the_same_bits(sparse):
+    """LowRankInverse.prefetch: base @ x for several blocks in one pass gives what
+    times_rows gives each alone, to the bit, with a low-rank correction in place; a fold
+    (the base changes) forgets them."""
+    from bigsearch.engine.core.rank_updates import LowRankInverse
+
+    rng = np.random.default_rng(7)
+    r = 64
+    M = rng.normal(size=(r, r))
+    base = M @ M.T / r + np.eye(r)
+    rows = rng.normal(size=(5, r)) * (rng.random((5, r)) < (0.1 if sparse else 1.0))
+    blocks = [rows[:2], rows[2:3], rows[3:4], rows[4:]]
+    alone, fetched = LowRankInverse(base.copy()), LowRankInverse(base.copy())
+    correction = rng.normal(size=(3, r)) * 1e-2
+    for inverse in (alone, fetched):
+        inverse.add(correction, np.full(3, 0.5))
+    fetched.prefetch(blocks)
+    assert len(fetched._fetched) == len(blocks)
+    for b in blocks:
+        assert np.array_equal(fetched.times_rows(b), alone.times_rows(b))
+    G = np.random.default_rng(8).normal(size=(fetched.fold_at, r)) * 1e-3
+    for inverse in (alone, fetched):
+        assert inverse.add(G, np.full(len(G), 0.5))  # folded into the base
+    assert not fetched._fetched
+    for b in blocks:
+        assert np.array_equal(fetched.times_rows(b), alone.times_rows(b))
+
+
 def test_refits_with_fewer_labels_than_features(store_factory):
     """Every refit with fewer labels than features (A^-1 by Woodbury, A made only when
     read): mu, v and the queries of the reference at the fitted lam and noise."""

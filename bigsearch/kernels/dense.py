@@ -53,11 +53,13 @@ def subtract_outer(A, G, c):
 def sparse_rows_times(R, A):
     """R @ A for rows R (B x r) with few nonzeros and A (r x r): each output row adds up
     the rows of A at its row's nonzeros, B * nnz * r multiply-adds instead of B * r^2
-    (with A symmetric, the g_b = A x_b of a batch of fingerprint labels)."""
+    (with A symmetric, the g_b = A x_b of a batch of fingerprint labels). A row of A is read
+    once for all the rows of R that use it; each output adds its terms in the order of j,
+    so a row's product is the same bits alone or with others."""
     B, r = R.shape
     out = np.zeros((B, A.shape[1]))
-    for b in range(B):
-        for j in range(r):
+    for j in range(r):
+        for b in range(B):
             v = R[b, j]
             if v != 0.0:
                 for k in range(A.shape[1]):

@@ -239,10 +239,17 @@ class BLR(PrunableSearch):
         return self.n_labeled  # every label told is in the history: no O(n) count per query
 
     def _weights(self) -> np.ndarray:
+        return self._inverse.times_rows(self._rhs())[0]
+
+    def _rhs(self) -> np.ndarray:
+        """X_c^T y / s2 = (X^T y - ybar X^T 1) / s2, as a row (1 x r)."""
         n = self._n_labels()
         ybar = self.sum_y / n if n else 0.0
-        rhs = (self.xy - ybar * self.x1) / self.noise  # X_c^T y = X^T y - ybar X^T 1
-        return self._inverse.times_rows(rhs[None, :])[0]
+        return ((self.xy - ybar * self.x1) / self.noise)[None, :]
+
+    def _mean_row_A(self) -> np.ndarray:
+        """xbar_A, the mean of the rows in A, as a row (1 x r)."""
+        return (self.xA / len(self._in_A))[None, :]
 
     def _consts(self, w: np.ndarray) -> tuple[float, float, float, np.ndarray]:
         """(mean, v0, d0, h) of kernels/blr.py for weights w: mean = ybar - xbar . w,
@@ -253,8 +260,9 @@ class BLR(PrunableSearch):
         mean = (self.sum_y / n if n else 0.0) - float(xbar @ w)
         if not nA:
             return mean, 0.0, 0.0, np.zeros_like(w)
-        xbar_A = self.xA / nA
-        h = self._inverse.times_rows(xbar_A[None, :])[0]
+        xbar_A = self._mean_row_A()
+        h = self._inverse.times_rows(xbar_A)[0]
+        xbar_A = xbar_A[0]
         return mean, float(xbar_A @ h) + self.noise / nA, -float(xbar @ self.d), h
 
     # -- what its pruning reads (engine/pruning/contract.py) ------------------------
@@ -358,6 +366,7 @@ class BLR(PrunableSearch):
             return np.zeros((0, r)), NO_C
         Z = np.vstack(parts)
         gamma = np.full(len(Z), 1.0 / self.noise)
+        self._inverse.prefetch([Z, self._rhs(), self._mean_row_A()])  # what the scores read next: one pass
         G, c, _, _ = batch_update(self._inverse, Z, gamma, np.resize(idx, len(Z)))
         self._A.add(Z, gamma)
         return G, c
