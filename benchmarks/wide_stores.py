@@ -7,7 +7,8 @@ half the bits set) as float32 and as packed bits. In one run:
 - BLR's rebuild of A^-1 at a refit, (lam I + X_c^T X_c / s2)^-1 from L labeled rows, by
   Woodbury (``ridge_inverse``, L < r) against the inverse of the r x r matrix, interleaved;
 - BLR greedy from 100 random labels, 300 queries one at a time: wall, per query median and
-  p90 (refits included: lam and s2 are refitted each time the labels grow by 25%);
+  p90 (refits included: lam and s2 are refitted each time the labels grow by 25%), and
+  LAS (alpha 0) the same way: BLR's query over LAS's;
 - LAS (alpha 0.01) initialization and per query on the MinMax store, packed bits against
   float32 (the sparse kernels take chunks with at most 1/16 of their bits set, BLAS on
   decoded rows the others), and whether the 100 queries are the same.
@@ -73,10 +74,11 @@ def rebuilds(store, repeat):
     return out
 
 
-def sequential_blr(store, y, steps=300):
+def sequential(store, y, method="blr", steps=300):
+    """BLR greedy (refits included) or LAS at alpha 0 from the same 100 random labels."""
     init = np.random.default_rng(0).choice(len(y), 100, replace=False).tolist()
     t0 = time.perf_counter()
-    search = bigsearch.BLR(store)
+    search = bigsearch.BLR(store) if method == "blr" else bigsearch.LAS(store, pi=0.01, alpha=0.0)
     search.tell(init, y[init].tolist())
     seconds = []
     for _ in range(steps):
@@ -85,8 +87,9 @@ def sequential_blr(store, y, steps=300):
         search.tell(i, int(y[i]))
         seconds.append(time.perf_counter() - t)
     search.sync()
-    return {"store": store.stem, "wall_s": time.perf_counter() - t0, "query_median_ms": 1e3 * median(seconds),
-            "query_p90_ms": 1e3 * float(np.percentile(seconds, 90)), "refits": len(search.refits)}
+    return {"store": store.stem, "method": method, "wall_s": time.perf_counter() - t0,
+            "query_median_ms": 1e3 * median(seconds), "query_p90_ms": 1e3 * float(np.percentile(seconds, 90)),
+            "refits": len(getattr(search, "refits", []))}
 
 
 def las(store, y, steps=100):
@@ -117,8 +120,12 @@ def main():
     y = top_one_percent()
     refit_rows = [row for store in (bits, minmax) for row in rebuilds(store, args.repeat)]
     table(refit_rows, ["store", "r", "labels", "woodbury_s", "inverse_s", "ratio"])
-    blr_rows = [sequential_blr(store, y) for store in (bits, minmax)]
-    table(blr_rows, ["store", "wall_s", "query_median_ms", "query_p90_ms", "refits"])
+    blr_rows = []
+    for store in (bits, minmax):
+        blr, las_run = sequential(store, y), sequential(store, y, "las")
+        blr["query_over_las"] = blr["query_median_ms"] / las_run["query_median_ms"]
+        blr_rows += [blr, las_run]
+    table(blr_rows, ["store", "method", "wall_s", "query_median_ms", "query_p90_ms", "refits", "query_over_las"])
     (f32, q32), (binary, qbin) = las(minmax, y), las(packed, y)
     binary["init_over_float32"] = binary["init_s"] / f32["init_s"]
     binary["query_over_float32"] = binary["query_median_ms"] / f32["query_median_ms"]

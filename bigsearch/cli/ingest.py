@@ -203,7 +203,7 @@ def ingest(paths, scheduler, cluster, quiet, **flags):
             from ..storage.encoding import SPARSE_BITS, bytes_per_point
             r, share = summary["n_features"], summary["bits_set"]
             dense = (f"; with {share:.0%} of the bits set, a query of a store in memory is slower on bits "
-                     "(3x float32's on the MinMax recipe's 4,096 features: docs/performance.md)"
+                     "(2.5-3x float32's on the MinMax recipe's 4,096 features: docs/performance.md)"
                      if share > SPARSE_BITS else "")
             click.echo(f"every row is 0/1 times one number: --encoding binary would store "
                        f"{bytes_per_point('binary', r):,} bytes per point instead of "
