@@ -18,7 +18,7 @@ comparison should round the same way on every machine.
 import numba
 import numpy as np
 
-from .common import TOP_K, candidate_partials, new_top, push_top
+from .common import TOP_K, candidate_partials, copy_to, new_top, push_top
 
 LAE_TOLERANCE = 1e-4     # stop when the l1 change of z is at most this (the authors' value)
 MAX_BACKTRACKS = 101     # step sizes tried per iteration: beta, 2 beta, ..., 2^100 beta
@@ -101,7 +101,7 @@ def local_anchor_embedding(x, U, iterations, z1):
             for j in range(r):
                 G[a, b] += U[a, j] * U[b, j]
     z0 = np.full(s, 1.0 / s)
-    z1[:] = z0
+    copy_to(z1, z0)
     v, grad, z = np.empty(s), np.empty(s), np.empty(s)
     delta_prev, delta, beta = 0.0, 1.0, 1.0
     for _ in range(iterations):
@@ -124,8 +124,8 @@ def local_anchor_embedding(x, U, iterations, z1):
             if gz <= gv + step:
                 break
         beta = b
-        z0[:] = z1
-        z1[:] = z
+        copy_to(z0, z1)
+        copy_to(z1, z)
         delta_prev, delta = delta, (1.0 + np.sqrt(1.0 + 4.0 * delta * delta)) / 2.0
         if np.abs(z1 - z0).sum() <= LAE_TOLERANCE:
             break

@@ -34,6 +34,7 @@ from .common import (
     ROW_BLOCK,
     TOP_K,
     candidate_partials,
+    copy_to,
     first_columns,
     new_top,
     pad3,
@@ -115,8 +116,8 @@ def has_nonzero(a):
 def without_row(V, k):
     """V without its row k."""
     out = np.empty((V.shape[0] - 1, V.shape[1]))
-    out[:k] = V[:k]
-    out[k:] = V[k + 1 :]
+    copy_to(out[:k], V[:k])
+    copy_to(out[k:], V[k + 1 :])
     return out
 
 

@@ -27,8 +27,17 @@ def pad3(V):
     """V with zero rows appended so that its row count is a multiple of 3."""
     k, r = V.shape
     out = np.zeros((max(3, (k + 2) // 3 * 3), r))
-    out[:k] = V
+    copy_to(out[:k], V)
     return out
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def copy_to(out, values):
+    """out[...] = values for arrays of one shape, element by element: numba compiles a
+    slice assignment's shape-error message with it, 4-5 s of a first run's compiling (the
+    demo's 28 s)."""
+    for index in np.ndindex(out.shape):
+        out[index] = values[index]
 
 
 def _cpuinfo(field):

@@ -34,6 +34,7 @@ from .common import (
     TOP_K,
     candidate_partials,
     chunk_at,
+    copy_to,
     first_columns,
     new_top,
     pad3,
@@ -111,7 +112,8 @@ def update_scores(x, V, c, offset, label, deg, J, f, im, eta, w0, pi, t_prev):
     sums, vals, idx = new_items(n_items)
     for k in range(n_items):
         a, b = k * ITEM_ROWS, min((k + 1) * ITEM_ROWS, m)
-        sums[k] = update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals[k], idx[k], P, Q)
+        copy_to(sums[k], update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals[k], idx[k],
+                                     P, Q))
     return chunk_partials(sums, vals, idx, 0, n_items, offset, f, im)
 
 
@@ -138,8 +140,8 @@ def update_items(x0, addresses, starts, items, counter, V, nv, c, label, deg, J,
         j, a, b = items[k, 0], items[k, 1], items[k, 2]
         s, e = starts[j], starts[j + 1]
         x = chunk_at(addresses, starts, j, x0)
-        sums[k] = update_rows(x, a, b, V, nv, T, c, label[s:e], deg[s:e], J[s:e], f[s:e], im[s:e], eta, w0, pi,
-                              t_prev, vals[k], idx[k], P, Q)
+        copy_to(sums[k], update_rows(x, a, b, V, nv, T, c, label[s:e], deg[s:e], J[s:e], f[s:e], im[s:e], eta, w0,
+                                     pi, t_prev, vals[k], idx[k], P, Q))
 
 
 @numba.njit(nogil=True, cache=True)   # no fastmath: an item's sums add block after block
@@ -257,6 +259,10 @@ def items_partials(sums, vals, idx, first, starts, f, im):
     kth = np.empty((n_chunks, n_lists))
     for j in range(n_chunks):
         a, b = starts[j], starts[j + 1]
-        totals[j], cand[j], cf[j], cim[j], kth[j] = chunk_partials(sums, vals, idx, first[j], first[j + 1], a,
-                                                                  f[a:b], im[a:b])
+        parts = chunk_partials(sums, vals, idx, first[j], first[j + 1], a, f[a:b], im[a:b])
+        copy_to(totals[j], parts[0])
+        copy_to(cand[j], parts[1])
+        copy_to(cf[j], parts[2])
+        copy_to(cim[j], parts[3])
+        copy_to(kth[j], parts[4])
     return totals, cand, cf, cim, kth
