@@ -75,7 +75,7 @@ def test_the_demo_says_it_compiles_on_its_first_run_only(tmp_path):
     args = ("demo", "--dir", tmp_path / "d", "--n", 2000, "--budget", 3)
     first = run_cli(*args, env=env)
     assert first.returncode == 0, first.stderr
-    assert first.stderr.startswith("writing") and "compiling kernels (first run only, ~30 s)..." in first.stderr
+    assert first.stderr.startswith("writing") and "compiling kernels (first run only, ~25 s)..." in first.stderr
     again = run_cli(*args, env=env)
     assert again.returncode == 0 and "compiling" not in again.stderr, again.stderr
 

@@ -310,7 +310,7 @@ def demo(directory, n, budget, quiet, verbose):
             make_clustered_store(store, n, 32, prevalence=0.005, seed=0, spread=0.7,
                                  progress=lambda rows: bar.update(rows - bar.pos))
     if not quiet and not kernels_cached():
-        click.echo("compiling kernels (first run only, ~30 s)...", err=True)
+        click.echo("compiling kernels (first run only, ~25 s)...", err=True)
     run_and_report(store, ["las", "wnas", "random"], budget, directory / "results", quiet=quiet, overwrite=True,
                    table=False, verbose=verbose)
 
