@@ -112,8 +112,7 @@ def update_scores(x, V, c, offset, label, deg, J, f, im, eta, w0, pi, t_prev):
     sums, vals, idx = new_items(n_items)
     for k in range(n_items):
         a, b = k * ITEM_ROWS, min((k + 1) * ITEM_ROWS, m)
-        copy_to(sums[k], update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals[k], idx[k],
-                                     P, Q))
+        update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals[k], idx[k], P, Q, sums[k])
     return chunk_partials(sums, vals, idx, 0, n_items, offset, f, im)
 
 
@@ -140,18 +139,19 @@ def update_items(x0, addresses, starts, items, counter, V, nv, c, label, deg, J,
         j, a, b = items[k, 0], items[k, 1], items[k, 2]
         s, e = starts[j], starts[j + 1]
         x = chunk_at(addresses, starts, j, x0)
-        copy_to(sums[k], update_rows(x, a, b, V, nv, T, c, label[s:e], deg[s:e], J[s:e], f[s:e], im[s:e], eta, w0,
-                                     pi, t_prev, vals[k], idx[k], P, Q))
+        update_rows(x, a, b, V, nv, T, c, label[s:e], deg[s:e], J[s:e], f[s:e], im[s:e], eta, w0, pi, t_prev,
+                    vals[k], idx[k], P, Q, sums[k])
 
 
 @numba.njit(nogil=True, cache=True)   # no fastmath: an item's sums add block after block
-def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals, idx, P, Q):
+def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals, idx, P, Q, total):
     """J, f and the impact factor of rows a <= i < b, BLOCK_ROWS at a time (P, Q: the
     buffers of ``block_buffers``; V padded by ``pad3``, nv its rows before padding).
-    Returns [sum of f, sum of IM, count] over the unlabeled rows; a block whose rows may
-    enter the candidate lists (vals, idx) is offered to them (``push_candidates``)."""
+    Writes [sum of f, sum of IM, count] over the unlabeled rows into ``total`` (the item's
+    row of sums); a block whose rows may enter the candidate lists (vals, idx) is offered
+    to them (``push_candidates``)."""
     K = vals.shape[1]
-    total = np.zeros(3)
+    total[0] = total[1] = total[2] = 0.0
     for i0 in range(a, b, BLOCK_ROWS):
         i1 = min(i0 + BLOCK_ROWS, b)
         sum_f, sum_im, n_u, hit = update_block(x, i0, i1, V, nv, T, c, label, deg, J, f, im, eta, w0, pi,
@@ -161,7 +161,6 @@ def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev,
         total[2] += n_u
         if hit:
             push_candidates(label, f, im, i0, i1, t_prev, vals, idx)
-    return total
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")   # IEEE division: vectorized

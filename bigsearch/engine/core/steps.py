@@ -109,18 +109,13 @@ def quadratic_forms(x, form, out):
             add_row_squares(Z, J)
 
 
-def packed_bits(x):
-    """Whether a chunk is packed bits."""
-    return isinstance(x, Encoded) and x.codes.dtype == np.uint8
-
-
 def sparse_bits(x):
     """Whether a chunk is packed bits sparse enough for kernels/encoded.py's sparse kernels:
     a row of k set bits costs them k^2 scattered operations (k B for products) against r^2 / 2
     at BLAS speed on decoded rows, so they win up to about SPARSE_BITS of r set on average
     (at r = 2,048 the Gram at 2% of bits set 0.03 s sparse, 0.24 s BLAS; at 10% 0.49 s and
     0.11 s; at 50%, a MinMax map's one-hot rows, 2.5 s and 0.11 s)."""
-    if not packed_bits(x):
+    if not (isinstance(x, Encoded) and x.codes.dtype == np.uint8):
         return False
     return int(_SET_BITS[x.codes].sum(dtype=np.int64)) <= SPARSE_BITS * n_features(x) * n_rows(x)
 

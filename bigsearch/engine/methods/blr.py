@@ -263,8 +263,7 @@ class BLR(PrunableSearch):
             return mean, 0.0, 0.0, np.zeros_like(w)
         xbar_A = self._mean_row_A()
         h = self._inverse.times_rows(xbar_A)[0]
-        xbar_A = xbar_A[0]
-        return mean, float(xbar_A @ h) + self.noise / nA, -float(xbar @ self.d), h
+        return mean, float(xbar_A[0] @ h) + self.noise / nA, -float(xbar @ self.d), h
 
     # -- what its pruning reads (engine/pruning/contract.py) ------------------------
     def scoring_now(self, w: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, tuple[float, float, float]]:
