@@ -344,33 +344,34 @@ def test_ridge_inverse_on_either_side_of_r(m):
     assert np.abs(got - expected).max() < 1e-12 * np.abs(expected).max()
 
 
-@pytest.mark.parametrize("sparse", [False, True])
-def test_prefetched_products_are_the_same_bits(sparse):
-    """LowRankInverse.prefetch: base @ x for several blocks in one pass gives what
-    times_rows gives each alone, to the bit, with a low-rank correction in place; a fold
-    (the base changes) forgets them."""
-    from bigsearch.engine.core.rank_updates import LowRankInverse
-
-    rng = np.random.default_rng(7)
-    r = 64
-    M = rng.normal(size=(r, r))
-    base = M @ M.T / r + np.eye(r)
-    rows = rng.normal(size=(5, r)) * (rng.random((5, r)) < (0.1 if sparse else 1.0))
-    blocks = [rows[:2], rows[2:3], rows[3:4], rows[4:]]
-    alone, fetched = LowRankInverse(base.copy()), LowRankInverse(base.copy())
-    correction = rng.normal(size=(3, r)) * 1e-2
-    for inverse in (alone, fetched):
-        inverse.add(correction, np.full(3, 0.5))
-    fetched.prefetch(blocks)
-    assert len(fetched._fetched) == len(blocks)
-    for b in blocks:
-        assert np.array_equal(fetched.times_rows(b), alone.times_rows(b))
-    G = np.random.default_rng(8).normal(size=(fetched.fold_at, r)) * 1e-3
-    for inverse in (alone, fetched):
-        assert inverse.add(G, np.full(len(G), 0.5))  # folded into the base
-    assert not fetched._fetched
-    for b in blocks:
-        assert np.array_equal(fetched.times_rows(b), alone.times_rows(b))
+@pytest.mark.parametrize("acquisition", ["greedy", "ucb"])
+def test_kept_base_products_follow_the_base(tmp_path, acquisition):
+    """BLR keeps A^-1's base times [X^T y, X^T 1, the rows in A's sum] up to date from each
+    label's sparse rows: through single labels, batches, a UCB batch's members, folds of the
+    correction into the base and refits, they equal the products made afresh, and mu and v
+    stay the reference's."""
+    rng = np.random.default_rng(5)
+    bits = rng.random((400, 16)) < 0.15  # r = 16: the correction folds every 8 rows
+    y = (bits[:, :3].sum(axis=1) >= 1).astype(np.int8)
+    X = (bits * rng.uniform(0.5, 1.5, size=(400, 1))).astype(np.float32)  # no two scores tie
+    path = tmp_path / "bits.zarr"
+    bigsearch.create_store(path, X, y, chunk_rows=61)
+    Xs = stored_X(path)
+    search = bigsearch.BLR(path, acquisition=acquisition, refit_share=1.0)
+    idx = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])]
+    search.tell(idx, y[idx].tolist())
+    folds = 0
+    for step in range(14):
+        batch = search.next_batch(1 if step % 3 else 5)
+        search.tell(batch, y[batch].tolist())
+        idx += batch
+        kept = search._base_products()
+        fresh = search._inverse.base @ np.vstack([search.xy, search.x1, search.xA]).T
+        assert np.abs(kept - fresh.T).max() <= 1e-12 * np.abs(fresh).max()
+        folds = max(folds, search._inverse.folds)
+    assert folds >= 1 and len(search.refits) >= 2  # both ways the base changed were taken
+    mu, v = dense_posterior(Xs, idx, y[idx], search.lam, search.noise)
+    assert rel_err(search.f, mu) < RTOL and rel_err(search.variance, v) < RTOL
 
 
 def test_refits_with_fewer_labels_than_features(store_factory):

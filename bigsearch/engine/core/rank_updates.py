@@ -64,7 +64,7 @@ class LowRankInverse:
         self.Gt = np.empty((self.fold_at, r))
         self.c = np.empty(self.fold_at)
         self.k = 0
-        self._fetched = {}  # rows' bytes -> base @ rows (prefetch), until the base changes
+        self.folds = 0  # how many times the base has changed: products with it are stale after
 
     def value(self):
         if not self.k:
@@ -73,29 +73,11 @@ class LowRankInverse:
         _subtract(out, self.Gt[:self.k], self.c[:self.k])
         return out
 
-    def prefetch(self, blocks):
-        """base @ x for the rows of several ``blocks`` in one pass over the base, kept for the
-        ``times_rows`` calls with those blocks until the base changes: one read of the r x r
-        base instead of one per call (BLR reads A^-1 at a label's rows, the weights' right-hand
-        side and the mean row of A after each label: 3 passes of 128 MiB at r = 4,096). Each
-        block goes to the kernel ``times_rows`` would give it alone (sparse rows, or few dense
-        ones), whose rows' products do not depend on the rows beside them: the same bits."""
-        sparse = [b for b in blocks if len(b) and _sparse(b)]
-        dense = [b for b in blocks if len(b) and not _sparse(b) and len(b) <= FEW_LABELS]
-        self._fetched = {}
-        for group, times in ((sparse, lambda R: sparse_rows_times(R, self.base)),
-                             (dense, lambda R: times_columns(self.base, R).T)):
-            if len(group) < 2:
-                continue
-            products, a = times(np.vstack(group)), 0
-            for b in group:
-                self._fetched[b.tobytes()] = np.ascontiguousarray(products[a:a + len(b)])
-                a += len(b)
-
-    def times_rows(self, rows):
-        """K^-1 x_b for each row x_b of ``rows`` (B x r, decoded), as rows (B x r)."""
-        fetched = self._fetched.get(rows.tobytes()) if self._fetched else None
-        out = _base_times_rows(self.base, rows) if fetched is None else fetched.copy()
+    def times_rows(self, rows, base_products=None):
+        """K^-1 x_b for each row x_b of ``rows`` (B x r, decoded), as rows (B x r).
+        ``base_products``: base @ x_b as rows when the caller has them (BLR keeps its
+        vectors' products with the base up to date), so the base is not read again."""
+        out = base_times_rows(self.base, rows) if base_products is None else np.array(base_products, np.float64)
         k = self.k
         if k and len(rows) <= FEW_LABELS:
             subtract_low_rank(out, self.Gt, self.c, k, rows)
@@ -114,18 +96,18 @@ class LowRankInverse:
         if k:
             G, c = np.vstack([self.Gt[:k], G]), np.concatenate([self.c[:k], c])
         self.k = 0
-        self._fetched = {}
+        self.folds += 1
         _subtract(self.base, G, c)
         return True
 
 
-def batch_update(inverse, rows, gamma, indices):
+def batch_update(inverse, rows, gamma, indices, base_products=None):
     """Apply labels to ``inverse`` (a LowRankInverse): ``rows`` (B x r, decoded), ``gamma``
-    (B,) their coefficients. Returns (G, c, G0, folded): the g_b as rows (B x r), c (B,),
-    the K^-1 x_b before these labels as rows (B x r), and whether the correction was
-    folded into the base."""
+    (B,) their coefficients (``base_products``: the base times the rows, when known).
+    Returns (G, c, G0, folded): the g_b as rows (B x r), c (B,), the K^-1 x_b before these
+    labels as rows (B x r), and whether the correction was folded into the base."""
     B = len(rows)
-    G0 = inverse.times_rows(rows)
+    G0 = inverse.times_rows(rows, base_products)
     if B <= FEW_LABELS:
         W, c = _coefficients(rows @ G0.T, gamma, indices)
         G = G0 if B == 1 else W.T @ G0
@@ -145,7 +127,7 @@ def advance_score_vectors(V, G0, G, c, A, xqz):
     return V + A @ G0 - ((G @ xqz.T) * c[:, None]).T @ G
 
 
-def _base_times_rows(base, rows):
+def base_times_rows(base, rows):
     """base @ x_b as rows: for sparse rows (fingerprints) the rows of the base at their
     nonzeros added up (it is symmetric); else one pass over it (few labels) or BLAS."""
     if _sparse(rows):

@@ -47,7 +47,7 @@ from ...kernels.blr import blr_scores, sample_tops
 from ...storage.encoding import decode
 from ..core.base import PointArray, PrunableSearch, StoreLike
 from ..core.params import BLROptions, BLRParams, PruneOptions
-from ..core.rank_updates import DeferredK, LowRankInverse, batch_update, ridge_inverse
+from ..core.rank_updates import DeferredK, LowRankInverse, base_times_rows, batch_update, ridge_inverse
 from ..core.select import ChunkPartials, best_ranked
 from ..core.steps import COLSUM, FUSED_LABELS, QuadraticForm, decoded_blocks, lower_quadratic_form, quadratic_forms
 from ..pruning.blr import BLRPruning
@@ -235,22 +235,29 @@ class BLR(PrunableSearch):
 
     def _set_inverse(self, Ainv: np.ndarray, A: DeferredK) -> None:
         self._inverse, self._A = LowRankInverse(Ainv), A
+        self._products_at: int | None = None  # the base's folds when _products was made
+
+    def _base_products(self) -> np.ndarray:
+        """A^-1's base times [X^T y, X^T 1, the sum of the rows in A] (3 x r): what the
+        weights and h read. Kept up to date label by label from the base times the new rows
+        (for fingerprints a few of the base's rows: ``_absorb``), and made again by one pass
+        over the base only when it changes (a fold, a refit): a label then reads the base at
+        its rows, not the whole r x r base for the dense vectors (at r = 2,048, 32 MiB)."""
+        if self._products_at != self._inverse.folds:
+            self._products = base_times_rows(self._inverse.base, np.vstack([self.xy, self.x1, self.xA]))
+            self._products_at = self._inverse.folds
+        return self._products
 
     def _n_labels(self) -> int:
         return self.n_labeled  # every label told is in the history: no O(n) count per query
 
     def _weights(self) -> np.ndarray:
-        return self._inverse.times_rows(self._rhs())[0]
-
-    def _rhs(self) -> np.ndarray:
-        """X_c^T y / s2 = (X^T y - ybar X^T 1) / s2, as a row (1 x r)."""
+        """A^-1 X_c^T y / s2, X_c^T y = X^T y - ybar X^T 1."""
         n = self._n_labels()
         ybar = self.sum_y / n if n else 0.0
-        return ((self.xy - ybar * self.x1) / self.noise)[None, :]
-
-    def _mean_row_A(self) -> np.ndarray:
-        """xbar_A, the mean of the rows in A, as a row (1 x r)."""
-        return (self.xA / len(self._in_A))[None, :]
+        rhs = ((self.xy - ybar * self.x1) / self.noise)[None, :]
+        P = self._base_products()
+        return self._inverse.times_rows(rhs, ((P[0] - ybar * P[1]) / self.noise)[None, :])[0]
 
     def _consts(self, w: np.ndarray) -> tuple[float, float, float, np.ndarray]:
         """(mean, v0, d0, h) of kernels/blr.py for weights w: mean = ybar - xbar . w,
@@ -261,8 +268,8 @@ class BLR(PrunableSearch):
         mean = (self.sum_y / n if n else 0.0) - float(xbar @ w)
         if not nA:
             return mean, 0.0, 0.0, np.zeros_like(w)
-        xbar_A = self._mean_row_A()
-        h = self._inverse.times_rows(xbar_A)[0]
+        xbar_A = (self.xA / nA)[None, :]
+        h = self._inverse.times_rows(xbar_A, self._base_products()[2:] / nA)[0]
         return mean, float(xbar_A[0] @ h) + self.noise / nA, -float(xbar @ self.d), h
 
     # -- what its pruning reads (engine/pruning/contract.py) ------------------------
@@ -343,31 +350,41 @@ class BLR(PrunableSearch):
             return np.zeros((0, self.store.r)), NO_C
         rows = decode(self.store.read_stored_rows(idx))
         y = self.label_values(idx)
+        P, Bx = self._base_products(), self._base_times(rows)
         self.xy += y @ rows
         self.x1 += rows.sum(axis=0)
+        P[0] += y @ Bx
+        P[1] += Bx.sum(axis=0)
         self.sum_y += float(y.sum())
         new = np.array([int(i) not in self._in_A for i in idx], bool)
-        return self._into_A(idx[new], rows[new])
+        return self._into_A(idx[new], rows[new], Bx[new])
 
-    def _into_A(self, idx: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Rows into A: X_c^T X_c grows by the scatter of the new rows about their mean,
-        plus n B / (n + B) (their mean - the old mean) in outer product (B + 1 rows z_b; one
-        for a single row)."""
+    def _base_times(self, rows: np.ndarray) -> np.ndarray:
+        return base_times_rows(self._inverse.base, rows)
+
+    def _into_A(self, idx: np.ndarray, rows: np.ndarray, Bx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rows into A (``Bx``: A^-1's base times them): X_c^T X_c grows by the scatter of
+        the new rows about their mean, plus n B / (n + B) (their mean - the old mean) in
+        outer product (B + 1 rows z_b; one for a single row), whose products with the base
+        follow from Bx and the base times the old sum of the rows in A."""
         r, n, B = self.store.r, len(self._in_A), len(idx)
         if not B:
             return np.zeros((0, r)), NO_C
-        mean_new = rows.mean(axis=0)
-        parts = [rows - mean_new] if B > 1 else []
+        P = self._base_products()
+        mean_new, Bmean_new = rows.mean(axis=0), Bx.mean(axis=0)
+        parts, products = ([rows - mean_new], [Bx - Bmean_new]) if B > 1 else ([], [])
         if n:
-            parts.append(np.sqrt(n * B / (n + B)) * (mean_new - self.xA / n)[None, :])
+            scale = np.sqrt(n * B / (n + B))
+            parts.append(scale * (mean_new - self.xA / n)[None, :])
+            products.append(scale * (Bmean_new - P[2] / n)[None, :])
         self.xA += rows.sum(axis=0)
+        P[2] += Bx.sum(axis=0)
         self._in_A.update(int(i) for i in idx)
         if not parts:
             return np.zeros((0, r)), NO_C
         Z = np.vstack(parts)
         gamma = np.full(len(Z), 1.0 / self.noise)
-        self._inverse.prefetch([Z, self._rhs(), self._mean_row_A()])  # what the scores read next: one pass
-        G, c, _, _ = batch_update(self._inverse, Z, gamma, np.resize(idx, len(Z)))
+        G, c, _, _ = batch_update(self._inverse, Z, gamma, np.resize(idx, len(Z)), np.vstack(products))
         self._A.add(Z, gamma)
         return G, c
 
@@ -504,7 +521,8 @@ class BLR(PrunableSearch):
             if len(chosen) == k:
                 break
             idx = np.array([i])
-            G, c = self._into_A(idx, decode(self.store.read_stored_rows(idx)))
+            rows = decode(self.store.read_stored_rows(idx))
+            G, c = self._into_A(idx, rows, self._base_times(rows))
             if pruning is not None:
                 pruning.hold = w
                 pruning.labels_told(idx, np.zeros(1, np.int8), G, c)
