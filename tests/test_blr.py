@@ -208,6 +208,55 @@ def test_sessions_continue_exactly(store_factory):
         assert np.array_equal(a.f, b.f)
 
 
+def test_a_state_an_older_bigsearch_saved_continues(store_factory):
+    """States saved before A was kept as a factor hold A itself (r x r): A's factor is made
+    again from the rows in A (labeled, and a UCB batch's members told nothing yet), the same
+    A, and the search asks what it would have asked."""
+    X, y = data(n=90, seed=9)
+    path = store_factory(X, y, "zarr", "float64", 13)
+    for acquisition in ("greedy", "ucb", "thompson"):
+        a = bigsearch.BLR(path, acquisition=acquisition, lam=0.7, noise=0.4, seed=2)
+        a.tell([0, 1, 2, 3], y[:4].tolist())
+        for _ in range(6):
+            i = a.ask()
+            a.tell(i, int(y[i]))
+        state = a.export_state()
+        arrays = dict(state["arrays"])
+        arrays["A"] = a._A.value()
+        del arrays["A_factor"]
+        b = type(a).from_state(path, {"meta": state["meta"], "arrays": arrays})
+        assert np.abs(b._A.value() - a._A.value()).max() < 1e-12 * np.abs(a._A.value()).max()
+        if acquisition == "thompson":  # the same distribution, other draws: it goes on
+            b.tell(b.ask(), 0)
+            continue
+        for _ in range(6):
+            i, j = a.ask(), b.ask()
+            assert i == j
+            a.tell(i, int(y[i]))
+            b.tell(j, int(y[j]))
+
+
+def test_ridge_factor_is_A():
+    """RidgeFactor: lam I + F^T F through appended rows and the QR step that keeps F at most
+    2 r rows; A v and the root's covariance (sqrt(lam) e1 + F^T e2) are A's."""
+    from bigsearch.engine.core.rank_updates import RidgeFactor
+
+    rng = np.random.default_rng(3)
+    r, lam = 5, 0.3
+    A = RidgeFactor(lam, r)
+    expected = lam * np.eye(r)
+    for m in (1, 4, 7):  # 12 rows in all: more than 2 r, so one QR step
+        rows, gamma = rng.normal(size=(m, r)), rng.uniform(0.5, 2.0, m)
+        A.add(rows, gamma)
+        expected += (rows.T * gamma) @ rows
+    assert len(A.F) <= 2 * r
+    assert np.abs(A.value() - expected).max() < 1e-12 * np.abs(expected).max()
+    V = rng.normal(size=(3, r))
+    assert np.abs(A.times(V) - V @ expected).max() < 1e-12 * np.abs(V @ expected).max()
+    U = A.root(rng.normal(size=(200_000, r)), rng.normal(size=(200_000, len(A.F))))
+    assert np.abs(np.cov(U.T) - expected).max() < 0.02 * np.abs(expected).max()
+
+
 @pytest.fixture(scope="module")
 def client():
     with (

@@ -179,8 +179,8 @@ def _coefficients(H, gamma, indices):
 class DeferredK:
     """K = I - X^T R X, updated by the labels' gamma_b x_b x_b^T only when read (the
     drift check, saving state): one BLAS product for all labels since the last read,
-    instead of one pass over the r x r matrix per label. ``K`` may be a function that
-    makes it (BLR's lam I: not made at all until read)."""
+    instead of one pass over the r x r matrix per label (LAS; BLR keeps its A as a factor,
+    ``RidgeFactor``)."""
 
     def __init__(self, K):
         self.K = K
@@ -190,14 +190,48 @@ class DeferredK:
         self.pending.append((rows, gamma))
 
     def value(self):
-        if callable(self.K):
-            self.K = self.K()
         if self.pending:
             rows = np.vstack([p[0] for p in self.pending])
             gamma = np.concatenate([p[1] for p in self.pending])
             self.K += (rows.T * gamma) @ rows
             self.pending = []
         return self.K
+
+
+class RidgeFactor:
+    """BLR's A = lam I + F^T F (r x r), kept as the rows of F: each label's update rows
+    times sqrt(gamma) are appended, and once F has more than 2 r rows a QR step makes it r x r
+    again (R^T R = F^T F). What A is read for needs no r x r matrix and no O(r^3) step:
+
+    - ``times(V)``, A v for rows v: lam v + F^T (F v), O(m r) a row;
+    - ``root(e1, e2)``, sqrt(lam) e1 + F^T e2 for standard normal e1 (r) and e2 (m): a
+      vector whose covariance is A, so A^-1 times it is an exact draw from N(0, A^-1)
+      (Thompson's), O(m r) plus one product with A^-1;
+    - ``value()``, A itself (tests, and a state saved by an older bigsearch).
+
+    Saved states keep F (m x r, for m labels below r much less than A's r x r)."""
+
+    def __init__(self, lam, r, F=None):
+        self.lam = float(lam)
+        self.F = np.zeros((0, r)) if F is None else np.asarray(F, np.float64)
+
+    def add(self, rows, gamma):
+        """A <- A + rows^T diag(gamma) rows (gamma >= 0)."""
+        self.F = np.vstack([self.F, rows * np.sqrt(gamma)[:, None]])
+        if len(self.F) > 2 * self.F.shape[1]:
+            self.F = np.linalg.qr(self.F, mode="r")
+
+    def times(self, V):
+        return self.lam * V + (V @ self.F.T) @ self.F
+
+    def root(self, e1, e2):
+        """sqrt(lam) e1 + F^T e2 as rows, for rows e1 (k x r) and e2 (k x m)."""
+        return np.sqrt(self.lam) * e1 + e2 @ self.F
+
+    def value(self):
+        A = self.F.T @ self.F
+        A[np.diag_indices(len(A))] += self.lam
+        return A
 
 
 def ridge_inverse(lam, rows):
