@@ -37,6 +37,7 @@ DATA = ROOT.parent / "shared" / "datasets" / "molpal_enamine10k" / "Enamine10k_s
 # name -> ingest options after the SMILES column (all: atom pairs, 2048 bits, as MolPAL)
 REPRESENTATIONS = {
     "bits": [],  # for rf: the fingerprint as it is
+    "counts": ["--counts"],  # the atom-pair counts as they are (no map)
     "cosine": ["--normalize", "--bias"],
     "idf": ["--idf", "--normalize", "--bias"],
     "minmax2": ["--counts", "--minmax", "256", "--minmax-buckets", "8", "--minmax-power", "2"],
@@ -146,6 +147,14 @@ def configurations(batch):
         "blr ucb, scores": ("bits", "blr", batch, "raw", {"acquisition": "ucb"}),
         "blr greedy, sequential": ("bits", "blr", 1, False, {}),
         "blr greedy, graded, sequential": ("bits", "blr", 1, True, {}),
+        "blr counts": ("counts", "blr", batch, False, {}),
+        "blr counts, graded": ("counts", "blr", batch, True, {}),
+        "blr counts, scores": ("counts", "blr", batch, "raw", {}),
+        "blr counts, sequential": ("counts", "blr", 1, False, {}),
+        "blr counts, graded, sequential": ("counts", "blr", 1, True, {}),
+        "blr ucb counts, graded": ("counts", "blr", batch, True, {"acquisition": "ucb"}),
+        "rf counts": ("counts", "rf", batch, False, {}),
+        "rf counts, scores": ("counts", "rf", batch, "scores", {}),
         "blr minmax-2048x2-p2": ("minmax-2048x2-p2", "blr", batch, False, {}),
         "blr minmax-2048x2-p2, graded": ("minmax-2048x2-p2", "blr", batch, True, {}),
         "blr minmax-2048x2-p2, scores": ("minmax-2048x2-p2", "blr", batch, "raw", {}),
