@@ -43,6 +43,8 @@ REPRESENTATIONS = {
     "minmax2": ["--counts", "--minmax", "256", "--minmax-buckets", "8", "--minmax-power", "2"],
     # the recommended recipe (docs/discovery.md): z.z' = (1 + K^2) / 2, K the MinMax kernel of the counts
     "minmax-2048x2-p2": ["--counts", "--minmax", "2048", "--minmax-buckets", "2", "--minmax-power", "2"],
+    # the MinMax kernel itself (power 1), 4 buckets a draw: z.z' = K + (1 - K) / 4 (for BLR)
+    "minmax-1024x4-p1": ["--counts", "--minmax", "1024", "--minmax-buckets", "4", "--minmax-power", "1"],
 }
 
 
@@ -158,6 +160,9 @@ def configurations(batch):
         "blr minmax-2048x2-p2": ("minmax-2048x2-p2", "blr", batch, False, {}),
         "blr minmax-2048x2-p2, graded": ("minmax-2048x2-p2", "blr", batch, True, {}),
         "blr minmax-2048x2-p2, scores": ("minmax-2048x2-p2", "blr", batch, "raw", {}),
+        "blr minmax-1024x4-p1": ("minmax-1024x4-p1", "blr", batch, False, {}),
+        "blr minmax-1024x4-p1, graded": ("minmax-1024x4-p1", "blr", batch, True, {}),
+        "blr minmax-1024x4-p1, scores": ("minmax-1024x4-p1", "blr", batch, "raw", {}),
         "wnas minmax-2048x2-p2": ("minmax-2048x2-p2", "wnas", batch, False, {}),
         "wnas minmax-2048x2-p2, graded": ("minmax-2048x2-p2", "wnas", batch, True, {}),
         "wnas minmax-2048x2-p2, sequential": ("minmax-2048x2-p2", "wnas", 1, False, {}),
