@@ -87,9 +87,9 @@ def quadratic_forms(x, form, out):
         if form.L is None:
             out[a:a + len(Y)] = np.einsum("ij,ij->i", Y @ form.A, Y)
             continue
-        # Y L in place of Y (the block's own buffer) by trmm: 0.29 s of CPU for 1M x 128
-        # against 0.46 s by BLAS products over blocks of L's columns; 21-27% less at r = 512
-        # and 2,048.
+        # Y L in place of Y (the block's own buffer) by trmm: J's pass over 1M x 128 took
+        # 0.47 s of CPU against 0.61 s by BLAS products over blocks of L's columns; 21-27%
+        # less at r = 512 and 2,048.
         times_lower_in_place(Y, form.L)
         J = out[a:a + len(Y)]
         J[:] = 0.0
