@@ -167,6 +167,19 @@ def test_int8_codes_never_overflow():
     np.testing.assert_allclose(codes * scale[:, None].astype(np.float64), X, rtol=1e-6)
 
 
+def test_int8_keeps_small_integers_exactly(tmp_path):
+    """Rows of integers within +-127 (fingerprint counts) get scale 1: the store decodes to
+    the values themselves; other rows keep max |x| / 127."""
+    X = np.array([[3.0, 0.0, 17.0, 1.0], [127.0, -5.0, 0.0, 2.0], [0.0, 0.0, 0.0, 0.0], [128.0, 1.0, 0.0, 0.0],
+                  [0.5, 1.0, 2.0, 3.0]])
+    codes, scale = encode_rows(X, "int8")
+    assert scale[:2].tolist() == [1.0, 1.0] and np.array_equal(codes[:3].astype(np.float64), X[:3])
+    assert scale[3] == np.float32(128.0 / 127) and scale[4] == np.float32(3.0 / 127)
+    path = tmp_path / "counts.zarr"
+    bigsearch.create_store(path, X[:3], encoding="int8")
+    assert np.array_equal(bigsearch.open_store(path).read_rows(np.arange(3)), X[:3])
+
+
 def test_int8_without_scale_or_attribute_is_refused(tmp_path):
     g = zarr.open_group(str(tmp_path / "raw.zarr"), mode="w")
     g.create_array("X", shape=(3, 2), dtype="int8")[:] = 1

@@ -5,7 +5,8 @@ A store keeps X in one of five encodings (docs/store-format.md):
 - ``float32``, ``float64``: the values themselves;
 - ``float16``: the values rounded to half precision (X is float16);
 - ``int8``: codes c_ij in [-127, 127] and a float32 scale per row: x_ij = scale_i * c_ij
-  (X is int8, ``X_scale`` is float32 of length n);
+  (X is int8, ``X_scale`` is float32 of length n); a row of integers within +-127 is
+  stored exactly (scale 1);
 - ``binary``: 0/1 features bit-packed 8 to a byte (bit b of byte p is feature 8p + b,
   little bit order) and a float32 scale per row: x_ij = scale_i * bit_ij (X is uint8 of
   n x ceil(r / 8), ``X_scale`` as for int8).
@@ -130,10 +131,13 @@ def _encode_float16(X, first_row):
 
 
 def _encode_int8(X, first_row):
-    """Codes round(x / scale) with scale = max |x_i| / 127 per row (float32)."""
+    """Codes round(x / scale) with scale = max |x_i| / 127 per row (float32); scale 1 for a
+    row of integers within +-127 (counts, e.g. fingerprints': then the codes are the values)."""
     X = X.astype(np.float64, copy=False)
     peak = np.abs(X).max(axis=1) if X.shape[1] else np.zeros(len(X))
     scale = (peak / INT8_MAX).astype(np.float32)
+    exact = (peak <= INT8_MAX) & np.all(X == np.rint(X), axis=1)
+    scale[exact & (peak > 0)] = 1.0
     tiny = (scale == 0) & (peak > 0)          # the scale underflows float32: codes would overflow
     if tiny.any():
         i = int(np.flatnonzero(tiny)[0])
