@@ -389,6 +389,27 @@ def test_ingest_encodings_round_trip_and_info(tmp_path, datasets):
         assert f"encoding: {encoding}, {store.bytes_per_point} bytes per point" in info.stdout
 
 
+def test_ingest_says_when_int8_holds_counts_exactly(tmp_path):
+    """Counts (integers within +-127, not 0/1): ingest says int8 would store them exactly; with
+    --encoding int8 the store reads back the counts themselves. Values beyond 127 or with a
+    fraction get no such hint."""
+    from conftest import run_cli
+    rng = np.random.default_rng(4)
+    counts = rng.poisson(2.0, size=(60, 16)).astype(np.float32)
+    counts[0, 0] = 127
+    np.save(tmp_path / "counts.npy", counts)
+    plain = run_cli("ingest", tmp_path / "counts.npy", tmp_path / "plain.zarr")
+    assert plain.returncode == 0, plain.stderr
+    assert "--encoding int8 would store them exactly in 20 bytes per point instead of 64" in plain.stderr
+    done = run_cli("ingest", tmp_path / "counts.npy", tmp_path / "int8.zarr", "--encoding", "int8", "-q")
+    assert done.returncode == 0, done.stderr
+    assert np.array_equal(bigsearch.open_store(tmp_path / "int8.zarr").read_rows(np.arange(60)), counts)
+    for name, values in (("big", counts * 2), ("fractions", counts + 0.5)):
+        np.save(tmp_path / f"{name}.npy", values)
+        other = run_cli("ingest", tmp_path / f"{name}.npy", tmp_path / f"{name}.zarr")
+        assert other.returncode == 0 and "--encoding int8" not in other.stderr
+
+
 def test_ingest_binary_refuses_non_binary_values_with_one_line(tmp_path):
     from conftest import run_cli
     X = np.random.default_rng(1).random((50, 4))

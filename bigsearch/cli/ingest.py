@@ -208,6 +208,12 @@ def ingest(paths, scheduler, cluster, quiet, **flags):
             click.echo(f"every row is 0/1 times one number: --encoding binary would store "
                        f"{bytes_per_point('binary', r):,} bytes per point instead of "
                        f"{bytes_per_point(summary['encoding'], r):,}, with the same results{dense}", err=True)
+        elif summary["int8_exact"]:
+            from ..storage.encoding import bytes_per_point
+            r = summary["n_features"]
+            click.echo(f"every value is an integer within +-127 (counts): --encoding int8 would store them exactly in "
+                       f"{bytes_per_point('int8', r):,} bytes per point instead of "
+                       f"{bytes_per_point(summary['encoding'], r):,}, with the same results", err=True)
         if summary["blocks_on_cluster"] or summary["blocks_redone_here"]:
             click.echo(f"blocks featurized on the cluster: {summary['blocks_on_cluster']}"
                        f" (redone here after a worker failed: {summary['blocks_redone_here']})", err=True)

@@ -135,6 +135,7 @@ def _ingest(sources, out, source, labels, features, output, progress, command, m
             "blocks_on_cluster": mapper.remote, "blocks_redone_here": mapper.redone,
             "binary_possible": writer.binary_possible and encoding in ("float32", "float64"),
             "bits_set": writer.bits_set() if writer.binary_possible else None,
+            "int8_exact": writer.int8_exact and encoding in ("float32", "float64"),
             "encoding": encoding, "stages": stages}
 
 

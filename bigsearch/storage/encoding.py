@@ -173,6 +173,18 @@ def binary_nonzeros(X):
     return total
 
 
+def small_integers(X):
+    """Whether every value of X is an integer within +-127 (what int8 stores exactly),
+    checked 1 MiB of rows at a time and stopping at the first block that fails."""
+    X = np.asarray(X)
+    rows = max(1, (1 << 20) // max(1, X.shape[1] * X.itemsize))
+    for a in range(0, len(X), rows):
+        block = X[a:a + rows]
+        if not (np.all(np.abs(block) <= INT8_MAX) and np.all(block == np.rint(block))):
+            return False
+    return True
+
+
 def _binary_block(X):
     nonzero = X != 0
     first = X[np.arange(len(X)), nonzero.argmax(axis=1)]

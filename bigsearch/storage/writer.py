@@ -29,7 +29,16 @@ from .atomic import (
     restore_interrupted_replace,
     temp_sibling,
 )
-from .encoding import SCALED, binary_nonzeros, check_encoding, encode_rows, encoding_attrs, stored_columns, stored_dtype
+from .encoding import (
+    SCALED,
+    binary_nonzeros,
+    check_encoding,
+    encode_rows,
+    encoding_attrs,
+    small_integers,
+    stored_columns,
+    stored_dtype,
+)
 from .format import FEATURE_DTYPES, FORMAT_ATTR, check_labels, default_chunk_rows
 from .location import is_url, local_path
 from .registry import is_feature_store, store_format, store_kind_for
@@ -80,6 +89,7 @@ class StoreWriter:
         target = self._prepare()
         self.binary_possible = True    # every row so far is 0/1 times one number (see encoding.py)
         self.nonzeros = 0              # their non-zero values (while binary_possible)
+        self.int8_exact = True         # every value so far an integer within +-127 (int8 holds it)
         self.n = 0                 # rows written to disk
         self.rows_appended = 0     # rows given to append (some may still be pending)
         self._pending = []
@@ -121,8 +131,10 @@ class StoreWriter:
         if y is not None:
             y = check_labels(y, len(X), str(self.path))
         codes, scale = encode_rows(X, self.encoding, self.rows_appended)
-        if self.binary_possible and self.encoding in ("float32", "float64"):
-            self._count_bits(codes)   # float32 codes: checked without another copy
+        if self.encoding in ("float32", "float64"):   # float codes: checked without another copy
+            if self.binary_possible:
+                self._count_bits(codes)
+            self.int8_exact = self.int8_exact and small_integers(codes)
         self._pending.append((codes, scale, y, ids))
         self.rows_appended += len(X)
         if sum(len(p[0]) for p in self._pending) >= self.chunk_rows:
@@ -141,6 +153,7 @@ class StoreWriter:
             y = check_labels(y, len(X), str(self.path))
         if self.binary_possible:
             self._count_bits(X)
+        self.int8_exact = self.int8_exact and small_integers(X)
         self._backend.write(int(start), X.astype(self.dtype, copy=False), None, y, ids)
         self.n = max(self.n, int(start) + len(X))
         self.rows_appended = self.n
