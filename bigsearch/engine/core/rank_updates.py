@@ -207,7 +207,7 @@ class RidgeFactor:
     - ``root(e1, e2)``, sqrt(lam) e1 + F^T e2 for standard normal e1 (r) and e2 (m): a
       vector whose covariance is A, so A^-1 times it is an exact draw from N(0, A^-1)
       (Thompson's), O(m r) plus one product with A^-1;
-    - ``value()``, A itself (tests, and a state saved by an older bigsearch).
+    - ``value()``, A itself (for tests: nothing in the engine reads it).
 
     Saved states keep F (m x r, for m labels below r much less than A's r x r)."""
 
