@@ -262,7 +262,7 @@ def test_J_and_impact_over_several_column_blocks(store_factory, dtype, chunk_row
 @pytest.mark.parametrize("definite", [True, False])
 @pytest.mark.parametrize("rows", [1, 7, 300, 4103])
 def test_quadratic_forms_match_numpy(definite, rows):
-    """x^T A x per row, through A's Cholesky factor (BLAS's trmm in place of each block of
+    """x^T A x per row, through A's Cholesky factor (kernels/rows.py's x L over each block of
     rows; 4,103 rows: a block of 4,096 rows, then one of 7 in the same buffer) or, for an A
     that is not positive definite, through x A; against NumPy."""
     rng = np.random.default_rng(rows)
@@ -270,28 +270,10 @@ def test_quadratic_forms_match_numpy(definite, rows):
     B = rng.normal(size=(r, r))
     A = B @ B.T + r * np.eye(r) if definite else (B + B.T) / 2
     form = QuadraticForm.of(A)
-    assert (form.L is not None) == definite
+    assert form.lower == definite
     x = read_only(rng.normal(size=(rows, r)).astype(np.float32))
     out = np.empty(rows)
     quadratic_forms(x, form, out)
     X = x.astype(np.float64)
     expected = np.einsum("ij,jk,ik->i", X, A, X)
     assert np.abs(out - expected).max() <= 1e-12 * np.abs(expected).max()
-
-
-@pytest.mark.parametrize("k,r", [(0, 5), (1, 1), (9, 130), (300, 7)])
-def test_times_lower_in_place_is_the_product(k, r):
-    """blas.times_lower_in_place (SciPy's dtrmm through ctypes): Y <- Y L, L's upper
-    triangle never read; a layout it cannot take is an error, not a wrong answer."""
-    from bigsearch.engine.core.blas import times_lower_in_place
-
-    rng = np.random.default_rng(k + r)
-    L = np.asfortranarray(np.tril(rng.normal(size=(r, r))))
-    Y = rng.normal(size=(k, r))
-    expected = Y @ L
-    L_read = L.copy(order="F")
-    L_read[np.triu_indices(r, 1)] = np.nan       # the zero triangle: must not be read
-    times_lower_in_place(Y, L_read)
-    assert np.abs(Y - expected).max(initial=0.0) <= 1e-13 * max(1.0, np.abs(expected).max(initial=0.0))
-    with pytest.raises(ValueError, match="Fortran order"):
-        times_lower_in_place(Y, np.ascontiguousarray(L) if r > 1 else L.astype(np.float32))

@@ -8,10 +8,12 @@ each is declared once as a :class:`~bigsearch.backends.ChunkStep` (the UPPER-CAS
 names), which says how it is redone for a chunk lost mid-pass. The partials are named
 tuples, read by name.
 
-The O(m r^2) initialization products (X^T diag(rho) X and x_i^T K^-1 x_i) go to BLAS
-on float64 blocks of rows (``weighted_blocks``: one reused buffer per chunk), each at about
-half a matrix product's flops: the Gram matrix as sqrt(rho) X's syrk, the quadratic forms
-through K^-1's Cholesky factor (``QuadraticForm``); everything per iteration is a numba kernel.
+The Gram matrix X^T diag(rho) X goes to BLAS (sqrt(rho) X's syrk on float64 blocks of
+rows, ``weighted_blocks``: one reused buffer per chunk): it is one global sum. Every
+per-point value (x_i^T K^-1 x_i through K^-1's Cholesky factor, ``QuadraticForm``; the
+products with many labels' vectors) comes from kernels/rows.py, whose result for a row does
+not depend on where the row sits or on the BLAS installed, so duplicates score alike and
+queries are those of dense ASG however the store is chunked.
 """
 
 from typing import NamedTuple
@@ -19,12 +21,20 @@ from typing import NamedTuple
 import numpy as np
 
 from ...backends import ChunkStep
-from ...kernels.common import add_row_squares, addresses_of, column_sums, pad3, scaled_rows, top_unlabeled
+from ...kernels.common import addresses_of, column_sums, pad3, scaled_rows, top_unlabeled
 from ...kernels.encoded import binary_gram, binary_products, binary_quadratic
 from ...kernels.las import ITEM_ROWS, degrees, items_partials, new_items, point_weights, update_items, update_scores
+from ...kernels.rows import (
+    add_signed_and_absolute,
+    packed_tiles,
+    product_buffer,
+    row_products,
+    row_squares,
+    rows_times,
+    subtract_weighted_squares,
+)
 from ...kernels.wnas import add_similarities
 from ...storage.encoding import SPARSE_BITS, Encoded, decode, n_features, n_rows
-from .blas import times_lower_in_place
 from .select import ChunkPartials, Ranked
 
 BLAS_ROWS = 4096         # rows converted to float64 at a time: bounded temporaries ...
@@ -64,18 +74,19 @@ def weighted_blocks(x, w=None, extra=None):
 
 
 class QuadraticForm(NamedTuple):
-    """x^T A x for every row x (J_i = x_i^T K^-1 x_i): A symmetric and, when it is positive
-    definite, its Cholesky factor L (A = L L^T, in Fortran order for BLAS's trmm), by which
-    x^T A x = |x L|^2 at half the flops of x A."""
+    """x^T A x for every row x (J_i = x_i^T K^-1 x_i): A symmetric, and as packed tiles
+    (kernels/rows.py) its Cholesky factor L (A = L L^T: x^T A x = |x L|^2 at half the
+    multiply-adds) when A is positive definite, else A itself (then x . (x A))."""
     A: np.ndarray
-    L: np.ndarray | None
+    tiles: np.ndarray
+    lower: bool
 
     @classmethod
     def of(cls, A):
         try:
-            return cls(A, np.asfortranarray(np.linalg.cholesky(A)))
+            return cls(A, packed_tiles(np.linalg.cholesky(A)), True)
         except np.linalg.LinAlgError:       # not positive definite: x A, then the dot products
-            return cls(A, None)
+            return cls(A, packed_tiles(np.ascontiguousarray(A)), False)
 
 
 def quadratic_forms(x, form, out):
@@ -83,17 +94,14 @@ def quadratic_forms(x, form, out):
     if sparse_bits(x):
         binary_quadratic(x.codes, x.scale, x.n_features, form.A, out)
         return
+    Z = None
     for a, Y in weighted_blocks(x):
-        if form.L is None:
-            out[a:a + len(Y)] = np.einsum("ij,ij->i", Y @ form.A, Y)
-            continue
-        # Y L in place of Y (the block's own buffer) by trmm: J's pass over 1M x 128 took
-        # 0.47 s of CPU against 0.61 s by BLAS products over blocks of L's columns; 21-27%
-        # less at r = 512 and 2,048.
-        times_lower_in_place(Y, form.L)
-        J = out[a:a + len(Y)]
-        J[:] = 0.0
-        add_row_squares(Y, J)
+        Z = product_buffer(len(Y), n_features(x)) if Z is None else Z
+        rows_times(Y, form.tiles, form.lower, Z[:len(Y)])
+        if form.lower:
+            row_squares(Z[:len(Y)], out[a:a + len(Y)])
+        else:
+            row_products(Z[:len(Y)], Y, out[a:a + len(Y)])
 
 
 def sparse_bits(x):
@@ -111,14 +119,20 @@ _SET_BITS = np.array([bin(b).count("1") for b in range(256)], np.uint8)  # per b
 
 
 def _products(x, Gt):
-    """(first row, block of x_i . Gt[:, b] for its rows) over a chunk: BLAS on decoded
-    rows, or for sparse packed bits the sums of kernels/encoded.py."""
+    """(first row, block whose first B columns are x_i . Gt[:, b] for its rows) over a
+    chunk: kernels/rows.py on decoded rows, or for sparse packed bits the sums of
+    kernels/encoded.py."""
     B = Gt.shape[1]
     rows = max(16, min(BLAS_ROWS, BLAS_BLOCK_BYTES // (8 * max(B, n_features(x)))))
-    sparse = sparse_bits(x)
+    if sparse_bits(x):
+        for a in range(0, n_rows(x), rows):
+            yield a, binary_products(x.codes, x.scale, a, min(a + rows, n_rows(x)), Gt)
+        return
+    tiles, P = packed_tiles(Gt), product_buffer(min(rows, n_rows(x)), B)
     for a in range(0, n_rows(x), rows):
-        b = min(a + rows, n_rows(x))
-        yield a, (binary_products(x.codes, x.scale, a, b, Gt) if sparse else decode(x, a, b) @ Gt)
+        Y = decode(x, a, a + rows)
+        rows_times(Y, tiles, False, P[:len(Y)])
+        yield a, P[:len(Y)]
 
 
 class ColumnSums(NamedTuple):
@@ -294,7 +308,7 @@ def lower_quadratic_form(x, J, V, c, first=2):
     if len(c) <= FUSED_LABELS:
         return V, c
     for a, P in _products(x, np.ascontiguousarray(V[first:].T)):
-        J[a:a + len(P)] -= (P * P) @ c
+        subtract_weighted_squares(P, c, J[a:a + len(P)])
     return V[:first], c[:0]
 
 
@@ -307,8 +321,7 @@ def wnas_update_step(x, state, Z, signs, label_idx, label_val, reset=False):
         state.den[:] = 0.0
     if len(Z) > FUSED_LABELS:        # many labels: their similarities by BLAS, block by block
         for a, S in _products(x, np.ascontiguousarray(Z.T)):
-            state.num[a:a + len(S)] += S @ signs
-            state.den[a:a + len(S)] += np.abs(S).sum(axis=1)
+            add_signed_and_absolute(S, signs, state.num[a:a + len(S)], state.den[a:a + len(S)])
         Z, signs = Z[:0], signs[:0]
     return ChunkPartials(*add_similarities(x, Z, signs, state.start, state.label, state.num, state.den, state.f))
 

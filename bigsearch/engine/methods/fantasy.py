@@ -44,6 +44,7 @@ import numpy as np
 from ...backends import ChunkStep
 from ...errors import NumericalError, ParameterError
 from ...kernels.dense import times_columns
+from ...kernels.rows import rows_product
 from ...storage.encoding import decode, take
 from ..core.select import best_ranked
 from ..core.steps import decoded_blocks
@@ -159,7 +160,7 @@ class FantasizedBatch:
             if not free.any():
                 steps.append((-1, -np.inf, v))  # the candidates ran out: v for the refill
                 break
-            f = np.where(free, self.q_unl + self.rhoC * (self.XC @ v), -np.inf)
+            f = np.where(free, self.q_unl + self.rhoC * rows_product(self.XC, v), -np.inf)  # ties alike
             j = int(np.lexsort((self.C, -f))[0])
             i, fi = int(self.C[j]), float(f[j])
             steps.append((i, fi, v))
