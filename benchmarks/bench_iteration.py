@@ -11,20 +11,16 @@ and total RSS (which also counts X's chunk maps, held across passes when X fits 
 """
 
 import argparse
-import json
-import subprocess
-import sys
 
-from common import bench_store, save, table
+from common import add_idle_arguments, bench_store, preflight, run_fresh, save, table
 
 WORKER = r"""
-import json, sys
-sys.path.insert(0, sys.argv[3])
+import sys
 from common import *
 import numpy as np, bigsearch
 path, iterations = sys.argv[1], int(sys.argv[2])
 # JIT and imports first, on a tiny store: the RSS we report is the run's, not numba's.
-tiny = bigsearch.create_store(sys.argv[4], np.abs(np.random.rand(64, 8)).astype("f4"), chunk_rows=8, overwrite=True)
+tiny = bigsearch.create_store(sys.argv[3], np.abs(np.random.rand(64, 8)).astype("f4"), chunk_rows=8, overwrite=True)
 for cls, kw in ((bigsearch.LAS, {"alpha": 0.1, "pi": 0.1}), (bigsearch.WNAS, {})):
     s = cls(tiny, **kw); s.tell(0, 1); s.ask(); s.tell(1, 0); s.ask()  # noqa: E702
     s.backend.map(bare_pass_step, rng_vectors(8)); s.close()  # noqa: E702
@@ -36,20 +32,18 @@ for method in ("las", "wnas"):
     V = rng_vectors(s.store.r)
     s.tell(int(np.flatnonzero(y)[0]), 1)
     init, i = timed(s.ask)
-    bare, its = [], []
-    for _ in range(iterations):
-        bare.append(timed(s.backend.map, bare_pass_step, V)[0])
-        def step():
-            global i
-            s.tell(i, int(y[i])); i = s.ask()
-        its.append(timed(step)[0])
+    def step():
+        global i
+        s.tell(i, int(y[i])); i = s.ask()
+    times = interleave({"bare": lambda: s.backend.map(bare_pass_step, V), "iteration": step}, iterations)
+    bare, its = times["bare"], times["iteration"]
     out[method] = {"init_s": init, "bare_ms": 1e3 * median(bare), "iter_ms": 1e3 * median(its),
                    "ratio": median(its) / median(bare), "init_in_passes": init / median(bare),
                    "bare_gb_s": s.store.nbytes / median(bare) / 1e9, "hold_maps": s.store.hold_maps}
     s.close()
 peak.stop()
 out["peak_anonymous_increase"], out["peak_rss_increase"] = peak.anonymous, peak.total
-print(json.dumps(out))
+report(out)
 """
 
 
@@ -59,14 +53,12 @@ def main():
     ap.add_argument("--r", type=int, default=128)
     ap.add_argument("--iterations", type=int, default=25)
     ap.add_argument("--kinds", default="zarr,hdf5")
-    args = ap.parse_args()
+    args = add_idle_arguments(ap).parse_args()
+    preflight(args)
     rows = []
     for kind in args.kinds.split(","):
         path = bench_store(args.n, args.r, kind)
-        here = str(__import__("pathlib").Path(__file__).resolve().parent)
-        res = subprocess.run([sys.executable, "-c", WORKER, str(path), str(args.iterations), here,
-                              f"/tmp/bigsearch-bench/tiny-{kind}.zarr"], capture_output=True, text=True, check=True)
-        m = json.loads(res.stdout.strip().splitlines()[-1])
+        m = run_fresh(WORKER, path, args.iterations, f"/tmp/bigsearch-bench/tiny-{kind}.zarr")
         x_bytes = args.n * args.r * 4
         per_point = 33  # LAS: label (1) + deg, J, f, im (4 x 8) bytes per point
         for method in ("las", "wnas"):

@@ -15,7 +15,6 @@ Warm: the store is in the page cache. Cold: its pages are evicted first
 import argparse
 import os
 import time
-from pathlib import Path
 
 import h5py
 import numpy as np
@@ -25,20 +24,7 @@ from bigsearch.backends.local import LocalBackend
 from bigsearch.kernels.encoded import stream_dots
 from bigsearch.storage import open_store
 
-from common import bare_pass_step, bench_store, median, rng_vectors, save, table
-
-
-def evict(path, *stores):
-    """Drop a store's pages from the page cache (and first the maps ``stores`` hold across
-    passes: a mapped page is not dropped)."""
-    for store in stores:
-        store.release_maps()
-    files = [path] if Path(path).is_file() else [p for p in Path(path).rglob("*") if p.is_file()]
-    for f in files:
-        fd = os.open(f, os.O_RDONLY)
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        os.close(fd)
+from common import bare_pass_step, bench_store, evict, median, rng_vectors, save, table
 
 
 def zarr_pass(path, V):

@@ -29,7 +29,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import load_record, stamp  # noqa: E402
+from benchmarks.common import cpu_model, load_record, stamp  # noqa: E402
 from bigsearch.simulate import simulate  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "datasets" / "molpal_enamine10k" / "Enamine10k_scores.csv.gz"
@@ -217,7 +217,7 @@ def main():
             print(f"start {start} {name:32s} found {r['found']:.3f} ({r['seconds']:.0f} s)", flush=True)
             results["runs"].append(r)
             results_path.write_text(json.dumps(results, indent=1))
-    results["machine"] = {"cpu": _cpu(), "python": platform.python_version(), "note": "2 cores shared by 8 agents"}
+    results["machine"] = {"cpu": cpu_model(), "python": platform.python_version(), "note": "2 cores shared by 8 agents"}
     results_path.write_text(json.dumps(stamp(results), indent=1))
     (args.out / "table.md").write_text(table(results, configs))
     print(table(results, configs))
@@ -239,11 +239,6 @@ def table(results, configs):
             f"| {' '.join(f'{x:.3f}' for x in f)} | {np.mean([r['seconds'] for r in runs]):.0f} |"
         )
     return "\n".join(lines) + "\n"
-
-
-def _cpu():
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "?")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import load_record, stamp  # noqa: E402
+from benchmarks.common import cpu_model, load_record, stamp  # noqa: E402
 from bigsearch.simulate import simulate  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "datasets"
@@ -144,7 +144,7 @@ def main():
                 )
                 print(name, method, seed, runs[-1], flush=True)
                 path.write_text(json.dumps(results, indent=1))
-    results["machine"] = {"cpu": _cpu(), "note": "2 cores shared by 8 agents"}
+    results["machine"] = {"cpu": cpu_model(), "note": "2 cores shared by 8 agents"}
     path.write_text(json.dumps(stamp(results), indent=1))
     (args.out / "paper_methods.md").write_text(table(results))
     print(table(results))
@@ -175,11 +175,6 @@ def table(results):
 
 def _se(x):
     return x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0.0
-
-
-def _cpu():
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "?")
 
 
 if __name__ == "__main__":

@@ -45,7 +45,6 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE / "scale"))
 
 import bigsearch  # noqa: E402
 from bigsearch.backends import ChunkStep  # noqa: E402
@@ -56,8 +55,7 @@ from bigsearch.storage import StoreWriter, open_store  # noqa: E402
 from bigsearch.storage import base as storage_base  # noqa: E402
 from bigsearch.storage.encoding import decode  # noqa: E402
 
-from common import DATA, bare_pass_step, bench_store, median, rng_vectors, save, table  # noqa: E402
-from harness import evict  # noqa: E402
+from common import DATA, bare_pass_step, bench_store, evict, median, rng_vectors, save, table  # noqa: E402
 
 ENC_DATA = DATA / "encodings"
 

@@ -30,7 +30,7 @@ os.environ["BIGSEARCH_PAPER_DATA"] = str(DATA)  # benchmarks/paper/common.py's s
 sys.path.insert(0, str(HERE / "paper"))
 sys.path.insert(0, str(HERE.parent))
 
-from benchmarks.common import stamp  # noqa: E402
+from benchmarks.common import cpu_model, stamp  # noqa: E402
 
 from common import cli, replication_ingest  # noqa: E402  (benchmarks/paper/common.py)
 
@@ -111,7 +111,7 @@ def main():
     args = ap.parse_args()
     out = {
         "machine": platform.processor() or platform.machine(),
-        "lscpu": _cpu_model(),
+        "lscpu": cpu_model(),
         "load_before": os.getloadavg(),
         "datasets": {},
     }
@@ -130,16 +130,6 @@ def main():
     path = HERE / "results" / "encodings_recall.json"
     path.write_text(json.dumps(stamp(out), indent=1))
     print(f"saved {path}")
-
-
-def _cpu_model():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
 
 
 if __name__ == "__main__":

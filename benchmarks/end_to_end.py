@@ -37,25 +37,11 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "scale"))  # harness.py (it adds benchmarks/ and the repository)
 sys.path.insert(0, str(HERE.parent))  # this checkout's bigsearch, before an installed one
 
-from common import DATA, las_run_command, save  # noqa: E402
-from harness import evict  # noqa: E402
+from common import DATA, add_idle_arguments, evict, las_run_command, preflight, save, status_bytes  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
-
-
-def status(pid, field):
-    """A memory field of /proc/PID/status in bytes (0 once the process is gone)."""
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 def run_measured(cmd, disk_dir, interval=0.05):
@@ -68,8 +54,8 @@ def run_measured(cmd, disk_dir, interval=0.05):
 
     def sample():
         while not done.wait(interval):
-            peak["anonymous"] = max(peak["anonymous"], status(proc.pid, "RssAnon"))
-            peak["rss"] = max(peak["rss"], status(proc.pid, "VmHWM"))
+            peak["anonymous"] = max(peak["anonymous"], status_bytes("RssAnon", proc.pid))
+            peak["rss"] = max(peak["rss"], status_bytes("VmHWM", proc.pid))
             peak["min_free_disk"] = min(peak["min_free_disk"], shutil.disk_usage(disk_dir).free)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -174,7 +160,8 @@ def main(argv=None):
     )
     ap.add_argument("--data", type=Path, default=DATA, help=f"where the store is written (default {DATA})")
     ap.add_argument("--keep", action="store_true", help="keep the store afterwards (default: removed)")
-    args = ap.parse_args(argv)
+    args = add_idle_arguments(ap).parse_args(argv)
+    preflight(args)
     args.data.mkdir(parents=True, exist_ok=True)
     store = args.data / f"end_to_end-{args.n}.zarr"
     runs = args.data / f"end_to_end-{args.n}-runs"
@@ -183,7 +170,6 @@ def main(argv=None):
         "r": args.r,
         "queries": args.queries,
         "full_queries": args.full_queries,
-        "load_at_start": os.getloadavg(),
         "free_disk_before_GB": shutil.disk_usage(args.data).free / 1e9,
     }
     try:

@@ -12,7 +12,6 @@ with graded answers, batches of 1%, as benchmarks/discovery.py) and a synthetic 
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ import bigsearch  # noqa: E402
 from bigsearch.synthetic import make_clustered_store  # noqa: E402
 from bigsearch.testing import pass_per_member_batch  # noqa: E402
 
-from common import stamp  # noqa: E402
+from common import cpu_model, stamp  # noqa: E402
 
 
 def compare(store, init, answers, batch, fantasy, pi, batches):
@@ -90,7 +89,7 @@ def main():
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    out = {"cpu": _cpu(), "note": "2 cores shared by 8 agents", "tasks": {}}
+    out = {"cpu": cpu_model(), "note": "2 cores shared by 8 agents", "tasks": {}}
     for task in args.tasks.split(","):
         if task == "docking":
             out["tasks"]["docking, start 1, batches of 1%"] = docking(args.work, 0.01, args.batches, 1)
@@ -105,11 +104,6 @@ def main():
             f"{np.sum([r['ref_seconds'] for r in rows]) / np.sum([r['seconds'] for r in rows]):.1f}x"
         )
     (args.out / "fantasy.json").write_text(json.dumps(stamp(out), indent=1))
-
-
-def _cpu():
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "?")
 
 
 if __name__ == "__main__":

@@ -29,18 +29,18 @@ from pathlib import Path
 
 import numpy as np
 
-from common import DATA, ROOT, las_run_command, median, save, table
+from common import DATA, ROOT, add_idle_arguments, evict, las_run_command, median, preflight, run_fresh, save, table
 
 WORKER = r"""
-import json, os, sys, time
+import os, sys, time
 import numpy as np
-sys.path.insert(0, sys.argv[4])
 sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[1])))
 import bigsearch
 import floor
-path, rounds = sys.argv[2], int(sys.argv[3])
+from common import interleave, report
+path, rounds, tiny_path, init_rounds = sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 ALPHAS = (0.0, 0.01)
-tiny = bigsearch.create_store(sys.argv[5], np.abs(np.random.rand(64, 8)).astype("f4"), chunk_rows=8, overwrite=True)
+tiny = bigsearch.create_store(tiny_path, np.abs(np.random.rand(64, 8)).astype("f4"), chunk_rows=8, overwrite=True)
 for a in ALPHAS:  # compile the engine's kernels outside the timed rounds
     s = bigsearch.LAS(tiny, alpha=a, pi=0.1); s.tell(0, 1); s.ask(); s.tell(s.ask(), 0); s.ask(); s.close()
 maps, n, r = floor.chunk_maps(path)
@@ -49,43 +49,42 @@ out = np.empty((max(m.shape[0] for m in maps), 3))
 floor._xv(maps[0][:8], V, out)
 
 def floor_pass():
-    t = time.perf_counter()
     for m in maps:
         floor._xv(m, V, out)
-    return time.perf_counter() - t
 
 def floor_gram():
-    t = time.perf_counter(); G = np.zeros((r, r))
+    G = np.zeros((r, r))
     for m in maps:
         G += m.T @ m
-    return time.perf_counter() - t
 
-first_pass = floor_pass()   # the read from disk, when evicted: not a warm figure
+def seconds(fn):
+    t = time.perf_counter(); fn(); return time.perf_counter() - t
+
+first_pass = seconds(floor_pass)   # the read from disk, when evicted: not a warm figure
 def start(a):
     t = time.perf_counter()
     s = bigsearch.LAS(path, alpha=a); y = s.store.labels(); s.tell(int(np.flatnonzero(y)[0]), 1); i = s.ask()
     return time.perf_counter() - t, s, y, i
 
 res = {"first_floor_pass_s": first_pass, "init": {a: [] for a in ALPHAS}, "init_floor": []}
-for _ in range(int(sys.argv[6])):
-    res["init_floor"].append(2 * floor_gram() + floor_pass())
+for _ in range(init_rounds):
+    res["init_floor"].append(2 * seconds(floor_gram) + seconds(floor_pass))
     for a in ALPHAS:
         t, s, y, i = start(a); s.close(); res["init"][a].append(t)
-searches = {a: start(a)[1:] for a in ALPHAS}
-state = {a: (s, y, i) for a, (s, y, i) in searches.items()}
-res["pass"], res["iter"] = [], {a: [] for a in ALPHAS}
-QUIET = 0.05  # s between timed steps: floor.py's OpenMP workers spin for 5-10 ms after its pass,
-# on the cores the next step needs; every variant starts from cores at rest
-for _ in range(rounds):
-    res["pass"].append(floor_pass())
-    for a in ALPHAS:
-        time.sleep(QUIET)
+state = {a: start(a)[1:] for a in ALPHAS}
+
+def iteration(a):
+    def step():
         s, y, i = state[a]
-        t = time.perf_counter(); s.tell(i, int(y[i])); i = s.ask(); res["iter"][a].append(time.perf_counter() - t)
-        state[a] = (s, y, i)
-    time.sleep(QUIET)
+        s.tell(i, int(y[i])); state[a] = (s, y, s.ask())
+    return step
+
+# 50 ms at rest before every timed step: floor.py's OpenMP workers spin for 5-10 ms after its
+# pass, on the cores the next step needs; every variant starts from cores at rest
+times = interleave({"pass": floor_pass, **{a: iteration(a) for a in ALPHAS}}, rounds, rest=0.05)
+res["pass"], res["iter"] = times.pop("pass"), times
 res["hold_maps"] = state[0.0][0].store.hold_maps
-print(json.dumps(res))
+report(res)
 """
 
 
@@ -105,36 +104,9 @@ def make(path, n, r, chunk_rows=None):
     subprocess.run(cmd + (["--chunk-rows", str(chunk_rows)] if chunk_rows else []), check=True, capture_output=True)
 
 
-def evict(path):
-    for root, _, files in os.walk(path):
-        for name in files:
-            fd = os.open(os.path.join(root, name), os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
-
-
 def measure(floor, path, rounds, init_rounds):
     with tempfile.TemporaryDirectory() as tmp:
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                WORKER,
-                floor,
-                str(path),
-                str(rounds),
-                str(ROOT.parent),
-                os.path.join(tmp, "tiny.zarr"),
-                str(init_rounds),
-            ],
-            capture_output=True,
-            text=True,
-        )
-    if out.returncode:
-        raise SystemExit(f"the measuring process failed:\n{out.stderr}")
-    raw = json.loads(out.stdout.strip().splitlines()[-1])
+        raw = run_fresh(WORKER, floor, path, rounds, os.path.join(tmp, "tiny.zarr"), init_rounds)
     floor_pass, init_floor = median(raw["pass"]), median(raw["init_floor"])
     row = {
         "floor_pass_ms": 1e3 * floor_pass,
@@ -236,7 +208,8 @@ def main():
     ap.add_argument("--batch", action="store_true", help="the batch-of-500 figure of `run`")
     ap.add_argument("--batch-rounds", type=int, default=2)
     ap.add_argument("--name", default="floor_ratios")
-    args = ap.parse_args()
+    args = add_idle_arguments(ap).parse_args()
+    preflight(args)
     record = {"floor": str(Path(args.floor).resolve())}
     if args.sizes or args.wide:
         record["floors"] = floors(args)

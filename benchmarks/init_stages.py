@@ -5,7 +5,8 @@ floor.py's Gram and pass likewise), and CPU time is counted rather than wall tim
 the shares hold roughly on a loaded machine too. They give a direction, not figures for
 issue 24's targets: those are wall-clock ratios on an idle machine (floor_ratios.py).
 Prints one JSON line per alpha: the best of --reps of each stage (the chunk steps by name,
-K's inverse) and of floor.py's Gram and pass, and init / floor (2 Gram passes + 1 pass).
+K's inverse) and of floor.py's Gram and pass, and init / floor (2 Gram passes + 1 pass); the
+lines go to benchmarks/results/NAME.json (--name, default init_stages) with the idle check.
 
     python benchmarks/init_stages.py STORE --floor ../shared/tools/floor.py [--alpha 0 0.01] [--reps 3]
 """
@@ -25,6 +26,8 @@ from threadpoolctl import threadpool_limits
 import bigsearch
 from bigsearch.backends import local
 from bigsearch.engine.methods import las
+
+from common import add_idle_arguments, preflight, save
 
 clock = time.process_time
 stages: dict[str, float] = {}
@@ -78,7 +81,9 @@ def main():
     ap.add_argument("--floor", required=True, help="path of ../shared/tools/floor.py")
     ap.add_argument("--alpha", type=float, nargs="*", default=[0.0, 0.01])
     ap.add_argument("--reps", type=int, default=3)
-    args = ap.parse_args()
+    ap.add_argument("--name", default="init_stages", help="results/NAME.json (default init_stages)")
+    args = add_idle_arguments(ap).parse_args()
+    preflight(args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(args.floor)))  # numba's cache imports it by name
     floor = importlib.import_module("floor")
     threadpool_limits(1, "blas")
@@ -97,6 +102,7 @@ def main():
             warm.tell(0, 1)
             warm.ask()
             warm.close()
+    lines = []
     for alpha in args.alpha:
         rows = []
         for _ in range(args.reps):
@@ -104,16 +110,18 @@ def main():
             rows.append({**init_once(args.store, alpha), "floor_gram": gram, "floor_pass": bare})
         best = {key: min(row[key] for row in rows) for key in rows[0]}
         floor_s = 2 * best["floor_gram"] + best["floor_pass"]
-        print(
-            json.dumps(
-                {
-                    "alpha": alpha,
-                    "init_over_floor": round(best["init"] / floor_s, 2),
-                    **{k: round(v, 3) for k, v in best.items()},
-                    "load": os.getloadavg()[0],
-                }
-            )
+        lines.append(
+            {
+                "alpha": alpha,
+                "init_over_floor": round(best["init"] / floor_s, 2),
+                **{k: round(v, 3) for k, v in best.items()},
+                "load": os.getloadavg()[0],
+            }
         )
+        print(json.dumps(lines[-1]))
+    save(
+        args.name, {"store": str(args.store), "floor": os.path.abspath(args.floor), "reps": args.reps, "alphas": lines}
+    )
 
 
 if __name__ == "__main__":

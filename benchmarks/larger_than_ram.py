@@ -37,7 +37,6 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "scale"))  # harness.py (it adds benchmarks/ and the repository)
 sys.path.insert(0, str(HERE.parent))  # this checkout's bigsearch, before an installed one
 
 import bigsearch  # noqa: E402
@@ -46,14 +45,18 @@ from common import (  # noqa: E402
     PEAK_INTERVAL,
     RESULTS,
     PeakMemory,
+    add_idle_arguments,
     bare_pass_step,
+    evict,
+    io_bytes_read,
     machine,
     median,
     peak_rss_bytes,
+    preflight,
     rng_vectors,
     save,
+    status_bytes,
 )
-from harness import evict, io_bytes_read, status_bytes  # noqa: E402
 
 ENGINES = ("full", "pruned")
 
@@ -249,11 +252,12 @@ def main():
     ap.add_argument("--summary-only", action="store_true", help="summarize the workers' records, run nothing")
     ap.add_argument("--tiny", default="/tmp/bigbench-tiny.zarr")
     ap.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = add_idle_arguments(ap).parse_args()
     if args.worker:
         worker(args)
         return
     if not args.summary_only:
+        preflight(args)
         run_workers(args)
     out, recs = summary(args)
     print(json.dumps(out, indent=2))

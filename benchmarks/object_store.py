@@ -18,7 +18,6 @@ client side costs here, not what S3 gives.
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ from bigsearch.backends.local import LocalBackend
 from bigsearch.testing.s3_server import ACCESS, NO_METADATA, S3Server
 
 from cluster_overhead import iterations_alternated
-from common import bare_pass_step, bench_store, median, rng_vectors, save, table
+from common import add_idle_arguments, bare_pass_step, bench_store, evict, median, preflight, rng_vectors, save, table
 
 WARMUP = 2
 
@@ -48,17 +47,6 @@ def upload(store_dir, url):
             obstore.put(target, str(f.relative_to(store_dir)), data)
             total += len(data)
     return total
-
-
-def evict(store_dir):
-    """Drop this store's pages from the page cache (no other process's)."""
-    for f in Path(store_dir).rglob("*"):
-        if f.is_file():
-            fd = os.open(f, os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
 
 
 def one_pass(where, options=None):
@@ -80,8 +68,8 @@ def main():
     ap.add_argument("--n", type=int, default=2_000_000)
     ap.add_argument("--r", type=int, default=128)
     ap.add_argument("--iterations", type=int, default=15)
-    args = ap.parse_args()
-    load_before = os.getloadavg()
+    args = add_idle_arguments(ap).parse_args()
+    preflight(args)
     path = bench_store(args.n, args.r)
     server = S3Server().start()
     os.environ.update({**ACCESS, **NO_METADATA, "AWS_ENDPOINT_URL": server.endpoint})
@@ -128,10 +116,6 @@ def main():
         }
         per_query["ratio"] = per_query["s3_cached_ms"] / per_query["local_ms"]
         table([per_query], ["local_ms", "s3_cached_ms", "ratio"])
-        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        model = next(
-            (line.split(":", 1)[1].strip() for line in lscpu.splitlines() if line.startswith("Model name")), "?"
-        )
         save(
             "object_store",
             {
@@ -143,9 +127,7 @@ def main():
                 "first_pass": rows,
                 "per_query": per_query,
                 "iterations": args.iterations,
-                "lscpu_model": model,
-                "load_average": {"start": load_before, "end": os.getloadavg()},
-                "note": "2-core machine shared with other jobs (see load_average: 1, 5, 15 minutes); "
+                "note": "2-core machine shared with other jobs (see idle_before and load_average); "
                 "moto server on 127.0.0.1",
             },
         )

@@ -23,7 +23,6 @@ Results: benchmarks/results/rank_updates.json; docs/performance.md has the table
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,7 +35,7 @@ sys.path.insert(0, str(HERE))
 from bigsearch.engine.core.rank_updates import LowRankInverse, advance_score_vectors, batch_update, fold_rank  # noqa: E402
 from bigsearch.kernels.dense import sparse_rows_times, subtract_outer, times_columns  # noqa: E402
 
-from common import save, table  # noqa: E402
+from common import cpu_model, save, table  # noqa: E402
 
 
 def problem(r, labels, sparse, seed=0):
@@ -98,7 +97,6 @@ def main():
     ap.add_argument("--labels", type=int, default=512, help="labels per round (m up to half of them: every m folds)")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    cpu = subprocess.run("lscpu | grep 'Model name'", shell=True, capture_output=True, text=True).stdout.strip()
     rows_out = []
     for r in (int(v) for v in args.r.split(",")):
         folds = sorted({8, 32, 128, 256, 512, fold_rank(r)} - {m for m in range(1024) if 2 * m > args.labels})
@@ -135,7 +133,7 @@ def main():
             )
     save(
         "rank_updates",
-        {"cpu": cpu, "load": os.getloadavg(), "labels": args.labels, "rounds": args.rounds, "rows": rows_out},
+        {"cpu": cpu_model(), "load": os.getloadavg(), "labels": args.labels, "rounds": args.rounds, "rows": rows_out},
     )
 
 

@@ -11,7 +11,7 @@ exponent should approach 2.
 
 import argparse
 
-from harness import HERE, fit_exponent, run_worker, save, scale_store, table
+from harness import HERE, add_idle_arguments, fit_exponent, preflight, run_worker, save, scale_store, table
 
 INIT_PASSES = 3      # column sums; degrees + X^T R X; J + scores
 
@@ -21,7 +21,8 @@ def main():
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--rs", default="32,128,512")
     ap.add_argument("--iterations", type=int, default=25)
-    args = ap.parse_args()
+    args = add_idle_arguments(ap).parse_args()
+    preflight(args)
     rows, raw = [], {}
     for r in map(int, args.rs.split(",")):
         m = run_worker(HERE / "scale_worker.py", scale_store(args.n, r), "--iterations", args.iterations, "--no-cold")

@@ -16,8 +16,7 @@ import matplotlib.ticker
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from common import RESULTS  # noqa: E402
-from harness import REPO  # noqa: E402
+from harness import REPO, RESULTS  # noqa: E402
 
 
 def load(name):

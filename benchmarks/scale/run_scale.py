@@ -19,7 +19,17 @@ import subprocess
 import sys
 import time
 
-from harness import HERE, fit_exponent, generation_record, run_worker, save, scale_store, table
+from harness import (
+    HERE,
+    add_idle_arguments,
+    fit_exponent,
+    generation_record,
+    preflight,
+    run_worker,
+    save,
+    scale_store,
+    table,
+)
 
 STATE_BYTES_PER_POINT = 34      # 33 in the backend's arrays + the engine's label copy
 RSS_ALLOWANCE = 512 * 2**20
@@ -71,7 +81,8 @@ def main():
     ap.add_argument("--iterations", type=int, default=25)
     ap.add_argument("--no-cold", action="store_true")
     ap.add_argument("--no-ingest", action="store_true")
-    args = ap.parse_args()
+    args = add_idle_arguments(ap).parse_args()
+    preflight(args)
     rows, raw = [], {}
     for n in map(int, args.ns.split(",")):
         path = scale_store(n, args.r)

@@ -24,8 +24,17 @@ import numpy as np
 
 import bigsearch
 
-from common import PEAK_INTERVAL, PeakMemory, bare_pass_step, rng_vectors
-from harness import cached_fraction, evict, io_bytes_read, median, status_bytes
+from harness import (  # it puts benchmarks/ (common.py) on sys.path: import from it, not from common
+    PEAK_INTERVAL,
+    PeakMemory,
+    bare_pass_step,
+    cached_fraction,
+    evict,
+    io_bytes_read,
+    median,
+    rng_vectors,
+    status_bytes,
+)
 
 
 def warm_up_jit(tiny_path):

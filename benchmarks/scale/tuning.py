@@ -27,8 +27,7 @@ from bigsearch.kernels.encoded import stream_dots
 from bigsearch.kernels.las import degrees, update_scores
 from bigsearch.storage.format import DEFAULT_CHUNK_BYTES
 
-from common import bare_pass_step, rng_vectors
-from harness import evict, median, save, scale_store, table
+from harness import bare_pass_step, evict, median, rng_vectors, save, scale_store, table
 
 DEFAULT_MIB = DEFAULT_CHUNK_BYTES // 2**20      # the package default (32 MiB since these studies)
 

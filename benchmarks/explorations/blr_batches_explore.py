@@ -14,7 +14,7 @@ Gram), so that variants of the evidence and of the batch run in seconds:
   engine/methods/blr_evidence.py), the evidence alone (``--how alone``, the engine as first
   built) or the ridge penalty lam s2 fixed (``--how fixed300``).
 
-    python benchmarks/blr_batches_explore.py --store /tmp/bigsearch-discovery/bits-shuffled.zarr \
+    python benchmarks/explorations/blr_batches_explore.py --store /tmp/bigsearch-discovery/bits-shuffled.zarr \
         --starts 5 topb fant0 ucb0.5
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.discovery import DATA, grades  # noqa: E402

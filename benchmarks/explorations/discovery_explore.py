@@ -17,7 +17,7 @@ starts, and appends it to OUT (JSON lines). The fingerprints come from bigsearch
 featurizer (ingest/fingerprints.py); transforms are the ingest options' (IDF, normalize,
 bias) written in numpy.
 
-    python benchmarks/discovery_explore.py --starts 8 rf ridge las:cos las:idf las:minmax-2048-2-2
+    python benchmarks/explorations/discovery_explore.py --starts 8 rf ridge las:cos las:idf las:minmax-2048-2-2
 """
 
 import argparse
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from scipy import linalg
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import load_note, load_record  # noqa: E402
