@@ -99,6 +99,13 @@ def check_disk(out, rows, width, itemsize):
                             "write it elsewhere, or use fewer features (rff D, features.drop)")
 
 
+def file_size_limit():
+    """The largest file this process may write, in bytes (RLIMIT_FSIZE, which bash's
+    ``ulimit -f`` sets in 1024-byte blocks); None when there is no limit."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
 def check_values(X, dtype, where):
     """Features written to a store of ``dtype`` must stay finite there and in the engine's
     float64 sums; ``where(i)`` names row i. Raises DataError naming the first bad row."""

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import StoreError, StoreExistsError
+from ..limits import file_size_limit
 from .atomic import (
     fsync_tree,
     fsync_written,
@@ -58,6 +59,7 @@ class StoreWriter:
     # imported with the package): it names itself by ``class W(StoreWriter, for_urls=True)``,
     # so this module needs no import of it (it imports this one).
     url_writer: "type[StoreWriter] | None" = None
+    tmp: "Path | None" = None      # where a local store is written until it is published
 
     def __init_subclass__(cls, for_urls=False, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -100,9 +102,14 @@ class StoreWriter:
         self._turn = 0
         encoded = self.encoding not in ("float32", "float64")
         attrs = {FORMAT_ATTR: 2 if encoded else 1, **encoding_attrs(self.encoding, self.r), **(attrs or {})}
-        self._backend = store_format(self.kind).writer(
-            target, columns, self.dtype, self.chunk_rows, labels, ids_dtype, attrs, compressors,
-            scaled=self.encoding in SCALED)
+        try:
+            self._backend = store_format(self.kind).writer(
+                target, columns, self.dtype, self.chunk_rows, labels, ids_dtype, attrs, compressors,
+                scaled=self.encoding in SCALED)
+        except BaseException as e:
+            if self.tmp is not None:
+                remove(self.tmp)
+            raise _translated(self.path, self.tmp, e) from None
 
     @staticmethod
     def _location(path):
@@ -235,9 +242,9 @@ class StoreWriter:
                 self.abort()
                 raise StoreError(f"{self.path}: no rows were written")
             self._backend.close()
-        except (OSError, RuntimeError) as e:
+        except BaseException as e:      # anything: the temporary store goes
             self.abort()
-            raise write_failure(self.path, self.tmp, e) or e
+            raise _translated(self.path, self.tmp, e) from None
         self._publish_written()
         return self.path
 
@@ -246,9 +253,9 @@ class StoreWriter:
         if self.before_publish is not None:
             try:
                 self.before_publish(self.tmp)
-            except BaseException:
+            except BaseException as e:
                 self.abort()
-                raise
+                raise _translated(self.path, self.tmp, e) from None
         fsync_tree(self.tmp)
         if self.path.exists():
             if not self.overwrite:
@@ -274,17 +281,18 @@ class StoreWriter:
             self.close()
         else:
             self.abort()
-            failure = write_failure(self.path, self.tmp, exc) if isinstance(exc, (OSError, RuntimeError)) else None
-            if failure is not None:
+            failure = _translated(self.path, self.tmp, exc)
+            if failure is not exc:
                 raise failure from None
 
 
 # What a failed write of the store means, and what to do about it.
-WRITE_FAILURES = {errno.EFBIG: "the file is larger than the file system or the file size limit allows (ulimit -f): "
-                               "raise the limit, or write to another file system",
+WRITE_FAILURES = {errno.EFBIG: "the file would be larger than the file system allows: write to another file system",
                   errno.ENOSPC: "the disk is full: free space, or write to another disk",
                   errno.EDQUOT: "the disk quota is exhausted: free space, or write to another disk",
                   errno.EIO: "the device reported an I/O error: check the disk, or write to another disk"}
+PAST_THE_LIMIT = ("the file would pass the file size limit (ulimit -f {blocks}: {limit:,} bytes) or the largest file "
+                  "the file system allows: raise the limit (ulimit -f unlimited), or write to another file system")
 HDF5_ERRNO = re.compile(r"errno = (\d+)")
 
 
@@ -299,10 +307,19 @@ def write_failure(path, tmp, error):
         code = int(m.group(1)) if m else None
     if code not in WRITE_FAILURES:
         return None
-    if code == errno.EIO and Path(tmp).name not in f"{getattr(error, 'filename', '')} {error}":
+    if code == errno.EIO and (tmp is None or Path(tmp).name not in f"{getattr(error, 'filename', '')} {error}"):
         return None
-    return StoreError(f"{path}: writing the store failed ({os.strerror(code)}); {WRITE_FAILURES[code]}. "
-                      "Nothing was written")
+    limit = file_size_limit() if code == errno.EFBIG else None
+    why = WRITE_FAILURES[code] if limit is None else PAST_THE_LIMIT.format(blocks=limit // 1024, limit=limit)
+    return StoreError(f"{path}: writing the store failed ({os.strerror(code)}); {why}. Nothing was written")
+
+
+def _translated(path, tmp, error):
+    """What to raise for ``error``, raised while writing the store: its ``write_failure``
+    for a failed write, else the error itself."""
+    if isinstance(error, (OSError, RuntimeError)):
+        return write_failure(path, tmp, error) or error
+    return error
 
 
 class _RowsArray:

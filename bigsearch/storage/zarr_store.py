@@ -78,7 +78,25 @@ class ZarrWriter:
                                        dimension_names=(POINT_DIM, *(f"{name}_{k}" for k in range(len(tail)))))
 
     def close(self):
-        pass
+        _settle()
+
+
+SETTLE_SECONDS = 60
+
+
+def _settle():
+    """Wait for the writes zarr still has running. When one chunk of a write fails (EFBIG,
+    ENOSPC), zarr raises at once and leaves the others running (``asyncio.gather``), and
+    they would make the store's directories again after StoreWriter removed it."""
+    import asyncio
+
+    from zarr.core.sync import sync
+
+    async def the_others():
+        others = asyncio.all_tasks() - {asyncio.current_task()}
+        if others:
+            await asyncio.wait(others, timeout=SETTLE_SECONDS)
+    sync(the_others())
 
 
 class ZarrStore(FeatureStore):
@@ -296,6 +314,7 @@ class ZarrStore(FeatureStore):
             else:
                 publish(tmp, path / name)
         except BaseException:
+            _settle()
             remove(tmp)
             raise
 
