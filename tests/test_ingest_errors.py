@@ -103,7 +103,8 @@ def test_positive_value_that_never_occurs(tmp_path):
 def test_text_labels_need_positive(tmp_path):
     src = write(tmp_path, "t.csv", "1,a\n2,b\n")
     msg = ingest_fails(tmp_path, src, "--label-column", "1")
-    assert "label column f1 holds text; say which values are positive with --positive" in msg
+    assert "t.csv, line 1: label 'a' in label column f1 is not a label word bigsearch reads on its own" in msg
+    assert "values seen: 'a', 'b'; say which values are positive with --positive VALUE" in msg
 
 
 def test_unknown_format(tmp_path):
@@ -111,8 +112,8 @@ def test_unknown_format(tmp_path):
     blob.write_bytes(bytes(range(256)) * 4)
     msg = ingest_fails(tmp_path, blob)
     assert "blob.bin: cannot tell the format" in msg and "--format" in msg
-    msg = ingest_fails(tmp_path, FIXTURES / "higgs_head100.test", "--format", "xlsx")
-    assert "--format 'xlsx' is not one of csv, tsv, libsvm, npy, hdf5, zarr, idx, parquet, arff" in msg
+    msg = ingest_fails(tmp_path, FIXTURES / "higgs_head100.test", "--format", "xls")
+    assert "--format 'xls' is not one of csv, tsv, libsvm, npy, hdf5, zarr, idx, parquet, arff, ris, xlsx" in msg
 
 
 def test_existing_out_is_kept(tmp_path):

@@ -29,7 +29,7 @@ INGEST = Path(__file__).resolve().parents[1] / "bigsearch" / "ingest"
 @pytest.mark.parametrize(
     "make, words",
     [
-        (lambda: SourceOptions(format="xlsx"), "source format 'xlsx' is not one of csv, tsv, libsvm"),
+        (lambda: SourceOptions(format="xls"), "source format 'xls' is not one of csv, tsv, libsvm"),
         (lambda: SourceOptions(n_features=0), "n_features must be at least 1"),
         (lambda: SourceOptions(block_bytes=0), "block_bytes must be at least 1"),
         (lambda: SourceOptions(delimiter=";;"), "give one character"),

@@ -14,7 +14,7 @@ INGEST_FLAGS = ("rff", "gamma", "bins", "minmax", "minmax_buckets", "minmax_powe
 INGEST_RENAMED = {"labels.column": "--label-column", "labels.files": "--labels", "labels.positive": "--positive",
                   "features.drop": "--drop", "features.categorical": "--categorical",
                   "features.normalize": "--normalize", "features.bias": "--bias", "source.format": "--format",
-                  "source.dataset": "--dataset",
+                  "source.dataset": "--dataset", "source.sheet": "--sheet",
                   "source.names": "--names", "output.encoding": "--encoding", "output.format": "--output-format"}
 
 
@@ -83,7 +83,8 @@ def _option_groups(o):
     """The library's option groups (ingest/options.py) from the command's flags."""
     from ..ingest import FeatureOptions, LabelOptions, OutputOptions, SourceOptions
     return {"source": SourceOptions(format=o["fmt"], delimiter=o["delimiter"], header=o["header"],
-                                    names=_split(o["names"]), dataset=o["dataset"], n_features=o["n_features"]),
+                                    names=_split(o["names"]), dataset=o["dataset"], n_features=o["n_features"],
+                                    sheet=o["sheet"]),
             "labels": LabelOptions(files=o["labels"], column=o["label_column"], positive=o["positive"],
                                    prevalence=o["prevalence"], seed=o["seed"]),
             "features": FeatureOptions(categorical=_split(o["categorical"]), drop=_split(o["drop"]),
@@ -110,7 +111,8 @@ def _stage_text(name, stage):
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str), metavar="SRC... OUT")
 @click.option("--format", "fmt", default=None, metavar="FORMAT",
-              help="Input format: csv, tsv, libsvm, npy, hdf5, zarr, idx, parquet or arff (default: detected).")
+              help="Input format: csv, tsv, libsvm, npy, hdf5, zarr, idx, parquet, arff, ris or xlsx "
+                   "(default: detected).")
 @click.option("--label-column", default=None, metavar="NAME|INDEX",
               help="The column holding the labels (a 0-based index when numeric).")
 @click.option("--positive", multiple=True, metavar="VALUE",
@@ -153,6 +155,7 @@ def _stage_text(name, stage):
 @click.option("--names", multiple=True, metavar="A,B,...",
               help="CSV without a header: the columns' names (default: a NAME.names file beside it, else f0, f1, ...).")
 @click.option("--dataset", default=None, help="HDF5/Zarr input: the 2-D dataset to read (default: X).")
+@click.option("--sheet", default=None, help="Excel input: the sheet to read (default: the first).")
 @click.option("--output-format", default=None, metavar="zarr|hdf5",
               help="Store format (default: zarr, or hdf5 when OUT ends in .h5).")
 @click.option("--chunk-rows", type=click.IntRange(1), default=None,
@@ -195,10 +198,19 @@ def ingest(paths, scheduler, cluster, quiet, **flags):
         if summary["labels"]:
             c = summary["labels"]
             labels_text = f"; labels: {c.get('1', 0):,} positive, {c.get('0', 0):,} negative"
+            if summary.get("label_mapping"):     # text labels read by their words (ingest/labels.py)
+                m = summary["label_mapping"]
+                labels_text += (f", {c.get('-1', 0):,} unlabeled ({'/'.join(m['positive']) or '-'} positive, "
+                                f"{'/'.join(m['negative']) or '-'} negative, empty unlabeled: the {m['vocabulary']} "
+                                "words; --positive VALUE to choose)")
         click.echo(f"{summary['out']}: {summary['rows_written']:,} rows x {summary['n_features']} features "
                    f"({summary['rows_read']:,} rows read{labels_text}) in {summary['seconds']:.1f} s, "
                    f"{input_rate(summary['input_bytes'], summary['seconds'])}", err=True)
         click.echo("per stage: " + "; ".join(_stage_text(name, s) for name, s in summary["stages"].items()), err=True)
+        if summary.get("label_column_found"):
+            name = summary["label_column_found"]
+            click.echo(f"column {name!r} looks like labels (a reviewer's decisions); it was not used as labels: "
+                       f"to use it, --label-column {name}", err=True)
         if summary["binary_possible"]:
             from ..storage.encoding import SPARSE_BITS, bytes_per_point
             r, share = summary["n_features"], summary["bits_set"]

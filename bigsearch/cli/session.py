@@ -70,7 +70,7 @@ def _show_warning(message, category, *args, **kwargs):
 
 
 # bigsearch.session.export.EXPORT_FORMATS (importing it here would load NumPy for --help)
-EXPORT_FORMATS = ("csv", "json", "parquet")
+EXPORT_FORMATS = ("csv", "json", "parquet", "ris", "records")
 
 store_option = click.option("--store", type=click.Path(path_type=str), default=None,
                             help="The session's store, if it has moved since the session began.")
@@ -88,7 +88,7 @@ def session():
     bigsearch session skip DIR INDEX [INDEX ...]   (unskip DIR [INDEX ...])
     bigsearch session status DIR [--json]
     bigsearch session sample DIR [-m M]
-    bigsearch session export DIR --out FILE [--format csv|json|parquet]
+    bigsearch session export DIR --out FILE [--format csv|json|parquet|ris|records]
     """
 
 
@@ -314,7 +314,8 @@ def sample(directory, size, seed, as_json):
 @click.option("--out", "-o", "out", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Output file (a new one), or - for stdout.")
 @click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), default=None,
-              help="csv, json (a list of objects) or parquet; default: from --out's suffix, else csv.")
+              help="csv, json (a list of objects) or parquet; default: from --out's suffix, else csv. ris or "
+                   "records (CSV): every record with its decision, for a reference manager (docs/sessions.md).")
 @click.option("--csv", "csv_out", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Same as --out FILE --format csv.")
 @store_option
@@ -331,8 +332,12 @@ def export(directory, out, fmt, csv_out, store, scheduler, cluster, persist):
     with cluster_backend(scheduler, cluster, persist) as backend, \
             _session().open(directory, readonly=True, store=store, backend=backend) as s:
         n = s.export(out, fmt)
+        decided = s.n_labels
     if out != "-":
-        click.echo(f"wrote {n} labels to {out}", err=True)
+        from ..session.export import export_format
+        records = export_format(out, fmt) in ("ris", "records")     # every record, with its decision
+        click.echo(f"wrote {n} records ({decided} with a decision) to {out}" if records
+                   else f"wrote {n} labels to {out}", err=True)
 
 
 @session.command()

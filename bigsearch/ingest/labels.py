@@ -5,8 +5,10 @@ Rules, so that a mistake is an error rather than a silent wrong y:
 - with --positive: a value equal to one of them is 1; an empty or missing value is -1
   (unknown); any other value is 0. Numeric columns compare numerically ("1" = 1.0).
 - without --positive: numeric labels must be 1 (positive) or 0 / -1 (negative), the
-  two usual binary conventions; text labels need --positive. Labels of an input store
-  (its y) are kept as they are.
+  two usual binary conventions; text labels must be the words of one of the vocabularies
+  reviewers use (``VOCABULARIES``: yes/no, included/excluded, ..., any case; empty:
+  unknown), else an error lists the values and asks for --positive. Labels of an input
+  store (its y) are kept as they are.
 """
 
 from dataclasses import dataclass
@@ -18,6 +20,17 @@ from ..errors import InputError, ParameterError
 from .columns import text_values
 
 MAX_VALUES = 20
+# The words a label column may hold without labels.positive, by vocabulary (compared trimmed and
+# in lower case): 1 positive, 0 negative. An empty value is unknown (-1) in every one.
+VOCABULARIES = {
+    "1/0": {"1": 1, "0": 0},
+    "yes/no": {"yes": 1, "no": 0, "y": 1, "n": 0},
+    "true/false": {"true": 1, "false": 0},
+    "included/excluded": {"included": 1, "excluded": 0, "include": 1, "exclude": 0},
+    "relevant/irrelevant": {"relevant": 1, "irrelevant": 0},
+}
+WORDS = {word: (name, y) for name, words in VOCABULARIES.items() for word, y in words.items()}
+KNOWN = "1/0, yes/no, y/n, true/false, included/excluded, include/exclude, relevant/irrelevant (any case)"
 
 
 @dataclass(frozen=True)
@@ -28,10 +41,12 @@ class LabelRule:
     positives: tuple = ()
     stored: bool = False         # the labels are an input store's y
 
+    @property
+    def vocabulary(self):
+        """True when text labels are read by their words (no labels.positive given)."""
+        return not self.positives and not self.numeric and not self.stored
+
     def __post_init__(self):
-        if not self.positives and not self.numeric and not self.stored:
-            raise ParameterError(f"label column {self.name} holds text; say which values are positive "
-                                 "with labels.positive VALUE (repeatable)")
         if self.numeric and self.positives:
             bad = [p for p in self.positives if _number(p) is None]
             if bad:
@@ -65,6 +80,8 @@ def label_block(block, rule):
     values = raw_labels(block, rule)
     if rule.numeric:
         return _numeric_labels(block, rule, values)
+    if rule.vocabulary:
+        return _vocabulary_labels(block, rule, values)
     return _text_labels(rule, values)
 
 
@@ -98,6 +115,48 @@ def _text_labels(rule, values):
     y = np.where(is_pos, 1, np.where(missing, -1, 0)).astype(np.int8)
     distinct = pc.unique(values.drop_null()).to_pylist()
     return y, set(sorted(distinct)[:MAX_VALUES]), set(rule.positives) & set(distinct)
+
+
+def _vocabulary_labels(block, rule, values):
+    """Text labels read by their words (VOCABULARIES): an unknown word, or words of two
+    vocabularies, is an error listing the values seen."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    words = pa.array(list(WORDS), pa.string())
+    found = pc.index_in(pc.utf8_lower(values), value_set=words).to_numpy(zero_copy_only=False)
+    empty = pc.fill_null(pc.equal(values, ""), True).to_numpy(zero_copy_only=False)
+    distinct = sorted(pc.unique(values.drop_null()).to_pylist())
+    unknown = np.flatnonzero(np.isnan(found.astype(np.float64)) & ~empty)
+    if len(unknown):
+        i = int(unknown[0])
+        raise InputError(f"{block.where(i)}: label {values[i].as_py()!r} in label column {rule.name} is not a label "
+                         f"word bigsearch reads on its own ({KNOWN}; empty: unlabeled); values seen: "
+                         f"{_listed(distinct)}; say which values are positive with labels.positive VALUE "
+                         "(repeatable; the others are negative)")
+    vocabulary_of(distinct, rule.name, block.reader.path)
+    ys = np.array([y for _, y in WORDS.values()], np.int8)
+    index = np.where(empty, 0, np.nan_to_num(found.astype(np.float64))).astype(np.int64)
+    y = np.where(empty, -1, ys[index]).astype(np.int8)
+    return y, set(distinct[:MAX_VALUES]), set()
+
+
+def vocabulary_of(values, name, path):
+    """(vocabulary, positive words, negative words) of the label values ``values`` (all
+    known words or empty); words of two vocabularies are an error naming them."""
+    words = {v: WORDS[v.strip().lower()] for v in values if v.strip()}
+    used = sorted({vocabulary for vocabulary, _ in words.values()})
+    if len(used) > 1:
+        raise InputError(f"{path}: label column {name} mixes the label words of {' and '.join(used)} (values seen: "
+                         f"{_listed(sorted(values))}); say which values are positive with labels.positive VALUE "
+                         "(repeatable; the others are negative)")
+    return (used[0] if used else None, sorted(v for v, (_, y) in words.items() if y == 1),
+            sorted(v for v, (_, y) in words.items() if y == 0))
+
+
+def _listed(values):
+    shown = [repr(v) if v.strip() else "(empty)" for v in values[:MAX_VALUES]]
+    return ", ".join(shown) + (", ..." if len(values) > MAX_VALUES else "")
 
 
 # -- subsampling positives -------------------------------------------------------------

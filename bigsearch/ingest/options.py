@@ -6,7 +6,7 @@ into the group it belongs to, with its check in that group's ``__post_init__``, 
 value fails before any file is opened.
 
 - :class:`SourceOptions`: how inputs are read (format, CSV dialect, HDF5/Zarr dataset,
-  LIBSVM width, block size).
+  LIBSVM width, block size, Excel sheet).
 - :class:`LabelOptions`: where labels come from, which values are positive, subsampling.
 - :class:`FeatureOptions`: which columns, how they are encoded, normalize / bias / RFF.
 - :class:`OutputOptions`: the store written (format, chunks, dtype, codec, overwrite).
@@ -57,6 +57,7 @@ class SourceOptions(_Group):
     dataset: str | None = None        # HDF5/Zarr input: the 2-D dataset (None: X)
     n_features: int | None = None     # LIBSVM; None: found by a first pass
     block_bytes: int = BLOCK_BYTES
+    sheet: str | None = None          # Excel: the sheet to read (None: the first)
 
     def __post_init__(self):
         from .readers import READERS

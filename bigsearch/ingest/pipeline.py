@@ -23,9 +23,10 @@ from ..storage.encoding import SCALED, stored_columns, stored_dtype
 from ..storage.remote import store_exists
 from ..storage.remote_options import check_writable
 from .columns import resolve_columns as _resolve
+from .documents import document_roles
 from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, RowBuffers, featurize_timed, finish_plan, prepare
 from .fingerprints import fingerprint_workers
-from .labels import LabelRule, PositiveSubsample, label_block, raw_labels
+from .labels import LabelRule, PositiveSubsample, label_block, raw_labels, vocabulary_of
 from .mapping import block_mapper
 from .minmax import load_kernels
 from .options import BLOCK_BYTES, CODECS, FeatureOptions, LabelOptions, OutputOptions, SourceOptions
@@ -120,9 +121,10 @@ def _ingest(sources, out, source, labels, features, output, progress, command, m
         record_display(writer, keeper)
         if stats is None:
             _check_positives(readers, rule, totals, progress)
+        mapping = _label_mapping(readers, rule, totals)
         if totals["zero_rows"]:
             progress.warn(f"{totals['zero_rows']:,} rows are all zero; features.normalize leaves them zero")
-        writer.set_attrs(featurization=_featurization(plan, rule, subsample, features.bins),
+        writer.set_attrs(featurization=_featurization(plan, rule, subsample, features.bins, mapping),
                          provenance=_provenance(readers, label_readers, totals, command))
         closing = time.perf_counter()
     totals["seconds"]["write"] += time.perf_counter() - closing     # the last chunks, the publishing
@@ -136,7 +138,8 @@ def _ingest(sources, out, source, labels, features, output, progress, command, m
             "binary_possible": writer.binary_possible and encoding in ("float32", "float64"),
             "bits_set": writer.bits_set() if writer.binary_possible else None,
             "int8_exact": writer.int8_exact and encoding in ("float32", "float64"),
-            "encoding": encoding, "stages": stages}
+            "encoding": encoding, "stages": stages, "label_mapping": mapping,
+            "label_column_found": _label_column_found(readers, rule)}
 
 
 def _needs_statistics(plan, labels):
@@ -521,7 +524,27 @@ def _kept_where(step, keep):
     return lambda i: step.where(int(rows[i]))
 
 
+def _label_mapping(readers, rule, totals):
+    """How text labels were read without labels.positive: {"vocabulary", "positive",
+    "negative"} (the words seen), or None."""
+    if rule is None or not rule.vocabulary:
+        return None
+    files = ", ".join(r.path for r in readers)
+    vocabulary, positive, negative = vocabulary_of(sorted(totals["label_values"]), rule.name, files)
+    return {"vocabulary": vocabulary, "positive": positive, "negative": negative}
+
+
+def _label_column_found(readers, rule):
+    """The name of a column that looks like labels (documents.document_roles) when no
+    labels were asked for: ingest says so, and uses it only when told (labels.column)."""
+    if rule is not None:
+        return None
+    return document_roles([c.name for c in readers[0].columns]).get("label")
+
+
 def _check_positives(readers, rule, stats, progress):
+    if rule is not None and rule.vocabulary:
+        vocabulary_of(sorted(stats["label_values"]), rule.name, ", ".join(r.path for r in readers))
     if rule is None or (not rule.positives):
         return
     if not stats["matched"]:
@@ -535,7 +558,7 @@ def _check_positives(readers, rule, stats, progress):
 
 
 # -- what the store records ---------------------------------------------------------------
-def _featurization(plan, rule, subsample, bins):
+def _featurization(plan, rule, subsample, bins, mapping=None):
     out = plan.describe()
     if bins:
         out["bins"] = bins
@@ -543,6 +566,8 @@ def _featurization(plan, rule, subsample, bins):
         out["label"] = {"column": rule.name if rule.column is not None else None,
                         "column_index": rule.column, "positive": list(rule.positives),
                         "from": "column" if rule.column is not None else rule.name}
+        if mapping is not None:
+            out["label"]["vocabulary"] = mapping
     if subsample is not None:
         out["subsample"] = subsample.describe()
     return out

@@ -23,9 +23,10 @@ import numpy as np
 
 from ..storage.format import DISPLAY_ATTR, PIXELS_NAME, RECORDS_NAME
 
-RECORD_FORMATS = ("csv", "tsv", "parquet", "libsvm")
+RECORD_FORMATS = ("csv", "tsv", "parquet", "libsvm", "ris", "xlsx")
 ROWS_PER_CHUNK_BYTES = 4 << 20
 RECORD_BLOCKS_AHEAD = 2     # blocks whose records may still be in the making: bounded memory
+RECORD_CHUNK_ROWS = 4096    # records per chunk, fewer for long records (documents: _record_chunk_rows)
 
 
 def display_keeper(readers, writer):
@@ -36,7 +37,9 @@ def display_keeper(readers, writer):
     if len(shapes) == 1 and len(next(iter(shapes))) >= 2:
         return ImageKeeper(writer, next(iter(shapes)), np.result_type(*[r.dtype for r in readers]))
     if all(r.format in RECORD_FORMATS for r in readers):
-        return FieldsKeeper(writer, [c.name for c in first.columns])
+        # a RIS record has few of the file's tags: its record leaves out those it lacks
+        return FieldsKeeper(writer, [c.name for c in first.columns], skip_nulls=first.format == "ris",
+                            chunk_rows=_record_chunk_rows(readers))
     return None
 
 
@@ -65,14 +68,14 @@ class FieldsKeeper:
     thread of its own (pyarrow's kernels release Python's lock) while the pass goes on with
     the next blocks; the blocks are written in order, at most RECORD_BLOCKS_AHEAD behind."""
 
-    def __init__(self, writer, names):
-        self.names = names
-        self.array = writer.add_rows_array(RECORDS_NAME, (), str, 4096)
+    def __init__(self, writer, names, skip_nulls=False, chunk_rows=RECORD_CHUNK_ROWS):
+        self.names, self.skip_nulls = names, skip_nulls
+        self.array = writer.add_rows_array(RECORDS_NAME, (), str, chunk_rows)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="records")
         self._made = deque()
 
     def append(self, step, keep=None):
-        self._made.append(self._pool.submit(record_texts, step, self.names, keep))
+        self._made.append(self._pool.submit(record_texts, step, self.names, keep, self.skip_nulls))
         self._write_made(RECORD_BLOCKS_AHEAD)
 
     def spec(self):
@@ -89,25 +92,46 @@ class FieldsKeeper:
                 self.array.append(texts)
 
 
-def record_texts(step, names, keep=None):
-    """The JSON text of each row of a block kept (``keep``: a mask, or None for all)."""
+def _record_chunk_rows(readers):
+    """Records per chunk of the ``records`` array: 4096, or as many as make about 4 MiB of
+    input when rows are longer (abstracts: 2 to 6 kB a record), since a chunk's records are
+    held, joined and encoded at once (with 4096 records of 3 kB, 100 MB more at the peak)."""
+    rows = [r.estimated_rows() for r in readers]
+    if not all(rows) or not sum(rows):
+        return RECORD_CHUNK_ROWS
+    row_bytes = sum(r.size for r in readers) / sum(rows)
+    return int(max(256, min(RECORD_CHUNK_ROWS, ROWS_PER_CHUNK_BYTES // max(1, row_bytes))))
+
+
+def record_texts(step, names, keep=None, skip_nulls=False):
+    """The JSON text of each row of a block kept (``keep``: a mask, or None for all);
+    ``skip_nulls``: a table's null values are left out of their row's object."""
     if step.table is not None:
-        texts = table_json(step.table)
+        texts = table_json(step.table, skip_nulls)
     else:
         texts = np.array([json.dumps(r, allow_nan=False, default=str) for r in _records(step, names)], dtype=object)
     return texts if keep is None else texts[np.asarray(keep, bool)]
 
 
-def table_json(table):
+def table_json(table, skip_nulls=False):
     """Each row of a pyarrow RecordBatch as the text of a JSON object {column: value} (the
     values ``json.dumps`` writes; floats in pyarrow's shortest form), made by pyarrow's
     compute kernels a column at a time: a Python object and ``json.dumps`` for every value
     cost 34 us a row of 29 numbers, 20x the CSV's parsing; this about 3.5 us. Non-finite
-    floats are the strings "nan", "inf", "-inf"; nulls null; a column of another type
-    (dates, lists...) or of strings with control characters goes through ``json.dumps``."""
+    floats are the strings "nan", "inf", "-inf"; nulls null (or left out, ``skip_nulls``); a
+    column of another type (dates, lists...) or of strings with control characters goes
+    through ``json.dumps``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if skip_nulls:      # each field ', "name": value' or '' (null), joined, the first ', ' cut
+        pairs = [pc.fill_null(pc.binary_join_element_wise(", " + json.dumps(name) + ": ",
+                                                          _json_values(column, pa, pc, null=None), ""), "")
+                 for name, column in zip(table.schema.names, table.columns)]
+        if not pairs:
+            return np.array(["{}"] * table.num_rows, dtype=object)
+        joined = pc.utf8_slice_codeunits(pc.binary_join_element_wise(*pairs, ""), 2)
+        return pc.binary_join_element_wise("{", joined, "}", "").to_numpy(zero_copy_only=False)
     parts = []
     for j, (name, column) in enumerate(zip(table.schema.names, table.columns)):
         parts += [("{" if j == 0 else ", ") + json.dumps(name) + ": ", _json_values(column, pa, pc)]
@@ -117,8 +141,9 @@ def table_json(table):
     return joined.to_numpy(zero_copy_only=False)
 
 
-def _json_values(column, pa, pc):
-    """A pyarrow string array: each value of ``column`` as JSON text."""
+def _json_values(column, pa, pc, null="null"):
+    """A pyarrow string array: each value of ``column`` as JSON text (a null as ``null``
+    says: JSON's null, or None to keep it null)."""
     kind = column.type
     if pa.types.is_floating(kind):
         text = pc.cast(column, pa.string())
@@ -138,8 +163,9 @@ def _json_values(column, pa, pc):
             text = pc.replace_substring(text, special, "\\" + special)
         text = _quoted(text, pc)
     else:
-        return pa.array([json.dumps(_plain(v), allow_nan=False, default=str) for v in column.to_pylist()], pa.string())
-    return pc.fill_null(text, "null") if column.null_count else text
+        return pa.array([None if v is None and null is None else json.dumps(_plain(v), allow_nan=False, default=str)
+                         for v in column.to_pylist()], pa.string())
+    return pc.fill_null(text, null) if column.null_count and null is not None else text
 
 
 def _quoted(text, pc):

@@ -16,7 +16,7 @@ from ..errors import ParameterError, SessionExistsError
 from ..storage.atomic import atomic_create
 
 COLUMNS = ("index", "id", "label", "time")
-EXPORT_FORMATS = ("csv", "json", "parquet")
+EXPORT_FORMATS = ("csv", "json", "parquet", "ris", "records")  # the last two: export_records.py
 
 
 def export_format(out, fmt=None):

@@ -54,6 +54,7 @@ from .checkpoint import (
     write_checkpoint,
 )
 from .export import export_format, write_labels
+from .export_records import RECORD_EXPORTS, write_records
 from .files import read_sealed_json, sealed_json
 from .fingerprint import check_fingerprint
 from .journal import JournalWriter, now
@@ -435,10 +436,14 @@ class Session(SessionRecovery, SessionStatus):
     def export(self, out: str | PathLike[str] | IO[str], format: str | None = None) -> int:
         """Write every label in force, in order (index, id, label, time), as ``format``
         csv, json or parquet (default: from ``out``'s suffix, else csv) to a new file
-        ``out``, ``-`` (stdout) or an open text file; returns the number of rows."""
+        ``out``, ``-`` (stdout) or an open text file; returns the number of rows. ``ris``
+        and ``records`` (CSV) write every record of the store with its decision instead
+        (export_records.py); they return the number of records."""
         fmt = export_format(out, format)
         if isinstance(out, (str, PathLike)) and str(out) != "-":
             require_local(out, "out")
+        if fmt in RECORD_EXPORTS:       # every record with its decision: the reviewer's file back
+            return write_records(self.search.store, self.history, out, fmt)
         rows = list(self._history.rows())
         ids = self._ids([i for i, _, _ in rows])
         rows = [(i, "" if ids is None else _plain(ids[k]), y, t) for k, (i, y, t) in enumerate(rows)]

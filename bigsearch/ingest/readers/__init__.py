@@ -16,7 +16,9 @@ from .arrays import HDF5Reader, ParquetReader, ZarrReader
 from .base import Block, Column, Reader, open_binary
 from .binary import IdxReader, NpyReader
 from .csv import CsvReader
+from .excel import ExcelReader
 from .libsvm import LibsvmReader
+from .ris import RisReader
 
 LIBSVM_TOKEN = re.compile(rb"^(qid:\S+|\d+:\S+)$")
 READERS = {}    # format name -> reader class, in the order messages list them
@@ -32,7 +34,8 @@ def register_reader(cls):
     return cls
 
 
-for _reader in (CsvReader, LibsvmReader, NpyReader, HDF5Reader, ZarrReader, IdxReader, ParquetReader, ArffReader):
+for _reader in (CsvReader, LibsvmReader, NpyReader, HDF5Reader, ZarrReader, IdxReader, ParquetReader, ArffReader,
+                RisReader, ExcelReader):
     register_reader(_reader)
 FORMATS = tuple(READERS)
 
