@@ -85,6 +85,7 @@ def session():
     bigsearch session next DIR [-k K]
     bigsearch session label DIR INDEX Y [INDEX Y ...]   (Y: 0, 1 or graded in [0, 1]; or --from labels.csv)
     bigsearch session undo DIR [N]
+    bigsearch session correct DIR INDEX Y   (change an answer given earlier)
     bigsearch session skip DIR INDEX [INDEX ...]   (unskip DIR [INDEX ...])
     bigsearch session status DIR [--json]
     bigsearch session sample DIR [-m M]
@@ -127,10 +128,24 @@ def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, sta
                               **params) as s:
         st = s.status(estimate=False)
         start = s.info.get("start")
+        blind = s.blind
     click.echo(f"created session {directory}: {_describe_method(st)} on {st['store']} ({st['n']:,} x {st['r']})")
     if start is not None:
         click.echo(_describe_start(start))
+    if blind:
+        click.echo(blind_start_notice(directory, st))
     click.echo(f"next: bigsearch session next {directory}")
+
+
+def blind_start_notice(directory, st):
+    """What a session started with nothing to go on (no --start-from) should be told."""
+    prior = st["params"].get("pi")
+    same = f"the prior, pi = {prior:g}" if isinstance(prior, (int, float)) else "the same"
+    return (f"blind start: no --start-from, so until a first positive answer every point scores {same}, and "
+            "the first queries are about as good as any (on Adult, 50 of them found no positive: "
+            "docs/sessions.md). Give what you know: label a record you know is positive "
+            f"(bigsearch session label {directory} INDEX 1), or start the session again with --start-from "
+            "ids:ID,..., vector:FILE.npy or keyword:COLUMN=WORDS.")
 
 
 verbose_option = click.option("-v", "--verbose", is_flag=True,
@@ -262,6 +277,26 @@ def undo(directory, count, store, scheduler, cluster, persist):
 
 @session.command()
 @click.argument("directory", type=click.Path(path_type=str))
+@click.argument("index")
+@click.argument("label")
+@store_option
+@cluster_options
+@object_store_options
+def correct(directory, index, label, store, scheduler, cluster, persist):
+    """Change the answer given for INDEX to LABEL: the labels from it on are told again
+    with it changed, each keeping its time; the journal records the correction (when,
+    by whom, from what to what), and `status` lists it."""
+    i, y = _parse_pair(index, label)
+    with cluster_backend(scheduler, cluster, persist) as backend, \
+            _opening(_session().open(directory, store=store, backend=backend)) as s:
+        told = s.correct(i, y, via="cli")
+        old = s.corrections[-1]["from"]
+    again = f"; {_count(told - 1, 'later label')} told again with it" if told > 1 else ""
+    click.echo(f"corrected point {i}: {old} -> {y}{again}")
+
+
+@session.command()
+@click.argument("directory", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (hits: positives among the first t labels).")
 def status(directory, as_json):
     """Labels, positives found, hits by step, and estimates of what is left."""
@@ -276,6 +311,11 @@ def status(directory, as_json):
     click.echo(f"labels      {st['labels']}: {st['positives']} positive, {st['negatives']} negative"
                + (f" ({st['graded']} graded: positive from 0.5)" if st.get("graded") else "")
                + (f" ({st['undone']} undone)" if st["undone"] else ""))
+    if st.get("corrections"):
+        shown = "; ".join(f"{c['point']}: {c['from']} -> {c['to']} ({c['time']}, {c['by']}, {c['via']})"
+                          for c in st["corrections"][-5:])
+        more = f" (the last 5: {shown})" if len(st["corrections"]) > 5 else f": {shown}"
+        click.echo(f"corrected   {_count(len(st['corrections']), 'answer')}{more}")
     if st["skipped"]:
         shown = ", ".join(map(str, st["skipped"][:10])) + (", ..." if len(st["skipped"]) > 10 else "")
         click.echo(f"skipped     {_count(len(st['skipped']), 'point')}, proposed after every other: {shown}")

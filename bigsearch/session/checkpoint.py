@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import SessionFormatError
 from ..storage.atomic import atomic_path, remove_tree
-from .files import read_sealed_json, sealed_json
+from .files import private_dir, read_sealed_json, sealed_json, write_private
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -35,17 +35,17 @@ def write_checkpoint(root, seq, state, info):
     ``seq``; ``info`` goes into the manifest. Returns (path, manifest body)."""
     final = root / checkpoint_name(seq)
     with atomic_path(final, "tmp") as tmp:
-        tmp.mkdir()
+        private_dir(tmp)                  # the owner's only, as the whole session (files.py)
         files = {}
         for name, array in state["arrays"].items():
             buf = io.BytesIO()
             np.save(buf, np.ascontiguousarray(array), allow_pickle=False)
             data = buf.getvalue()
-            (tmp / f"{name}.npy").write_bytes(data)
+            write_private(tmp / f"{name}.npy", data)
             files[name] = {"file": f"{name}.npy", "sha256": hashlib.sha256(data).hexdigest(),
                            "dtype": array.dtype.str, "shape": list(array.shape)}
         body = {"format": FORMAT_VERSION, "seq": seq, "meta": state["meta"], "arrays": files, **info}
-        (tmp / MANIFEST).write_bytes(sealed_json(body))
+        write_private(tmp / MANIFEST, sealed_json(body))
         if final.exists():          # a damaged checkpoint of the same journal position
             remove_tree(final)
     return final, body

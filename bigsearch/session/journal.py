@@ -8,7 +8,14 @@ Records (every one has ``seq``, 1, 2, 3, ... and ``time``, ISO 8601 UTC):
 - ``{"op": "skip", "index": [i]}``: the person put point i aside (the labelling page's
   skip): it is proposed after every other unlabeled point, until it is labeled or
   ``{"op": "unskip", "index": [i]}`` withdraws the skip. Skips change no engine state,
-  so checkpoints and the label groups' digests ignore them.
+  so checkpoints and the label groups' digests ignore them;
+- ``{"op": "correct", "point": i, "from": y0, "to": y1, "by": USER, "via": WHERE,
+  "index": [i, ...], "label": [y1, ...], "times": [t, ...]}``: the answer for point i,
+  one of the labels in force, changed from y0 to y1 (by whom, from where: the page, the
+  command line, Python). The labels from i's on (``index``: i first) are withdrawn and
+  told again in one group, with i's changed, each keeping the time it was first given
+  (``times``), so an export shows when each answer was given and the record says when
+  the correction was made; one record, so a crash cannot leave half a correction.
 
 Lines are written and read by storage/journal.py: each carries ``crc``, the CRC-32 of
 the record's canonical JSON without it; a record is acknowledged only after its line,
@@ -71,9 +78,16 @@ class Group:
     time: str
     digest: str = ""
     seq: int = 0          # the journal record that told them
+    times: list | None = None    # each label's own time, when it differs (told again by a correction)
+
+    def label_times(self):
+        return self.times if self.times is not None else [self.time] * len(self.index)
 
 
 GENESIS = "0" * 64
+# What History.corrections keeps of each correct record: the point, its answer before and
+# after, when (the record's time), by whom and from where, and the record's seq.
+CORRECTION_KEYS = ("point", "from", "to", "time", "by", "via", "seq")
 
 
 @dataclass
@@ -83,6 +97,7 @@ class History:
     undone: int = 0
     last_seq: int = 0
     skips: dict = field(default_factory=dict)     # {index: seq of its skip record}, oldest first
+    corrections: list = field(default_factory=list)   # every correction made, oldest first (CORRECTION_KEYS)
 
     @classmethod
     def from_records(cls, records):
@@ -105,6 +120,11 @@ class History:
         elif record["op"] == "unskip":
             for i in record["index"]:
                 self.skips.pop(i, None)
+        elif record["op"] == "correct":
+            self._withdraw(len(record["index"]), undo=False)
+            self._push(Group(list(record["index"]), list(record["label"]), record["time"], seq=record["seq"],
+                             times=list(record["times"])))
+            self.corrections.append({k: record.get(k) for k in CORRECTION_KEYS})
         else:
             raise SessionCorruptError(f"journal record {record['seq']} has unknown op {record['op']!r}")
         self.last_seq = record["seq"]
@@ -114,16 +134,19 @@ class History:
         group.digest = hashlib.sha256(previous.encode() + canonical_json([group.index, group.label])).hexdigest()
         self.groups.append(group)
 
-    def _withdraw(self, count):
+    def _withdraw(self, count, undo=True):
         if not 0 < count <= self.n_labels:
-            raise SessionCorruptError(f"the journal undoes {count} labels but only {self.n_labels} are in force")
-        self.undone += count
+            what = "undoes" if undo else "corrects"
+            raise SessionCorruptError(f"the journal {what} {count} labels but only {self.n_labels} are in force")
+        if undo:
+            self.undone += count
         while count:
             group = self.groups.pop()
             keep = max(0, len(group.index) - count)
             count -= len(group.index) - keep
             if keep:
-                self._push(Group(group.index[:keep], group.label[:keep], group.time, seq=group.seq))
+                self._push(Group(group.index[:keep], group.label[:keep], group.time, seq=group.seq,
+                                 times=None if group.times is None else group.times[:keep]))
 
     def digest(self, n_groups):
         """The chained digest of the first n_groups groups."""
@@ -138,8 +161,9 @@ class History:
         return [(i, y) for g in self.groups for i, y in zip(g.index, g.label)]
 
     def rows(self):
-        """[(index, label, time)] in the order told."""
-        return [(i, y, g.time) for g in self.groups for i, y in zip(g.index, g.label)]
+        """[(index, label, time)] in the order told; a label's time is when it was first
+        given (a correction keeps the times of the labels it tells again)."""
+        return [(i, y, t) for g in self.groups for i, y, t in zip(g.index, g.label, g.label_times())]
 
     def last(self, count):
         pairs = self.pairs()

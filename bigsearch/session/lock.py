@@ -31,7 +31,7 @@ class SessionLock:
         fd = None
         try:
             _lock(dir_fd, self.path, self.session_dir)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             _lock(fd, self.path, self.session_dir)
         except BaseException:
             for f in (fd, dir_fd):

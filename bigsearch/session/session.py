@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import numbers
+import os
 import warnings
 from os import PathLike
 from pathlib import Path
@@ -55,7 +56,7 @@ from .checkpoint import (
 )
 from .export import export_format, write_labels
 from .export_records import RECORD_EXPORTS, write_records
-from .files import read_sealed_json, sealed_json
+from .files import private_dir, read_sealed_json, sealed_json, shared_with_others, write_private
 from .fingerprint import check_fingerprint
 from .journal import JournalWriter, now
 from .lock import SessionLock
@@ -103,6 +104,12 @@ class Session(SessionRecovery, SessionStatus):
                     warnings.warn(f"took over the lock of process {self._lock.stale_holder.split()[0]}, "
                                   "which ended without closing the session", SessionWarning, stacklevel=3)
                 remove_leftovers(self.directory / CHECKPOINTS)
+                mode = shared_with_others(self.directory)
+                if mode is not None:
+                    warnings.warn(f"session {self.directory} can be read by other users of this machine "
+                                  f"(mode {mode:04o}), and its journal holds every answer: `chmod -R go= "
+                                  f"{self.directory}` makes it private (new sessions are)", SessionWarning,
+                                  stacklevel=3)
             self._read_state()
             if writable:
                 self._journal = JournalWriter(self.directory / JOURNAL, self._history.last_seq + 1)
@@ -345,6 +352,81 @@ class Session(SessionRecovery, SessionStatus):
             raise ParameterError("the engine given as restored= does not hold this session's labels "
                                  f"without the last {count}")
 
+    def correct(self, index: int, label: Any, *, restored: ChunkedSearch | None = None, checkpoint: bool = True,
+                close_replaced: bool = True, by: str | None = None, via: str = "python") -> int:
+        """Change the answer given for ``index`` (a label in force) to ``label``: the labels
+        from it on are withdrawn and told again in their order, in one group, with this one
+        changed, which is the state of a session told them so. One journal record says what
+        changed, when, by whom (``by``, default the user running this process) and from
+        where (``via``: "python", "cli", "page"); every label keeps the time it was first
+        given (:meth:`export`). Returns the number of labels told again (1 for the newest).
+
+        ``restored``: an engine holding this session's label groups without those labels
+        (the labelling page keeps the one before the newest label); it is told them and
+        adopted instead of reloading the state. ``checkpoint`` and ``close_replaced``: as
+        for :meth:`tell` and :meth:`undo`."""
+        self._require_writer("correct")
+        index = self._point(index)
+        rows = self._history.rows()
+        position = next((k for k in range(len(rows) - 1, -1, -1) if rows[k][0] == index), None)
+        if position is None:
+            raise LabelError(f"point {index} is not labeled: there is no answer to correct")
+        new = self._answer(index, label)
+        old = rows[position][1]
+        if new == old:
+            raise LabelError(f"point {index} is already labeled {old}")
+        tail = rows[position:]
+        indices, labels = [i for i, _, _ in tail], [new] + [y for _, y, _ in tail[1:]]
+        record = {"op": "correct", "point": index, "from": old, "to": new, "by": by or _user(), "via": via,
+                  "index": indices, "label": labels, "times": [t for _, _, t in tail]}
+        if restored is not None:
+            self._check_restored(restored, len(tail))
+            restored.tell(indices, labels)
+            restored.sync()                       # applied first: a failure changes nothing
+        self._history.apply(self._writer_journal().append(record))
+        if restored is None:
+            self._drop_engine()
+            self.search                           # rebuild now (a checkpoint, then the groups since)
+        else:
+            replaced, self._engine = self._engine, restored
+            if close_replaced and replaced is not None:
+                replaced.close()
+        self._since_checkpoint += len(tail)
+        if checkpoint and self.checkpoint_due:
+            self.checkpoint()
+        return len(tail)
+
+    def _answer(self, index, y):
+        """``y`` as :meth:`tell` would record it for ``index`` (0 or 1 as an int; a grade or
+        a score as a float, where the method takes them), or a LabelError."""
+        engine = self.search
+        if isinstance(y, (bool, np.bool_)) or not isinstance(y, numbers.Real):
+            raise LabelError(f"label {y!r} for point {index} is not a number")
+        if float(y) in (0.0, 1.0):
+            return int(y)
+        if (engine.GRADED and 0.0 <= float(y) <= 1.0) or (engine.REAL_LABELS and np.isfinite(float(y))):
+            return float(y)
+        takes = " or a grade in [0, 1]" if engine.GRADED else " or any finite number" if engine.REAL_LABELS else ""
+        raise LabelError(f"label {y!r} for point {index} is not 0 (negative), 1 (positive){takes}")
+
+    @property
+    def corrections(self) -> list[dict[str, Any]]:
+        """Every correction made, oldest first: {"point", "from", "to", "time", "by", "via",
+        "seq"} (the journal record's)."""
+        return [dict(c) for c in self._history.corrections]
+
+    @property
+    def blind(self) -> bool:
+        """Whether nothing guides the next queries yet: no start to choose them
+        (``start_from``) and no positive answer (for a method that takes any number, no
+        answer at all), so the engine proposes points about as good as any (every score is
+        the prior's until a positive)."""
+        if self.start is not None:                # its candidates are asked until the first positive
+            return False
+        if self.search.REAL_LABELS:
+            return self._history.n_labels == 0
+        return not any(y >= 0.5 for _, y in self.history)
+
     def skip(self, index: int) -> None:
         """Put the unlabeled point ``index`` aside (the labelling page's skip): it is
         proposed after every other unlabeled point until it is labeled or
@@ -583,18 +665,19 @@ def read_info(directory):
 
 def publish_directory(directory, info, extra=None):
     """Create the session's files under a temporary name, then rename: a crash leaves
-    either a whole new session or none (and an existing empty directory is replaced)."""
+    either a whole new session or none (and an existing empty directory is replaced).
+    The directory is its owner's only (0700, its files 0600)."""
     directory.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_leftovers(directory)        # what a killed `session new` left here
     try:
         with atomic_path(directory, "partial") as tmp:
-            tmp.mkdir()
-            (tmp / INFO).write_bytes(sealed_json(info))
-            (tmp / JOURNAL).write_bytes(b"")
-            (tmp / LOCK).write_bytes(b"")
-            (tmp / CHECKPOINTS).mkdir()
+            private_dir(tmp)                     # the owner's only: the journal holds every answer
+            write_private(tmp / INFO, sealed_json(info))
+            write_private(tmp / JOURNAL, b"")
+            write_private(tmp / LOCK, b"")
+            private_dir(tmp / CHECKPOINTS)
             for name, data in (extra or {}).items():
-                (tmp / name).write_bytes(data)
+                write_private(tmp / name, data)
     except OSError as e:
         if directory.exists():
             raise SessionExistsError(f"{directory} already exists and is not empty; choose a new directory") from e
@@ -611,6 +694,15 @@ def _check_new(method, checkpoint_every, keep_checkpoints, params, directory):
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise SessionExistsError(f"{directory} already exists and is not empty; choose a new directory")
     return settings
+
+
+def _user():
+    """Who runs this process, for the journal's record of a correction."""
+    import getpass
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):            # no name for this uid (a container)
+        return f"uid {os.getuid()}"
 
 
 def _npy_bytes(array):

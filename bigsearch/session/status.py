@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import numbers
+import os
 from typing import Any
 
 import numpy as np
 
 from ..errors import BigsearchError, LabelError, ParameterError
 from ..storage.atomic import atomic_write_json
+from .files import PRIVATE_FILE
 from .journal import now
 
 SAMPLE = "sample.json"  # a random sample for the estimate of positives left (engine/guidance/remaining.py)
@@ -38,6 +40,7 @@ class SessionStatus:
             "negatives": len(labels) - int(sum(labels)),
             "graded": graded,
             "undone": self._history.undone,
+            "corrections": [dict(c) for c in self._history.corrections],
             "journal_records": self._history.last_seq,
             "skipped": self._history.skipped,
             "hits": np.cumsum(labels, dtype=np.int64).tolist(),
@@ -96,6 +99,7 @@ class SessionStatus:
                 "positives": int(sum(y >= 0.5 for _, y in self.history)),
             },
         )
+        os.chmod(self.directory / SAMPLE, PRIVATE_FILE)  # the owner's only, as the session (files.py)
         return pick.tolist()
 
     def _sample_estimate(self):
