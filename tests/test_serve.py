@@ -265,6 +265,8 @@ def test_why_this_point_is_exact_for_las(store_factory, kind, dtype):
         assert why["labeled"] == pytest.approx(sum(p["contribution"] for p in why["points"]), rel=1e-12)
         order = [(-p["contribution"], -abs(p["weight"])) for p in why["points"]]
         assert order == sorted(order)
+        negatives = sorted((j for j in picks if labels[j] == 0), key=lambda j: -share[i, j])[:3]
+        assert [p["index"] for p in why["negatives"]] == negatives        # the ones it is most like
         engine.close()
 
 
@@ -287,15 +289,18 @@ def client_for(tmp_path, store):
     client for it; with the page's CSRF token and (off loopback) the printed access token."""
     servers = []
 
-    def make(host="127.0.0.1"):
+    def make(host="127.0.0.1", *args, cookie=True):
         d = tmp_path / f"s{len(servers)}"
         Session.create(store, d, pi=0.1).close()
-        servers.append(ServerProcess(d, "--host", host).start())
+        servers.append(ServerProcess(d, "--host", host, *args).start())
         token = re.search(r"access token: (\S+)", servers[-1].banner[1])
         auth = {"Authorization": f"Bearer {token.group(1)}"} if token else {}
         state = PageClient(servers[-1].url).get("/api/state", headers=auth).get_json()
         guard = SimpleNamespace(token=token and token.group(1), csrf_token=state["csrf"])
-        return PageClient(servers[-1].url), guard
+        client = PageClient(servers[-1].url)
+        if token and cookie:                     # as the page does: the printed address sets a cookie
+            assert client.get(f"/?token={guard.token}").status_code == 303
+        return client, guard
     yield make
     for server in servers:
         assert server.stop()[0] == 0
@@ -336,8 +341,30 @@ def test_loopback_server_refuses_other_host_names(client_for):
     assert client.get("/api/state", headers={"Host": "localhost:8765"}).status_code == 200
 
 
+def test_loopback_needs_the_token_too_unless_no_token(client_for):
+    """Any user of the machine can reach 127.0.0.1: the token is asked there too (its
+    cookie named after the port, so two servers do not overwrite each other's), and
+    /api/ping says the server is there; --no-token serves without it, on loopback only."""
+    client, guard = client_for(cookie=False)
+    for path in ("/api/state", "/api/ping"):
+        r = client.get(path)
+        assert r.status_code == 403 and r.get_json()["code"] == "token"
+    r = client.get(f"/?token={guard.token}")
+    port = client.base.rsplit(":", 1)[1]
+    assert r.status_code == 303 and r.headers["Set-Cookie"].startswith(f"bigsearch_token_{port}=")
+    assert client.get("/api/ping").get_json() == {"ok": True}
+    i = client.get("/api/state").get_json()["item"]["index"]
+    assert post(client, "/api/answer", {"index": i, "label": 0}, guard.csrf_token).status_code == 200
+    client, guard = client_for("127.0.0.1", "--no-token")
+    assert guard.token is None and client.get("/api/state").status_code == 200
+    assert client.get("/api/state", headers={"Host": "attacker.example"}).status_code == 403
+    r = run_cli("serve", "no-such-session", "--host", "0.0.0.0", "--no-token")      # refused before it is opened
+    assert r.returncode == 2 and r.stderr == ("Error: --no-token is only for a loopback --host: 0.0.0.0 is not one, "
+                                              "and every request to it needs the access token\n")
+
+
 def test_other_hosts_need_the_token(client_for):
-    client, guard = client_for(host="0.0.0.0")
+    client, guard = client_for(host="0.0.0.0", cookie=False)
     assert client.get("/api/state").status_code == 403
     assert client.get("/api/state?token=wrong").status_code == 403
     assert client.get("/api/state", headers={"Authorization": f"Bearer {guard.token}"}).status_code == 200
@@ -368,7 +395,7 @@ def test_serve_starts_stops_and_fails_like_the_cli(tmp_path, store):
     Session.create(store, d, pi=0.1).close()
     proc, url = start_server(d)
     try:
-        state = urllib.request.urlopen(url + "api/state", timeout=30).read()
+        state = urllib.request.urlopen(url.replace("/?", "/api/state?"), timeout=30).read()
         assert b'"labels":0' in state
         r = run_cli("serve", d, "--port", "0")                   # the session is in use
         assert r.returncode == 2 and re.fullmatch(r"Error: session \S+ is in use by process \d+.*\n", r.stderr)
@@ -399,7 +426,7 @@ def test_serve_starts_stops_and_fails_like_the_cli(tmp_path, store):
     assert r.returncode == 2 and r.stderr.startswith("Error: no session at")
     proc, url = start_server(d)
     try:
-        assert b'"labels":1' in urllib.request.urlopen(url + "api/state", timeout=30).read()
+        assert b'"labels":1' in urllib.request.urlopen(url.replace("/?", "/api/state?"), timeout=30).read()
     finally:
         proc.terminate()                     # SIGTERM: a clean stop too
         out, _ = proc.communicate(timeout=60)
@@ -671,9 +698,11 @@ def test_a_recent_decision_is_corrected_in_place(tmp_path, store, data):
         view = labeler.view()
         assert [d["index"] for d in view["recent"]] == [i for i, _ in answers][::-1]
         second, label = answers[1]
+        times = [t for _, _, t in s._history.rows()]
         view = labeler.correct(second, 1 - label)
         assert s.history == [answers[0], (second, 1 - label), *answers[2:]]
-        assert view["recent"][2] == {"index": second, "id": None, "label": 1 - label}
+        assert view["recent"][2] == {"index": second, "id": None, "label": 1 - label, "summary": None, "was": label}
+        assert [t for _, _, t in s._history.rows()] == times            # every answer keeps its time
         with pytest.raises(LabelError, match="already labeled"):
             labeler.correct(second, 1 - label)
         labels = np.full(len(X), -1)
@@ -685,7 +714,9 @@ def test_a_recent_decision_is_corrected_in_place(tmp_path, store, data):
         with pytest.raises(Conflict, match="not among the 10 newest"):
             labeler.correct(unlabeled, 1)
         labeler.close()
-    assert [r["op"] for r in journal_ops(tmp_path / "s")] == ["label"] * 4 + ["undo", "label"]
+    ops = journal_ops(tmp_path / "s")
+    assert [r["op"] for r in ops] == ["label"] * 4 + ["correct"]              # one record: its own event
+    assert (ops[-1]["point"], ops[-1]["from"], ops[-1]["to"], ops[-1]["via"]) == (second, label, 1 - label, "page")
 
 
 def test_the_budget_ends_the_page_and_starting_labels_are_not_counted(tmp_path, store, data):
@@ -793,7 +824,7 @@ def test_the_token_is_kept_mode_0600_and_rotated(tmp_path):
 
 
 def test_refusals_are_a_page_for_people_and_json_with_a_code_for_the_page(client_for):
-    client, _ = client_for(host="0.0.0.0")  # the real server, asked without its access token
+    client, _ = client_for(host="0.0.0.0", cookie=False)  # the real server, asked without its access token
     r = client.get("/")
     assert r.status_code == 403 and r.mimetype == "text/html"
     text = r.get_data(as_text=True)
@@ -852,7 +883,7 @@ def test_a_number_where_the_method_takes_one(tmp_path, store):
         i = first = view["item"]["index"]
         r = post(client, "/api/answer", {"index": i, "label": 3.7}, csrf)
         assert r.status_code == 200, r.get_json()
-        assert r.get_json()["recent"][0] == {"index": i, "id": None, "label": 3.7}
+        assert r.get_json()["recent"][0] == {"index": i, "id": None, "label": 3.7, "summary": None}
         assert r.get_json()["last"] == {"index": i, "label": 3.7}
         j = r.get_json()["item"]["index"]
         r = post(client, "/api/answer", {"index": j, "label": -12}, csrf)       # an integer score
@@ -879,7 +910,8 @@ def test_a_number_where_the_method_takes_one(tmp_path, store):
         for labeler, _, _ in clients.values():
             labeler.close()
     with Session.open(tmp_path / "blr", readonly=True) as s:        # read back from the journal
-        assert s.history == [(first, 2.5)] and s.status()["undone"] == 3   # the correction's 2, the undo's 1
+        assert s.history == [(first, 2.5)] and s.status()["undone"] == 1   # the undo's (a correction is its own)
+        assert [(c["point"], c["from"], c["to"]) for c in s.corrections] == [(first, 3.7, 2.5)]
     assert journal_ops(tmp_path / "las") == [{"op": "label", "index": [i], "label": [0.25]}]
 
 
@@ -887,3 +919,64 @@ def json_text(value):
     """``value`` as a JSON text, Python's spelling of the non-finite floats included."""
     import json
     return json.dumps(value)
+
+
+# -- what the lists name, and documents ----------------------------------------------------
+def test_document_roles_by_the_names_reviewers_files_use():
+    from bigsearch.serve.records import document_roles
+    spec = {"kind": "fields", "array": "records"}
+    fields = {"PY": 2019, "Primary Title": "A", "AB": "text", "Mesh-Terms": "x; y", "T2": "J", "AU": "B",
+              "DO": "10.1/2", "n": 3}
+    assert document_roles(spec, fields) == {"title": "Primary Title", "abstract": "AB", "keywords": "Mesh-Terms",
+                                            "year": "PY", "venue": "T2", "authors": "AU", "doi": "DO"}
+    assert document_roles(spec, {"title": "A", "TITLE": "B"}) == {"title": "title"}       # the first one
+    assert document_roles(spec, {"abstract": "only an abstract"}) == {"abstract": "abstract"}
+    assert document_roles(spec, {"year": 2019, "journal": "J", "name": "x"}) is None       # no title, no abstract
+    explicit = {**spec, "document": {"title": "Headline", "abstract": "Body", "venue": "hidden one", "bogus": "n"}}
+    assert document_roles(explicit, {"Headline": "A", "Body": "B", "title": "not this", "n": 1}) == \
+        {"title": "Headline", "abstract": "Body"}
+    assert document_roles(explicit, {"title": "A"}) is None      # the spec says where; its fields are not shown
+
+
+def test_the_page_names_records_by_their_content(tmp_path):
+    """A store whose display spec maps the parts of a document (as the text ingest writes
+    it): the item carries the mapping, the last decisions and why-this-point's records
+    carry their titles (a plain record: its first fields), a blind start and the words to
+    highlight are in the view."""
+    import zarr
+    rows = [(f"Headline {i}", f"Body {i} " * 30, i % 7, "yes" if i % 4 == 0 else "no") for i in range(60)]
+    (tmp_path / "d.csv").write_text("Headline,Body,x,verdict\n" + "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in rows))
+    r = run_cli("ingest", tmp_path / "d.csv", tmp_path / "d.zarr", "--label-column", "verdict", "--positive", "yes",
+                "--drop", "Headline,Body", "--normalize", "--bias")
+    assert r.returncode == 0, r.stderr
+    group = zarr.open_group(tmp_path / "d.zarr", mode="r+")
+    group.attrs["display"] = {**group.attrs["display"], "document": {"title": "Headline", "abstract": "Body"}}
+    Session.create(tmp_path / "d.zarr", tmp_path / "s", pi=0.25).close()
+    with Session.open(tmp_path / "s") as s:
+        labeler = Labeler(s, highlight=("body", " body ", "rand*", ""))
+        view = labeler.view()
+        assert view["blind"] and view["highlight"] == ["body", "rand*"]
+        assert view["item"]["display"]["document"] == {"title": "Headline", "abstract": "Body"}
+        answered = []
+        for answer in (0, 1, 0, 1):
+            i = labeler.view()["item"]["index"]
+            labeler.answer(i, answer)
+            answered.append(i)
+        view = labeler.view()
+        assert not view["blind"]
+        assert [d["summary"] for d in view["recent"]] == [{"text": f"Headline {i}"} for i in answered[::-1]]
+        why = view["item"]["why"]
+        assert {p["summary"]["text"] for p in why["points"] + why["negatives"]} <= {f"Headline {i}" for i in answered}
+        assert [p["label"] for p in why["negatives"]] == [0, 0]
+        labeler.close()
+    (tmp_path / "people").mkdir()
+    store, people = people_store(tmp_path / "people")
+    Session.create(store, tmp_path / "p", pi=0.25).close()
+    with Session.open(tmp_path / "p") as s:
+        labeler = Labeler(s)
+        i = labeler.view()["item"]["index"]
+        view = labeler.answer(i, 0)
+        name, age, city, _ = people[i]
+        assert view["recent"][0]["summary"] == {"text": f"name {name} · age {age} · city {city}"}
+        assert "document" not in view["item"]["display"]
+        labeler.close()

@@ -1,6 +1,11 @@
 """The labelling page driven in a real headless Chromium (Selenium): keys, undo, skip,
-a server restarted and killed mid-session (skips included), two tabs, a wrong token. The journal must
-hold exactly the labels a Python Session records for the same answers.
+a server restarted and killed mid-session (skips included), two tabs, a wrong token,
+double presses, a dead server, documents, the decisions and why-this-record at a
+desktop's 1280 px and a phone's 390 px. The journal must hold exactly the labels a
+Python Session records for the same answers.
+
+One Chromium serves the module's tests (reset between them: one window, no cookies, the
+desktop size), each test its own server and session.
 
 Needs Chromium and its driver from the system packages (`apt-get install chromium
 chromium-driver`; .ci/run installs them); skipped, saying so, where they are absent.
@@ -11,6 +16,7 @@ import json
 import os
 import re
 import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -33,13 +39,39 @@ pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
                                        "(apt-get install chromium chromium-driver; .ci/run does)")
 KEY = {1: "a", 0: "x", "skip": Keys.SPACE, "undo": Keys.BACK_SPACE}
 WAIT = 60
+DESKTOP, PHONE = 1280, 390
+MIN_VIEW_MS = 400       # app.js: how long a new record is on screen before a key answers it
+
+
+@pytest.fixture(scope="module")
+def shared_chromium(tmp_path_factory):
+    driver = chromium(tmp_path_factory.mktemp("chromium-profile"))
+    yield driver
+    driver.quit()
 
 
 @pytest.fixture
-def browser(tmp_path):
-    driver = chromium(tmp_path / "chromium-profile")
+def browser(shared_chromium):
+    """The module's Chromium at the desktop size, left as it was found: one window, no
+    cookies, no phone emulation."""
+    driver = shared_chromium
+    width(driver, DESKTOP)
     yield driver
-    driver.quit()
+    handles = driver.window_handles
+    for handle in handles[1:]:
+        driver.switch_to.window(handle)
+        driver.close()
+    driver.switch_to.window(handles[0])
+    driver.get("about:blank")
+    driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def width(driver, px):
+    """Show the page at ``px`` wide: a desktop's window (1280) or a phone's screen (390)."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": px, "height": 844 if px < 700 else 900, "deviceScaleFactor": 1,
+                            "mobile": px < 700})
 
 
 @pytest.fixture
@@ -123,9 +155,11 @@ def test_label_with_keys_and_undo_as_a_python_session_would(tmp_path, browser, s
     assert browser.find_element(By.ID, "positives-found").text == str(sum(a for _, a in answers))
     curve = browser.find_element(By.CSS_SELECTOR, "#curve polyline").get_attribute("points").split()
     assert len(curve) == 17                              # (0, 0) and one point per label
+    assert not browser.find_element(By.ID, "why-table").is_displayed()       # the numbers: behind a toggle
+    browser.find_element(By.CSS_SELECTOR, "#why-details summary").click()
     assert len(browser.find_elements(By.CSS_SELECTOR, "#why-table tbody tr:not(.rest):not(.total)")) == 5
     rows = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#why-table tbody tr")]
-    assert rows[5].startswith("11 other labeled points") and rows[6].startswith("the prior")
+    assert rows[5].startswith("11 other answers") and rows[6].startswith("the prior")
     assert rows[7].startswith("f ") and "% of f" in browser.find_element(By.ID, "why-summary").text
     timings = browser.execute_script("return window.bigsearchTimings")
     assert len(timings) == 16 + 3
@@ -154,7 +188,8 @@ def test_skip_shows_the_next_best_and_labels_nothing(tmp_path, browser, servers,
     assert wait_for(browser, 0) == best[0]
     press(browser, "skip")
     WebDriverWait(browser, WAIT).until(lambda b: body(b, "index") == str(best[1]))
-    assert "rank 2" in browser.find_element(By.ID, "item-meta").text
+    wait_for(browser, 0)
+    assert "the search's 2nd choice" in browser.find_element(By.ID, "item-meta").text
     press(browser, 0)
     assert wait_for(browser, 1) != best[1]
     assert journal_history(d)[0] == [(best[1], 0)]
@@ -184,7 +219,10 @@ def test_restart_kill_and_the_command_line_in_turn(tmp_path, browser, servers, s
     assert journal_history(d)[0] == acked
     server = servers(d, port=server.port).start()
     WebDriverWait(browser, WAIT).until(lambda b: status_text(b).startswith("reconnected"))
-    assert status_text(browser) == f"reconnected: your answer for point {shown} was not recorded; answer again"
+    # the key found the server gone (the page checks every few seconds whether it is there:
+    # if it had noticed first, the key was not sent at all)
+    assert status_text(browser) in (f"reconnected: your answer for point {shown} was not recorded; answer again",
+                                    "reconnected: the server is back, answer on")
     assert wait_for(browser, 3) == shown != skipped      # the skip survived the kill
     r = run_cli("session", "next", d, "--json")          # the command line agrees with the page
     assert r.returncode == 0 and json.loads(r.stdout)[0]["index"] == shown
@@ -331,6 +369,7 @@ def test_the_open_page_goes_on_after_a_server_restart(tmp_path, browser, servers
     server.proc.send_signal(sig)
     server.proc.wait()
     server = servers(d, port=server.port).start()
+    wait_for(browser, 0)                     # (if the page noticed the server gone: once it is back)
     press(browser, 0)
     after = wait_for(browser, 1)
     assert after != shown and status_text(browser) == f"recorded point {shown} as negative"
@@ -396,6 +435,7 @@ def test_decisions_question_hit_rate_and_the_end_of_the_budget(tmp_path, browser
     Session.create(store, d, pi=0.1).close()
     server = servers(d, "--budget", "3", "--question", "Is this point in the target cluster?").start()
     browser.get(server.url)
+    wait_for(browser, 0)
     assert browser.find_element(By.ID, "question").text == "Is this point in the target cluster?"
     answers = []
     for t in range(3):
@@ -410,7 +450,7 @@ def test_decisions_question_hit_rate_and_the_end_of_the_budget(tmp_path, browser
     press(browser, 1)                                # refused aloud, nothing recorded
     WebDriverWait(browser, WAIT).until(lambda b: "budget is spent" in status_text(b))
     recent = browser.find_elements(By.CSS_SELECTOR, "#recent li")
-    assert [e.text.split()[1] for e in recent] == [str(i) for i, _ in answers[::-1]]
+    assert [e.get_attribute("data-index") for e in recent] == [str(i) for i, _ in answers[::-1]]
     recent[2].find_element(By.TAG_NAME, "button").click()          # the first answer was wrong
     WebDriverWait(browser, WAIT).until(lambda b: status_text(b) == f"corrected point {answers[0][0]} to positive")
     screenshot(browser, "serve-end.png")
@@ -433,12 +473,15 @@ def test_a_phone_width_page(tmp_path, browser, servers, store):
     wait_for(browser, 3)
     assert browser.execute_script("return document.documentElement.clientWidth") == 390
     assert browser.execute_script("return document.documentElement.scrollWidth") <= 390
-    for name in ("btn-positive", "btn-negative", "btn-skip", "btn-undo", "labels-used", "status", "hit-rate",
-                 "mini-progress"):
-        e = browser.find_element(By.ID, name)
-        rect = e.rect
-        assert e.is_displayed() and rect["x"] >= 0 and rect["x"] + rect["width"] <= 390, (name, rect)
+    def on_screen(*names):
+        for name in names:
+            e = browser.find_element(By.ID, name)
+            assert e.is_displayed() and in_view(browser, e), (name, e.rect)
+    on_screen("btn-positive", "btn-negative", "btn-skip", "btn-undo", "status", "mini-progress", "tab-decisions")
     assert browser.find_element(By.ID, "mini-progress").location["y"] < 200     # the progress on the first screen
+    browser.find_element(By.ID, "tab-progress").click()                         # the rest: a tab away
+    on_screen("labels-used", "hit-rate", "status")
+    browser.find_element(By.ID, "tab-item").click()
     browser.find_element(By.ID, "btn-undo").click()                # buttons are a phone's only input
     wait_for(browser, 2)
     assert browser.find_element(By.ID, "mini-progress").text == "2 of 20 labels · 1 positive"
@@ -459,6 +502,7 @@ def test_a_token_that_outlives_restarts(tmp_path, browser, servers, store):
     server.stop()
     server = servers(d, "--host", "0.0.0.0", port=server.port).start()
     assert re.search(r"\?token=(\S+)", server.url).group(1) == token
+    wait_for(browser, 0)
     press(browser, 1)                                  # the cookie still opens it
     wait_for(browser, 1)
     server.stop()
@@ -496,8 +540,8 @@ def test_the_quickstart_page_walk_through(tmp_path, browser, servers):
     budget = int(serve[serve.index("--budget") + 1])
     server = servers(tmp_path / serve[2], *serve[3:]).start()
     browser.get(server.url)
-    assert browser.find_element(By.ID, "question").text == serve[serve.index("--question") + 1]
     shown = wait_for(browser, 0)
+    assert browser.find_element(By.ID, "question").text == serve[serve.index("--question") + 1]
     assert "start, keyword:note=gift" in browser.find_element(By.ID, "why-start").text
     cells = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#item-body th")]
     assert cells == ["id", "amount", "hour", "country", "channel", "note"]      # not fraud
@@ -544,7 +588,7 @@ def test_a_score_typed_in_the_number_field(tmp_path, browser, servers, store):
     press(browser, 1)
     wait_for(browser, 3)
     recent = browser.find_elements(By.CSS_SELECTOR, "#recent li")
-    assert [e.find_element(By.CSS_SELECTOR, "span + span").text for e in recent] == ["positive", "-2.5", "3.7"]
+    assert [e.find_element(By.CSS_SELECTOR, ".tag").text for e in recent] == ["positive", "-2.5", "3.7"]
     recent[2].find_element(By.CSS_SELECTOR, "button.change").click()          # 3.7 was a typo of 4.25
     change = recent[2].find_element(By.TAG_NAME, "input")
     assert browser.switch_to.active_element == change and change.get_attribute("value") == "3.7"
@@ -555,20 +599,310 @@ def test_a_score_typed_in_the_number_field(tmp_path, browser, servers, store):
     server.stop()
     with Session.open(d, readonly=True) as s:                    # the journal, read back
         assert s.history == [(first, 4.25), (second, -2.5), (third, 1)]
-    # a las session: a grade in [0, 1], not a score
+    # a las session: a grade behind a toggle (most answers are 0 or 1), and the answer keys
+    # keep working from its field: at a phone's width, then a desktop's
     d = tmp_path / "las"
     Session.create(store, d, pi=0.1).close()
     server = servers(d).start()
+    width(browser, PHONE)
     browser.get(server.url)
     shown = wait_for(browser, 0)
+    assert not browser.find_element(By.ID, "number-answer").is_displayed()
+    browser.find_element(By.ID, "btn-grade").click()
+    field = browser.find_element(By.ID, "number-input")
+    assert field.is_displayed() and browser.switch_to.active_element == field
     assert browser.find_element(By.ID, "number-label").text == "a grade in [0, 1]"
+    field.send_keys("x")                                 # nothing typed yet: x answers, as outside the field
+    second = wait_for(browser, 1)
+    assert status_text(browser) == f"recorded point {shown} as negative"
+    width(browser, DESKTOP)
+    field.click()
+    field.send_keys("A")
+    third = wait_for(browser, 2)
+    assert status_text(browser) == f"recorded point {second} as positive"
+    field.click()
     type_number(browser, "3.7")
     WebDriverWait(browser, WAIT).until(lambda b: "not 3.7" in status_text(b))
     assert status_text(browser) == "las takes 0, 1 or a grade in [0, 1], not 3.7"
     assert "error" in browser.find_element(By.ID, "status").get_attribute("class")
-    field = browser.find_element(By.ID, "number-input")
     field.clear()
-    type_number(browser, "0.4")
-    wait_for(browser, 1)
+    field.send_keys("0.4", "x")                          # a key inside a number: said, not taken
+    WebDriverWait(browser, WAIT).until(lambda b: "not part of a number" in status_text(b))
+    assert field.get_attribute("value") == "0.4" and body(browser, "labels") == "2"
+    field.send_keys(Keys.ENTER)
+    wait_for(browser, 3)
     server.stop()
-    assert journal_history(d) == ([(shown, 0.4)], 0)
+    assert journal_history(d) == ([(shown, 0), (second, 1), (third, 0.4)], 0)
+
+
+# -- a day's work on the page (issue 39) ----------------------------------------------------
+def statuses(driver, since=0):
+    return driver.execute_script("return window.bigsearchStatus")[since:]
+
+
+def in_view(driver, element):
+    """Whether ``element`` is on the screen as it is scrolled now."""
+    return driver.execute_script(
+        "const r = arguments[0].getBoundingClientRect();"
+        "return r.width > 0 && r.top >= 0 && r.bottom <= innerHeight && r.left >= 0 && r.right <= innerWidth;",
+        element)
+
+
+def test_a_double_press_answers_one_record(tmp_path, browser, servers, store):
+    """x, then x again 30-250 ms later (keys at a desktop's width, taps on a phone's): one
+    label each time, and the second press is refused aloud (the record on show was new, or
+    the first was still being recorded). Also: a blind start is said on the page, and the
+    loopback page needs its token."""
+    from bigsearch.testing.serve import PageClient
+    d = tmp_path / "s"
+    Session.create(store, d, pi=0.1).close()
+    server = servers(d).start()
+    base = server.url.split("?")[0]
+    browser.get(base)                                    # any local user can reach 127.0.0.1: a token
+    assert "a valid access token is required" in browser.find_element(By.TAG_NAME, "body").text
+    r = PageClient(base).get("/api/state")
+    assert r.status_code == 403 and r.get_json()["code"] == "token"
+    browser.get(server.url)
+    labels = 0
+    wait_for(browser, labels)
+    blind = browser.find_element(By.ID, "blind")
+    assert blind.is_displayed() and "--start-from" in blind.text and "Blind start" in blind.text
+    for px, how in ((DESKTOP, "key"), (PHONE, "tap")):
+        width(browser, px)
+        for gap in (30, 60, 100, 150, 250):
+            wait_for(browser, labels)
+            since = len(statuses(browser))
+            browser.execute_script("""
+                const [gap, how] = arguments;
+                window.pressed = 0;
+                const once = () => {
+                  if (how === "key") document.dispatchEvent(new KeyboardEvent("keydown", {key: "x"}));
+                  else document.getElementById("btn-negative").click();
+                  window.pressed += 1;
+                };
+                once();
+                setTimeout(once, gap);""", gap, how)
+            WebDriverWait(browser, WAIT).until(lambda b: b.execute_script("return window.pressed") == 2)
+            labels += 1
+            wait_for(browser, labels, f"{how} pressed twice {gap} ms apart")
+            said = statuses(browser, since)
+            assert body(browser, "labels") == str(labels), (px, gap, said)
+            assert any("not taken" in t or "ignored" in t for t in said), (px, gap, said)
+    assert blind.is_displayed()
+    press(browser, 1)
+    wait_for(browser, labels + 1)
+    assert not blind.is_displayed()                      # a positive: the search has something to go on
+    server.stop()
+    history, _ = journal_history(d)
+    assert [y for _, y in history] == [0] * labels + [1]
+
+
+def test_a_dead_server_is_shown_and_no_answer_piles_up(tmp_path, browser, servers, store):
+    """SIGKILL after an acknowledged answer: the page notices by itself (no key), says so
+    and turns answering off; three keys meanwhile are refused aloud, one retry loop runs
+    (not one per key), and once the server is back the page goes on and the next key is
+    recorded once."""
+    d = tmp_path / "s"
+    Session.create(store, d, pi=0.1).close()
+    server = servers(d).start()
+    browser.get(server.url)
+    first = wait_for(browser, 0)
+    press(browser, 0)
+    second = wait_for(browser, 1)
+    server.proc.kill()
+    server.proc.wait()
+    WebDriverWait(browser, 20).until(lambda b: body(b, "connection") == "lost")
+    assert browser.find_element(By.ID, "connection").text == "disconnected: retrying"
+    assert status_text(browser).startswith("disconnected: the server cannot be reached")
+    assert not any(browser.find_element(By.ID, f"btn-{b}").is_enabled() for b in ("positive", "negative", "skip"))
+    loops = browser.execute_script("return window.bigsearchReconnects")
+    since = len(statuses(browser))
+    for _ in range(3):
+        browser.execute_script("document.dispatchEvent(new KeyboardEvent('keydown', {key: 'x'}))")
+    refused = [t for t in statuses(browser, since) if t.startswith("x not sent: the server cannot be reached")]
+    assert len(refused) == 3
+    width(browser, PHONE)                                  # a phone: the state is in the bar on screen
+    time.sleep(3)
+    assert browser.execute_script("return window.bigsearchReconnects") - loops <= 5      # ~1 a second, one loop
+    assert in_view(browser, browser.find_element(By.ID, "status")) and "disconnected" in status_text(browser)
+    assert not browser.find_element(By.ID, "btn-negative").is_enabled()
+    assert journal_history(d)[0] == [(first, 0)]
+    server = servers(d, port=server.port).start()
+    WebDriverWait(browser, WAIT).until(lambda b: body(b, "connection") == "ok")
+    assert status_text(browser) == "reconnected: the server is back, answer on"
+    assert wait_for(browser, 1) == second
+    browser.find_element(By.ID, "btn-positive").click()
+    wait_for(browser, 2)
+    server.stop()
+    assert journal_history(d)[0] == [(first, 0), (second, 1)]
+
+
+WORDS = ("trial outcome cohort mortality children adults vaccine screening analysis sample dose follow-up "
+         "hospital incidence risk review").split()
+
+
+def document_rows(n=40):
+    """Records as a reviewer's export has them: title, a structured abstract of about
+    3,000 characters (with a 240-character word and the words to highlight), keywords,
+    year, journal, authors, DOI, two numbers, and the answer (included)."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for i in range(n):
+        relevant = i % 5 == 0
+        sections = []
+        for name in ("BACKGROUND", "METHODS", "RESULTS", "CONCLUSIONS"):
+            words = list(rng.choice(WORDS, 95))
+            words[3] = "randomised" if relevant else "nonrandomised"
+            words[10] = "placebo" if i % 2 else "Placebo-controlled"
+            sections.append(f"{name}: " + " ".join(words) + ".")
+        abstract = " ".join(sections) + " " + "x" * 240 + "."
+        rows.append({
+            "Title": f'<img src=x onerror="window.pwned=1"> Study {i}: a {"randomised" if relevant else "cohort"} '
+                     f'trial of <b>{WORDS[i % len(WORDS)]}</b> & more',
+            "Abstract": abstract, "Keywords": "; ".join(rng.choice(WORDS, 4)), "Year": 1995 + i % 25,
+            "Journal": f"Journal of {WORDS[(3 * i) % len(WORDS)].title()}",
+            "Authors": "; ".join(f"Author{k}, A." for k in range(1 + i % 9)), "DOI": f"10.1000/doc.{i}",
+            "f1": round(float(rng.normal(1.5 if relevant else 0, 1)), 4),
+            "f2": round(float(rng.normal(1.5 if relevant else 0, 1)), 4),
+            "included": "yes" if relevant else "no"})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def documents(tmp_path_factory):
+    """A store of documents ingested from a CSV (the text columns kept as records only)."""
+    import csv
+    folder = tmp_path_factory.mktemp("documents")
+    rows = document_rows()
+    with open(folder / "records.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    r = run_cli("ingest", folder / "records.csv", folder / "records.zarr", "--label-column", "included",
+                "--positive", "yes", "--drop", "Title,Abstract,Keywords,Journal,Authors,DOI", "--normalize", "--bias")
+    assert r.returncode == 0, r.stderr
+    return folder / "records.zarr", rows
+
+
+def test_documents_read_as_documents_at_both_widths(tmp_path, browser, servers, documents):
+    """The title as the heading, authors, venue and year, the DOI, keywords, the abstract
+    in its sections; the words given to --highlight marked (whole words; random* any
+    ending); markup in a title shown as text, never run; a 3,000-character abstract with
+    a 240-character word fits 1280 and 390 px (docs/serve-document*.png come from here)."""
+    path, rows = documents
+    d = tmp_path / "s"
+    Session.create(path, d, pi=0.2, start_from="ids:0").close()
+    server = servers(d, "--highlight", "random*, placebo").start()
+    browser.get(server.url)
+    shown = wait_for(browser, 1)
+    row = rows[shown]
+    assert len(row["Abstract"]) >= 3000
+    for px in (DESKTOP, PHONE):
+        width(browser, px)
+        title = browser.find_element(By.ID, "item-title")
+        assert title.tag_name == "h2" and title.text == row["Title"]
+        assert browser.find_elements(By.CSS_SELECTOR, "#item-panel img, #item-panel b") == []
+        assert browser.execute_script("return window.pwned") is None
+        document = browser.find_element(By.CSS_SELECTOR, "#item-body article.document")
+        paragraphs = document.find_elements(By.CSS_SELECTOR, ".abstract p")
+        assert [p.find_element(By.TAG_NAME, "strong").text for p in paragraphs] == \
+            ["BACKGROUND:", "METHODS:", "RESULTS:", "CONCLUSIONS:"]
+        text = browser.execute_script("return arguments[0].textContent", document.find_element(By.CLASS_NAME,
+                                                                                                 "abstract"))
+        assert "".join(text.split()) == "".join(row["Abstract"].split())     # every word, in paragraphs
+        assert [k.text for k in document.find_elements(By.CSS_SELECTOR, ".keywords li")] == \
+            row["Keywords"].split("; ")
+        assert document.find_element(By.CLASS_NAME, "source").text.startswith(f"{row['Journal']}, {row['Year']}")
+        link = document.find_element(By.CSS_SELECTOR, ".source a")
+        assert link.get_attribute("href") == f"https://doi.org/{row['DOI']}"
+        assert document.find_element(By.CLASS_NAME, "byline").text.startswith("Author0, A.")
+        marks = [m.text for m in browser.find_elements(By.CSS_SELECTOR, "#item-panel mark")]
+        assert marks and all(re.fullmatch(r"(?i)random\w*|placebo", m) for m in marks), marks
+        assert "nonrandomised" not in marks and {"placebo", "Placebo"} & set(marks)
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= px
+        for p in paragraphs + [title]:
+            assert p.rect["x"] >= 0 and p.rect["x"] + p.rect["width"] <= px, (px, p.rect)
+        screenshot(browser, "serve-document.png" if px == DESKTOP else "serve-document-narrow.png")
+    server.stop()
+
+
+def test_decisions_why_and_corrections_name_the_records(tmp_path, browser, servers, documents):
+    """The last decisions and why-this-record name the records by their titles (the
+    numbers behind a toggle), the header says what rank and row mean, the answer buttons
+    have their colours; on a phone the decisions are a tab away, keyboard hints are gone
+    and the status stays on screen; a correction says so at once, keeps every answer's
+    time and is journaled as its own event; the session is its owner's only."""
+    import stat
+    path, rows = documents
+    d = tmp_path / "s"
+    Session.create(path, d, pi=0.2, start_from="ids:0").close()
+    server = servers(d).start()
+    browser.get(server.url)
+    answered = []
+    for t in range(1, 7):
+        shown = wait_for(browser, t)
+        answer = int(rows[shown]["included"] == "yes")
+        press(browser, answer)
+        answered.append((shown, answer))
+    wait_for(browser, 7)
+    # the header: what the numbers are; the buttons: green and red
+    meta = browser.find_element(By.ID, "item-meta").text
+    assert re.search(r"row \d+ of the store", meta) and "choice" in meta and "rank" not in meta and "score" not in meta
+    colours = browser.execute_script(
+        "return ['btn-positive', 'btn-negative'].map((id) => getComputedStyle(document.getElementById(id))"
+        ".backgroundColor.match(/\\d+/g).map(Number))")
+    (r1, g1, _), (r2, g2, _) = colours
+    assert g1 > r1 + 20 and r2 > g2 + 20, colours
+    # why this record: a plain sentence and the records by title; the numbers behind a toggle
+    plain = browser.find_element(By.ID, "why-plain").text
+    assert re.fullmatch(r"Like \d+ records? you marked positive:", plain), plain
+    titles = {rows[i]["Title"] for i, y in [(0, 1), *answered] if y == 1}
+    listed = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#why-list li")]
+    assert listed and set(listed) <= titles
+    assert not browser.find_element(By.ID, "why-table").is_displayed()
+    assert "f =" not in browser.find_element(By.ID, "why").text
+    # the last decisions: each by its record's title
+    recent = browser.find_elements(By.CSS_SELECTOR, "#recent li")
+    assert [li.find_element(By.CLASS_NAME, "what").text for li in recent[:6]] == \
+        [rows[i]["Title"] for i, _ in answered[::-1]]
+    assert not any(re.search(r"point \d+ \(", li.text) for li in recent)
+    exported = browser.execute_script("return fetch('/api/export.csv').then((r) => r.text())")
+    # a phone: the decisions a tab away, no keyboard hints, the status on screen
+    width(browser, PHONE)
+    assert not any(k.is_displayed() for k in browser.find_elements(By.CSS_SELECTOR, "#answers kbd"))
+    browser.execute_script("window.scrollTo(0, document.body.scrollHeight)")
+    assert in_view(browser, browser.find_element(By.ID, "status"))
+    assert in_view(browser, browser.find_element(By.ID, "btn-positive"))
+    browser.find_element(By.ID, "tab-progress").click()
+    rate = browser.find_element(By.CSS_SELECTOR, "#hit-rate .nowrap")
+    assert browser.execute_script("return arguments[0].getClientRects().length", rate) == 1
+    browser.find_element(By.ID, "tab-decisions").click()
+    recent = browser.find_elements(By.CSS_SELECTOR, "#recent li")
+    assert in_view(browser, recent[0]) and not browser.find_element(By.ID, "item-panel").is_displayed()
+    corrected, was = answered[-3]
+    since = len(statuses(browser))
+    recent[2].find_element(By.TAG_NAME, "button").click()           # "make positive / negative"
+    WebDriverWait(browser, WAIT).until(lambda b: status_text(b).startswith("corrected point"))
+    said = statuses(browser, since)
+    assert said[0].startswith(f"correcting point {corrected} to ") and said[-1] == \
+        f"corrected point {corrected} to {'negative' if was else 'positive'}"
+    assert in_view(browser, browser.find_element(By.ID, "status"))
+    li = browser.find_elements(By.CSS_SELECTOR, "#recent li")[2]
+    assert li.get_attribute("data-index") == str(corrected)
+    assert f"corrected from {'positive' if was else 'negative'}" in li.text
+    screenshot(browser, "serve-decisions-narrow.png")
+    # every answer keeps its time; the correction is its own event
+    after = browser.execute_script("return fetch('/api/export.csv').then((r) => r.text())")
+    times = [line.rsplit(",", 1)[1] for line in exported.splitlines()[1:]]
+    assert [line.rsplit(",", 1)[1] for line in after.splitlines()[1:]] == times
+    assert server.stop()[0] == 0
+    from bigsearch.session.journal import read_journal
+    last = read_journal(d / "journal.jsonl").records[-1]
+    assert (last["op"], last["point"], last["from"], last["to"], last["via"]) == \
+        ("correct", corrected, was, 1 - was, "page")
+    with Session.open(d, readonly=True) as s:
+        assert [c["point"] for c in s.corrections] == [corrected]
+    for p in (d, d / "checkpoints"):
+        assert stat.S_IMODE(p.stat().st_mode) == 0o700, p
+    for p in (d / "journal.jsonl", d / "session.json", d / "serve-token"):
+        assert stat.S_IMODE(p.stat().st_mode) == 0o600, p

@@ -6,10 +6,12 @@ the session; ``/api/export.csv`` the labels.
 
 Safety (docs/serve.md): on a loopback address only requests naming that address in
 ``Host`` are served (a DNS-rebinding page cannot reach the server under its own name);
-on any other address every request must carry the access token printed at start (in
-``?token=``, which sets a cookie, in the cookie, or as ``Authorization: Bearer``).
-State-changing requests must be JSON POSTs carrying the page's CSRF token in
-``X-CSRF-Token``, from the page's own origin when the browser says where it comes from.
+every request must carry the access token printed at start (in ``?token=``, which sets
+a cookie, in the cookie, or as ``Authorization: Bearer``), on any address unless the
+server runs with ``--no-token`` on a loopback one. State-changing requests must be JSON
+POSTs carrying the page's CSRF token in ``X-CSRF-Token``, from the page's own origin
+when the browser says where it comes from. ``/api/ping`` tells the page the server is
+there (it checks every few seconds, and shows when it is not).
 """
 
 import hmac
@@ -28,20 +30,24 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")
 
 
 class Guard:
-    """Who may use the page: the access token (None on a loopback address) and the
-    CSRF token the page sends back with every change."""
+    """Who may use the page: the access token (None: none asked, only with ``--no-token``
+    on a loopback address), the host names it answers (``loopback``: only loopback
+    names), and the CSRF token the page sends back with every change."""
 
-    def __init__(self, host, access_token=None):
+    def __init__(self, host, access_token=None, loopback=None):
         self.host = host
-        self.loopback = access_token is None
+        self.loopback = access_token is None if loopback is None else loopback
         self.access_token = access_token
         self.csrf_token = secrets.token_urlsafe(32)
+        # serve() names it after the port: browsers keep cookies by host name, not port,
+        # and two sessions served on one machine must not overwrite each other's token
+        self.cookie = COOKIE
 
     def check(self, req):
         """None when the request may proceed, else (status, message, code)."""
         if self.loopback and _host_name(req.host) not in LOOPBACK_NAMES:
             return 403, f"this server answers only at a loopback address, not {req.host!r}", "host"
-        if not self.loopback and not self._has_token(req):
+        if self.access_token is not None and not self._has_token(req):
             return 403, "a valid access token is required: open the address the server printed at start", "token"
         if req.method == "POST":
             origin = req.headers.get("Origin")
@@ -56,7 +62,7 @@ class Guard:
 
     def _has_token(self, req):
         auth = req.headers.get("Authorization", "")
-        given = [req.args.get("token"), req.cookies.get(COOKIE), auth[7:] if auth.startswith("Bearer ") else None]
+        given = [req.args.get("token"), req.cookies.get(self.cookie), auth[7:] if auth.startswith("Bearer ") else None]
         return any(g is not None and hmac.compare_digest(g, self.access_token) for g in given)
 
 
@@ -95,7 +101,7 @@ def create_app(labeler, guard):
     def page():
         if "token" in request.args:       # keep the token in a cookie, not in the address bar
             response = redirect("/", code=303)
-            response.set_cookie(COOKIE, request.args["token"], httponly=True, samesite="Strict")
+            response.set_cookie(guard.cookie, request.args["token"], httponly=True, samesite="Strict")
             return response
         html = _static("index.html").replace("{{CSRF}}", guard.csrf_token)
         return Response(html, mimetype="text/html")
@@ -106,6 +112,11 @@ def create_app(labeler, guard):
         if name not in kinds:
             return jsonify(error=f"no file {name}"), 404
         return Response(_static(name), mimetype=kinds[name])
+
+    @app.get("/api/ping")
+    def ping():
+        # cheap (no lock): the page asks every few seconds whether the server is there
+        return jsonify(ok=True)
 
     @app.get("/api/state")
     def state():

@@ -18,13 +18,15 @@ labeled j (s_j = +1 / -1), so its weights are (x_i . x_j) / sum_j |x_i . x_j|.
 import numpy as np
 
 
-def explain(engine, index, history, top=5, f=None):
+def explain(engine, index, history, top=5, f=None, near=3):
     """{"f": f_i, "prior": the prior's share (LAS), "labeled": the labeled points' total
     share, "points": the ``top`` labeled points that add most to f_i, then those with the
     largest weight: [{"index", "label", "weight", "contribution"}], "rest": the other
     labeled points, {"count", "contribution"}, so that prior + points + rest = f_i
-    (LAS; WNAS: points + rest)}; None for a method
-    whose scores this module cannot explain (only LAS's and WNAS's: EXPLAINED).
+    (LAS; WNAS: points + rest), "negatives": the ``near`` points answered negative (below
+    0.5) with the largest weight, the ones this point is most like (a negative adds
+    nothing to LAS's f, and lowers it by absorbing the walks that end there)}; None for a
+    method whose scores this module cannot explain (only LAS's and WNAS's: EXPLAINED).
     ``history``: [(index, label)] in force, the engine's. ``f``: f_i when the caller has
     it (a query's score with alpha = 0): ``engine.f`` of a pruned search costs a pass."""
     terms = EXPLAINED.get(engine.method)
@@ -32,18 +34,24 @@ def explain(engine, index, history, top=5, f=None):
         return None
     f = float(engine.f[index]) if f is None else float(f)
     if not history:
-        return {"f": f, "prior": f, "labeled": 0.0, "points": [], "rest": {"count": 0, "contribution": 0.0}}
+        return {"f": f, "prior": f, "labeled": 0.0, "points": [], "rest": {"count": 0, "contribution": 0.0},
+                "negatives": []}
     idx = np.array([i for i, _ in history], np.int64)
     lab = np.array([y for _, y in history], np.float64)
     rows = engine.store.read_rows(np.append(idx, index))
     X_L, x = rows[:-1], rows[-1]
     weight, contribution, prior = terms(engine, x, X_L, lab)
     order = np.lexsort((-np.abs(weight), -contribution))[:top]
-    points = [{"index": int(idx[k]), "label": int(lab[k]) if lab[k] in (0, 1) else float(lab[k]),   # a grade as given
-               "weight": float(weight[k]), "contribution": float(contribution[k])} for k in order]
+
+    def term(k):
+        return {"index": int(idx[k]), "label": int(lab[k]) if lab[k] in (0, 1) else float(lab[k]),   # a grade as given
+                "weight": float(weight[k]), "contribution": float(contribution[k])}
     others = np.setdiff1d(np.arange(len(idx)), order)
     rest = {"count": int(len(others)), "contribution": float(contribution[others].sum())}
-    return {"f": f, "prior": prior, "labeled": float(contribution.sum()), "points": points, "rest": rest}
+    negative = np.flatnonzero(lab < 0.5)
+    alike = negative[np.argsort(-np.abs(weight[negative]), kind="stable")][:near]
+    return {"f": f, "prior": prior, "labeled": float(contribution.sum()), "points": [term(k) for k in order],
+            "rest": rest, "negatives": [term(k) for k in alike]}
 
 
 def las_absorption(engine, x, X_L):

@@ -35,11 +35,11 @@ import numpy as np
 
 from ..engine.guidance.remaining import recent_hit_rate
 from ..engine.guidance.seeding import seeded_top, seeding
-from ..errors import BigsearchError, LabelError, SessionWarning
+from ..errors import BigsearchError, LabelError, ParameterError, SessionWarning
 from ..session.session import ranked_unskipped
 from .explain import explain
 from .fork import fork, forkable, refit
-from .records import hidden_fields, read_display
+from .records import Summaries, hidden_fields, read_display
 
 RECENT = 10                    # decisions listed on the page, each correctable
 # What a method's answers may be (the page asks for a number unless "binary"), and how
@@ -61,15 +61,19 @@ class Labeler:
     page ends there; None for none), not counting the session's starting labels (the
     known positives of ``session new --start-from``) unless ``count_start``.
     ``question``: what "positive" means, shown with every point. ``hide``: record
-    fields not to show (the store's label column is never shown). ``prefetch=False`` computes after each answer (for
-    measuring what prefetching saves); ``background_checkpoints=False`` writes a due
-    checkpoint before replying, as ``Session.tell`` does (for measuring the difference)."""
+    fields not to show (the store's label column is never shown). ``highlight``: words
+    the page marks in the records (a trailing ``*`` matches any ending).
+    ``prefetch=False`` computes after each answer (for measuring what prefetching
+    saves); ``background_checkpoints=False`` writes a due checkpoint before replying, as
+    ``Session.tell`` does (for measuring the difference)."""
 
     def __init__(self, session, *, budget=None, prefetch=True, explain_top=5, copy_in_memory=True,
-                 background_checkpoints=True, question=None, hide=(), count_start=False):
+                 background_checkpoints=True, question=None, hide=(), count_start=False, highlight=()):
         self.session = session
         self.question = question
+        self.highlight = highlight_terms(highlight)
         self.hidden = hidden_fields(session.search.store, hide)
+        self.summaries = Summaries(session.search.store, self.hidden)   # the records the lists name
         start = session.info.get("start") or {}
         self.start_labels = 0 if count_start else len(start.get("positives") or [])
         self.copy_in_memory = copy_in_memory   # False: copy through export/from_state, as on a cluster
@@ -110,6 +114,8 @@ class Labeler:
                                                                     "high": rate.high}},
                 "recent": self._recent(history),
                 "last": _last(self.session.last_action()),
+                "blind": self.session.blind,
+                "highlight": self.highlight,
                 "session": {"directory": str(self.session.directory), "method": self.session.method,
                             "takes": label_kind(self.session.search)}}
 
@@ -117,11 +123,22 @@ class Labeler:
         return self.budget is not None and self.session.n_labels - self.start_labels >= self.budget
 
     def _recent(self, history):
-        """The newest RECENT labels, newest first: [{"index", "id", "label"}]."""
+        """The newest RECENT labels, newest first: [{"index", "id", "label", "summary"
+        (records.summary: what the point was), "was" (the answer a correction replaced,
+        when the point's answer in force is a correction's)}]."""
         recent = history[-RECENT:][::-1]
-        ids = self.session.search.store.ids([i for i, _ in recent]) if recent else None
-        return [{"index": i, "id": None if ids is None else _plain(ids[k]), "label": y}
-                for k, (i, y) in enumerate(recent)]
+        if not recent:
+            return []
+        indices = [i for i, _ in recent]
+        ids = self.session.search.store.ids(indices)
+        corrected = {c["point"]: c for c in self.session.corrections}
+        out = []
+        for k, (summary, (i, y)) in enumerate(zip(self.summaries.of(indices), recent)):
+            d = {"index": i, "id": None if ids is None else _plain(ids[k]), "label": y, "summary": summary}
+            if i in corrected and corrected[i]["to"] == y:
+                d["was"] = corrected[i]["from"]
+            out.append(d)
+        return out
 
     # -- the person's answers ------------------------------------------------------------
     def answer(self, index, label):
@@ -181,9 +198,10 @@ class Labeler:
             return self._view()
 
     def correct(self, index, label):
-        """Change the answer of one of the RECENT newest labels: the labels from it on
-        are withdrawn and told again, in order, with this one changed (two journal
-        records: an undo, then one group of labels)."""
+        """Change the answer of one of the RECENT newest labels (``Session.correct``: the
+        labels from it on are told again, in order, with this one changed; one journal
+        record says what changed, when and by whom, and each label keeps its time). The
+        newest label's correction adopts the engine kept from before it (no reload)."""
         with self._lock:
             index, label = _point(index), self._label(label)
             history = self.session.history
@@ -191,13 +209,23 @@ class Labeler:
             if index not in recent:
                 raise Conflict(f"point {index} is not among the {RECENT} newest labels (changed in another tab?)")
             k = len(history) - [i for i, _ in history].index(index)
-            tail = [(i, label if i == index else y) for i, y in history[-k:]]
-            if tail == history[-k:]:
+            if history[-k][1] == label:
                 raise LabelError(f"point {index} is already labeled {label}")
             self._wait_for_checkpoint()
             self._drop_ahead()
-            self._undo_labels(k)
-            self.session.tell([i for i, _ in tail], [y for _, y in tail], checkpoint=not self.background_checkpoints)
+            before, self._before = self._before, None
+            restored = None
+            if before is not None and k == 1 and before.history == history[:-1] and not before.has_pending:
+                restored = before
+            elif before is not None:
+                self._keep_spare(before)
+            replaced = self.session.search
+            self.session.correct(index, label, restored=restored, close_replaced=False, via="page",
+                                 checkpoint=not self.background_checkpoints)
+            if restored is not None:
+                self._keep_spare(replaced)
+            if self.session.checkpoint_due and self.background_checkpoints:
+                self._saving = self._saver.submit(self._checkpoint)
             self._replan()
             return self._view()
 
@@ -300,14 +328,17 @@ class Labeler:
         ids = store.ids([index])
         item = {"index": index, "id": None if ids is None else _plain(ids[0]), "score": score, "rank": rank,
                 "display": read_display(store, index, self.hidden), "chosen_by": self._chosen_by(engine, index)}
+        self.summaries.keep(index, item["display"])       # listed among the decisions once answered
         alpha = engine.params.as_dict().get("alpha", 0.0)    # LAS's weight of the impact factor
         item["why"] = explain(engine, index, history, self.explain_top, f=None if alpha else score)
         if alpha:
             item["impact"] = float(engine.impact[index])
-        points = item["why"]["points"] if item["why"] else []
-        labels_of = store.ids([p["index"] for p in points]) if points else None
-        for k, p in enumerate(points):
-            p["id"] = None if labels_of is None else _plain(labels_of[k])
+        points = [*item["why"]["points"], *item["why"]["negatives"]] if item["why"] else []
+        if points:
+            labels_of = store.ids([p["index"] for p in points])
+            for k, (p, summary) in enumerate(zip(points, self.summaries.of([p["index"] for p in points]))):
+                p["id"] = None if labels_of is None else _plain(labels_of[k])
+                p["summary"] = summary
         return item
 
     def _chosen_by(self, engine, index):
@@ -414,6 +445,18 @@ class Labeler:
         if engine.labels[index] >= 0:
             raise Conflict(f"point {index} is already labeled ({int(engine.labels[index])}), "
                            "perhaps in another tab; here is the current item")
+
+
+def highlight_terms(terms):
+    """The words to mark, as given (stripped, no empty ones, each once); a ParameterError
+    for one that is not text or too long to be a word or phrase."""
+    out = []
+    for term in terms:
+        if not isinstance(term, str) or len(term.strip()) > 100:
+            raise ParameterError(f"highlight: {term!r} is not a word or phrase (at most 100 characters)")
+        if term.strip() and term.strip() not in out:
+            out.append(term.strip())
+    return out
 
 
 CURVE_POINTS = 400

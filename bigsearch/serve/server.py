@@ -10,7 +10,7 @@ import socket
 from ..errors import ParameterError
 from ..session import Session
 from ..storage.atomic import atomic_path
-from .app import Guard, create_app
+from .app import COOKIE, Guard, create_app
 from .labeler import Labeler, label_kind
 
 DEFAULT_PORT = 8765
@@ -70,24 +70,31 @@ def session_token(directory, rotate=False):
 
 
 def serve(directory, *, host="127.0.0.1", port=DEFAULT_PORT, budget=None, store=None, prefetch=True,
-          threads=4, question=None, hide=(), count_start=False, new_token=False, echo=print):
+          threads=4, question=None, hide=(), count_start=False, new_token=False, token=True, highlight=(),
+          echo=print):
     """Serve the labelling page for the session in ``directory`` until interrupted.
 
-    Any ``host`` that is not a loopback address requires the access token this prints,
-    the same at every start of this session until ``new_token``. ``question``, ``hide``,
-    ``budget`` and ``count_start``: see :class:`Labeler`."""
+    Every request needs the access token this prints (the same at every start of this
+    session until ``new_token``): any local user can reach a loopback address, so only
+    ``token=False`` on a loopback ``host`` serves without it. ``question``, ``hide``,
+    ``budget``, ``count_start`` and ``highlight``: see :class:`Labeler`."""
     import waitress
     if not 0 <= port <= 65535:
         raise ParameterError(f"port {port} is not in 0..65535")
     if budget is not None and budget < 1:
         raise ParameterError(f"the budget must be a positive number of labels, got {budget}")
+    loopback = is_loopback(host)
+    if not token and not loopback:
+        raise ParameterError(f"token=False is only for a loopback host: {host} is not one, and every request "
+                             "to it needs the access token")
     session = Session.open(directory, store=store)
     labeler = None
     try:
-        token = None if is_loopback(host) else session_token(session.directory, rotate=new_token)
+        token = session_token(session.directory, rotate=new_token) if token else None
         labeler = Labeler(session, budget=budget, prefetch=prefetch, question=question, hide=tuple(hide),
-                          count_start=count_start)
-        app = create_app(labeler, Guard(host, token))
+                          count_start=count_start, highlight=highlight)
+        guard = Guard(host, token, loopback=loopback)
+        app = create_app(labeler, guard)
         try:
             server = waitress.create_server(app, host=host, port=port, threads=threads, ident="bigsearch")
         except OSError as e:
@@ -96,16 +103,23 @@ def serve(directory, *, host="127.0.0.1", port=DEFAULT_PORT, budget=None, store=
         except ValueError:                        # waitress: not an address it can parse
             raise ParameterError(f"host {host!r} is not an address to listen on; give an IP address or a "
                                  "name of this machine, e.g. 127.0.0.1") from None
+        guard.cookie = f"{COOKIE}_{server.effective_port}"    # one per port (app.py, Guard)
         url = url_of(reachable_host(host), server.effective_port)
         st = session.status(estimate=False)
         echo(f"serving session {directory} ({st['method']}, {st['n']:,} points, {st['labels']} labels) "
              f"at {url}" + (f"?token={token}" if token else ""))
         if token:
-            echo(f"access token: {token} (needed from every machine; {host} is not a loopback address; "
-                 f"kept in {session.directory / TOKEN_FILE} for the next start; "
+            who = (f"needed from every machine; {host} is not a loopback address" if not loopback else
+                   "needed by every browser and program, since any user of this machine can reach a loopback "
+                   f"address; `bigsearch serve {directory} --no-token` serves without one")
+            echo(f"access token: {token} ({who}; kept in {session.directory / TOKEN_FILE} for the next start; "
                  f"`bigsearch serve {directory} --new-token` replaces it)")
         echo("keys: a positive, x negative, space skip, backspace undo; " + NUMBER_FIELD[label_kind(session.search)]
              + "Ctrl-C to stop")
+        if session.blind:
+            echo("blind start: the session has no start (`bigsearch session new ... --start-from`) and no positive "
+                 "answer yet, so its first points are about as good as any; the page says so until the first "
+                 "positive (docs/sessions.md, \"Starting from what you know\")")
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             server.run()                          # returns on KeyboardInterrupt
