@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import discovery_paper as paper  # noqa: E402
-from bigsearch.simulate import simulate  # noqa: E402
+from bigsearch import simulate  # noqa: E402
 
 METHODS = {"blr": {}, "blr ucb": {"acquisition": "ucb"}}
 

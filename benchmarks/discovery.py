@@ -8,7 +8,7 @@ counts). Every method of a start gets the same initial labels.
 
 Stores are made by the real `bigsearch ingest` (subprocess) from a CSV of SMILES,
 score, hit (top 1%) and grade (the graded label, see --grade); searches by
-``bigsearch.simulate.simulate`` on those stores. Writes OUT/results.json and
+``bigsearch.simulate`` on those stores. Writes OUT/results.json and
 OUT/table.md.
 
     python benchmarks/discovery.py --out benchmarks/results/discovery --starts 3
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import cpu_model, load_record, stamp  # noqa: E402
-from bigsearch.simulate import simulate  # noqa: E402
+from bigsearch import simulate  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "datasets" / "molpal_enamine10k" / "Enamine10k_scores.csv.gz"
 

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import cpu_model, load_record, stamp  # noqa: E402
-from bigsearch.simulate import simulate  # noqa: E402
+from bigsearch import simulate  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "datasets"
 ADULT = (

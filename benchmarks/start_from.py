@@ -31,9 +31,8 @@ _spec = importlib.util.spec_from_file_location("paper_common", Path(__file__).re
 paper = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(paper)  # the paper scripts' stores (benchmarks/paper/common.py)
 
-from bigsearch import open_store  # noqa: E402
+from bigsearch import open_store, simulate  # noqa: E402
 from bigsearch.engine.guidance.seeding import StartFrom, from_vector, parse_start  # noqa: E402
-from bigsearch.simulate import simulate  # noqa: E402
 
 BUDGET = 50
 SEEDS = 5

@@ -14,10 +14,10 @@ __version__ = "0.1.0"
 _LAZY = {"LAS": "engine", "WNAS": "engine", "BLR": "engine", "AGR": "engine", "ASG": "engine", "RandomSearch": "engine",
          "PruneOptions": "engine",
          "Session": "session", "open_store": "storage", "create_store": "storage", "BigsearchError": "errors",
-         "prepare": "ingest"}
+         "prepare": "ingest", "simulate": "experiments.simulate"}
 
 __all__ = ["LAS", "WNAS", "BLR", "AGR", "ASG", "RandomSearch", "PruneOptions", "Session", "open_store", "create_store",
-           "BigsearchError", "prepare", "__version__"]
+           "BigsearchError", "prepare", "simulate", "__version__"]
 
 
 def __getattr__(name):

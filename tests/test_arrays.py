@@ -13,8 +13,8 @@ import pytest
 import zarr
 
 import bigsearch
+from bigsearch import simulate
 from bigsearch.errors import BigsearchError, DataError, ParameterError, StoreError
-from bigsearch.simulate import simulate
 from bigsearch.storage import open_store
 from bigsearch.storage.arrays import DaskArrayStore, HDF5DatasetStore, NumpyArrayStore, ZarrArrayStore
 from bigsearch.testing import brute_force_impact, dense_las_run, dense_wnas

@@ -79,8 +79,8 @@ def test_run_refuses_a_budget_larger_than_the_unlabeled_points(labeled, tmp_path
 
 
 def test_simulate_refuses_a_budget_larger_than_the_unlabeled_points_as_run_does(labeled):
+    from bigsearch import simulate
     from bigsearch.errors import ParameterError
-    from bigsearch.simulate import simulate
 
     store, y = labeled
     init = [(int(np.flatnonzero(y == 1)[0]), 1), *[(int(i), 0) for i in np.flatnonzero(y == 0)[:2]]]

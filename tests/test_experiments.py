@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import bigsearch
+from bigsearch import simulate
 from bigsearch.engine import METHODS, WNAS, MethodSpec
 from bigsearch.engine.core.params import WNASOptions
 from bigsearch.errors import ExperimentExistsError, LabelError, ParameterError
@@ -27,8 +28,8 @@ from bigsearch.experiments import (
     run_pairs,
     summarize,
 )
+from bigsearch.experiments.plan import initial_labels
 from bigsearch.experiments.reports import markdown_table
-from bigsearch.simulate import initial_labels, simulate
 from bigsearch.testing import clustered_points, dense_f, dense_las_run, dense_wnas
 
 from conftest import run_cli

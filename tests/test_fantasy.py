@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import bigsearch
+from bigsearch import simulate
 from bigsearch.engine.methods.fantasy import FantasizedBatch
 from bigsearch.errors import ParameterError
-from bigsearch.simulate import simulate
 from bigsearch.testing import dense_fantasized_batch, pass_per_member_batch
 
 from conftest import DTYPES, KINDS, chunkings, write_store

@@ -154,8 +154,8 @@ def test_run_cli_graded_scores_fantasy_and_rf(small_data, store_factory, tmp_pat
     queries as simulate with those answers); --fantasy and --method rf run end to end."""
     import json
 
+    from bigsearch import simulate
     from bigsearch.experiments.graded import grade
-    from bigsearch.simulate import simulate
 
     from conftest import run_cli
 
@@ -218,8 +218,8 @@ def test_run_cli_scores_from_a_csv_column(small_data, store_factory, tmp_path):
     missing column, a column of text or the wrong number of rows is one line, exit 2."""
     import json
 
+    from bigsearch import simulate
     from bigsearch.experiments.graded import grade
-    from bigsearch.simulate import simulate
 
     from conftest import run_cli
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import bigsearch
-import bigsearch.simulate
+from bigsearch.engine.core.registry import plan_methods
 from bigsearch.errors import ParameterError, SessionCorruptError
 from bigsearch.session.files import read_sealed_json, sealed_json
 from bigsearch.testing import clustered_points
@@ -29,7 +29,8 @@ def store(tmp_path):
 # -- results that must be true ------------------------------------------------------------
 @pytest.mark.parametrize("method", ["las", "wnas", "agr"])
 def test_top_zero_is_empty_and_negative_is_refused(store, method):
-    search = bigsearch.simulate.make_search(store, method, anchors=5)
+    (planned,) = plan_methods([method], {"anchors": 5})
+    search = planned.create(store)
     search.tell([0, 1], [1, 0])
     indices, scores = search.top(0)
     assert indices.shape == (0,) and scores.shape == (0,)
@@ -49,19 +50,19 @@ def test_normalize_keeps_rows_of_huge_and_tiny_values(tmp_path):
 
 
 def test_a_damaged_anchor_cache_is_recomputed(store, tmp_path):
-    clean = bigsearch.simulate.simulate(store, "agr", 5, anchors=6)
+    clean = bigsearch.simulate(store, "agr", 5, anchors=6)
     cache = list((tmp_path / ".bigsearch-cache").glob("*.npz"))
     assert len(cache) == 1
     for damage in (b"not a zip file", cache[0].read_bytes()[:100]):
         cache[0].write_bytes(damage)
         with pytest.warns(RuntimeWarning, match="damaged AGR anchor cache"):
-            again = bigsearch.simulate.simulate(store, "agr", 5, anchors=6)
+            again = bigsearch.simulate(store, "agr", 5, anchors=6)
         assert again["queries"] == clean["queries"]
     bad = io.BytesIO()
     np.savez(bad, anchors=np.full((6, 5), np.nan))          # readable, but not anchors
     cache[0].write_bytes(bad.getvalue())
     with pytest.warns(RuntimeWarning, match="damaged AGR anchor cache"):
-        assert bigsearch.simulate.simulate(store, "agr", 5, anchors=6)["queries"] == clean["queries"]
+        assert bigsearch.simulate(store, "agr", 5, anchors=6)["queries"] == clean["queries"]
 
 
 # -- sessions -------------------------------------------------------------------------------

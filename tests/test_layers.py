@@ -20,7 +20,7 @@ RANK = {
     "engine": 4,
     "ingest": 5, "synthetic": 5, "datasets": 5,    # beside the stack: write or fetch stores
     "experiments": 6, "session": 6,
-    "serve": 7, "simulate": 7,                     # simulate: the old path of experiments/simulate.py
+    "serve": 7,
     "cli": 8, "testing": 8,                        # testing: helpers for tests and benchmarks, never the CLI's
     "__main__": 9,
 }

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import bigsearch
+from bigsearch import simulate
 from bigsearch.backends import Backend, ChunkStep, StepCall
 from bigsearch.engine import METHODS, ChunkedSearch, MethodSpec, method_spec
 from bigsearch.engine.core.base import ActiveSearch, PointArray
@@ -20,10 +21,10 @@ from bigsearch.engine.core.params import (
     RandomParams,
     WNASParams,
 )
+from bigsearch.engine.core.registry import plan_methods
 from bigsearch.engine.core.select import ChunkPartials
 from bigsearch.errors import ParameterError
 from bigsearch.kernels.common import TOP_K
-from bigsearch.simulate import make_search, simulate
 from bigsearch.testing import clustered_points
 
 from conftest import chunkings, run_queries, write_store
@@ -47,7 +48,8 @@ def test_every_entry_matches_its_class(name, store):
     assert cls.method == name and issubclass(cls, ActiveSearch)
     assert spec.ranks == (cls._top is not ActiveSearch._top)
     assert spec.sessions == (issubclass(cls, ChunkedSearch) and cls._restore is not ChunkedSearch._restore)
-    with make_search(store, name, seed=3, pi=0.2, anchors=5, backend="local") as search:
+    (planned,) = plan_methods([name], {"pi": 0.2, "anchors": 5}, seed=3)
+    with planned.create(store, backend="local") as search:
         assert isinstance(search.params, Params) and set(search.params.names()) <= set(spec.settings())
         assert dataclasses.is_dataclass(search.params) and search.params.__dataclass_params__.frozen
     # the options record declared in the registry is the constructor's keywords, defaults included
@@ -62,10 +64,11 @@ def constructor_options(cls):
             if p.kind is p.KEYWORD_ONLY and name not in where}
 
 
-def test_make_search_passes_only_what_a_method_takes(store):
-    options = {"pi": 0.2, "alpha": 0.5, "anchors": 6, "neighbors": 2, "n_threads": 1}
-    with make_search(store, "wnas", **options) as w, make_search(store, "las", seed=5, **options) as las, \
-            make_search(store, "random", seed=5, **options) as r:
+def test_a_plan_passes_only_what_a_method_takes(store):
+    options = {"pi": 0.2, "alpha": 0.5, "anchors": 6, "neighbors": 2}
+    (w,) = plan_methods(["wnas"], options)
+    las, r = plan_methods(["las", "random"], options, seed=5)
+    with w.create(store, n_threads=1) as w, las.create(store, n_threads=1) as las, r.create(store, n_threads=1) as r:
         assert w.params.as_dict() == {}
         assert las.params.as_dict() == {"pi": 0.2, "w0": 1 / 60, "eta": 0.5, "alpha": 0.5}
         assert r.params.as_dict() == {"seed": 5}

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import bigsearch
-from bigsearch.simulate import simulate
+from bigsearch import simulate
 from bigsearch.testing import clustered_points
 
 from conftest import run_on_a_terminal
@@ -65,7 +65,7 @@ def test_run_shows_the_kmeans_bar_then_the_queries(store, tmp_path):
 def test_compilation_is_timed_apart_from_the_initialization(store):
     # a fresh process: its first run compiles the kernels (or loads them from numba's cache)
     code = (
-        "import json, sys; from bigsearch.simulate import simulate; "
+        "import json, sys; from bigsearch import simulate; "
         "print(json.dumps([simulate(sys.argv[1], 'las', 3, seed=s)['timings'] for s in (0, 1)]))"
     )
     res = subprocess.run([sys.executable, "-c", code, str(store)], capture_output=True, text=True, timeout=300)

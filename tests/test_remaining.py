@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import bigsearch
-from bigsearch import Session
+from bigsearch import Session, simulate
 from bigsearch.engine.guidance.remaining import (
     _z,
     draw_sample,
@@ -21,7 +21,6 @@ from bigsearch.engine.guidance.remaining import (
     wilson,
 )
 from bigsearch.errors import ParameterError
-from bigsearch.simulate import simulate
 from bigsearch.testing import clustered_points
 
 from conftest import run_cli

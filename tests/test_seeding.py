@@ -7,11 +7,10 @@ import numpy as np
 import pytest
 
 import bigsearch
-from bigsearch import Session
+from bigsearch import Session, simulate
 from bigsearch.engine.guidance.seeding import from_keyword, from_vector, parse_start, resolve_start
 from bigsearch.errors import BigsearchError, LabelError, ParameterError
 from bigsearch.experiments import run_methods
-from bigsearch.simulate import simulate
 from bigsearch.testing import clustered_points
 from bigsearch.testing.dense import dense_f
 

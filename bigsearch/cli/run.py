@@ -30,28 +30,42 @@ RUN_FLAGS = ("init_index", "init_positives", "init_negatives", "batch_size", "ov
 AGR_RENAMED = {"anchors": "--agr-anchors", "neighbors": "--agr-neighbors", "gamma": "--agr-gamma"}
 RUN_RENAMED = {"graded scores": "--scores", "graded BEST,ZERO": "--grade",    # graded=(FILE, BEST, ZERO)
                **AGR_RENAMED, **BLR_RENAMED}
+# The parameter each of `run`'s options passes as, where the flag is spelled otherwise (the
+# option --agr-anchors, agr_anchors, is anchors); the others pass by their own name.
+PARAMETER_OF = {flag[2:].replace("-", "_"): name for name, flag in {**AGR_RENAMED, **BLR_RENAMED}.items()}
 
 
-def run_and_report(store, methods, budget, out, *, quiet=False, table=True, verbose=False, checkpoints=None,
-                   **kwargs):
-    """``experiments.run_methods`` with progress bars, then a summary, the table (at
-    ``checkpoints`` when given: table.md is rewritten at them) and where the results are
-    (unless ``quiet``); ``verbose``: how each method chose its queries too."""
-    from ..experiments import run_methods
-    from ..experiments.reports import markdown_table, write_table
-    runs = kwargs.get("runs", 1)
+def experiment_from_flags(store, methods, budget, **flags):
+    """The Experiment `bigsearch run` runs, planned from its flags (every check, before a
+    cluster starts or the store is opened): each flag passes by its parameter's name
+    (``PARAMETER_OF``) to ``Experiment.of``, which keeps the experiment's own and gives
+    the rest to the methods."""
+    from ..experiments import Experiment
+    graded = _graded(flags.pop("scores"), flags.pop("grade"), flags.pop("lower_is_better"))
+    flags.update(prune=flags["prune"] or None, fantasy=_fantasy(flags["fantasy"]))   # in place: results.json's order
     with flags_for(*RUN_FLAGS, renamed=RUN_RENAMED):
-        results, notes = run_methods(store, methods, budget, out, progress=None if quiet else _bars(budget, runs),
-                                     **kwargs)
-    shown = write_table(out, results, checkpoints) if checkpoints else markdown_table(results["summary"], budget)
+        return Experiment.of(store, methods, budget, graded=graded,
+                             **{PARAMETER_OF.get(k, k): v for k, v in flags.items()})
+
+
+def run_and_report(exp, out, *, quiet=False, table=True, verbose=False, checkpoints=None, **where):
+    """``experiments.run_experiment`` of ``exp`` into ``out`` (``where``: overwrite,
+    backend, n_threads) with progress bars, then a summary, the table (at ``checkpoints``
+    when given: table.md is rewritten at them) and where the results are (unless
+    ``quiet``); ``verbose``: how each method chose its queries too."""
+    from ..experiments import run_experiment
+    from ..experiments.reports import markdown_table, write_table
+    with flags_for(*RUN_FLAGS, renamed=RUN_RENAMED):
+        results, notes = run_experiment(exp, out, progress=None if quiet else _bars(exp.budget, exp.runs), **where)
+    shown = write_table(out, results, checkpoints) if checkpoints else markdown_table(results["summary"], exp.budget)
     if not quiet:
-        if runs == 1:
+        if exp.runs == 1:
             _print_summary(results["runs"])
             for r in results["runs"]:
                 _print_remaining(r)
         if table:
             click.echo(shown)
-        for r in results["runs"][:len(methods)] if verbose else ():
+        for r in results["runs"][:len(exp.methods)] if verbose else ():
             _print_reads(r)
         for note in notes:
             click.echo(note, err=True)
@@ -197,10 +211,8 @@ def search_options(f):
               help="Query counts the results table reports (default: half the budget and the budget).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary.")
 @click.option("-v", "--verbose", is_flag=True, help="Also say how each method chose its queries (pruning, X read).")
-def run(store, methods, budget, runs, seed, init_index, init_positives, init_negatives, start_from, batch_size, pi, eta,
-        w0, alpha, agr_anchors, agr_neighbors, agr_gamma, threads, scheduler, cluster, persist, dataset, acquisition,
-        beta, blr_lam, blr_noise, prune, fantasy, scores, lower_is_better, grade, out, overwrite, checkpoints, quiet,
-        verbose):
+def run(store, methods, budget, out, overwrite, checkpoints, quiet, verbose, threads, scheduler, cluster, persist,
+        **flags):
     """Simulated Active Search on STORE, answering queries from its stored labels y.
 
     Rerunning the same command on the same --out continues an interrupted experiment.
@@ -214,14 +226,10 @@ def run(store, methods, budget, runs, seed, init_index, init_positives, init_neg
     if out == "-":
         raise click.BadParameter("results are several files (results.json, runs.csv, table.md, ...), so they "
                                  "cannot go to stdout; give a directory", param_hint="'--out'")
+    exp = experiment_from_flags(store, methods, budget, **flags)
     with cluster_backend(scheduler, cluster, persist) as backend:
-        run_and_report(store, methods, budget, out, quiet=quiet, seed=seed, runs=runs, init_index=init_index,
-                       init_positives=init_positives, init_negatives=init_negatives, batch_size=batch_size,
-                       start_from=start_from, overwrite=overwrite, backend=backend, n_threads=threads,
-                       dataset=dataset, pi=pi, eta=eta, w0=w0, alpha=alpha, anchors=agr_anchors,
-                       neighbors=agr_neighbors, gamma=agr_gamma, acquisition=acquisition, beta=beta, lam=blr_lam,
-                       noise=blr_noise, prune=prune or None, fantasy=_fantasy(fantasy),
-                       graded=_graded(scores, grade, lower_is_better), verbose=verbose, checkpoints=checkpoints)
+        run_and_report(exp, out, quiet=quiet, overwrite=overwrite, backend=backend, n_threads=threads,
+                       verbose=verbose, checkpoints=checkpoints)
 
 
 def _fantasy(value):
@@ -311,8 +319,9 @@ def demo(directory, n, budget, quiet, verbose):
                                  progress=lambda rows: bar.update(rows - bar.pos))
     if not quiet and not kernels_cached():
         click.echo("compiling kernels (first run only, ~25 s)...", err=True)
-    run_and_report(store, ["las", "wnas", "random"], budget, directory / "results", quiet=quiet, overwrite=True,
-                   table=False, verbose=verbose)
+    from ..experiments import Experiment
+    run_and_report(Experiment(str(store), ("las", "wnas", "random"), budget), directory / "results", quiet=quiet,
+                   overwrite=True, table=False, verbose=verbose)
 
 
 def kernels_cached():

@@ -14,7 +14,7 @@ import warnings
 import click
 from click.core import ParameterSource
 
-from ..engine.core.registry import method_names, method_spec
+from ..engine.core.registry import method_names, plan_methods
 from ..errors import LabelError, ParameterError, SessionWarning
 from . import Group, main, printable
 from .ingest import BarProgress
@@ -121,7 +121,7 @@ def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, sta
     params = {k: v for k, v in flags.items()
               if ctx.get_parameter_source(source.get(k, k)) == ParameterSource.COMMANDLINE}
     with flags_for(*flags, renamed=BLR_RENAMED):    # the method's one check, before anything is opened or written
-        method_spec(method, need="sessions").validate(params, strict=True, offered=flags)
+        plan_methods((method,), params, need="sessions", strict=True, offered=flags)
     with flags_for("pi", "start_from"), cluster_backend(scheduler, cluster, persist) as backend, \
             _session().create(store, directory, method=method, checkpoint_every=checkpoint_every,
                               backend=backend, start_from=start_from, dataset=dataset, prior_from_labels=False,

@@ -18,11 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..engine.core.registry import method_spec, saving_class
+from ..engine.core.registry import method_spec, plan_methods, saving_class
 from ..errors import ParameterError
 from ..storage import open_store, require_local
 from ..storage.atomic import atomic_open, atomic_write_json
-from .simulate import method_options
 
 
 def run_pairs(store, out, methods=("las", "wnas"), **kwargs):
@@ -59,13 +58,13 @@ def pair_experiment(store, methods=("las", "wnas"), *, pairs=100, top=100, seed=
             raise ParameterError(f"{m} search has no scores f to rank points by; leave it out of this experiment")
     if pairs < 1 or top < 1:
         raise ParameterError(f"pairs and top must be >= 1, got {pairs} and {top}")
-    settings = {m: method_options(m, options) for m in methods}       # checked before the store is opened
+    planned = plan_methods(methods, options)       # checked before the store is opened
     store = open_store(store)
     y = store.labels()
     if y is None or not (y == 1).any() or not (y == 0).any():
         raise ParameterError(f"{store.path} needs stored labels with positives and negatives for this experiment")
     max_draws = max_draws or 10 * pairs
-    starters = {m: Starter(store, m, settings[m], backend=backend, n_threads=n_threads) for m in methods}
+    starters = {m.name: Starter(store, m, backend=backend, n_threads=n_threads) for m in planned}
     draws = []
     for p, q in _pairs(y, seed, max_draws):
         found = {m: starters[m].positives_in_top(p, q, y, top) for m in methods}
@@ -98,10 +97,10 @@ class Starter:
     initialization costs passes over X (``warm_start`` in the registry) is initialized
     once and restored from that state for every pair."""
 
-    def __init__(self, store, method, options, *, backend="local", n_threads=None):
-        self.store, self.spec, self.options = store, method_spec(method), options
+    def __init__(self, store, method, *, backend="local", n_threads=None):
+        self.store, self.method, self.spec = store, method, method.spec     # method: its MethodPlan
         self.backend, self.n_threads = backend, n_threads
-        base = self.spec.create(store, options, backend=backend, n_threads=n_threads)
+        base = method.create(store, backend=backend, n_threads=n_threads)
         self.params = base.params.as_dict()
         self.state = None
         if self.spec.warm_start and self.spec.sessions:
@@ -113,7 +112,7 @@ class Starter:
         if self.state is not None:
             return saving_class(self.spec.name).from_state(self.store, self.state, backend=self.backend,
                                                            n_threads=self.n_threads)
-        return self.spec.create(self.store, self.options, backend=self.backend, n_threads=self.n_threads)
+        return self.method.create(self.store, backend=self.backend, n_threads=self.n_threads)
 
     def positives_in_top(self, positive, negative, y, top):
         """Label the pair, then count the positives among the ``top`` unlabeled points by f

@@ -9,59 +9,14 @@ before the model is updated once.
 """
 
 import time
-from os import PathLike
+from dataclasses import replace
 
 import numpy as np
 
-from ..engine.core.registry import method_spec
-from ..engine.guidance.seeding import resolve_start, seeded_top, seeding
-from ..errors import BigsearchError, LabelError, ParameterError
-from ..storage import FeatureStore, open_store
-
-
-def initial_labels(y, seed, init_index=None, init_positives=1, init_negatives=0):
-    """The starting labels [(index, label)]: given indices, or random positives and
-    negatives drawn from y with ``seed`` (the same for every method of a run)."""
-    if init_index is not None:
-        out = []
-        for i in init_index:
-            if not 0 <= i < len(y):
-                raise LabelError(f"init_index {i} is out of range: the store has {len(y)} points")
-            if y[i] < 0:
-                raise LabelError(f"init_index {i}: the store has no label for point {i}")
-            out.append((int(i), int(y[i])))
-        return out
-    rng = np.random.default_rng(seed)
-    out = []
-    for label, k in ((1, init_positives), (0, init_negatives)):
-        pool = np.flatnonzero(y == label)
-        if k > len(pool):
-            raise ParameterError(f"asked for {k} initial {'positives' if label else 'negatives'} "
-                                 f"but the store has {len(pool)}")
-        out += [(int(i), label) for i in rng.choice(pool, size=k, replace=False)]
-    return out
-
-
-def check_budget(budget, left):
-    """Refuse a budget larger than the ``left`` points unlabeled after the initial labels:
-    it would label everything, slowly, to no purpose (``bigsearch run`` refuses the same)."""
-    if budget > left:
-        raise ParameterError(f"budget {budget:,} is more than the {left:,} points left unlabeled after the "
-                             f"initial labels; give a budget of at most {left:,}")
-
-
-def method_options(method, options, seed=None):
-    """``method``'s options record (engine/core/params.py) from ``options``, a set that may
-    serve several methods (each takes the names it has; None: the default), checked
-    without a store; a method with a ``seed`` option (random search) gets ``seed``."""
-    return method_spec(method).validate({**options, "seed": seed})
-
-
-def make_search(store, method, seed=None, *, backend="local", n_threads=None, **options):
-    """An ask/tell search object for ``method`` with only the options it takes (see
-    :func:`method_options`), on ``backend`` with ``n_threads``."""
-    return method_spec(method).create(store, method_options(method, options, seed), backend=backend,
-                                      n_threads=n_threads)
+from ..engine.core.registry import MethodPlan
+from ..engine.guidance.seeding import seeded_top, seeding
+from ..errors import BigsearchError, LabelError
+from .plan import PlanOnStore, Start, plan_runs
 
 
 def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size=1, answers=None, start_from=None,
@@ -90,72 +45,45 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     them all, then updates once (B = 1 is the sequential algorithm). A method with no
     scores to rank by (random search) draws one at a time, so it ignores B.
     ``options``: the method's options (engine/core/params.py), those of other methods left
-    out (:func:`method_options`); ``backend``, ``n_threads``: where it runs.
+    out; ``backend``, ``n_threads``: where it runs.
+
+    Everything is checked before the run starts, by the plan that `bigsearch run` runs by
+    too (experiments/plan.py): what needs no store before the store is opened.
     """
-    spec = method_spec(method)
-    settings = method_options(method, options, seed)       # checked before the store is opened
-    store = _open_with_labels(store, y)
-    y = store.labels()
-    if answers is not None:
-        answers = np.asarray(answers, np.float64)
-        real = method_spec(method).cls.REAL_LABELS      # a regression: any finite target
-        if answers.shape != (store.n,) or not np.all(np.isfinite(answers) if real else (answers >= 0) & (answers <= 1)):
-            what = "finite numbers" if real else "graded labels in [0, 1]"
-            raise ParameterError(f"answers must be {store.n} {what}, one per point")
-    if y is None:
-        raise ParameterError(f"{store.path} has no labels (y), so no oracle can be simulated; pass "
-                             "them as y=, or use an interactive session instead")
-    start = resolve_start(store, start_from)
-    if start is not None and init is None:
-        init = [] if start.positives is None else initial_labels(y, seed, start.positives.tolist())
-    init = initial_labels(y, seed) if init is None else init
-    if budget < 0:
-        raise ParameterError(f"budget must be >= 0, got {budget}")
-    if batch_size < 1:
-        raise ParameterError(f"batch_size must be >= 1, got {batch_size}")
-    batch_size = int(batch_size) if spec.ranks else 1
-    check_budget(budget, store.n - len(init))
-    compile_seconds = warm_up(store, method, seed, batch_size, options, backend)
+    plan = plan_runs(store, (method,), budget, options=options, seed=seed, start=Start(init, start_from=start_from),
+                     batch_size=batch_size, answers=answers, y=y, backend=backend, n_threads=n_threads)
+    on_store = plan.on_store(plan.open_store())
+    return run_planned(on_store, on_store.methods[0], 0, progress, init_progress)
+
+
+def run_planned(on_store: PlanOnStore, method: MethodPlan, run: int, progress=None, init_progress=None):
+    """Run ``run`` of ``method`` (one of ``on_store.methods``) as planned; returns its record
+    (see :func:`simulate`)."""
+    plan, seed = on_store.plan, on_store.plan.run_seed(run)
+    method = method.for_seed(seed)
+    init, start, batch_size = on_store.initial[run], on_store.start, plan.batch_for(method)
+    compile_seconds = warm_up(on_store.store, method, batch_size, plan.backend)
     t0 = time.perf_counter()
-    search = spec.create(store, settings, backend=backend, n_threads=n_threads)     # the run's one engine
+    search = method.create(on_store.store, backend=plan.backend, n_threads=plan.n_threads)  # the run's one engine
     search.init_progress = init_progress
-    queries, hits, iteration_seconds, elapsed = [], [], [], []
     try:
-        search.tell([i for i, _ in init], [lab if answers is None else float(answers[i]) for i, lab in init])
-        t_start = time.perf_counter()
-        batch = _next_batch(search, min(batch_size, budget), start)   # the first pays for initialization
-        init_seconds = time.perf_counter() - t_start
-        while len(queries) < budget:
-            t = time.perf_counter()
-            if queries:
-                batch = _next_batch(search, min(batch_size, budget - len(queries)), start)
-            labels = [int(y[i]) for i in batch]
-            unknown = [i for i, label in zip(batch, labels) if label < 0]
-            if unknown:
-                raise LabelError(f"the oracle has no label for point {unknown[0]}; "
-                                 "a simulation needs a fully labeled store")
-            search.tell(batch, labels if answers is None else [float(answers[i]) for i in batch])
-            if queries:
-                iteration_seconds.append(time.perf_counter() - t)
-            for i, label in zip(batch, labels):
-                queries.append([i, label])
-                hits.append((hits[-1] if hits else 0) + label)
-                elapsed.append(time.perf_counter() - t0)
-                if progress:
-                    progress(len(queries), hits[-1])
-        total_seconds = time.perf_counter() - t0        # the final ranking's pass is not the run's
+        oracle = Oracle(on_store.y, on_store.answers_for(method))
+        search.tell([i for i, _ in init], oracle.told(init))
+        asked = _ask(search, oracle, plan.budget, batch_size, start, progress, t0)
+        total_seconds = time.perf_counter() - t0  # the final ranking's pass is not the run's
         # e.g. LAS: bytes of X read to choose each round's queries (copied: the ranking's pass adds to them)
         details = {k: list(v) if isinstance(v, list) else v for k, v in search.run_details().items()}
-        ranking = _final_ranking(search, spec.ranks, store.n - len(init) - len(queries))
-        remaining = _remaining(search, init, queries)
+        ranking = _final_ranking(search, method.spec.ranks, on_store.store.n - len(init) - len(asked.queries))
+        remaining = _remaining(search, init, asked.queries)
     finally:
         search.close()
     record = {
-        "method": method, "seed": seed, "params": search.params.as_dict(), "init": [list(p) for p in init],
+        "method": method.name, "seed": seed, "params": search.params.as_dict(), "init": [list(p) for p in init],
         **({"start_from": start.describe()} if start is not None else {}),
-        "batch_size": batch_size, "queries": queries, "hits": hits,
-        "timings": {"total_seconds": total_seconds, "init_seconds": init_seconds, "compile_seconds": compile_seconds,
-                    "iteration_seconds": iteration_seconds, "elapsed_seconds": elapsed},
+        "batch_size": batch_size, "queries": asked.queries, "hits": asked.hits,
+        "timings": {"total_seconds": total_seconds, "init_seconds": asked.init_seconds,
+                    "compile_seconds": compile_seconds, "iteration_seconds": asked.iteration_seconds,
+                    "elapsed_seconds": asked.elapsed},
     }
     if ranking is not None:
         record["ranking"] = ranking
@@ -164,11 +92,68 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     return record
 
 
+class Oracle:
+    """The answers to queries: the stored labels ``y``, or the ``answers`` (graded labels or
+    scores) told instead when given; hits count the stored positives either way."""
+
+    def __init__(self, y, answers=None):
+        self.y, self.answers = y, answers
+
+    def labels(self, batch):
+        """The stored labels of ``batch``; every point must have one."""
+        labels = [int(self.y[i]) for i in batch]
+        unknown = [i for i, label in zip(batch, labels) if label < 0]
+        if unknown:
+            raise LabelError(f"the oracle has no label for point {unknown[0]}; "
+                             "a simulation needs a fully labeled store")
+        return labels
+
+    def told(self, pairs):
+        """What the search is told for (index, stored label) ``pairs``."""
+        return [label if self.answers is None else float(self.answers[i]) for i, label in pairs]
+
+
+class Asked:
+    """A run's queries [index, stored label], cumulative hits and timings, as they come."""
+
+    def __init__(self, t0):
+        self.t0 = t0
+        self.queries, self.hits, self.iteration_seconds, self.elapsed = [], [], [], []
+        self.init_seconds = 0.0
+
+    def add(self, batch, labels, progress):
+        for i, label in zip(batch, labels):
+            self.queries.append([i, label])
+            self.hits.append((self.hits[-1] if self.hits else 0) + label)
+            self.elapsed.append(time.perf_counter() - self.t0)
+            if progress:
+                progress(len(self.queries), self.hits[-1])
+
+
+def _ask(search, oracle, budget, batch_size, start, progress, t0):
+    """``budget`` queries in batches of ``batch_size``, each answered by the oracle; the
+    first batch pays for the initialization (timed apart)."""
+    asked = Asked(t0)
+    t_start = time.perf_counter()
+    batch = _next_batch(search, min(batch_size, budget), start)
+    asked.init_seconds = time.perf_counter() - t_start
+    while len(asked.queries) < budget:
+        t = time.perf_counter()
+        if asked.queries:
+            batch = _next_batch(search, min(batch_size, budget - len(asked.queries)), start)
+        labels = oracle.labels(batch)
+        search.tell(batch, oracle.told(zip(batch, labels)))
+        if asked.queries:
+            asked.iteration_seconds.append(time.perf_counter() - t)
+        asked.add(batch, labels, progress)
+    return asked
+
+
 RANKING_SIZE = 100
 WARM_ROWS = 64
 
 
-def warm_up(store, method, seed, batch_size, options, backend="local"):
+def warm_up(store, method: MethodPlan, batch_size, backend="local"):
     """Compile ``method``'s kernels for ``store``'s chunk type by a short search on a copy
     of its first rows (at most WARM_ROWS: numba compiles on first call; the kernels' disk
     cache makes later processes fast); returns the seconds it took. Skipped (0) for
@@ -183,15 +168,14 @@ def warm_up(store, method, seed, batch_size, options, backend="local"):
     rows = np.ascontiguousarray(store.read_stored_rows(np.arange(m)))  # its chunks are read-only, as X's are
     from ..storage.arrays import NumpyArrayStore
     tiny = NumpyArrayStore(rows, chunk_rows=max(1, m // 2))
-    settings = {**options, "anchors": min(m, 4), "pi": options.get("pi") or 0.5}
     try:
-        search = make_search(tiny, method, seed=seed, backend="local", n_threads=1, **settings)
+        search = _on_rows(method, m).create(tiny, backend="local", n_threads=1)
         try:
             search.tell([0, m - 1], [1, 0])
             for _ in range(2):
                 batch = _next_batch(search, min(batch_size, search.n - search.n_labeled))
                 search.tell(batch, [0] * len(batch))
-            _final_ranking(search, method_spec(method).ranks, search.n - search.n_labeled)
+            _final_ranking(search, method.spec.ranks, search.n - search.n_labeled)
         finally:
             search.close()
     except BigsearchError:
@@ -199,14 +183,12 @@ def warm_up(store, method, seed, batch_size, options, backend="local"):
     return time.perf_counter() - t
 
 
-def _open_with_labels(store, y):
-    """The store to search; ``y``, the labels of X given as an array, go with it."""
-    if y is None:
-        return open_store(store)
-    if isinstance(store, (str, PathLike, FeatureStore)):
-        raise ParameterError(f"y= gives the labels of X passed as an array; the store {getattr(store, 'path', store)} "
-                             "has its own (its y array)")
-    return open_store(store, {"y": y})
+def _on_rows(method, m):
+    """``method``'s plan for a search on ``m`` rows: at most 4 anchors (AGR), and a prior
+    (LAS's pi) when none is given, as the rows' labels cannot give one."""
+    fit = {"anchors": min(m, 4), "pi": getattr(method.options, "pi", None) or 0.5}
+    fit = {k: v for k, v in fit.items() if k in method.spec.settings()}
+    return replace(method, options=replace(method.options, **fit)) if fit else method
 
 
 def _final_ranking(search, ranks, unlabeled):

@@ -22,6 +22,7 @@ import io
 import numbers
 import os
 import warnings
+from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from .. import __version__
-from ..engine.core.registry import method_spec, saving_class
+from ..engine.core.registry import MethodPlan, plan_methods, saving_class
 from ..engine.core.select import Ranked
 from ..engine.guidance.seeding import resolve_start
 from ..errors import (
@@ -138,15 +139,15 @@ class Session(SessionRecovery, SessionStatus):
         ``store``: a path or URL (``dataset``: the array holding X, default X), or a
         zarr.Array / h5py.Dataset in a file, which the session reopens by its file and name.
         """
-        directory = require_local(directory, "directory")
-        settings = _check_new(method, checkpoint_every, keep_checkpoints, params, directory)
+        plan = plan_session(method, params, directory, checkpoint_every, keep_checkpoints)
+        directory = plan.directory
         path, options = store_source(store, dataset)       # what reopens it: a path, and the dataset when not X
         store = open_store(path, options)          # our own handle, closed with the session
         try:
             if not prior_from_labels:
-                require_prior(method, store, params)
+                require_prior(plan.method, store)
             start = resolve_start(store, start_from)
-            engine = new_engine(method, store, settings, backend, n_threads)
+            engine = new_engine(method, store, plan.method.options, backend, n_threads)
         except BaseException:
             store.close()
             raise
@@ -155,7 +156,7 @@ class Session(SessionRecovery, SessionStatus):
                     "method": method, "params": engine.params.as_dict(), "engine": engine.engine_options(),
                     "store": {"path": store_location(store.path, resolve=True), **options,
                               "fingerprint": store_fingerprint(store)},
-                    "checkpoint_every": int(checkpoint_every), "keep_checkpoints": int(keep_checkpoints)}
+                    "checkpoint_every": plan.checkpoint_every, "keep_checkpoints": plan.keep_checkpoints}
             extra = {}
             if start is not None:
                 info["start"] = start.describe()
@@ -621,9 +622,11 @@ class Session(SessionRecovery, SessionStatus):
             raise SessionError(f"cannot {what}: session {self.directory} is closed")
 
 
-def require_prior(method, store, params):
-    """Refuse to take pi from the labels of the store a person is about to label."""
-    y = store.labels() if "pi" in method_spec(method).settings() and params.get("pi") is None else None
+def require_prior(method: MethodPlan, store: FeatureStore) -> None:
+    """Refuse to take pi from the labels of the store a person is about to label, when
+    ``method`` (the session's plan) takes pi and none is given."""
+    takes_pi = "pi" in method.spec.settings() and getattr(method.options, "pi", None) is None
+    y = store.labels() if takes_pi else None
     if y is not None and (y >= 0).any():
         raise ParameterError("pi is required: the store has labels, and a prior taken from them would tell the "
                              "search the share of the answers you are about to give; pass pi, your guess of "
@@ -684,16 +687,30 @@ def publish_directory(directory, info, extra=None):
         raise
 
 
-def _check_new(method, checkpoint_every, keep_checkpoints, params, directory):
-    """The new session's settings checked before its store is opened; returns the
-    method's options record."""
-    settings = method_spec(method, need="sessions").validate(params, strict=True)
+@dataclass(frozen=True)
+class SessionPlan:
+    """A new session, checked before its store is opened (:func:`plan_session`): its method
+    with the options record, planned as runs plan theirs (the registry's ``plan_methods``),
+    its directory and how often it writes checkpoints."""
+
+    method: MethodPlan
+    directory: Path
+    checkpoint_every: int = 50
+    keep_checkpoints: int = 3
+
+
+def plan_session(method: str, params: dict[str, Any], directory: str | PathLike[str], checkpoint_every: int = 50,
+                 keep_checkpoints: int = 3) -> SessionPlan:
+    """Every check of a new session that needs no store, and its plan: ``method`` must save
+    its state and take every one of ``params`` (strict: a session records what it was given)."""
+    local = require_local(directory, "directory")
+    (planned,) = plan_methods((method,), params, need="sessions", strict=True)
     for name, value in (("checkpoint_every", checkpoint_every), ("keep_checkpoints", keep_checkpoints)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise ParameterError(f"{name} must be a positive integer, got {value!r}")
-    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
-        raise SessionExistsError(f"{directory} already exists and is not empty; choose a new directory")
-    return settings
+    if local.exists() and (not local.is_dir() or any(local.iterdir())):
+        raise SessionExistsError(f"{local} already exists and is not empty; choose a new directory")
+    return SessionPlan(planned, local, int(checkpoint_every), int(keep_checkpoints))
 
 
 def _user():

@@ -5,13 +5,17 @@ simulator, sessions, experiments and the CLI read this and nothing else (adding 
 method is one module, one line here, its kernel and its tests: docs/architecture.md).
 Classes are named by import path and loaded on first use, so listing the methods
 (``bigsearch --help``) imports no numerical code.
+
+:func:`plan_methods` is the one place where the options a caller gives become each
+method's checked options record (a :class:`MethodPlan`): experiments, ``simulate``,
+sessions and the CLI all plan their methods with it, before any store is opened.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ParameterError
@@ -119,6 +123,54 @@ def method_spec(name: str, *, need: str | None = None) -> MethodSpec:
         what = {None: "method", "ranks": "method with scores", "sessions": "method for sessions"}[need]
         raise ParameterError(f"unknown {what} {name!r}; choose from {', '.join(candidates)}")
     return spec
+
+
+@dataclass(frozen=True)
+class MethodPlan:
+    """A method as a run or a session will build it: its registry entry and its options
+    record, checked without a store (:func:`plan_methods`)."""
+
+    spec: MethodSpec
+    options: Options
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def for_shape(self, n: int, r: int) -> MethodPlan:
+        """The plan with the defaults that depend on the store's size filled in and checked
+        (``Options.for_shape``: AGR's anchors)."""
+        return replace(self, options=self.options.for_shape(n, r))
+
+    def for_seed(self, seed: int) -> MethodPlan:
+        """The plan of a run drawn with ``seed``: a method with a seed option (random
+        search, BLR's Thompson draws, rf's forest) takes the run's, so runs differ."""
+        if "seed" not in self.spec.settings():
+            return self
+        return replace(self, options=replace(self.options, seed=seed))  # type: ignore[call-arg]
+
+    def create(self, store: Any, *, backend: Any = "local", n_threads: int | None = None) -> ActiveSearch:
+        """The search this plan describes, on ``store``."""
+        return self.spec.create(store, self.options, backend=backend, n_threads=n_threads)
+
+
+def plan_methods(names: Iterable[str], options: Mapping[str, Any] | None = None, *, seed: int | None = None,
+                 need: str | None = None, strict: bool = False,
+                 offered: Collection[str] | None = None) -> tuple[MethodPlan, ...]:
+    """Each of the methods ``names`` with its options record from one set of ``options``
+    (name -> value; None: the default), checked without a store or an engine.
+
+    Each method takes the names it has, so one set serves several methods (``bigsearch
+    run --method las,agr``); ``strict`` refuses the others instead, listing the ones
+    ``offered`` (a session's method). ``seed``: a run's seed, which a method with a seed
+    option takes over any given. ``need``: a capability every method must have
+    ("ranks", "sessions")."""
+    given = {**(options or {}), **({} if seed is None else {"seed": seed})}
+    plans = []
+    for name in names:
+        spec = method_spec(name, need=need)
+        plans.append(MethodPlan(spec, spec.validate(given, strict=strict, offered=offered)))
+    return tuple(plans)
 
 
 def method_names(need: str | None = None) -> list[str]:
