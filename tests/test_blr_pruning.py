@@ -108,6 +108,105 @@ def test_a_refit_costs_greedy_no_pass_and_the_share_read_stays_small(tmp_path):
     assert share.mean() <= 0.035 and share.max() <= 0.15, share.round(3).tolist()
 
 
+@pytest.fixture(scope="module")
+def kmeans_store(tmp_path_factory):
+    """The issue-40 store in small: the generator's data (0.5% positives), rows in k-means
+    order (`tools/make_store.py --cluster-order`), chunks that do not divide n."""
+    from bigsearch.ingest.cluster_order import cluster_order
+    from bigsearch.synthetic import make_clustered_store
+
+    folder = tmp_path_factory.mktemp("kmeans")
+    source = make_clustered_store(folder / "g.zarr", 20000, 128, prevalence=0.005, spread=0.7, chunk_rows=7000)
+    cluster_order(source, folder / "k.zarr", chunk_rows=7000)
+    return folder / "k.zarr"
+
+
+@pytest.mark.parametrize("acquisition", ["greedy", "ucb"])
+def test_from_one_positive_every_query_reads_little_and_refits_make_no_pass(kmeans_store, passes, acquisition):
+    """Issue 40's protocol in small: from one positive (drawn as `bigsearch run --seed 0`
+    draws it), 25 queries, each the full pass's, every query's share of X counted. The
+    first query (every score the mean: the first unlabeled row) reads nothing; the cache is
+    reset where the weights go when its answer differs, so the next reads a block or two
+    (before: 100% and 96% of X, the blocks' maxima taken at the flat scores bounding
+    nothing); over all 25, 6.4% (14.3% before). Greedy's refits of lam and the noise (9)
+    make no pass over X; UCB's each make one (its v may grow), and nothing else does."""
+    path = kmeans_store
+    y = bigsearch.open_store(path).labels()
+    p = int(np.random.default_rng(0).choice(np.flatnonzero(y == 1), size=1, replace=False)[0])
+    e = bigsearch.BLR(path, prune=True, block_rows=64, acquisition=acquisition)
+    e.tell([p], [1])
+    e.sync()
+    init_bytes, at_init = e.bytes_since_query, len(passes)
+    queries = []
+    for _ in range(25):
+        queries.append(e.ask())
+        e.tell(queries[-1], int(y[queries[-1]]))
+    e.sync()
+    assert len(e.refits) >= 5
+    assert len(passes) - at_init == (0 if acquisition == "greedy" else len(e.refits)), passes[at_init:]
+    full = bigsearch.BLR(path, acquisition=acquisition)
+    full.tell([p], [1])
+    for i in queries:
+        assert full.ask() == i
+        full.tell(i, int(y[i]))
+    if acquisition == "ucb":
+        return
+    read = np.array(e.query_bytes, np.float64)
+    read[0] -= init_bytes  # the first query's own reads, apart from initialization's passes
+    share = read / e.store.nbytes
+    assert share[0] == 0 and share[1] <= 3 * 64 / 20000, share[:2]
+    assert share.mean() <= 0.1 and share[2:].max() <= 0.2, share.round(4).tolist()
+
+
+def test_while_every_label_is_alike_queries_read_nothing(data, store_factory):
+    """With every label alike the weights are 0 and every score the mean: the queries are
+    the first unlabeled rows, the full pass's, and read none of X."""
+    X, y = data
+    path = store_factory(X, None, "zarr", "float32", 700)
+    e, full = (bigsearch.BLR(path, prune=p, block_rows=64) for p in (True, False))
+    for s in (e, full):
+        s.tell([2], [1])
+    e.sync()
+    init_bytes = e.bytes_since_query
+    for expected in (0, 1, 3, 4):
+        i = e.ask()
+        assert i == full.ask() == expected
+        for s in (e, full):
+            s.tell(i, 1)
+    assert e.query_bytes == [init_bytes, 0, 0, 0]
+    i = e.ask()
+    assert i == full.ask() and e.query_bytes[-1] == 0
+    for s in (e, full):
+        s.tell(i, 0)
+    assert e.ask() == full.ask()
+    np.testing.assert_array_equal(e.f, full.f)
+
+
+@pytest.mark.parametrize("start_label", [1, 0])
+def test_from_one_label_the_cache_is_set_where_the_weights_go(data, store_factory, start_label):
+    """From one label (x_1) the first query is the first unlabeled row x_q, and the cache is
+    reset at v = x_q - x_1 and -v: when x_q's answer differs, w is along one of them
+    (a positive answered 0: -v; a negative answered 1: v), so every block's bound is its
+    best unlabeled score to the rounding margin and the query reads a block or two."""
+    X, y = data
+    path = store_factory(X, None, "zarr", "float64", 700)
+    e, full = (bigsearch.BLR(path, prune=p, block_rows=64, lam=1.0, noise=0.5) for p in (True, False))
+    first = int(np.flatnonzero(y == start_label)[3])
+    for s in (e, full):
+        s.tell([first], [start_label])
+    q = e.ask()
+    assert q == full.ask() == 0
+    for s in (e, full):
+        s.tell(q, 1 - start_label)
+    assert e.ask() == full.ask()
+    assert 0 < e.query_bytes[1] <= 2 * 64 * e.store.bytes_per_point
+    u, pr, sm = e.pruning.u(), e.pruning.pruner, e.pruning.summaries
+    score = np.where(e.labels < 0, X @ u[:-1] + u[-1], -np.inf)
+    best = np.maximum.reduceat(score, sm.start)
+    bounds = pr.bounds(u)
+    assert np.all(bounds >= best) and np.allclose(bounds, best, rtol=0, atol=1e-6)
+
+
 @pytest.mark.parametrize("acquisition,batch", list(itertools.product(["greedy", "ucb"], [5, 10])))
 def test_pruned_batches_are_the_full_pass(data, store_factory, acquisition, batch):
     """Batches (10: more than the labels one kernel call folds in) and a bulk of labels
@@ -305,6 +404,18 @@ def test_the_dask_backend_prunes_greedy_and_ucb(data, store_factory):
             np.testing.assert_array_equal(e.f, e_full.f)
             np.testing.assert_array_equal(e.J, e_full.J)
             e.close()
+        # from one label: the workers' caches reset where the weights go (BLRPruner.reset_ahead)
+        e, full = bigsearch.BLR(path, prune=True, block_rows=64, backend=client), bigsearch.BLR(path)
+        for s in (e, full):
+            s.tell([int(np.flatnonzero(y)[3])], [1])
+        for _ in range(6):
+            i = e.ask()
+            assert i == full.ask()
+            for s in (e, full):
+                s.tell(i, int(y[i]))
+        chunks = e.store.n_chunks
+        assert e.query_bytes[1] <= 2 * chunks * 64 * e.store.bytes_per_point, e.query_bytes
+        e.close()
         refitted, e = run(path, y, True, backend=client)  # greedy refits, no pass: the workers' caches carry over
         assert refitted == run(path, y, False)[0] and len(e.refits) >= 3
         e.close()

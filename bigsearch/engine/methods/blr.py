@@ -251,6 +251,11 @@ class BLR(PrunableSearch):
     def _n_labels(self) -> int:
         return self.n_labeled  # every label told is in the history: no O(n) count per query
 
+    def _labeled(self) -> np.ndarray:
+        """The labeled points in index order, from the history (each told once): no O(n)
+        scan of the labels at each refit (0.5 ms at 2M rows, 15 ms at 60M)."""
+        return np.sort(self.history_arrays()[0])
+
     def _weights(self) -> np.ndarray:
         """A^-1 X_c^T y / s2, X_c^T y = X^T y - ybar X^T 1."""
         n = self._n_labels()
@@ -405,17 +410,18 @@ class BLR(PrunableSearch):
         if p.lam is not None and p.noise is not None:  # nothing to fit: check the inverse instead
             self._labels_at_refit = n_L
             return self._drifted()
-        idx = np.flatnonzero(self._label >= 0)
+        idx = self._labeled()
         y = self.label_values(idx)
         if np.ptp(y) == 0:  # all labels alike (no positive yet): nothing to fit
             return False
         XL = decode(self.store.read_stored_rows(idx))
-        fitted = evidence.fit(XL, y, p.lam, p.noise)
+        sp = evidence.spectrum(XL, y)  # once: the fit and the record's evidence both read it
+        fitted = evidence.fit(XL, y, p.lam, p.noise, sp=sp)
         self._labels_at_refit = n_L
         if fitted is None:
             return False
         self.lam, self.noise = fitted
-        log_ev = evidence.log_evidence(evidence.spectrum(XL, y), self.lam, self.noise)
+        log_ev = evidence.log_evidence(sp, self.lam, self.noise)
         self.refits.append({"labels": n_L, "lam": self.lam, "noise": self.noise, "log_evidence": log_ev})
         self._rebuild_A(XL)
         return True
@@ -440,7 +446,7 @@ class BLR(PrunableSearch):
 
     def _rebuild_A(self, XL: np.ndarray | None = None) -> None:
         """A = lam I + X_c^T X_c / noise (as its factor) and its inverse, from the labeled rows."""
-        idx = np.flatnonzero(self._label >= 0)
+        idx = self._labeled()
         XL = decode(self.store.read_stored_rows(idx)) if XL is None else XL
         A = self._factor_of(XL)
         self._set_inverse(ridge_inverse(self.lam, A.F), A)

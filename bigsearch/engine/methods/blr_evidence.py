@@ -13,12 +13,13 @@ projections of y_c on their eigenvectors, and the rest of y_c (eigenvalue 0),
     log evidence = -1/2 sum_j [ z_j^2 / (s2 (rho k_j + 1)) + log(s2 (rho k_j + 1)) ] - (n - 1)/2 log(2 pi),
 
 and for a given rho the best s2 is sum_j z_j^2 / (rho k_j + 1) / (n - 1): one 1-D search
-over log rho (a grid, then golden-section refinement). The search maximizes the evidence
+over log rho (a grid, then finer grids around its best point). The search maximizes the evidence
 times a uniform prior on R2, the share of the labels' variance the weights explain
 (``log_prior``; the R2-D2 prior's idea, Zhang, Reich & Bondell 2020): the MAP of type-II
 maximum likelihood, the same fit when the labels are many, an interior one when they are
-too few to tell signal from noise. The eigenvalues come from the
-smaller of the two Grams, X_c X_c^T (n_L x n_L) or X_c^T X_c (r x r), O(min(n_L, r)^3).
+too few to tell signal from noise. The search evaluates whole grids at once (``objective``).
+The eigenvalues come from the smaller of the two Grams, X_c X_c^T (n_L x n_L) or X_c^T X_c
+(r x r), O(min(n_L, r)^3).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ import numpy as np
 
 GRID = 81  # points of the first search, log-spaced over RANGE decades each side
 RANGE = 8.0
-GOLDEN_STEPS = 40
+ZOOM = 33  # points of each finer search, between the best point's neighbours ...
+ZOOMS = 7  # ... this many times: 16 ** -7 of the grid's step, 2e-9
 MIN_LABELS = 3  # fewer labels than this: the evidence says nothing yet
 
 
@@ -94,57 +96,72 @@ def log_posterior(sp: Spectrum, lam: float, noise: float) -> float:
     return log_evidence(sp, lam, noise) + log_prior(sp, lam, noise)
 
 
+def objective(sp: Spectrum, lam: np.ndarray | float, noise: np.ndarray | float, r2_prior: bool = True) -> np.ndarray:
+    """``log_posterior`` (``log_evidence`` when not ``r2_prior``) at many (lam, noise) at once,
+    arrays of one shape: the fit's search evaluates a whole grid in one call."""
+    lam, noise = np.broadcast_arrays(np.asarray(lam, np.float64), np.asarray(noise, np.float64))
+    c = sp.k / lam[..., None] + noise[..., None]
+    out = -0.5 * np.sum(sp.z2 / c + sp.count * np.log(c), axis=-1) - 0.5 * sp.n * math.log(2 * math.pi)
+    kbar = float(np.sum(sp.k * sp.count)) / sp.n
+    if r2_prior and kbar > 0:
+        snr = np.abs(math.log(kbar) - np.log(lam) - np.log(noise))
+        out = out - snr - 2.0 * np.log1p(np.exp(-snr))
+    return out
+
+
 def fit(
-    XL: np.ndarray, y: np.ndarray, lam: float | None = None, noise: float | None = None, r2_prior: bool = True
+    XL: np.ndarray,
+    y: np.ndarray,
+    lam: float | None = None,
+    noise: float | None = None,
+    r2_prior: bool = True,
+    sp: Spectrum | None = None,
 ) -> tuple[float, float] | None:
     """(lam, noise) maximizing ``log_posterior`` (the evidence under the R2 prior; the
     evidence alone when not ``r2_prior``); a value given is kept fixed. None when the
-    labels cannot tell (fewer than MIN_LABELS, or all equal)."""
+    labels cannot tell (fewer than MIN_LABELS, or all equal). ``sp``: the labels'
+    ``spectrum`` when the caller has it already."""
     y = np.asarray(y, np.float64)
     if len(y) < MIN_LABELS or np.ptp(y) == 0 or (lam is not None and noise is not None):
         return None
-    sp = spectrum(np.asarray(XL, np.float64), y)
+    sp = spectrum(np.asarray(XL, np.float64), y) if sp is None else sp
     scale = float(sp.k[:-1].mean()) if len(sp.k) > 1 else 1.0  # the last entry is the null space's 0
     var = float(np.sum(sp.z2) / sp.n) or 1.0
-    objective = log_posterior if r2_prior else log_evidence
     if lam is None and noise is None:
 
-        def best(log_rho):  # the best noise for this rho, by the evidence (the prior depends on rho only)
-            rho = math.exp(log_rho)
-            s2 = max(float(np.sum(sp.z2 / (rho * sp.k + 1.0)) / sp.n), var * 1e-12)
-            return s2, 1.0 / (rho * s2)
+        def best(log_rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            """(lam, noise) with the best noise for each rho, by the evidence (the prior
+            depends on rho only)."""
+            rho = np.exp(log_rho)
+            noises = np.maximum(np.sum(sp.z2 / (rho[:, None] * sp.k + 1.0), axis=1) / sp.n, var * 1e-12)
+            return 1.0 / (rho * noises), noises
 
-        log_rho = _maximize(lambda t: objective(sp, *reversed(best(t))), -math.log(scale))
-        s2, lam_ = best(log_rho)
-        return lam_, s2
+        def at(log_rho: np.ndarray) -> np.ndarray:
+            return objective(sp, *best(log_rho), r2_prior=r2_prior)
+
+        lams, noises = best(np.array([_maximize(at, -math.log(scale))]))
+        return float(lams[0]), float(noises[0])
     if noise is not None:
-        s2 = noise
-        t = _maximize(lambda t: objective(sp, math.exp(t), s2), math.log(scale / var))
-        return math.exp(t), s2
+        noise_fixed = noise
+        t = _maximize(lambda t: objective(sp, np.exp(t), noise_fixed, r2_prior), math.log(scale / var))
+        return math.exp(t), noise_fixed
     assert lam is not None
     lam_fixed = lam
-    t = _maximize(lambda t: objective(sp, lam_fixed, math.exp(t)), math.log(var))
+    t = _maximize(lambda t: objective(sp, lam_fixed, np.exp(t), r2_prior), math.log(var))
     return lam_fixed, math.exp(t)
 
 
 def _maximize(fn, centre: float) -> float:
-    """The argmax of ``fn`` over [centre - RANGE ln 10, centre + RANGE ln 10]: a log grid,
-    then golden sections between the best grid point's neighbours."""
+    """The argmax of ``fn`` (evaluated on an array of points at once) over [centre - RANGE
+    ln 10, centre + RANGE ln 10]: a log grid of GRID points, then ZOOMS grids of ZOOM points
+    between the best point's neighbours, each 16 times finer than the last (to 4e-9 of the
+    first grid's step: as fine as the 40 golden sections it replaced, in 8 NumPy calls
+    instead of 120 Python ones, which cost a refit 3-5 ms at 40 labels)."""
     span = RANGE * math.log(10.0)
     grid = np.linspace(centre - span, centre + span, GRID)
-    values = [fn(t) for t in grid]
-    i = int(np.nanargmax(values))
-    a, b = grid[max(i - 1, 0)], grid[min(i + 1, GRID - 1)]
-    g = (math.sqrt(5.0) - 1.0) / 2.0
-    c, d = b - g * (b - a), a + g * (b - a)
-    fc, fd = fn(c), fn(d)
-    for _ in range(GOLDEN_STEPS):
-        if fc >= fd:
-            b, d, fd = d, c, fc
-            c = b - g * (b - a)
-            fc = fn(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + g * (b - a)
-            fd = fn(d)
-    return (a + b) / 2.0
+    for zoom in range(ZOOMS + 1):
+        i = int(np.nanargmax(fn(grid)))
+        if zoom == ZOOMS:
+            return float(grid[i])
+        grid = np.linspace(grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)], ZOOM)
+    raise AssertionError("unreachable")

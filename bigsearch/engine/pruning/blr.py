@@ -31,11 +31,12 @@ import numpy as np
 
 from ...backends import ChunkStep
 from ...kernels.blr import blr_scores
-from ...storage.encoding import n_features
+from ...storage.encoding import decode, n_features, n_rows
 from ..core.steps import decoded_blocks, lower_quadratic_form
 from .block_summaries import (
     DEFAULT_BASIS,
-    compute_summaries,
+    BlockSummaries,
+    block_layout,
     gram_basis,
     summary_step,
 )
@@ -95,7 +96,8 @@ class BLRPruning(PlacedPruning):
         return self.caches.cache
 
     def after_full_pass(self):
-        """Every block is fresh: build the summaries the first time, reset the caches."""
+        """Every block is fresh: build the summaries the first time, reset the caches
+        (at the weights' next direction, ``ahead``, when the scores are flat)."""
         if not self.active:
             return
         e = self.engine
@@ -105,21 +107,46 @@ class BLRPruning(PlacedPruning):
         if self.ucb:
             self._set_ucb_scores()
         self.log, self.hold, self.stale = [], None, False
+        ahead = None if self.summarized else self.direction_ahead()  # found in the summaries' pass: none of its own
+        found = []
 
         def build():
-            self.summaries = compute_summaries(e.backend.map, e.store.chunks, self.basis, self.block_rows)
-            pr = Pruner(self.summaries, None, 1.0)
-            pr.rescale = not self.ucb  # greedy caches f alone (UCB: f + im)
-            return pr
+            self.summaries, maxima = summarize(e.backend.map, e.store.chunks, self.basis, self.block_rows, ahead)
+            found.append(maxima)
+            self.summaries.grouped()  # the groups' summaries now, not at the first query
+            return BLRPruner(self.summaries, rescale=not self.ucb)  # greedy caches f alone (UCB: f + im)
+
+        def reset(pr):
+            if found and found[0] is not None:
+                pr.reset_ahead(ahead, *found[0])
+            else:
+                pr.reset(self.u(), self.score(), e.labels)
 
         def prepare():  # the workers reset their chunks' caches now (built the first time)
             self.u_reset = self.u()
-            return CHUNK_PREPARE, (self.u_reset, self.basis, self.block_rows, self.ucb)
+            return CHUNK_PREPARE, (self.u_reset, self.basis, self.block_rows, self.ucb, ahead)
 
-        self.caches.after_full_pass(build, lambda pr: pr.reset(self.u(), self.score(), e.labels), prepare)
+        self.caches.after_full_pass(build, reset, prepare)
         if not self.summarized:  # the summaries were computed (here, or by the workers): a pass
             self.summarized = True
             e.count_read(e.store.nbytes)
+
+    def direction_ahead(self):
+        """Greedy, while every label is alike (the weights 0, every score the mean, so the
+        query is the first unlabeled row x_q): the direction the weights take when an
+        answer differs, v = x_q - xbar (xbar: the labeled rows' mean; from one label
+        exactly, from several up to A^-1's tilt), with 0 as the constant; None otherwise.
+        A cache reset at the flat scores would bound nothing (docs/algorithm.md)."""
+        e = self.engine
+        if self.ucb or not e.n_labeled:
+            return None
+        w, _, _ = self._now()
+        q = first_unlabeled(e.labels, 1)
+        if w.any() or not len(q):
+            return None
+        x_q = decode(e.store.read_stored_rows(q))[0]
+        self.caches.count(1)
+        return np.append(x_q - e.x1 / e.n_labeled, 0.0)
 
     def _set_ucb_scores(self):
         """UCB's score f + im per point (the backend's array ``ucb``), after a full pass."""
@@ -159,6 +186,9 @@ class BLRPruning(PlacedPruning):
 
     def top(self, k):
         _, V, consts = self._now()
+        if not (self.ucb or V[0].any()):  # greedy, every label alike: every unlabeled score is the mean
+            idx = first_unlabeled(self.engine.labels, k)
+            return idx, np.full(len(idx), consts[0])
         idx, sc = self.caches.top(
             k, lambda pr, k: self._top_here(pr, k, V, consts), CHUNK_TOP, lambda: self._chunk_args(V, consts)
         )
@@ -208,6 +238,110 @@ class BLRPruning(PlacedPruning):
         self.caches.read(READ_RUNS, plan, V, consts, beta, t, self.ucb)
 
 
+class BLRPruner(Pruner):
+    """The Pruner of BLR's linear scores (``s=None``, b = 1; ``rescale``: greedy, whose
+    cached maxima are of f alone), which may also be reset at a u no pass scored with:
+    ``reset_ahead(u, best, best_opposite)``, the maxima of x . v and x . (-v) over each
+    block's unlabeled rows (u = [v, 0]). That version is ``ahead``: the f in memory is not
+    at its u, so a label leaves its blocks' maxima as they are (still bounds: a row fewer),
+    and the first query whose weights point against v takes the opposite maxima."""
+
+    def __init__(self, summaries, rescale=True):
+        super().__init__(summaries, None, 1.0)
+        self.rescale = rescale
+        self.ahead = -1  # the clock of a version reset by reset_ahead (-1: none)
+        self.opposite = None  # its u and maxima for -v, until a query's weights choose
+
+    def reset(self, u, f, label):
+        super().reset(u, f, label)
+        self.ahead, self.opposite = -1, None
+
+    def reset_ahead(self, u, best, best_opposite):
+        """Every block at the version u = [v, 0], its maximum ``best`` of x . v (the
+        opposite's ``best_opposite``, of x . (-v))."""
+        self.clock += 1
+        self._every_block_at(u, self.clock)
+        self.best = np.array(best, np.float64)
+        self.ahead = self.clock
+        self.opposite = (np.append(-u[:-1], u[-1]), np.array(best_opposite, np.float64))
+
+    def labeled(self, idx, f, label):
+        idx = np.asarray(idx)
+        if self.ahead >= 0 and len(idx):
+            idx = idx[self.version[self.block_of(idx)] != self.ahead]
+        super().labeled(idx, f, label)
+
+    def top(self, k, u, read, f, label, floor=-np.inf):
+        self._choose_direction(u)
+        return super().top(k, u, read, f, label, floor)
+
+    def _choose_direction(self, u):
+        """The first weights not orthogonal to v choose between v and -v."""
+        if self.opposite is None:
+            return
+        slot = np.flatnonzero((self.table_version == self.ahead) & (self.table_count > 0))
+        if not len(slot):
+            self.opposite = None
+            return
+        toward = float(u[:-1] @ self.table_u[slot[0], :-1])
+        if toward < 0:
+            blocks = np.flatnonzero(self.version == self.ahead)
+            self.best[blocks] = self.opposite[1][blocks]
+            self.table_u[slot[0]] = self.opposite[0]
+        if toward != 0:
+            self.opposite = None
+
+
+def first_unlabeled(label, k):
+    """The first k unlabeled points (fewer when there are fewer), without a scan of all n
+    labels when they come early."""
+    n, size = len(label), max(4 * k, 1024)
+    a, out = 0, []
+    while a < n and sum(map(len, out)) < k:
+        b = min(n, a + size)
+        out.append(a + np.flatnonzero(label[a:b] < 0))
+        a, size = b, 4 * size
+    return np.concatenate(out)[:k] if out else np.zeros(0, np.int64)
+
+
+def direction_maxima(x, label, u, block_rows):
+    """Per block of ``block_rows`` rows of a chunk: the largest x . v and x . (-v) over its
+    unlabeled rows (-inf when none), v = u[:-1]."""
+    v = u[:-1]
+    xv = np.empty(n_rows(x))
+    for a, xb in decoded_blocks(x):
+        xv[a : a + len(xb)] = xb @ v
+    starts = np.arange(0, len(xv), block_rows)
+    free = label < 0
+    plus = np.maximum.reduceat(np.where(free, xv, -np.inf), starts)
+    minus = np.maximum.reduceat(np.where(free, -xv, -np.inf), starts)
+    return plus, minus
+
+
+def summaries_step(x, state, basis, block_rows, ahead):
+    """A chunk's block summaries and, given ``ahead`` (u = [v, 0]), its blocks' maxima of
+    x . v and x . (-v): one read of the chunk."""
+    cols = summary_step(x, state, basis, block_rows)
+    return cols, None if ahead is None else direction_maxima(x, state.label, ahead, block_rows)
+
+
+# It reads the chunk's labels, state it did not create.
+SUMMARIES = ChunkStep(summaries_step)
+
+
+def summarize(mapper, chunks, basis, block_rows, ahead=None):
+    """(BlockSummaries of every block, and with ``ahead`` the blocks' maxima of x . v and
+    x . (-v), else None) in one pass (``mapper``: a backend's ``map``)."""
+    chunk, start, stop = block_layout(chunks, block_rows)
+    parts = mapper(SUMMARIES, basis, block_rows, ahead)
+    sm = BlockSummaries(
+        block_rows, chunk, start, stop, basis, *(np.concatenate(c) for c in zip(*(p[0] for p in parts)))
+    )
+    if ahead is None:
+        return sm, None
+    return sm, tuple(np.concatenate(m) for m in zip(*(p[1] for p in parts)))
+
+
 def missed_updates(log, pr, run, first=0):
     """Per block of a run that has not seen some of the logged J updates ((clock, V, c,
     consts), in order): (a, z, those updates), rows counted from ``first``."""
@@ -255,11 +389,15 @@ def read_runs_step(x, state, plan, V, consts, beta, t, ucb):
 READ_RUNS = ChunkStep(read_runs_step, whole_chunk=False)
 
 
-def chunk_prepare_step(x, state, generation, u_reset, basis, block_rows, ucb):
+def chunk_prepare_step(x, state, generation, u_reset, basis, block_rows, ucb, ahead=None):
     """Right after a full pass (the chunk's scores at ``u_reset``): the chunk's Pruner
-    built (its summaries computed the first time) or reset, and its log of J updates
+    built (its summaries computed the first time, and with ``ahead`` its blocks' maxima
+    at u = ``ahead``, ``BLRPruner.reset_ahead``) or reset, and its log of J updates
     emptied, so that even its first query reads only the blocks its bounds require."""
-    _chunk_pruner(x, state, basis, block_rows, u_reset, generation, u_reset, ucb, fresh=True)
+    new = getattr(state, "pruner", None) is None
+    pr = _chunk_pruner(x, state, basis, block_rows, u_reset, generation, u_reset, ucb, fresh=True)
+    if new and ahead is not None:
+        pr.reset_ahead(ahead, *direction_maxima(x, state.label, ahead, block_rows))
     state.blr_log, state.blr_logged = [], 0
 
 
@@ -282,8 +420,8 @@ def _chunk_pruner(x, state, basis, block_rows, u, generation, u_reset, ucb, fres
         u_reset,
         fresh=fresh,
         score="ucb" if ucb else "f",
+        make=lambda sm, s, b: BLRPruner(sm, rescale=not ucb),  # greedy caches f alone (UCB: f + im)
     )
-    pr.rescale = not ucb  # greedy caches f alone (UCB: f + im)
     return pr
 
 

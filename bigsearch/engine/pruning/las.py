@@ -551,9 +551,11 @@ def chunk_top_step(x, state, k, sent, u, V, u_reset, basis, block_rows, s, eta, 
     return ChunkTop(idx + state.start, sc, rows)
 
 
-def chunk_pruner(x, state, summaries, basis, block_rows, s, b, u, generation, u_reset, fresh=False, score="f"):
+def chunk_pruner(x, state, summaries, basis, block_rows, s, b, u, generation, u_reset, fresh=False, score="f",
+                 make=Pruner):
     """The Pruner of a chunk on a worker (the dask backend), kept in its state: built at the
-    first call from ``summaries()`` (the chunk's block summary columns, computed only then);
+    first call, ``make(summaries, s, b)``, from ``summaries()`` (the chunk's block summary
+    columns, computed only then);
     ``fresh`` (right after a full pass: the chunk's scores, its array ``score``, are all at
     ``u_reset``) its cache is then set from them, else (a chunk rebuilt after a lost worker)
     every block is unknown at u; when ``generation`` changed (a full pass since), its cache
@@ -563,7 +565,7 @@ def chunk_pruner(x, state, summaries, basis, block_rows, s, b, u, generation, u_
         start = np.arange(0, n_rows(x), block_rows)
         sm = BlockSummaries(block_rows, np.zeros(len(start), np.int64), start,
                             np.minimum(start + block_rows, n_rows(x)), basis, *summaries())
-        pr = state.pruner = Pruner(sm, s, b)
+        pr = state.pruner = make(sm, s, b)
         if fresh:
             pr.reset(u_reset, getattr(state, score), state.label)
         else:
