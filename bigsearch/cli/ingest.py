@@ -10,9 +10,11 @@ from .options import as_flags, cluster_backend, cluster_options, flags_for, obje
 
 # The library's names for what ingest's flags set (ingest/options.py): errors speak of those.
 INGEST_FLAGS = ("rff", "gamma", "bins", "minmax", "minmax_buckets", "minmax_power", "smiles_column", "fingerprint",
-                "n_features", "prevalence", "cluster_order", "overwrite")
+                "n_features", "prevalence", "cluster_order", "overwrite", "text_dim", "text_projection", "ngram_max",
+                "text_sample")
 INGEST_RENAMED = {"labels.column": "--label-column", "labels.files": "--labels", "labels.positive": "--positive",
                   "features.drop": "--drop", "features.categorical": "--categorical",
+                  "features.text_columns": "--text-column", "text_columns": "--text-column", "features.keep": "--keep",
                   "features.normalize": "--normalize", "features.bias": "--bias", "source.format": "--format",
                   "source.dataset": "--dataset", "source.sheet": "--sheet",
                   "source.names": "--names", "output.encoding": "--encoding", "output.format": "--output-format"}
@@ -92,7 +94,10 @@ def _option_groups(o):
                                        gamma=o["gamma"], seed=o["seed"], smiles_column=o["smiles_column"],
                                        fingerprint=o["fingerprint"], counts=o["counts"], idf=o["idf"],
                                        minmax=o["minmax"], minmax_buckets=o["minmax_buckets"],
-                                       minmax_power=o["minmax_power"]),
+                                       minmax_power=o["minmax_power"], text_columns=_split(o["text_column"]),
+                                       text_dim=o["text_dim"], text_projection=o["text_projection"],
+                                       ngram_max=o["ngram_max"], text_sample=o["text_sample"],
+                                       keep=_split(o["keep"])),
             "output": OutputOptions(format=o["output_format"], chunk_rows=o["chunk_rows"], dtype=o["dtype"],
                                     codec=o["codec"], overwrite=o["overwrite"], encoding=o["encoding"],
                                     cluster_order=o["cluster_order"])}
@@ -123,9 +128,23 @@ def _stage_text(name, stage):
               help="Subsample the positives to this prevalence (original row numbers go to ids).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of --prevalence, --rff and --minmax.")
 @click.option("--categorical", multiple=True, metavar="COLS",
-              help="Columns to one-hot encode (names or indices, comma-separated); "
-                   "text columns always are.")
+              help="Columns to one-hot encode (names or indices, comma-separated); text columns are unless "
+                   "their values are mostly distinct (free text, identifiers: left out, and said).")
 @click.option("--drop", multiple=True, metavar="COLS", help="Columns to leave out (names or indices).")
+@click.option("--keep", multiple=True, metavar="COLS",
+              help="Columns to keep as features though they look like identifiers (e.g. named record_id).")
+@click.option("--text-column", multiple=True, metavar="COLS",
+              help="Text columns (e.g. title,abstract) joined into one document per row and made into text "
+                   "features: TF-IDF of word n-grams, projected to --text-dim (docs/screening.md).")
+@click.option("--text-dim", type=click.IntRange(1), default=512, show_default=True, metavar="D",
+              help="Text features per document.")
+@click.option("--text-projection", default="svd", show_default=True, metavar="svd|hashing",
+              help="How TF-IDF becomes --text-dim features: svd (latent semantic analysis, fitted on a sample) "
+                   "or hashing (a random projection).")
+@click.option("--ngram-max", type=click.IntRange(1, 4), default=2, show_default=True, metavar="N",
+              help="Text: word n-grams up to N words.")
+@click.option("--text-sample", type=click.IntRange(2), default=20_000, show_default=True, metavar="K",
+              help="Text, svd: documents the projection is fitted on.")
 @click.option("--bins", type=int, default=None, metavar="K",
               help="Cut numeric columns into K quantile bins, one-hot encoded.")
 @click.option("--smiles-column", default=None, metavar="NAME|INDEX",

@@ -115,6 +115,29 @@ def blr_options(f):
     return f
 
 
+SCREEN_RENAMED = {"ridge": "--screen-ridge", "balance": "--screen-balance", "unread": "--screen-unread",
+                  "neighbours": "--screen-neighbours", "neighbour_weight": "--screen-neighbour-weight"}
+
+
+def screen_options(f):
+    """--screen-*: the parameters of the screening method (engine/methods/screen.py)."""
+    for decorator in reversed([
+        click.option("--screen-ridge", "screen_ridge", type=click.FloatRange(0, min_open=True), default=None,
+                     help="screen: penalty on the classifier's weights (default 1)."),
+        click.option("--screen-balance", "screen_balance", type=click.FloatRange(0, min_open=True), default=None,
+                     help="screen: how many times less the negatives weigh, in all, than the positives "
+                          "(default 9.8, ASReview's)."),
+        click.option("--screen-unread", "screen_unread", type=click.FloatRange(0), default=None,
+                     help="screen: how many negatives the records not read count for, in all (default 300)."),
+        click.option("--screen-neighbours", "screen_neighbours", type=click.IntRange(1, 3), default=None,
+                     help="screen: nearest relevant records whose similarity is added (default 3)."),
+        click.option("--screen-neighbour-weight", "screen_neighbour_weight", type=click.FloatRange(0), default=None,
+                     help="screen: weight of that similarity, in standard deviations of the classifier's score."),
+    ]):
+        f = decorator(f)
+    return f
+
+
 class LocalClusterSpec(click.ParamType):
     """local:N, a LocalCluster of N worker processes; returns N."""
 

@@ -13,6 +13,7 @@ from ..errors import ParameterError
 from . import main
 from .options import (
     BLR_RENAMED,
+    SCREEN_RENAMED,
     IndexList,
     MethodList,
     blr_options,
@@ -22,17 +23,19 @@ from .options import (
     flags_for,
     las_options,
     object_store_options,
+    screen_options,
 )
 
 # Parameters the library names in its errors, and the flags users give them by here.
 RUN_FLAGS = ("init_index", "init_positives", "init_negatives", "batch_size", "overwrite", "start_from", "fantasy",
-             "prune", "pi", "eta", "w0", "alpha", "acquisition", "beta")
+             "prune", "pi", "eta", "w0", "alpha", "acquisition", "beta", "stop_at_recall")
 AGR_RENAMED = {"anchors": "--agr-anchors", "neighbors": "--agr-neighbors", "gamma": "--agr-gamma"}
 RUN_RENAMED = {"graded scores": "--scores", "graded BEST,ZERO": "--grade",    # graded=(FILE, BEST, ZERO)
-               **AGR_RENAMED, **BLR_RENAMED}
+               **AGR_RENAMED, **BLR_RENAMED, **SCREEN_RENAMED}
 # The parameter each of `run`'s options passes as, where the flag is spelled otherwise (the
 # option --agr-anchors, agr_anchors, is anchors); the others pass by their own name.
-PARAMETER_OF = {flag[2:].replace("-", "_"): name for name, flag in {**AGR_RENAMED, **BLR_RENAMED}.items()}
+PARAMETER_OF = {flag[2:].replace("-", "_"): name for name, flag in {**AGR_RENAMED, **BLR_RENAMED,
+                                                                    **SCREEN_RENAMED}.items()}
 
 
 def experiment_from_flags(store, methods, budget, **flags):
@@ -188,8 +191,13 @@ def search_options(f):
                    "records first); docs/sessions.md.")
 @click.option("--batch-size", type=click.IntRange(1), default=1, show_default=True,
               help="Label the top B points of each pass before updating (1: sequential).")
+@click.option("--stop-at-recall", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
+              metavar="R", help="Stop a run before the budget once the recall reached is R with 95% confidence "
+                                "(a stopping rule for screening, docs/screening.md); every run records the "
+                                "estimated recall per query either way.")
 @search_options
 @blr_options
+@screen_options
 @click.option("--prune", is_flag=True,
               help="LAS (alpha = 0), WNAS and BLR (greedy, UCB): exact pruned queries: read only the blocks of rows "
                    "that could hold the answer; the queries are those of the full pass.")

@@ -60,6 +60,7 @@ class Experiment:
     graded: tuple | None = None  # (scores file, BEST, ZERO), or (file, "raw", sign): experiments/graded.py
     start_from: str | None = None  # a cold start (engine/guidance/seeding.py) instead of the initial labels
     dataset: str | None = None  # the array of the store holding X (None: X)
+    stop_at_recall: float | None = None  # stop a run once the recall reached is this, with 95% confidence
 
     def __post_init__(self) -> None:
         _ = self.plan  # every check, now: an experiment that cannot run is never made
@@ -85,6 +86,7 @@ class Experiment:
             batch_size=self.batch_size,
             graded=self.graded,
             dataset=self.dataset,
+            stop_at_recall=self.stop_at_recall,
             experiment=self,
         )
 
@@ -118,6 +120,7 @@ class Experiment:
             **({"graded": [str(self.graded[0]), *self.graded[1:]]} if self.graded else {}),
             **({"dataset": self.dataset} if self.dataset else {}),
             **({"start_from": self.start_from} if self.start_from else {}),
+            **({"stop_at_recall": self.stop_at_recall} if self.stop_at_recall is not None else {}),
             "options": {m.name: self.given_options(m) for m in self.plan.methods},
         }
 
@@ -209,7 +212,9 @@ class ExperimentPlan:
     ``dataset``: the array of the store holding X. ``methods``: each method's plan (its
     options record). Run r draws its start (and a method with a seed its draws) with
     ``seed`` + r; ``budget`` queries, in batches of ``batch_size`` for methods that rank.
-    ``targets``: the answers besides the stored labels, or None. ``backend``, ``n_threads``:
+    ``targets``: the answers besides the stored labels, or None. ``stop_at_recall``: a run
+    stops early once the recall reached is that, with 95% confidence (engine/guidance/
+    stopping.py), or None. ``backend``, ``n_threads``:
     where the searches run. ``output``: where the files go (None for ``simulate``).
     ``experiment``: the :class:`Experiment` it was planned from, if any (results.json
     describes it)."""
@@ -223,6 +228,7 @@ class ExperimentPlan:
     batch_size: int = 1
     targets: Targets | None = None
     dataset: str | None = None
+    stop_at_recall: float | None = None
     y: Any = field(default=None, compare=False)
     backend: Any = "local"
     n_threads: int | None = None
@@ -308,6 +314,7 @@ def plan_runs(
     graded: tuple | None = None,
     answers: Any = None,
     dataset: str | None = None,
+    stop_at_recall: float | None = None,
     y: Any = None,
     backend: Any = "local",
     n_threads: int | None = None,
@@ -323,6 +330,7 @@ def plan_runs(
     _check_fantasy((options or {}).get("fantasy"), batch_size, planned)
     _check_labels_given(store, y)
     targets = _targets(graded, answers, planned)
+    stop_at_recall = check_target_recall(stop_at_recall)
     return ExperimentPlan(
         store,
         planned,
@@ -333,11 +341,25 @@ def plan_runs(
         batch_size=int(batch_size),
         targets=targets,
         dataset=dataset,
+        stop_at_recall=stop_at_recall,
         y=y,
         backend=backend,
         n_threads=n_threads,
         experiment=experiment,
     )
+
+
+def check_target_recall(recall: Any) -> float | None:
+    """A stopping rule's target recall: None (no rule), or a number in (0, 1)."""
+    if recall is None:
+        return None
+    try:
+        value = float(recall)
+    except (TypeError, ValueError):
+        raise ParameterError(f"stop_at_recall must be a number in (0, 1), got {recall!r}") from None
+    if not 0 < value < 1:
+        raise ParameterError(f"stop_at_recall must be in (0, 1), got {recall!r} (0.95: stop at 95% recall)")
+    return value
 
 
 def _check_counts(runs: int, budget: int, batch_size: int) -> None:

@@ -20,7 +20,7 @@ from .plan import PlanOnStore, Start, plan_runs
 
 
 def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size=1, answers=None, start_from=None,
-             y=None, init_progress=None, backend="local", n_threads=None, **options):
+             y=None, init_progress=None, backend="local", n_threads=None, stop_at_recall=None, **options):
     """Run one simulated search; returns its record (a JSON-able dict).
 
     ``store``: a store's path or URL, an open store, or X as an array (NumPy,
@@ -44,6 +44,9 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     ``batch_size`` B: each round takes the top B unlabeled points of one pass, labels
     them all, then updates once (B = 1 is the sequential algorithm). A method with no
     scores to rank by (random search) draws one at a time, so it ignores B.
+    ``stop_at_recall`` R: stop before the budget is spent once the recall reached is R
+    with 95% confidence (engine/guidance/stopping.py); every run records, per query, the
+    estimated recall with its interval either way (``recall_estimate``).
     ``options``: the method's options (engine/core/params.py), those of other methods left
     out; ``backend``, ``n_threads``: where it runs.
 
@@ -51,7 +54,8 @@ def simulate(store, method, budget, seed=0, init=None, progress=None, batch_size
     too (experiments/plan.py): what needs no store before the store is opened.
     """
     plan = plan_runs(store, (method,), budget, options=options, seed=seed, start=Start(init, start_from=start_from),
-                     batch_size=batch_size, answers=answers, y=y, backend=backend, n_threads=n_threads)
+                     batch_size=batch_size, answers=answers, y=y, backend=backend, n_threads=n_threads,
+                     stop_at_recall=stop_at_recall)
     on_store = plan.on_store(plan.open_store())
     return run_planned(on_store, on_store.methods[0], 0, progress, init_progress)
 
@@ -69,7 +73,8 @@ def run_planned(on_store: PlanOnStore, method: MethodPlan, run: int, progress=No
     try:
         oracle = Oracle(on_store.y, on_store.answers_for(method))
         search.tell([i for i, _ in init], oracle.told(init))
-        asked = _ask(search, oracle, plan.budget, batch_size, start, progress, t0)
+        stopping = Stopping(on_store.store.n, [label for _, label in init], plan.stop_at_recall)
+        asked = _ask(search, oracle, plan.budget, batch_size, start, progress, t0, stopping)
         total_seconds = time.perf_counter() - t0  # the final ranking's pass is not the run's
         # e.g. LAS: bytes of X read to choose each round's queries (copied: the ranking's pass adds to them)
         details = {k: list(v) if isinstance(v, list) else v for k, v in search.run_details().items()}
@@ -81,6 +86,7 @@ def run_planned(on_store: PlanOnStore, method: MethodPlan, run: int, progress=No
         "method": method.name, "seed": seed, "params": search.params.as_dict(), "init": [list(p) for p in init],
         **({"start_from": start.describe()} if start is not None else {}),
         "batch_size": batch_size, "queries": asked.queries, "hits": asked.hits,
+        "recall_estimate": stopping.estimates, "stopped": stopping.stopped_at,
         "timings": {"total_seconds": total_seconds, "init_seconds": asked.init_seconds,
                     "compile_seconds": compile_seconds, "iteration_seconds": asked.iteration_seconds,
                     "elapsed_seconds": asked.elapsed},
@@ -130,9 +136,37 @@ class Asked:
                 progress(len(self.queries), self.hits[-1])
 
 
-def _ask(search, oracle, budget, batch_size, start, progress, t0):
-    """``budget`` queries in batches of ``batch_size``, each answered by the oracle; the
-    first batch pays for the initialization (timed apart)."""
+class Stopping:
+    """The recall reached after each query, estimated from the answers in the order read
+    (engine/guidance/stopping.py): [value, low, high] per query, and, with a target, the
+    query after which it is reached (``stopped_at``, None before)."""
+
+    def __init__(self, n, initial, target=None):
+        self.n, self.answers, self.target = n, list(initial), target
+        self.given = len(initial)
+        self.estimates, self.stopped_at = [], None
+
+    def add(self, labels):
+        """The answers of a batch; True when the run should stop."""
+        from ..engine.guidance.stopping import recall_estimate, stop_reached
+
+        for label in labels:
+            self.answers.append(label)
+            e = recall_estimate(self.answers, self.n, given=self.given)
+            self.estimates.append([_rounded(e.recall), _rounded(e.recall_low), _rounded(e.recall_high)])
+        if self.target is not None and stop_reached(e, self.target):
+            self.stopped_at = len(self.answers) - self.given
+        return self.stopped_at is not None
+
+
+def _rounded(value):
+    return None if value != value else round(float(value), 5)       # NaN: no estimate yet
+
+
+def _ask(search, oracle, budget, batch_size, start, progress, t0, stopping=None):
+    """``budget`` queries in batches of ``batch_size``, each answered by the oracle, until
+    ``stopping`` says the target recall is reached; the first batch pays for the
+    initialization (timed apart)."""
     asked = Asked(t0)
     t_start = time.perf_counter()
     batch = _next_batch(search, min(batch_size, budget), start)
@@ -146,6 +180,8 @@ def _ask(search, oracle, budget, batch_size, start, progress, t0):
         if asked.queries:
             asked.iteration_seconds.append(time.perf_counter() - t)
         asked.add(batch, labels, progress)
+        if stopping is not None and stopping.add(labels):
+            break
     return asked
 
 

@@ -45,6 +45,18 @@ def text_values(block, j):
     return pc.utf8_trim_whitespace(col)
 
 
+def documents(block, indices):
+    """The documents of a block (ingest/text.py): its text columns ``indices`` joined by a
+    space; a missing value reads as empty, so a record without an abstract keeps its title."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    parts = [pc.fill_null(text_values(block, j), "") for j in indices]
+    if len(parts) == 1:
+        return parts[0]
+    return pc.binary_join_element_wise(*parts, pa.scalar(" "))
+
+
 def resolve_columns(reader, refs, option):
     """Column references (names, or 0-based indices when numeric) -> indices."""
     names = [c.name for c in reader.columns]

@@ -13,30 +13,34 @@ import sys
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
 from ..errors import InputError
-from .columns import numeric_matrix, text_values
+from .columns import documents, numeric_matrix, text_values
 from .fingerprints import fingerprint_entries, sparse_fingerprints, worker_tasks
 from .minmax import Entries, entries_buckets, minmax_features, minmax_params, minmax_width, one_hot_features
-from .stats import coarsen, encode_column, quantile_edges
+from .stats import VOCABULARY_CAP, coarsen, encode_column, quantile_edges
+from .text import features_parallel, fit_text_model
 from .weighting import apply_idf, idf_weights
 from .workers import worker_map, workers_running
 
-MAX_CATEGORIES = 10_000
+MAX_CATEGORIES = VOCABULARY_CAP
 
 
 @dataclass
 class ColumnPlan:
     index: int                  # the column in the input
     name: str
-    kind: str                   # "number", "bins", "onehot" or "fingerprint"
+    kind: str                   # "number", "bins", "onehot", "fingerprint" or "text"
     edges: list = None          # bins: inner cut points (after rounding to ``level``)
     level: int = 0              # bins: mantissa bits dropped before comparing with the edges
     categories: list = None     # onehot: the values, in feature order
     fingerprint: object = None  # fingerprint: its FingerprintSpec
+    text: object = None         # text: its TextSpec (ingest/text.py)
+    sources: list = None        # text: the input columns joined into the document
+    text_model: object = None   # text: the TextModel fitted after the first pass (not recorded)
 
     @property
     def width(self):
@@ -44,6 +48,8 @@ class ColumnPlan:
             return 1
         if self.kind == "fingerprint":
             return self.fingerprint.bits
+        if self.kind == "text":
+            return self.text.dim
         return len(self.edges) + 1 if self.kind == "bins" else len(self.categories)
 
     def feature_names(self):
@@ -51,6 +57,8 @@ class ColumnPlan:
             return [self.name]
         if self.kind == "fingerprint":
             return [f"{self.name}:{self.fingerprint.kind}[{k}]" for k in range(self.width)]
+        if self.kind == "text":
+            return [f"{self.name}:{self.text.projection}[{k}]" for k in range(self.width)]
         if self.kind == "onehot":
             return [f"{self.name}={c}" for c in self.categories]
         bounds = ["-inf", *[f"{e:g}" for e in self.edges], "inf"]
@@ -64,6 +72,7 @@ class Plan:
     bias: bool = False
     rff: dict = None            # {"dim": D, "gamma": G, "seed": S}
     dropped: list = field(default_factory=list)
+    not_features: list = field(default_factory=list)   # (column, why, how to keep it): left out by ingest
     idf: dict = None            # {"rows": n, "document_frequency": [df_k]} once pass 1 filled it in
     minmax: dict = None         # {"samples": D, "buckets": B, "power": p, "seed": S}
 
@@ -88,7 +97,8 @@ class Plan:
                                                ("rff", bool(self.rff))) if on]
         out = {"steps": steps, "n_features": self.width, "encoded_features": self.encoded_width,
                "columns": [_column_record(c) for c in self.columns],
-               "normalize": self.normalize, "bias": self.bias, "dropped": self.dropped}
+               "normalize": self.normalize, "bias": self.bias, "dropped": self.dropped,
+               "not_features": [{"column": n, "why": why, "how": how} for n, why, how in self.not_features]}
         if self.idf is not None:
             out["idf"] = {**self.idf, "weights": "ln((1 + rows) / (1 + document_frequency)) + 1, "
                                                  "document frequencies over every row read"}
@@ -107,11 +117,17 @@ class Plan:
 
 
 def _column_record(c):
-    record = {k: v for k, v in asdict(c).items() if v is not None}
+    record = {k: v for k, v in asdict(replace(c, text_model=None)).items() if v is not None}
     if c.kind != "bins":
         record.pop("level")
     if c.fingerprint is not None:
         record["fingerprint"] = c.fingerprint.describe()
+    if c.text is not None:
+        record["text"] = c.text.describe() | {
+            "weights": "(1 + ln count) ln((1 + n) / (1 + df)) + 1 per hashed word n-gram, unit length; "
+                       "then the projection (ingest/text.py)"}
+        if c.text_model is not None:
+            record["text"] |= c.text_model.describe()
     return record
 
 
@@ -127,6 +143,8 @@ def document_frequencies(columns, stats):
             _, values, counts = stats["sketch"][c.index]
             bins = np.searchsorted(c.edges, values, side="left")
             parts.append(np.bincount(bins, weights=counts, minlength=c.width))
+        elif c.kind == "text":              # already TF-IDF: a weight of 1 (df = rows)
+            parts.append(np.full(c.width, stats["rows"]))
         else:
             parts.append(stats["df"][c.index])
     return np.concatenate([np.asarray(p, np.int64).ravel() for p in parts])
@@ -153,6 +171,8 @@ def finish_columns(columns, stats, bins):
         elif c.kind == "bins":
             sk = stats["sketch"][c.index]
             c.level, c.edges = int(sk[0]), quantile_edges(sk, bins)
+        elif c.kind == "text":
+            c.text_model = fit_text_model(stats["text"][c.index], c.text)
     return columns
 
 
@@ -174,6 +194,8 @@ def encode(block, plan):
             Z[rows, offset + np.searchsorted(c.edges, coarsen(values[:, k], c.level), side="left")] = 1
         elif c.kind == "fingerprint":
             encode_column(block, c.index, c.fingerprint, Z[:, offset:offset + c.width])
+        elif c.kind == "text":
+            features_parallel(documents(block, c.sources), c.text_model, Z[:, offset:offset + c.width])
         else:
             codes = _category_codes(block, c)
             hit = codes >= 0

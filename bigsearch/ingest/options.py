@@ -87,7 +87,9 @@ class LabelOptions(_Group):
 # Options of one feature map, and the option that turns the map on: set without it, they
 # would be ignored silently.
 _APPLIES_ONLY_WITH = (("counts", False, "smiles_column"), ("fingerprint", "atompair", "smiles_column"),
-                      ("gamma", 1.0, "rff"), ("minmax_buckets", 8, "minmax"), ("minmax_power", 1, "minmax"))
+                      ("gamma", 1.0, "rff"), ("minmax_buckets", 8, "minmax"), ("minmax_power", 1, "minmax"),
+                      ("text_dim", 512, "text_columns"), ("text_projection", "svd", "text_columns"),
+                      ("ngram_max", 2, "text_columns"), ("text_sample", 20_000, "text_columns"))
 
 
 @dataclass(frozen=True)
@@ -107,9 +109,17 @@ class FeatureOptions(_Group):
     minmax: int | None = None         # D draws of the MinMax-kernel feature map (ingest/minmax.py)
     minmax_buckets: int = 8           # B buckets per draw: D * B features
     minmax_power: int = 1             # p: the map approximates K^p
+    text_columns: tuple = ()          # columns joined into one document, made into text features (ingest/text.py)
+    text_dim: int = 512               # text features after the projection
+    text_projection: str = "svd"      # svd | hashing
+    ngram_max: int = 2                # word n-grams up to this length
+    text_sample: int = 20_000         # documents the svd projection is fitted on
+    keep: tuple = ()                  # columns kept as features though they look like identifiers or free text
 
     def __post_init__(self):
-        _as_tuple(self, "categorical", "drop")
+        _as_tuple(self, "categorical", "drop", "text_columns", "keep")
+        if self.text_columns:
+            self.text_spec                # checks the text options
         if self.bins is not None and self.bins < 2:
             raise ParameterError(f"bins {self.bins}: quantile binning needs K >= 2")
         if self.rff is not None and self.rff < 1:
@@ -125,9 +135,18 @@ class FeatureOptions(_Group):
         if self.minmax and self.rff:
             raise ParameterError("minmax and rff are two feature maps; choose one")
         for option, default, needs in _APPLIES_ONLY_WITH:
-            if getattr(self, option) != default and getattr(self, needs) is None:
+            if getattr(self, option) != default and getattr(self, needs) in (None, ()):
                 raise ParameterError(f"{option} applies only with {needs} "
                                      "(without it, it would be ignored)")
+
+    @property
+    def text_spec(self):
+        """How the text columns become features (ingest/text.py), or None."""
+        if not self.text_columns:
+            return None
+        from .text import TextSpec
+        return TextSpec(columns=tuple(str(c) for c in self.text_columns), ngram_max=self.ngram_max, dim=self.text_dim,
+                        projection=self.text_projection, sample=self.text_sample, seed=self.seed)
 
     @property
     def fingerprint_spec(self):

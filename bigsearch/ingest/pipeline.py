@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -34,12 +35,16 @@ from .readers import open_reader
 from .records import display_keeper, record_display
 from .stats import block_stats, merge_stats
 
+FREE_TEXT_SHARE = 0.5     # a text column with more distinct values than this share of the rows ...
+FREE_TEXT_CHARS = 30      # ... is free text when its values are this long on average, else an identifier
+
 # The most float64 data one transform step holds (docs/ingest.md has the measurements).
 STEP_BYTES = 32 << 20
 STAGES = ("read", "featurize", "map", "write")      # of the writing pass, timed for the summary
 # Blocks of molecules featurized ahead of the one written: the worker processes parse (and map)
 # the next blocks' SMILES while this one's rows are made and written.
 FINGERPRINT_BLOCKS_AHEAD = 2
+TEXT_BLOCKS_AHEAD = 2         # ... and blocks of documents tokenized ahead (ingest/text.py's tasks)
 
 
 class Progress:
@@ -70,7 +75,7 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     """
     source, labels, features, output = _groups(source, labels, features, output)
     mapper = block_mapper(backend)
-    here = features.smiles_column is not None and not mapper.remote_capable
+    here = (features.smiles_column is not None or bool(features.text_columns)) and not mapper.remote_capable
     kernels = load_kernels if features.minmax_spec else None     # the map runs in the workers (featurize.py)
     with fingerprint_workers(kernels) if here else nullcontext():  # before any thread starts (workers.py)
         return _ingest(sources, out, source, labels, features, output, progress, command, mapper)
@@ -94,9 +99,11 @@ def _ingest(sources, out, source, labels, features, output, progress, command, m
     stats = None
     if _needs_statistics(plan, labels):
         stats = _first_pass(readers, label_readers, plan, rule, block_bytes, progress, mapper)
+        _drop_free_text(plan, stats, features, readers[0])
         finish_plan(plan, stats, features.bins)
         _check_plan_size(plan)
         _check_positives(readers, rule, stats, progress)
+    _say_not_features(plan, progress)
     subsample = None
     if labels.prevalence is not None:
         subsample = PositiveSubsample(labels.prevalence, labels.seed, stats["labels"].get(1, 0),
@@ -143,9 +150,9 @@ def _ingest(sources, out, source, labels, features, output, progress, command, m
 
 
 def _needs_statistics(plan, labels):
-    """A first pass is needed for --prevalence, categories, bins and --idf."""
+    """A first pass is needed for --prevalence, categories, bins, --idf and text."""
     return (labels.prevalence is not None or plan.idf is not None
-            or any(c.kind in ("bins", "onehot") for c in plan.columns))
+            or any(c.kind in ("bins", "onehot", "text") for c in plan.columns))
 
 
 def _unordered_path(out):
@@ -304,18 +311,20 @@ def _label_rule(readers, label_readers, label_column, positive):
 
 
 def _plan(readers, rule, features):
-    columns = _column_plans(readers, rule, features)
+    columns, notes = _column_plans(readers, rule, features)
     if not columns:
-        raise ParameterError("no feature columns are left after the label and features.drop")
+        raise ParameterError("no feature columns are left after the label and features.drop"
+                             + "".join(f"; {name} is not one ({why}; {how})" for name, why, how in notes))
     dropped = [readers[0].columns[j].name for j in _resolve(readers[0], features.drop, "features.drop")]
     return Plan(columns, features.normalize, features.bias, features.rff_spec, dropped=dropped,
-                idf={} if features.idf else None, minmax=features.minmax_spec)
+                idf={} if features.idf else None, minmax=features.minmax_spec, not_features=notes)
 
 
 def _column_plans(readers, rule, features):
     first = readers[0]
     cat = set(_resolve(first, features.categorical, "features.categorical"))
     skip = set(_resolve(first, features.drop, "features.drop"))
+    keep = set(_resolve(first, features.keep, "features.keep"))
     if rule is not None and rule.column is not None:
         skip.add(rule.column)
     smiles = None
@@ -324,9 +333,12 @@ def _column_plans(readers, rule, features):
             raise ParameterError(f"smiles_column needs a file with named columns (CSV, Parquet), "
                                  f"not {readers[0].format.upper()}")
         smiles = _resolve(first, [features.smiles_column], "smiles_column")[0]
-    plans = []
+    text = _text_plan(readers, features, skip)
+    plans, notes = [], []
     for j, col in enumerate(first.columns):
-        if j in skip:
+        if text is not None and j == text.sources[0]:
+            plans.append(text)
+        if j in skip or (text is not None and j in text.sources):
             continue
         if j == smiles:
             for r in readers:
@@ -337,10 +349,88 @@ def _column_plans(readers, rule, features):
             kind = "onehot"
             for r in readers:
                 r.force_text(j)
+        elif j not in keep and _identifier_name(col.name):
+            notes.append((col.name, "its name says it identifies records, it measures nothing",
+                          f"features.keep {col.name} to keep it as a number"))
+            continue
         else:
             kind = "bins" if features.bins else "number"
         plans.append(ColumnPlan(j, col.name, kind))
-    return plans
+    return plans, notes
+
+
+def _text_plan(readers, features, skip):
+    """The text column's plan: the columns joined into one document (read as text)."""
+    if not features.text_columns:
+        return None
+    first = readers[0]
+    if not first.label_column_allowed:
+        raise ParameterError(f"text_columns needs a file with named columns (CSV, TSV, RIS, Excel, Parquet), "
+                             f"not {first.format.upper()}")
+    sources = _resolve(first, features.text_columns, "text_columns")
+    clash = [first.columns[j].name for j in sources if j in skip]
+    if clash:
+        raise ParameterError(f"column {clash[0]} is both a text column and left out (the label or features.drop)")
+    for r in readers:
+        for j in sources:
+            r.force_text(j)
+    name = "+".join(first.columns[j].name for j in sources)
+    spec = replace(features.text_spec, columns=tuple(first.columns[j].name for j in sources))
+    return ColumnPlan(sources[0], name, "text", text=spec, sources=list(sources))
+
+
+# Names of columns that identify a record rather than describe it (compared lower-cased, with
+# spaces and '-' read as '_'): a number in them is no feature (issue 38).
+IDENTIFIER_NAMES = {"id", "record_id", "recordid", "pmid", "pmcid", "doi", "uuid", "guid", "key", "index", "idx",
+                    "row", "row_id", "rowid", "accession", "accession_number", "eid", "ut", "wos_id", "pubmed_id",
+                    "article_id", "paper_id", "document_id", "doc_id", "item_id", "sample_id", "patient_id"}
+
+
+def _identifier_name(name):
+    key = str(name).strip().lower().replace(" ", "_").replace("-", "_")
+    return key in IDENTIFIER_NAMES or key.endswith("_id") or key.startswith("id_")
+
+
+def _drop_free_text(plan, stats, features, reader):
+    """Text columns read as categories whose values are mostly distinct are free text or
+    identifiers, not categories: one-hot encoding them would make every record orthogonal
+    to every other. They are dropped, and said (``plan.not_features``); a column that
+    features.categorical names is encoded as asked, up to MAX_CATEGORIES values."""
+    asked = set(_resolve(reader, features.categorical, "features.categorical"))
+    rows = max(1, stats["rows"])
+    for c in list(plan.columns):
+        if c.kind != "onehot":
+            continue
+        vocab = stats["vocab"].get(c.index)
+        distinct = None if vocab is None else len(vocab)
+        counted = f"more than {MAX_CATEGORIES:,}" if distinct is None else f"{distinct:,}"
+        if c.index in asked:
+            if distinct is None or distinct > MAX_CATEGORIES:
+                raise InputError(f"column {c.name} has {counted} distinct values: one-hot encoding it would "
+                                 "make a feature per value; it looks like an identifier or free text: "
+                                 f"features.drop {c.name}, or features.text_columns {c.name}")
+            continue
+        if distinct is not None and (rows < 20 or distinct <= FREE_TEXT_SHARE * rows):
+            continue
+        chars = stats["chars"].get(c.index, 0) / rows
+        if chars >= FREE_TEXT_CHARS:
+            why, how = "free text", f"features.text_columns {c.name} to make text features of it"
+        else:
+            why, how = "an identifier", f"features.drop {c.name} to say so"
+        plan.not_features.append((c.name, f"{why}: {counted} distinct values in {rows:,} rows, "
+                                  f"{chars:,.0f} characters on average",
+                                  f"{how}, or features.categorical {c.name} to one-hot encode it anyway"))
+        plan.columns.remove(c)
+    if not plan.columns:
+        texts = [name for name, why, _ in plan.not_features if why.startswith("free text")]
+        hint = f"; to make text features of the free text: features.text_columns {','.join(texts)}" if texts else ""
+        raise ParameterError("no feature columns are left: " + "; ".join(
+            f"{name} is not one ({why}; {how})" for name, why, how in plan.not_features) + hint)
+
+
+def _say_not_features(plan, progress):
+    for name, why, how in plan.not_features:
+        progress.warn(f"column {name} is not a feature: {why} ({how})")
 
 
 # -- the passes ---------------------------------------------------------------------------
@@ -413,21 +503,11 @@ def _first_pass(readers, label_readers, plan, rule, block_bytes, progress, mappe
     stats = None
     steps = _steps(_blocks(readers, label_readers, block_bytes, progress, "pass 1/2: statistics"),
                    max(len(readers[0].columns), sum(c.width for c in plan.columns if c.kind == "fingerprint"), 1))
-    for _, _, s in mapper.imap(block_stats, steps, kinds, rule, nonzero):
+    texts = {c.index: (c.sources, c.text) for c in plan.columns if c.kind == "text"} or None
+    ahead = TEXT_BLOCKS_AHEAD if texts and not mapper.remote_capable else 0    # blocks' parts on every worker
+    for _, _, s in mapper.imap(block_stats, steps, kinds, rule, nonzero, texts, ahead=ahead):
         stats = s if stats is None else merge_stats(stats, s)
-        _check_categories(plan, stats)
     return stats
-
-
-def _check_categories(plan, stats):
-    """Stop as soon as a one-hot column has more than MAX_CATEGORIES values: it is an
-    identifier or free text, and its vocabulary would grow with the input."""
-    for c in plan.columns:
-        count = len(stats["vocab"].get(c.index, ()))
-        if c.kind == "onehot" and count > MAX_CATEGORIES:
-            raise InputError(f"column {c.name} has more than {MAX_CATEGORIES:,} distinct values ({count:,} "
-                             "so far): one-hot encoding it would make a feature per value; it looks like an "
-                             f"identifier or free text: features.drop {c.name}")
 
 
 def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids, write_ids,

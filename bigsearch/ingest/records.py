@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..storage.format import DISPLAY_ATTR, PIXELS_NAME, RECORDS_NAME
+from .documents import document_roles
 
 RECORD_FORMATS = ("csv", "tsv", "parquet", "libsvm", "ris", "xlsx")
 ROWS_PER_CHUNK_BYTES = 4 << 20
@@ -82,7 +83,11 @@ class FieldsKeeper:
         """The display spec, once every row is appended: the blocks still being made are written first."""
         self._write_made(0)
         self._pool.shutdown()
-        return {"kind": "fields", "array": RECORDS_NAME, "fields": self.names}
+        spec = {"kind": "fields", "array": RECORDS_NAME, "fields": self.names}
+        roles = document_roles(self.names)
+        if "title" in roles or "abstract" in roles:       # a document: the page shows it as one
+            spec["document"] = {role: name for role, name in roles.items() if role != "label"}
+        return spec
 
     def _write_made(self, behind):
         """Write the made blocks in order, waiting until at most ``behind`` are unwritten."""

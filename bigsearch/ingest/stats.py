@@ -15,22 +15,28 @@ from collections import Counter
 
 import numpy as np
 
-from .columns import numeric_matrix, text_values
+from .columns import documents, numeric_matrix, text_values
 from .labels import label_block
+from .text import block_stats_parallel, merge_text_stats
 from .weighting import document_frequency
 
 SKETCH_CAP = 1 << 14
 LEVEL_STEP = 4
 MAX_LABEL_VALUES = 20
+VOCABULARY_CAP = 10_000      # distinct values counted per categorical column (then: too many to encode)
 
 
-def block_stats(block, columns, label_rule, nonzero=None):
-    """Summary of one block: rows, label counts, a vocabulary per categorical column and a
-    value-count sketch per binned column. ``columns`` maps column index -> kind.
-    ``nonzero`` (for --idf) maps the indices of number and fingerprint columns to None or
-    their FingerprintSpec: per such column, how many rows have each feature non-zero."""
+def block_stats(block, columns, label_rule, nonzero=None, texts=None):
+    """Summary of one block: rows, label counts, a vocabulary (and the characters) per
+    categorical column and a value-count sketch per binned column. ``columns`` maps column
+    index -> kind. ``nonzero`` (for --idf) maps the indices of number and fingerprint
+    columns to None or their FingerprintSpec: per such column, how many rows have each
+    feature non-zero. ``texts`` maps a text column's index to (its source columns, its
+    TextSpec): the terms' document counts and the sample (ingest/text.py)."""
     stats = {"rows": len(block), "labels": Counter(), "label_values": set(), "matched": set(),
-             "vocab": {}, "sketch": {}, "df": {}}
+             "vocab": {}, "chars": {}, "sketch": {}, "df": {}, "text": {}}
+    for j, (sources, spec) in (texts or {}).items():
+        stats["text"][j] = block_stats_parallel(documents(block, sources), spec)
     for j, spec in (nonzero or {}).items():
         stats["df"][j] = document_frequency(encode_column(block, j, spec))
     if label_rule is not None:
@@ -43,8 +49,15 @@ def block_stats(block, columns, label_rule, nonzero=None):
             stats["sketch"][j] = sketch(values[:, i])
     for j, kind in columns.items():
         if kind == "onehot":
-            stats["vocab"][j] = vocabulary(text_values(block, j))
+            values = text_values(block, j)
+            stats["vocab"][j] = vocabulary(values)
+            stats["chars"][j] = _characters(values)
     return stats
+
+
+def _characters(values):
+    import pyarrow.compute as pc
+    return int(pc.sum(pc.utf8_length(values.drop_null())).as_py() or 0)
 
 
 def merge_stats(a, b):
@@ -53,8 +66,10 @@ def merge_stats(a, b):
         "labels": a["labels"] + b["labels"],
         "label_values": set(sorted(a["label_values"] | b["label_values"])[:MAX_LABEL_VALUES]),
         "matched": a["matched"] | b["matched"],
-        "vocab": {j: a["vocab"].get(j, Counter()) + b["vocab"].get(j, Counter())
+        "vocab": {j: _merged_vocabulary(a["vocab"].get(j, Counter()), b["vocab"].get(j, Counter()))
                   for j in a["vocab"].keys() | b["vocab"].keys()},
+        "chars": {j: a["chars"].get(j, 0) + b["chars"].get(j, 0) for j in a["chars"].keys() | b["chars"].keys()},
+        "text": {j: merge_text_stats(a["text"][j], b["text"][j]) for j in a["text"]},
         "df": {j: a["df"][j] + b["df"][j] for j in a["df"]},
         "sketch": {j: merge_sketches(a["sketch"][j], b["sketch"][j]) if j in a["sketch"] and j in b["sketch"]
                    else a["sketch"].get(j) or b["sketch"][j]
@@ -69,6 +84,16 @@ def encode_column(block, j, spec=None, out=None):
         return numeric_matrix(block, [j])
     from .fingerprints import fingerprints
     return fingerprints(text_values(block, j).to_pylist(), spec, block.where, out)
+
+
+def _merged_vocabulary(a, b):
+    """Two vocabularies' counts added; past VOCABULARY_CAP values a column is free text or
+    an identifier (featurize drops it): only its number of distinct values is kept, as
+    None (more than the cap)."""
+    if a is None or b is None:
+        return None
+    merged = a + b
+    return None if len(merged) > VOCABULARY_CAP else merged
 
 
 def vocabulary(values):

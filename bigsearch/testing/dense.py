@@ -107,3 +107,40 @@ def dense_fantasized_batch(X, labels, k, pi, eta=0.5, w0=None, fantasy=0.0):
         chosen.append(i)
         labels[i] = f[i] if fantasy == "f" else fantasy
     return chosen
+
+
+@one_blas_thread
+def dense_screen(X, batches, ridge=1.0, balance=9.8, unread=300.0, neighbours=3, neighbour_weight=1.0):
+    """The screening scores f after labeling ``batches`` (a list of (indices, labels) told
+    in turn), replayed from X and the definitions of engine/methods/screen.py: the weighted
+    ridge fit from the labeled rows and the unread ones (no sufficient statistics), the
+    similarities to the positives by brute force, and t from the similarities as they stood
+    after the previous batch."""
+    X = np.asarray(X, np.float64)
+    n, r = X.shape
+    labels = np.full(n, -1)
+    spread, f = None, None
+    for idx, lab in batches:
+        labels[np.asarray(idx)] = lab
+        lab_ = labels >= 0
+        pos, neg, unr = labels == 1, labels == 0, labels < 0
+        n_pos, n_neg = int(pos.sum()), int(neg.sum())
+        neg_each = max(n_pos, 1) / (balance * (n_neg + unread))
+        c = np.where(pos, 1.0, np.where(neg, neg_each, unread * neg_each / max(int(unr.sum()), 1)))
+        c *= (int(lab_.sum()) + unread) / c.sum()
+        target = (labels == 1).astype(np.float64)
+        xbar, ybar = c @ X / c.sum(), c @ target / c.sum()
+        Xc = X - xbar
+        v = np.linalg.solve((Xc.T * c) @ Xc + ridge * np.eye(r), (Xc.T * c) @ (target - ybar))
+        lin = X @ v + (ybar - xbar @ v)
+        k = min(neighbours, n_pos) if neighbour_weight > 0 else 0
+        near = np.zeros(n)
+        if k:
+            sims = np.sort(X @ X[pos].T, axis=1)[:, ::-1]
+            near = sims[:, :k].mean(axis=1)
+        t = 0.0
+        if spread is not None and k and neighbour_weight > 0 and spread.std() > 0:
+            t = neighbour_weight * (X[unr] @ v).std() / spread.std()
+        f = lin + t * near
+        spread = near[unr]
+    return f

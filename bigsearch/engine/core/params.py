@@ -95,6 +95,33 @@ class WNASParams(Params):
 
 
 @dataclass(frozen=True)
+class ScreenParams(Params):
+    """Screening (engine/methods/screen.py): ridge, the penalty on the weights; balance, how
+    many times less the negatives weigh in all than the positives; unread, how many
+    negatives the unread records count for in all; neighbours, k of the nearest positives'
+    mean similarity; neighbour_weight, its weight in standard deviations of the linear score."""
+    ridge: float = 1.0
+    balance: float = 9.8
+    unread: float = 300.0
+    neighbours: int = 3
+    neighbour_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        _check_screen(self)
+
+
+def _check_screen(record: Any) -> None:
+    record._set("ridge", _check("ridge", record.ridge, 0, math.inf))
+    record._set("balance", _check("balance", record.balance, 0, math.inf))
+    record._set("unread", _check("unread", record.unread, 0, math.inf, low_open=False))
+    record._set("neighbours", _check_int("neighbours", record.neighbours, 1))
+    if record.neighbours > 3:
+        raise ParameterError(f"neighbours must be 1, 2 or 3, got {record.neighbours}")
+    record._set("neighbour_weight", _check("neighbour_weight", record.neighbour_weight, 0, math.inf,
+                                            low_open=False))
+
+
+@dataclass(frozen=True)
 class AGRParams(Params):
     """anchors: k, the number of k-means anchors; neighbors: s, the nearest anchors each
     point is embedded on; gamma: weight of the graph regularizer; lae_iterations:
@@ -321,6 +348,19 @@ class ASGOptions(Options):
 
     def __post_init__(self) -> None:
         _check_las(self, optional=("pi", "w0"))
+
+
+@dataclass(frozen=True)
+class ScreenOptions(Options):
+    """Screening (engine/methods/screen.py): the parameters of :class:`ScreenParams`."""
+    ridge: float = 1.0
+    balance: float = 9.8
+    unread: float = 300.0
+    neighbours: int = 3
+    neighbour_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        _check_screen(self)
 
 
 @dataclass(frozen=True)

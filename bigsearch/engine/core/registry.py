@@ -19,7 +19,17 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ParameterError
-from .params import AGROptions, ASGOptions, BLROptions, LASOptions, Options, RandomOptions, RFOptions, WNASOptions
+from .params import (
+    AGROptions,
+    ASGOptions,
+    BLROptions,
+    LASOptions,
+    Options,
+    RandomOptions,
+    RFOptions,
+    ScreenOptions,
+    WNASOptions,
+)
 
 if TYPE_CHECKING:
     from .base import ActiveSearch, ChunkedSearch
@@ -108,6 +118,9 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     MethodSpec("blr", "bigsearch.engine.methods.blr:BLR",
                "Bayesian linear regression on x . w (greedy, UCB or Thompson; any labels, scores included)",
                sessions=True, options=BLROptions),
+    MethodSpec("screen", "bigsearch.engine.methods.screen:Screen",
+               "documents: class-weighted ridge with the unread records as weak negatives, plus the similarity "
+               "to the nearest relevant records", sessions=True, options=ScreenOptions),
     MethodSpec("rf", "bigsearch.engine.methods.rf:RandomForestSearch",
                "random forest retrained per batch, greedy (MolPAL's model; a baseline, needs scikit-learn)",
                options=RFOptions),

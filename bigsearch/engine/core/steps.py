@@ -154,6 +154,26 @@ def colsum_step(x, state):
     return ColumnSums(s, state.start + bad if bad >= 0 else -1)
 
 
+class PlainGram(NamedTuple):
+    G: np.ndarray             # X^T X over the chunk (r x r, float64)
+    s: np.ndarray             # X^T 1
+
+
+def plain_gram_step(x, state):
+    """The chunk's X^T X and X^T 1 in float64 (syrk over blocks of rows, with a column of
+    ones: one product gives both)."""
+    r = n_features(x)
+    if sparse_bits(x):
+        G, s, unused = np.zeros((r, r)), np.zeros(r), np.zeros(r)
+        ones = np.ones(n_rows(x))
+        binary_gram(x.codes, x.scale, r, ones, ones, ones * 0.0, G, s, unused)
+        return PlainGram(G, s)
+    full, product = np.zeros((r + 1, r + 1)), np.empty((r + 1, r + 1))
+    for _, Y in weighted_blocks(x, None, np.ones((n_rows(x), 1))):
+        full += np.matmul(Y.T, Y, out=product)
+    return PlainGram(full[:r, :r], full[:r, r])
+
+
 class GramPartials(NamedTuple):
     n_bad: int                # points with a degree <= 0 (then the products are zeros)
     first_bad: int            # global index of the first such point, or -1
@@ -342,6 +362,7 @@ def best_in_chunk(state, t, k):
 # rebuild recipe replaces them). best_in_chunk reads no X: it is a map_state function.
 COLSUM = ChunkStep(colsum_step, from_scratch=True)
 GRAM = ChunkStep(gram_step, from_scratch=True)
+PLAIN_GRAM = ChunkStep(plain_gram_step, from_scratch=True)
 LAS_RESCORE = ChunkStep(las_rescore_step)
 LAS_REFRESH = ChunkStep(las_refresh_step)
 LAS_UPDATE = ChunkStep(las_update_step, over_store=las_update_over_store)

@@ -1,0 +1,170 @@
+"""`bigsearch ingest --text-column` (issue 38): documents into text features, the same as
+ingest/text.py's functions give in this process (the CLI's worker processes change
+nothing), records without an abstract kept by their title, the documents kept for display;
+and no silent one-hot of free text or identifiers: what is left out is said, with how to
+keep it."""
+
+import csv
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import bigsearch
+from bigsearch.ingest.text import TextSpec, block_text_stats, fit_text_model, text_features
+from bigsearch.storage.format import DISPLAY_ATTR, RECORDS_NAME
+
+from conftest import run_cli
+
+WORDS = (
+    "virus metagenomics swine farm animals influenza sequencing viral diversity cattle poultry sample "
+    "surveillance outbreak genome detection faecal respiratory novel species host reservoir"
+).split()
+
+
+def corpus(n, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        title = " ".join(rng.choice(WORDS, 6))
+        abstract = "" if i % 7 == 3 else " ".join(rng.choice(WORDS, int(rng.integers(20, 60)))) + "."
+        rows.append(
+            {
+                "record_id": 1000 + i,
+                "title": title.capitalize(),
+                "abstract": abstract,
+                "label_included": int(rng.random() < 0.2),
+            }
+        )
+    return rows
+
+
+def write_csv(path, rows):
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+@pytest.fixture(scope="module")
+def screening_csv(tmp_path_factory):
+    return write_csv(tmp_path_factory.mktemp("docs") / "export.csv", corpus(300))
+
+
+def test_free_text_and_identifiers_are_left_out_and_said(screening_csv, tmp_path):
+    out = run_cli("ingest", screening_csv, tmp_path / "s.zarr", "--label-column", "label_included")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    said = out.stderr
+    assert said.startswith("Error: no feature columns are left") and said.count("\n") == 1
+    assert "record_id is not one (its name says it identifies records" in said and "--keep record_id" in said
+    assert "abstract is not one (free text: 258 distinct values in 300 rows" in said
+    assert "title is not one (free text" in said
+    assert said.rstrip().endswith("--text-column title,abstract")
+    assert not (tmp_path / "s.zarr").exists()
+
+
+def test_text_features_are_the_text_modules(screening_csv, tmp_path):
+    store = tmp_path / "s.zarr"
+    out = run_cli(
+        "ingest",
+        screening_csv,
+        store,
+        "--label-column",
+        "label_included",
+        "--text-column",
+        "title,abstract",
+        "--text-dim",
+        "24",
+        "--text-sample",
+        "200",
+    )
+    assert out.returncode == 0, out.stderr
+    assert "record_id is not a feature" in out.stderr
+    s = bigsearch.open_store(store)
+    assert (s.n, s.r) == (300, 24)
+    rows = list(csv.DictReader(open(screening_csv, encoding="utf-8")))
+    docs = pa.array([f"{r['title']} {r['abstract']}" for r in rows])
+    spec = TextSpec(columns=("title", "abstract"), dim=24, sample=200)
+    expected = text_features(docs, fit_text_model(block_text_stats(docs, spec), spec)).astype(np.float32)
+    np.testing.assert_array_equal(s.read_rows(np.arange(300)), expected)
+    # a record without an abstract is its title's document (joined by a space)
+    no_abstract = next(i for i, r in enumerate(rows) if not r["abstract"])
+    assert docs[no_abstract].as_py() == rows[no_abstract]["title"] + " "
+    described = json.loads(run_cli("info", store, "--json").stdout)
+    column = described["attrs"]["featurization"]["columns"][0]
+    assert column["kind"] == "text" and column["text"]["columns"] == ["title", "abstract"]
+    assert column["text"]["documents"] == 300
+
+
+def test_the_documents_stay_for_the_page(screening_csv, tmp_path):
+    store = tmp_path / "s.zarr"
+    run_cli(
+        "ingest",
+        screening_csv,
+        store,
+        "--label-column",
+        "label_included",
+        "--text-column",
+        "title,abstract",
+        "--text-dim",
+        "8",
+        "--text-projection",
+        "hashing",
+    )
+    s = bigsearch.open_store(store)
+    spec = s.attrs[DISPLAY_ATTR]
+    assert spec["document"]["title"] == "title" and spec["document"]["abstract"] == "abstract"
+    record = json.loads(s.read_per_row(RECORDS_NAME, [5])[0])
+    assert record["title"] == list(csv.DictReader(open(screening_csv, encoding="utf-8")))[5]["title"]
+
+
+def test_a_numeric_identifier_is_kept_when_asked(screening_csv, tmp_path):
+    store = tmp_path / "s.zarr"
+    out = run_cli(
+        "ingest",
+        screening_csv,
+        store,
+        "--label-column",
+        "label_included",
+        "--text-column",
+        "title,abstract",
+        "--text-dim",
+        "8",
+        "--text-projection",
+        "hashing",
+        "--keep",
+        "record_id",
+    )
+    assert "record_id" not in out.stderr
+    assert bigsearch.open_store(store).r == 9
+
+
+def test_a_category_asked_for_is_encoded(tmp_path):
+    rows = [{"id_code": f"c{i % 4}", "x": float(i), "y": i % 2} for i in range(100)]
+    path = write_csv(tmp_path / "c.csv", rows)
+    out = run_cli("ingest", path, tmp_path / "c.zarr", "--label-column", "y")
+    assert "not a feature" not in out.stderr
+    assert bigsearch.open_store(tmp_path / "c.zarr").r == 5  # x and 4 categories
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--text-column", "nope"], "no such column"),
+        (["--text-column", "title", "--drop", "title"], "both a text column and left out"),
+        (["--text-dim", "8"], "--text-dim applies only with --text-column"),
+        (["--text-column", "title", "--text-projection", "pca"], "projection"),
+    ],
+)
+def test_bad_text_options_say_what_is_wrong(screening_csv, tmp_path, flags, message):
+    out = run_cli(
+        "ingest",
+        screening_csv,
+        tmp_path / "s.zarr",
+        "--label-column",
+        "label_included",
+        *flags,
+    )
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr

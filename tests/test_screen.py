@@ -1,0 +1,146 @@
+"""The screening method (engine/methods/screen.py) against the dense reference replayed from
+X (testing.dense_screen): f after every batch of labels, and the queries, on every store
+format, dtype and chunking, locally and on a dask cluster; a saved search continues
+exactly; its parameters are checked."""
+
+import numpy as np
+import pytest
+
+import bigsearch
+from bigsearch.engine.methods.screen import Screen
+from bigsearch.errors import ParameterError
+from bigsearch.synthetic import clustered_points
+from bigsearch.testing.dense import dense_screen
+
+from conftest import KINDS, chunkings
+
+RTOL = 1e-9
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = clustered_points(90, 6, prevalence=0.15, seed=7, spread=0.7)
+    return X, y
+
+
+def replay(search, X, y, steps, **params):
+    """Ask and tell ``steps`` times, checking f against the reference after each answer."""
+    first = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])]
+    batches = [(first, [1, 0])]
+    search.tell(first, [1, 0])
+    Xs = np.asarray(search.store.read_rows(np.arange(len(y))), np.float64)  # as stored
+    queries = []
+    for _ in range(steps):
+        ref = dense_screen(Xs, batches, **params)
+        got = np.asarray(search.f)
+        scale = np.abs(ref).max()
+        assert np.abs(got - ref).max() <= RTOL * scale
+        labeled = np.zeros(len(y), bool)
+        for idx, _ in batches:
+            labeled[idx] = True
+        best = np.where(labeled, -np.inf, ref)
+        i = search.ask()
+        assert best[i] >= best.max() - 1e-9 * scale  # the argmax, up to rounding ties
+        queries.append(i)
+        batches.append(([i], [int(y[i])]))
+        search.tell(i, int(y[i]))
+    return queries
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_scores_and_queries_are_the_references(store_factory, data, kind, dtype):
+    X, y = data
+    for chunk_rows in chunkings(len(X)):
+        path = store_factory(X, y, kind, dtype, chunk_rows)
+        with Screen(path) as search:
+            replay(search, X, y, 12)
+
+
+@pytest.mark.parametrize("weight", [0.0, 2.5])
+@pytest.mark.parametrize("neighbours", [1, 2])
+def test_other_parameters_are_the_references(store_factory, data, weight, neighbours):
+    X, y = data
+    params = dict(ridge=0.3, balance=3.0, unread=20.0, neighbours=neighbours, neighbour_weight=weight)
+    with Screen(store_factory(X, y, "zarr", "float32", 13), **params) as search:
+        replay(search, X, y, 10, **params)
+
+
+def test_a_batch_of_labels_is_one_step(store_factory, data):
+    X, y = data
+    path = store_factory(X, y, "zarr", "float64", 17)
+    with Screen(path) as search:
+        first = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])]
+        search.tell(first, [1, 0])
+        batch = search.next_batch(5)
+        search.tell(batch, [int(y[i]) for i in batch])
+        ref = dense_screen(np.asarray(X, np.float64), [(first, [1, 0]), (batch, [int(y[i]) for i in batch])])
+        assert np.abs(np.asarray(search.f) - ref).max() <= RTOL * np.abs(ref).max()
+
+
+def test_the_cluster_gives_the_local_queries(store_factory, data, client):
+    X, y = data
+    path = store_factory(X, y, "zarr", "float32", 11)
+    runs = []
+    for backend in ("local", client):
+        with Screen(path, backend=backend) as search:
+            first = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])]
+            search.tell(first, [1, 0])
+            q = []
+            for _ in range(10):
+                q.append(search.ask())
+                search.tell(q[-1], int(y[q[-1]]))
+            runs.append((q, np.asarray(search.f)))
+    assert runs[0][0] == runs[1][0]
+    np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=1e-12)
+
+
+def test_a_saved_search_continues_exactly(store_factory, data):
+    X, y = data
+    path = store_factory(X, y, "zarr", "float32", 9)
+    first = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])]
+
+    def steps(search, k):
+        out = []
+        for _ in range(k):
+            out.append(search.ask())
+            search.tell(out[-1], int(y[out[-1]]))
+        return out
+
+    with Screen(path) as whole:
+        whole.tell(first, [1, 0])
+        expected = steps(whole, 12)
+    with Screen(path) as part:
+        part.tell(first, [1, 0])
+        head = steps(part, 6)
+        state = part.export_state()
+    with Screen.from_state(path, state) as resumed:
+        assert head + steps(resumed, 6) == expected
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"ridge": 0}, "ridge"),
+        ({"balance": -1}, "balance"),
+        ({"unread": -2}, "unread"),
+        ({"neighbours": 4}, "neighbours"),
+        ({"neighbour_weight": -1}, "neighbour_weight"),
+    ],
+)
+def test_parameters_are_checked(store_factory, data, params, message):
+    X, y = data
+    with pytest.raises(ParameterError, match=message):
+        Screen(store_factory(X, y), **params)
+
+
+def test_simulate_records_the_recall_estimate_and_stops(store_factory):
+    X, y = clustered_points(400, 6, prevalence=0.1, seed=3, spread=0.5)
+    path = store_factory(X, y, "zarr", "float32", 64)
+    record = bigsearch.simulate(path, "screen", 380, seed=0, stop_at_recall=0.9)
+    estimates = record["recall_estimate"]
+    assert len(estimates) == len(record["queries"])
+    stopped = record["stopped"]
+    assert stopped is not None and stopped == len(record["queries"]) < 380
+    value, low, high = estimates[-1]
+    assert low >= 0.9 and low <= value <= high

@@ -1,0 +1,111 @@
+"""Text features (bigsearch/ingest/text.py) against scikit-learn's TfidfVectorizer as the
+dense reference: the same cosines between documents, whatever the blocking of the first
+pass; the projections against an exact SVD and in expectation."""
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import scipy.sparse as sp
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from bigsearch.errors import ParameterError
+from bigsearch.ingest.text import (
+    TextSpec,
+    block_text_stats,
+    fit_text_model,
+    merge_text_stats,
+    text_features,
+    tfidf_rows,
+)
+
+CORPUS = [
+    "The cat sat on the mat.",
+    "A dog; a cat!  Dogs & cats: 2 of them, 22 in all",
+    "Café crème, naïve façade — x y z",
+    "the THE the mat mat",
+    "",
+    "on_the_mat under_score words words words",
+    "Ünïcödé wörds and the mat, and the cat",
+    "Swine influenza viruses in Northern Vietnam in 2013-2014",
+    "Virus metagenomics in farm animals: a systematic review",
+    "Metagenomics of swine viruses; farm animals and influenza",
+]
+
+
+def model_of(docs, spec):
+    return fit_text_model(block_text_stats(pa.array(docs), spec), spec)
+
+
+def tfidf_matrix(docs, spec):
+    indptr, terms, values = tfidf_rows(pa.array(docs), model_of(docs, spec))
+    return sp.csr_matrix((values, terms, indptr), shape=(len(docs), 1 << spec.bits))
+
+
+@pytest.mark.parametrize("ngram_max", [1, 2, 3])
+@pytest.mark.parametrize("sublinear", [True, False])
+@pytest.mark.parametrize("max_df", [1.0, 0.5])
+def test_cosines_are_scikit_learns(ngram_max, sublinear, max_df):
+    spec = TextSpec(bits=24, ngram_max=ngram_max, sublinear_tf=sublinear, max_df=max_df, projection="hashing")
+    ours = tfidf_matrix(CORPUS, spec)
+    ref = TfidfVectorizer(ngram_range=(1, ngram_max), sublinear_tf=sublinear, max_df=max_df).fit_transform(CORPUS)
+    assert ours.nnz == ref.nnz
+    np.testing.assert_allclose((ours @ ours.T).toarray(), (ref @ ref.T).toarray(), atol=1e-14)
+
+
+@pytest.mark.parametrize("cut", [[10], [1, 9], [3, 3, 4], [5, 5]])
+def test_the_first_pass_does_not_depend_on_the_blocking(cut):
+    spec = TextSpec(bits=16, sample=4)
+    whole = block_text_stats(pa.array(CORPUS), spec)
+    parts, start = [], 0
+    for size in cut:
+        parts.append(block_text_stats(pa.array(CORPUS[start : start + size]), spec))
+        start += size
+    merged = parts[0]
+    for p in parts[1:]:
+        merged = merge_text_stats(merged, p)
+    assert merged["rows"] == whole["rows"] == len(CORPUS)
+    np.testing.assert_array_equal(merged["terms"], whole["terms"])
+    np.testing.assert_array_equal(merged["df"], whole["df"])
+    np.testing.assert_array_equal(merged["sample"][0], whole["sample"][0])
+    assert merged["sample"][1] == whole["sample"][1] and len(whole["sample"][1]) == 4
+
+
+def test_svd_keeps_the_cosines_when_it_spans_the_documents():
+    """With every document in the sample and dim >= the rank of their TF-IDF matrix, the
+    projected features have exactly the TF-IDF cosines (over the terms the fit keeps)."""
+    docs = CORPUS[:4] + CORPUS[6:] + [CORPUS[7]]  # a duplicate: rank <= n - 1
+    spec = TextSpec(bits=24, min_df=1, dim=len(docs) - 1, sample=len(docs), projection="svd")
+    model = model_of(docs, spec)
+    Z = text_features(pa.array(docs), model)
+    T = tfidf_matrix(docs, spec)
+    np.testing.assert_allclose(Z @ Z.T, (T @ T.T).toarray(), atol=1e-6)
+
+
+def test_hashing_keeps_the_cosines_in_expectation():
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(3000)]
+    docs = [" ".join(rng.choice(words, 60)) for _ in range(200)]
+    spec = TextSpec(bits=24, dim=256, projection="hashing", ngram_max=1)
+    model = model_of(docs, spec)
+    Z = text_features(pa.array(docs), model)
+    T = tfidf_matrix(docs, spec)
+    G, R = Z @ Z.T, (T @ T.T).toarray()
+    off = ~np.eye(len(docs), dtype=bool)
+    assert abs(np.mean(G[off] - R[off])) < 1e-2  # unbiased (pairs share one projection)
+    assert np.std(G[off] - R[off]) < 2.5 / np.sqrt(spec.dim)  # the error of a random projection
+    np.testing.assert_allclose(np.diag(G), 1.0, atol=0.35)
+
+
+def test_features_do_not_depend_on_the_block():
+    spec = TextSpec(bits=20, dim=8, sample=10, min_df=1)
+    model = model_of(CORPUS, spec)
+    whole = text_features(pa.array(CORPUS), model)
+    for a in range(len(CORPUS)):
+        np.testing.assert_array_equal(text_features(pa.array(CORPUS[a : a + 1]), model)[0], whole[a])
+
+
+def test_bad_specs_say_what_is_wrong():
+    with pytest.raises(ParameterError, match="projection"):
+        TextSpec(projection="pca")
+    with pytest.raises(ParameterError, match="ngram_max"):
+        TextSpec(ngram_max=0)
