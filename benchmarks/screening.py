@@ -14,6 +14,7 @@ kept under results/screening/TAG/ and reused.
 
     python benchmarks/screening.py --data ../shared/datasets/screening_kwok2020/kwok2020_virus.csv \\
         --asreview /path/to/venv/bin/asreview --seeds 0-9 --tag kwok
+    python benchmarks/screening.py --synthetic medium --asreview ... --seeds 0-4    # tools/make_abstracts.py
 """
 
 import argparse
@@ -155,7 +156,10 @@ def stop_point(estimates, given):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, required=True, help="CSV: record_id,title,abstract,label_included")
+    ap.add_argument("--data", type=Path, help="CSV: record_id,title,abstract,label_included")
+    ap.add_argument("--synthetic", metavar="PRESET", help="instead of --data: a corpus of tools/make_abstracts.py")
+    ap.add_argument("--records", type=int, default=3000, help="--synthetic: its records")
+    ap.add_argument("--data-seed", type=int, default=1, help="--synthetic: its seed")
     ap.add_argument("--asreview", default=os.environ.get("ASREVIEW"), help="ASReview's asreview command")
     ap.add_argument("--seeds", default="0-9")
     ap.add_argument("--tag", default="kwok")
@@ -168,12 +172,34 @@ def main():
     a, _, b = args.seeds.partition("-")
     seeds = list(range(int(a), int(b or a) + 1))
     check = preflight()
+    args.work.mkdir(parents=True, exist_ok=True)
+    if args.synthetic:
+        args.tag = f"synthetic-{args.synthetic}"
+        args.data = args.work / f"{args.synthetic}-{args.records}-{args.data_seed}.csv"
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT.parent / "tools" / "make_abstracts.py"),
+                str(args.data),
+                "--n",
+                str(args.records),
+                "--preset",
+                args.synthetic,
+                "--seed",
+                str(args.data_seed),
+                "--overwrite",
+                "--quiet",
+            ],
+            check=True,
+            capture_output=True,
+        )
+    if args.data is None:
+        ap.error("give --data FILE or --synthetic PRESET")
     with open(args.data, encoding="utf-8") as fh:
         y = np.array([int(r["label_included"]) for r in csv.DictReader(fh)])
     n, relevant = len(y), int(y.sum())
     folder = RESULTS / "screening" / args.tag
     folder.mkdir(parents=True, exist_ok=True)
-    args.work.mkdir(parents=True, exist_ok=True)
     store = args.work / f"{args.tag}.zarr"
     ingest_seconds = bigsearch_ingest(args.data, store, args.ingest)
     rows = []

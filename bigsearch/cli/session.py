@@ -20,6 +20,7 @@ from . import Group, main, printable
 from .ingest import BarProgress
 from .options import (
     BLR_RENAMED,
+    SCREEN_RENAMED,
     blr_options,
     cluster_backend,
     cluster_options,
@@ -27,6 +28,7 @@ from .options import (
     flags_for,
     las_options,
     object_store_options,
+    screen_options,
 )
 
 
@@ -108,24 +110,32 @@ def session():
               help="LAS (alpha = 0), WNAS and BLR (greedy, UCB): exact pruned queries: read only the blocks of rows "
                    "that could hold the answer.")
 @blr_options
+@screen_options
+@click.option("--stop-at-recall", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
+              metavar="R", help="The protocol's stopping rule: `status` and the page say when the recall reached "
+                                "is R with 95% confidence (docs/screening.md).")
 @dataset_option
 @cluster_options
 @object_store_options
 @click.pass_context
 def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, start_from, prune, acquisition, beta,
-        blr_lam, blr_noise, dataset, scheduler, cluster, persist):
+        blr_lam, blr_noise, screen_ridge, screen_balance, screen_unread, screen_neighbours, screen_neighbour_weight,
+        stop_at_recall, dataset, scheduler, cluster, persist):
     """Start a session on STORE, kept in the new directory DIRECTORY."""
     flags = {"pi": pi, "eta": eta, "w0": w0, "alpha": alpha, "prune": prune, "acquisition": acquisition, "beta": beta,
-             "lam": blr_lam, "noise": blr_noise}
-    source = {"lam": "blr_lam", "noise": "blr_noise"}        # the option's name where the flag's differs
+             "lam": blr_lam, "noise": blr_noise, "ridge": screen_ridge, "balance": screen_balance,
+             "unread": screen_unread, "neighbours": screen_neighbours, "neighbour_weight": screen_neighbour_weight}
+    source = {"lam": "blr_lam", "noise": "blr_noise",           # the option's name where the flag's differs
+              **{name: flag[2:].replace("-", "_") for name, flag in SCREEN_RENAMED.items()}}
     params = {k: v for k, v in flags.items()
               if ctx.get_parameter_source(source.get(k, k)) == ParameterSource.COMMANDLINE}
-    with flags_for(*flags, renamed=BLR_RENAMED):    # the method's one check, before anything is opened or written
+    renamed = {**BLR_RENAMED, **SCREEN_RENAMED}
+    with flags_for(*flags, renamed=renamed):    # the method's one check, before anything is opened or written
         plan_methods((method,), params, need="sessions", strict=True, offered=flags)
-    with flags_for("pi", "start_from"), cluster_backend(scheduler, cluster, persist) as backend, \
+    with flags_for("pi", "start_from", "stop_at_recall"), cluster_backend(scheduler, cluster, persist) as backend, \
             _session().create(store, directory, method=method, checkpoint_every=checkpoint_every,
                               backend=backend, start_from=start_from, dataset=dataset, prior_from_labels=False,
-                              **params) as s:
+                              stop_at_recall=stop_at_recall, **params) as s:
         st = s.status(estimate=False)
         start = s.info.get("start")
         blind = s.blind
@@ -528,7 +538,27 @@ def _remaining_lines(rem):
                    "f is not calibrated and overstates the positives left, tenfold on Adult: docs/sessions.md)")
     if s is None and rem.get("score_sum_left_out"):
         out.append(f"score sum   left out: {rem['score_sum_left_out']}")
+    out.extend(_recall_lines(rem.get("recall")))
     return out
+
+
+def _recall_lines(recall):
+    """The recall reached and the stopping rule (engine/guidance/stopping.py)."""
+    if not recall:
+        return []
+    target = recall.get("target")
+    if recall["recall"] is None:
+        why = "no positive yet" if not recall["found"] else f"{recall['window']} records read since the start"
+        lines = [f"recall      not estimated yet ({why}; the estimate needs 100 records read past the first labels)"]
+    else:
+        basis = "the random sample" if recall["basis"] == "sample" else "how the hits slowed down"
+        lines = [f"recall      {recall['recall']:.1%} of the positives found ({recall['level']:.0%} interval "
+                 f"{recall['recall_low']:.1%}-{recall['recall_high']:.1%}; about {recall['remaining']:,.1f} left, "
+                 f"at most {recall['remaining_high']:,.1f}), from {basis}"]
+    if target is not None:
+        lines.append(f"stop        {'yes' if recall.get('stop') else 'not yet'}: the rule is a recall of "
+                     f"{target:.0%} reached with 95% confidence")
+    return lines
 
 
 def _describe_method(st):

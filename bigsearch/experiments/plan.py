@@ -34,6 +34,7 @@ import numpy as np
 
 from ..engine.core.registry import MethodPlan, plan_methods
 from ..engine.guidance.seeding import StartFrom, resolve_start
+from ..engine.guidance.stopping import check_target
 from ..errors import LabelError, ParameterError
 from ..storage import FeatureStore, open_store, require_local
 from ..storage.fingerprint import store_fingerprint
@@ -330,7 +331,7 @@ def plan_runs(
     _check_fantasy((options or {}).get("fantasy"), batch_size, planned)
     _check_labels_given(store, y)
     targets = _targets(graded, answers, planned)
-    stop_at_recall = check_target_recall(stop_at_recall)
+    stop_at_recall = check_target(stop_at_recall)
     return ExperimentPlan(
         store,
         planned,
@@ -347,19 +348,6 @@ def plan_runs(
         n_threads=n_threads,
         experiment=experiment,
     )
-
-
-def check_target_recall(recall: Any) -> float | None:
-    """A stopping rule's target recall: None (no rule), or a number in (0, 1)."""
-    if recall is None:
-        return None
-    try:
-        value = float(recall)
-    except (TypeError, ValueError):
-        raise ParameterError(f"stop_at_recall must be a number in (0, 1), got {recall!r}") from None
-    if not 0 < value < 1:
-        raise ParameterError(f"stop_at_recall must be in (0, 1), got {recall!r} (0.95: stop at 95% recall)")
-    return value
 
 
 def _check_counts(runs: int, budget: int, batch_size: int) -> None:

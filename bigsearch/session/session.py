@@ -33,6 +33,7 @@ from .. import __version__
 from ..engine.core.registry import MethodPlan, plan_methods, saving_class
 from ..engine.core.select import Ranked
 from ..engine.guidance.seeding import resolve_start
+from ..engine.guidance.stopping import check_target
 from ..errors import (
     LabelError,
     ParameterError,
@@ -123,7 +124,7 @@ class Session(SessionRecovery, SessionStatus):
     def create(cls, store: Any, directory: str | PathLike[str], *, method: str = "las", checkpoint_every: int = 50,
                keep_checkpoints: int = 3, backend: Any = "local", n_threads: int | None = None,
                start_from: Any = None, dataset: str | None = None, prior_from_labels: bool = True,
-               **params: Any) -> Session:
+               stop_at_recall: float | None = None, **params: Any) -> Session:
         """Start a session on ``store`` in the new (or empty) ``directory``.
 
         ``method``: a registered method that can save its state (las, wnas);
@@ -138,8 +139,10 @@ class Session(SessionRecovery, SessionStatus):
         the answers: ``pi`` must then be given when the store has labels.
         ``store``: a path or URL (``dataset``: the array holding X, default X), or a
         zarr.Array / h5py.Dataset in a file, which the session reopens by its file and name.
+        ``stop_at_recall`` R: the protocol's stopping rule; ``status`` says when the recall
+        reached is R with 95% confidence (engine/guidance/stopping.py).
         """
-        plan = plan_session(method, params, directory, checkpoint_every, keep_checkpoints)
+        plan = plan_session(method, params, directory, checkpoint_every, keep_checkpoints, stop_at_recall)
         directory = plan.directory
         path, options = store_source(store, dataset)       # what reopens it: a path, and the dataset when not X
         store = open_store(path, options)          # our own handle, closed with the session
@@ -156,7 +159,8 @@ class Session(SessionRecovery, SessionStatus):
                     "method": method, "params": engine.params.as_dict(), "engine": engine.engine_options(),
                     "store": {"path": store_location(store.path, resolve=True), **options,
                               "fingerprint": store_fingerprint(store)},
-                    "checkpoint_every": plan.checkpoint_every, "keep_checkpoints": plan.keep_checkpoints}
+                    "checkpoint_every": plan.checkpoint_every, "keep_checkpoints": plan.keep_checkpoints,
+                    "stop_at_recall": plan.stop_at_recall}
             extra = {}
             if start is not None:
                 info["start"] = start.describe()
@@ -697,12 +701,14 @@ class SessionPlan:
     directory: Path
     checkpoint_every: int = 50
     keep_checkpoints: int = 3
+    stop_at_recall: float | None = None
 
 
 def plan_session(method: str, params: dict[str, Any], directory: str | PathLike[str], checkpoint_every: int = 50,
-                 keep_checkpoints: int = 3) -> SessionPlan:
+                 keep_checkpoints: int = 3, stop_at_recall: float | None = None) -> SessionPlan:
     """Every check of a new session that needs no store, and its plan: ``method`` must save
     its state and take every one of ``params`` (strict: a session records what it was given)."""
+    stop_at_recall = check_target(stop_at_recall)
     local = require_local(directory, "directory")
     (planned,) = plan_methods((method,), params, need="sessions", strict=True)
     for name, value in (("checkpoint_every", checkpoint_every), ("keep_checkpoints", keep_checkpoints)):
@@ -710,7 +716,7 @@ def plan_session(method: str, params: dict[str, Any], directory: str | PathLike[
             raise ParameterError(f"{name} must be a positive integer, got {value!r}")
     if local.exists() and (not local.is_dir() or any(local.iterdir())):
         raise SessionExistsError(f"{local} already exists and is not empty; choose a new directory")
-    return SessionPlan(planned, local, int(checkpoint_every), int(keep_checkpoints))
+    return SessionPlan(planned, local, int(checkpoint_every), int(keep_checkpoints), stop_at_recall)
 
 
 def _user():

@@ -73,7 +73,34 @@ class SessionStatus:
                 "is not current, and bringing it up to date costs a pass over X"
             )
         out["sample"] = self._sample_estimate()
+        out["recall"] = self.recall()
         return out
+
+    def recall(self) -> dict[str, Any]:
+        """The recall reached so far with its 95% interval, from the order of the answers
+        (engine/guidance/stopping.py), or from the random sample when one is answered
+        (calibrated by construction); with the session's target (``stop_at_recall``),
+        whether the stopping rule is met: the interval's lower end at the target."""
+        from ..engine.guidance.stopping import recall_estimate, stop_reached
+
+        answers = np.array([y for _, y in self.history], np.float64)
+        n = self.info["store"]["fingerprint"]["n"]
+        estimate = recall_estimate(answers, n)
+        found = int(np.sum(answers >= 0.5))
+        out: dict[str, Any] = {"basis": "order", **estimate.as_dict()}
+        sample = self._sample_estimate()
+        if sample and sample.get("estimate") and found:
+            left = sample["estimate"]
+            out = {"basis": "sample", "found": found, "read": len(answers), "remaining": left["value"],
+                   "remaining_high": left["high"], "remaining_low": left["low"],
+                   "recall": found / (found + left["value"]), "recall_low": found / (found + left["high"]),
+                   "recall_high": found / (found + left["low"]), "level": left["level"], "window": 0}
+        target = self.info.get("stop_at_recall")
+        out["target"] = target
+        if target is not None:
+            out["stop"] = bool(found and out["recall_low"] >= target) if out["basis"] == "sample" else stop_reached(
+                estimate, target)
+        return {k: (None if isinstance(v, float) and v != v else v) for k, v in out.items()}
 
     def draw_sample(self, m: int, seed: int | None = None) -> list[int]:
         """Draw ``m`` unlabeled points uniformly at random (without replacement) for the

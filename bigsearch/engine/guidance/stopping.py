@@ -88,6 +88,19 @@ def recall_estimate(answers, n_total: int, level: float = LEVEL, given: int = 0)
     )
 
 
+def check_target(recall) -> float | None:
+    """A stopping rule's target recall: None (no rule), or a number in (0, 1)."""
+    if recall is None:
+        return None
+    try:
+        value = float(recall)
+    except (TypeError, ValueError):
+        raise ParameterError(f"stop_at_recall must be a number in (0, 1), got {recall!r}") from None
+    if not 0 < value < 1:
+        raise ParameterError(f"stop_at_recall must be in (0, 1), got {recall!r} (0.95: stop at 95% recall)")
+    return value
+
+
 def stop_reached(estimate: RecallEstimate, target: float) -> bool:
     """Whether the recall's lower end has reached ``target``."""
     if not 0 < target <= 1:

@@ -702,6 +702,7 @@ function renderProgress(p, last, skipped) {
     range.title = "95% range";
     rate.replaceChildren(`${r.hits} of the last ${r.of} `, range);
   }
+  renderRecall(p.recall);
   $("last-label").textContent = !last ? "none" :
     `point ${last.index}: ${last.skip ? "skipped" : labelName(last.label)}`;
   const bar = $("budget-bar");
@@ -710,6 +711,27 @@ function renderProgress(p, last, skipped) {
   curve(p.curve, p.labels, p.budget ? p.budget + p.start_labels : 0);
   if (p.spent) $("labels-used").textContent += " (budget reached)";
   $("tab-decisions-count").textContent = p.labels ? `(${p.labels})` : "";
+}
+
+function renderRecall(r) {
+  // engine/guidance/stopping.py: the recall reached with its 95% range, and the stopping rule
+  const out = $("recall");
+  if (!r || r.recall === null) {
+    out.textContent = "not estimated yet (after 100 records read)";
+  } else {
+    const pct = (v) => `${(100 * v).toFixed(1)}%`;
+    const range = el("span", `(${pct(r.recall_low)}\u2013${pct(r.recall_high)})`);
+    range.className = "nowrap";
+    range.title = "95% range";
+    out.replaceChildren(`${pct(r.recall)} `, range);
+  }
+  document.body.dataset.stop = r && r.stop ? "1" : "0";
+  if (r && r.target !== null && r.target !== undefined) {
+    const rule = el("span", r.stop ? ` \u2014 stop: ${Math.round(100 * r.target)}% reached with 95% confidence`
+      : ` (stop at ${Math.round(100 * r.target)}%)`);
+    rule.className = r.stop ? "stop-met" : "stop-rule";
+    out.append(rule);
+  }
 }
 
 function renderRecent(recent) {
