@@ -91,15 +91,27 @@ class SessionStatus:
         sample = self._sample_estimate()
         if sample and sample.get("estimate") and found:
             left = sample["estimate"]
-            out = {"basis": "sample", "found": found, "read": len(answers), "remaining": left["value"],
-                   "remaining_high": left["high"], "remaining_low": left["low"],
-                   "recall": found / (found + left["value"]), "recall_low": found / (found + left["high"]),
-                   "recall_high": found / (found + left["low"]), "level": left["level"], "window": 0}
+            out = {
+                "basis": "sample",
+                "found": found,
+                "read": len(answers),
+                "remaining": left["value"],
+                "remaining_high": left["high"],
+                "remaining_low": left["low"],
+                "recall": found / (found + left["value"]),
+                "recall_low": found / (found + left["high"]),
+                "recall_high": found / (found + left["low"]),
+                "level": left["level"],
+                "window": 0,
+            }
         target = self.info.get("stop_at_recall")
         out["target"] = target
         if target is not None:
-            out["stop"] = bool(found and out["recall_low"] >= target) if out["basis"] == "sample" else stop_reached(
-                estimate, target)
+            out["stop"] = (
+                bool(found and out["recall_low"] >= target)
+                if out["basis"] == "sample"
+                else stop_reached(estimate, target)
+            )
         return {k: (None if isinstance(v, float) and v != v else v) for k, v in out.items()}
 
     def draw_sample(self, m: int, seed: int | None = None) -> list[int]:
