@@ -116,7 +116,7 @@ def bigsearch_ingest(data, store, extra):
     return time.perf_counter() - t0
 
 
-def bigsearch_run(store, priors, n, out, extra):
+def bigsearch_run(store, priors, budget, out, extra):
     """A run of the screen method from ``priors`` until every record is read: (the labels
     in reading order, priors first; the recall estimates per query; wall seconds to each query)."""
     subprocess.run(
@@ -131,7 +131,7 @@ def bigsearch_run(store, priors, n, out, extra):
             "--init-index",
             ",".join(map(str, priors)),
             "--budget",
-            str(n - len(priors)),
+            str(budget),
             "--out",
             str(out),
             "--overwrite",
@@ -165,6 +165,9 @@ def main():
     ap.add_argument("--tag", default="kwok")
     ap.add_argument("--ingest", nargs="*", default=[], help="extra flags for bigsearch ingest")
     ap.add_argument("--run", nargs="*", default=[], help="extra flags for bigsearch run")
+    ap.add_argument(
+        "--budget-share", type=float, default=1.0, help="bigsearch reads this share of the records (1: all of them)"
+    )
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "bigsearch-screening")
     args = ap.parse_args()
     if not args.asreview:
@@ -206,7 +209,8 @@ def main():
     for seed in seeds:
         asr = asreview_run(args.asreview, args.data, seed, folder)
         priors = asr["rows"][:2]
-        ours, estimates, elapsed = bigsearch_run(store, priors, n, args.work / f"run-{args.tag}-{seed}", args.run)
+        budget = min(n, math.ceil(args.budget_share * n)) - len(priors)
+        ours, estimates, elapsed = bigsearch_run(store, priors, budget, args.work / f"run-{args.tag}-{seed}", args.run)
         m_asr = records_read(asr["labels"], relevant, n)
         m_ours = records_read(ours, relevant, n)
         stop = stop_point(estimates, len(priors))
@@ -263,6 +267,7 @@ def main():
             "n": n,
             "relevant": relevant,
             "seeds": seeds,
+            "budget_share": args.budget_share,
             "ingest": args.ingest,
             "run": args.run,
             "runs": rows,

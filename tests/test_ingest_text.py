@@ -6,6 +6,7 @@ keep it."""
 
 import csv
 import json
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -96,6 +97,43 @@ def test_text_features_are_the_text_modules(screening_csv, tmp_path):
     column = described["attrs"]["featurization"]["columns"][0]
     assert column["kind"] == "text" and column["text"]["columns"] == ["title", "abstract"]
     assert column["text"]["documents"] == 300
+
+
+def test_by_default_a_feature_per_document_and_bibliographic_data_left_out(tmp_path):
+    """--text-dim auto on a small set: one feature per document, the TF-IDF cosines kept
+    (the features' inner products are the text module's exact ones); the other columns of
+    a document (authors, year, journal) are no features, said in one line, unless kept."""
+    rows = [
+        r | {"authors": f"Author {i}", "year": 1990 + i % 30, "journal": f"J{i % 4}"} for i, r in enumerate(corpus(60))
+    ]
+    data = write_csv(tmp_path / "export.csv", rows)
+    store = tmp_path / "s.zarr"
+    out = run_cli("ingest", data, store, "--label-column", "label_included", "--text-column", "title,abstract")
+    assert out.returncode == 0, out.stderr
+    assert "columns authors, year, journal are not features: a document's bibliographic data" in out.stderr
+    assert "(--keep NAME to make it a feature too)" in out.stderr
+    s = bigsearch.open_store(store)
+    assert (s.n, s.r) == (60, 60)
+    docs = pa.array([f"{r['title']} {r['abstract']}" for r in rows])
+    Z = np.asarray(s.read_rows(np.arange(60)), np.float64)
+    kept = TextSpec(columns=("title", "abstract"))  # the store's: terms in 2+ documents
+    Zk = text_features(docs, fit_text_model(block_text_stats(docs, kept), replace(kept, dim=60)))
+    np.testing.assert_allclose(Z, Zk, atol=1e-6)  # the text module's (test_text.py: the cosines exactly)
+    out = run_cli(
+        "ingest",
+        data,
+        tmp_path / "k.zarr",
+        "--label-column",
+        "label_included",
+        "--text-column",
+        "title,abstract",
+        "--keep",
+        "year",
+    )
+    assert out.returncode == 0 and "columns authors, journal are not" in out.stderr
+    assert bigsearch.open_store(tmp_path / "k.zarr").r == 61
+    info = run_cli("info", store).stdout
+    assert "text title+abstract (60 documents: TF-IDF of 1-2 word n-grams, LSA to 60)" in info
 
 
 def test_the_documents_stay_for_the_page(screening_csv, tmp_path):

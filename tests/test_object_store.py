@@ -424,7 +424,7 @@ def test_a_session_on_s3_keeps_its_files_local_and_asks_what_a_local_one_asks(s3
     options = [f"endpoint={s3.endpoint}", "access_key_id=testing", "secret_access_key=testing", "region=us-east-1"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     serve = subprocess.Popen(
-        [sys.executable, "-m", "bigsearch", "serve", tmp_path / "session-s3", "--port", "0"]
+        [sys.executable, "-m", "bigsearch", "serve", tmp_path / "session-s3", "--port", "0", "--no-token"]
         + [a for o in options for a in ("--storage-option", o)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -66,6 +66,51 @@ def test_other_parameters_are_the_references(store_factory, data, weight, neighb
         replay(search, X, y, 10, **params)
 
 
+class LowRankScreen(Screen):
+    """The fit through G's eigendecomposition at any width (Screen uses it from 1,024 features)."""
+
+    LOW_RANK_MIN_FEATURES = 1
+
+
+@pytest.fixture(scope="module")
+def wide():
+    return clustered_points(120, 64, prevalence=0.12, seed=3, spread=0.8)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_low_rank_fit_is_the_reference(store_factory, wide, kind, dtype):
+    """While the labels are fewer than 40% of the features the fit is Woodbury's on G's
+    eigenbasis; after, the Cholesky one: both the reference's f and queries."""
+    X, y = wide
+    for chunk_rows in chunkings(len(X)):
+        with LowRankScreen(store_factory(X, y, kind, dtype, chunk_rows), neighbour_weight=1.5) as search:
+            replay(search, X, y, 30, neighbour_weight=1.5)
+            assert 2 < len(search._coords) < 32  # both fits were used: low rank up to 24 labels
+
+
+def test_a_saved_low_rank_search_continues_exactly(store_factory, wide):
+    X, y = wide
+    path = store_factory(X, y, "zarr", "float32", 7)
+    first = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])]
+    runs = []
+    for cut in (None, 5):
+        with LowRankScreen(path) as search:
+            search.tell(first, [1, 0])
+            q = []
+            for step in range(14):
+                if step == cut:
+                    state = search.export_state()
+                    search.close()
+                    search = LowRankScreen.from_state(path, state)  # its coordinates read again
+                q.append(search.ask())
+                search.tell(q[-1], int(y[q[-1]]))
+            runs.append((q, np.asarray(search.f)))
+            search.close()
+    assert runs[0][0] == runs[1][0]
+    assert np.abs(runs[0][1] - runs[1][1]).max() <= 1e-10 * np.abs(runs[0][1]).max()
+
+
 def test_a_batch_of_labels_is_one_step(store_factory, data):
     X, y = data
     path = store_factory(X, y, "zarr", "float64", 17)

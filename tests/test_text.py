@@ -10,7 +10,10 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 from bigsearch.errors import ParameterError
 from bigsearch.ingest.text import (
+    AUTO,
+    LARGE_CORPUS_DIM,
     TextSpec,
+    auto_dim,
     block_text_stats,
     fit_text_model,
     merge_text_stats,
@@ -79,6 +82,24 @@ def test_svd_keeps_the_cosines_when_it_spans_the_documents():
     Z = text_features(pa.array(docs), model)
     T = tfidf_matrix(docs, spec)
     np.testing.assert_allclose(Z @ Z.T, (T @ T.T).toarray(), atol=1e-6)
+
+
+def test_auto_dim_is_one_feature_per_document_up_to_the_limit(monkeypatch):
+    """dim auto: as many features as documents (the cosines exactly, min_df 1: every term)
+    up to EXACT_UP_TO documents, no more than the sample; beyond, LARGE_CORPUS_DIM."""
+    import bigsearch.ingest.text as text
+
+    docs = CORPUS[:4] + CORPUS[6:]
+    spec = auto_dim(TextSpec(bits=24, min_df=1), len(docs))
+    assert spec.dim == len(docs) and TextSpec().dim == AUTO
+    Z = text_features(pa.array(docs), model_of(docs, spec))
+    T = tfidf_matrix(docs, spec)
+    np.testing.assert_allclose(Z @ Z.T, (T @ T.T).toarray(), atol=1e-6)
+    assert auto_dim(TextSpec(sample=5), 8).dim == 5
+    monkeypatch.setattr(text, "EXACT_UP_TO", 7)
+    assert auto_dim(TextSpec(), 8).dim == LARGE_CORPUS_DIM
+    assert auto_dim(TextSpec(projection="hashing"), 3).dim == LARGE_CORPUS_DIM
+    assert auto_dim(TextSpec(dim=24), 8).dim == 24
 
 
 def test_hashing_keeps_the_cosines_in_expectation():

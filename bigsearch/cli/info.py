@@ -78,13 +78,21 @@ def _provenance_text(p):
     return text
 
 
+def _text_column_text(c):
+    t = c["text"]
+    how = "LSA" if t["projection"] == "svd" else "hashed"
+    return (f"text {'+'.join(t['columns'])} ({t.get('documents', '?'):,} documents: TF-IDF of 1-{t['ngram_max']} "
+            f"word n-grams, {how} to {t['dim']})")
+
+
 def _featurization_text(f):
     kinds = {}
     for c in f["columns"]:
         kinds[c["kind"]] = kinds.get(c["kind"], 0) + 1
     parts = [f"{kinds['number']} numeric columns" if "number" in kinds else None,
              f"{kinds['bins']} columns in {f.get('bins')} quantile bins" if "bins" in kinds else None,
-             f"{kinds['onehot']} one-hot columns" if "onehot" in kinds else None]
+             f"{kinds['onehot']} one-hot columns" if "onehot" in kinds else None,
+             *[_text_column_text(c) for c in f["columns"] if c["kind"] == "text"]]
     steps = [s for s in f["steps"] if s != "encode"]
     if "rff" in f:
         steps[steps.index("rff")] = f"rff (D={f['rff']['dim']}, gamma={f['rff']['gamma']}, seed={f['rff']['seed']})"

@@ -20,6 +20,23 @@ INGEST_RENAMED = {"labels.column": "--label-column", "labels.files": "--labels",
                   "source.names": "--names", "output.encoding": "--encoding", "output.format": "--output-format"}
 
 
+class TextDim(click.ParamType):
+    """--text-dim: a positive number of features, or auto (0 to the library: ingest/text.py's auto_dim)."""
+
+    name = "text_dim"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) or str(value).strip().lower() == "auto":
+            return 0 if not isinstance(value, int) else value
+        try:
+            dim = int(value)
+        except ValueError:
+            dim = 0
+        if dim < 1:
+            self.fail(f"{value!r} is neither a positive number of features nor auto", param, ctx)
+        return dim
+
+
 class BarProgress:
     """A click progress bar per pass on stderr; hidden with --quiet or off a terminal."""
 
@@ -136,8 +153,9 @@ def _stage_text(name, stage):
 @click.option("--text-column", multiple=True, metavar="COLS",
               help="Text columns (e.g. title,abstract) joined into one document per row and made into text "
                    "features: TF-IDF of word n-grams, projected to --text-dim (docs/screening.md).")
-@click.option("--text-dim", type=click.IntRange(1), default=512, show_default=True, metavar="D",
-              help="Text features per document.")
+@click.option("--text-dim", type=TextDim(), default="auto", show_default=True, metavar="D|auto",
+              help="Text features per document; auto: one per document up to 4,096 documents (their "
+                   "similarities exactly), 512 beyond.")
 @click.option("--text-projection", default="svd", show_default=True, metavar="svd|hashing",
               help="How TF-IDF becomes --text-dim features: svd (latent semantic analysis, fitted on a sample) "
                    "or hashing (a random projection).")

@@ -22,7 +22,7 @@ from .columns import documents, numeric_matrix, text_values
 from .fingerprints import fingerprint_entries, sparse_fingerprints, worker_tasks
 from .minmax import Entries, entries_buckets, minmax_features, minmax_params, minmax_width, one_hot_features
 from .stats import VOCABULARY_CAP, coarsen, encode_column, quantile_edges
-from .text import features_parallel, fit_text_model
+from .text import auto_dim, features_parallel, fit_text_model
 from .weighting import apply_idf, idf_weights
 from .workers import worker_map, workers_running
 
@@ -172,6 +172,7 @@ def finish_columns(columns, stats, bins):
             sk = stats["sketch"][c.index]
             c.level, c.edges = int(sk[0]), quantile_edges(sk, bins)
         elif c.kind == "text":
+            c.text = auto_dim(c.text, stats["text"][c.index]["rows"])
             c.text_model = fit_text_model(stats["text"][c.index], c.text)
     return columns
 

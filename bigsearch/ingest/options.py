@@ -88,7 +88,7 @@ class LabelOptions(_Group):
 # would be ignored silently.
 _APPLIES_ONLY_WITH = (("counts", False, "smiles_column"), ("fingerprint", "atompair", "smiles_column"),
                       ("gamma", 1.0, "rff"), ("minmax_buckets", 8, "minmax"), ("minmax_power", 1, "minmax"),
-                      ("text_dim", 512, "text_columns"), ("text_projection", "svd", "text_columns"),
+                      ("text_dim", 0, "text_columns"), ("text_projection", "svd", "text_columns"),
                       ("ngram_max", 2, "text_columns"), ("text_sample", 20_000, "text_columns"))
 
 
@@ -110,7 +110,7 @@ class FeatureOptions(_Group):
     minmax_buckets: int = 8           # B buckets per draw: D * B features
     minmax_power: int = 1             # p: the map approximates K^p
     text_columns: tuple = ()          # columns joined into one document, made into text features (ingest/text.py)
-    text_dim: int = 512               # text features after the projection
+    text_dim: int = 0                 # text features after the projection; 0: auto (ingest/text.py)
     text_projection: str = "svd"      # svd | hashing
     ngram_max: int = 2                # word n-grams up to this length
     text_sample: int = 20_000         # documents the svd projection is fitted on

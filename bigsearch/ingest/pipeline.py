@@ -334,11 +334,16 @@ def _column_plans(readers, rule, features):
                                  f"not {readers[0].format.upper()}")
         smiles = _resolve(first, [features.smiles_column], "smiles_column")[0]
     text = _text_plan(readers, features, skip)
+    metadata = _metadata_columns(first) - keep - cat if text is not None else set()
     plans, notes = [], []
     for j, col in enumerate(first.columns):
         if text is not None and j == text.sources[0]:
             plans.append(text)
         if j in skip or (text is not None and j in text.sources):
+            continue
+        if j in metadata:
+            notes.append((col.name, "a document's bibliographic data, not its content (records are compared "
+                          "by their text)", f"features.keep {col.name} to make it a feature too"))
             continue
         if j == smiles:
             for r in readers:
@@ -357,6 +362,16 @@ def _column_plans(readers, rule, features):
             kind = "bins" if features.bins else "number"
         plans.append(ColumnPlan(j, col.name, kind))
     return plans, notes
+
+
+def _metadata_columns(reader):
+    """Columns of bibliographic data beside a document's text: a RIS file's every tag, else
+    the columns playing a role of ingest/documents.py (authors, year, journal, doi, ...)."""
+    if reader.format == "ris":
+        return set(range(len(reader.columns)))
+    roles = document_roles([c.name for c in reader.columns])
+    names = {name for role, name in roles.items() if role not in ("title", "abstract", "label")}
+    return {j for j, c in enumerate(reader.columns) if c.name in names}
 
 
 def _text_plan(readers, features, skip):
@@ -429,8 +444,17 @@ def _drop_free_text(plan, stats, features, reader):
 
 
 def _say_not_features(plan, progress):
+    """One line per reason: a RIS file's dozen tags are one warning, not twelve."""
+    grouped = {}
     for name, why, how in plan.not_features:
-        progress.warn(f"column {name} is not a feature: {why} ({how})")
+        grouped.setdefault(why, []).append((name, how))
+    for why, items in grouped.items():
+        if len(items) == 1:
+            progress.warn(f"column {items[0][0]} is not a feature: {why} ({items[0][1]})")
+        else:
+            names = ", ".join(name for name, _ in items)
+            how = items[0][1].replace(items[0][0], "NAME")
+            progress.warn(f"columns {names} are not features: {why} ({how})")
 
 
 # -- the passes ---------------------------------------------------------------------------

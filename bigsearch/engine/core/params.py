@@ -102,9 +102,9 @@ class ScreenParams(Params):
     mean similarity; neighbour_weight, its weight in standard deviations of the linear score."""
     ridge: float = 1.0
     balance: float = 9.8
-    unread: float = 300.0
+    unread: float = 1000.0
     neighbours: int = 3
-    neighbour_weight: float = 1.0
+    neighbour_weight: float = 0.0
 
     def __post_init__(self) -> None:
         _check_screen(self)
@@ -355,9 +355,9 @@ class ScreenOptions(Options):
     """Screening (engine/methods/screen.py): the parameters of :class:`ScreenParams`."""
     ridge: float = 1.0
     balance: float = 9.8
-    unread: float = 300.0
+    unread: float = 1000.0
     neighbours: int = 3
-    neighbour_weight: float = 1.0
+    neighbour_weight: float = 0.0
 
     def __post_init__(self) -> None:
         _check_screen(self)

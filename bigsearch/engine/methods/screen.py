@@ -8,9 +8,9 @@ nearest relevant records found so far:
 v and b: weighted ridge regression of the answers (1 relevant, 0 not) on the features,
 where the records not read yet count as weak negatives (target 0): the reviewer's
 negatives are the near misses the search asked about, and only the unread records show
-the classifier what an ordinary record looks like (without them it ranks the last
-relevant records 2.6x worse, docs/screening.md). The weights are ASReview's balancing,
-with the unread records counted as ``unread`` negatives between them:
+the classifier what an ordinary record looks like (on a screening set, without them it
+read 1.19x the records it reads with them, docs/screening.md). The weights are ASReview's
+balancing, with the unread records counted as ``unread`` negatives between them:
 
     relevant: 1;  read negatives and the unread as a whole: n_pos / balance together,
     shared as n_neg : unread;  everything scaled to sum to n_labeled + unread,
@@ -19,7 +19,10 @@ with the unread records counted as ``unread`` negatives between them:
 
 Its normal equations need only X^T X and X^T 1 over all records (one pass at the start)
 and the labeled rows: the fit is exact, r x r, and costs no pass; one pass per query
-scores every record (and updates nn from the new positives). t weighs nn as much as the
+scores every record (and updates nn from the new positives). Text features of a small
+corpus have r ~ n (ingest/text.py: one per document, the cosines exact), where an r x r
+solve a query is the cost: while the labels are few the fit is X^T X's eigenbasis (once)
+plus the labels as a low-rank update (Woodbury), checked by its residual. t weighs nn as much as the
 linear score: t = neighbour_weight * sd(x . v) / sd(nn) over the unread records (sd(x . v)
 from X^T X exactly, sd(nn) from the previous pass's sums).
 """
@@ -30,8 +33,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 import scipy.linalg
+from scipy.linalg.blas import daxpy, dger
 
 from ...backends import ChunkStep, StepCall
+from ...errors import NumericalError
 from ...kernels.screen import screen_scores
 from ..core.base import ChunkedSearch, PointArray, StoreLike
 from ..core.params import ScreenOptions, ScreenParams
@@ -54,6 +59,15 @@ def screen_reset_step(x, state, V, b, t, k, label_idx, label_val):
     state.nn1[:] = -np.inf
     state.nn2[:] = -np.inf
     return screen_step(x, state, V, b, t, k, label_idx, label_val)
+
+
+def _add_gram(G: np.ndarray, rows: np.ndarray) -> None:
+    """G += rows^T rows in place (a query's one row: a rank-1 BLAS update, no r x r temporary)."""
+    if len(rows) > 8:
+        G += rows.T @ rows
+        return
+    for x in rows:
+        dger(1.0, x, x, a=G.T, overwrite_a=True)  # G.T: the Fortran-ordered view of G
 
 
 SCREEN = ChunkStep(screen_step)
@@ -98,9 +112,9 @@ class Screen(ChunkedSearch):
         *,
         ridge: float = 1.0,
         balance: float = 9.8,
-        unread: float = 300.0,
+        unread: float = 1000.0,
         neighbours: int = 3,
-        neighbour_weight: float = 1.0,
+        neighbour_weight: float = 0.0,
         backend: Any = "local",
         n_threads: int | None = None,
         store_options: dict[str, Any] | None = None,
@@ -116,6 +130,8 @@ class Screen(ChunkedSearch):
         self.n_pos = self.n_neg = 0
         self.nn_spread = np.zeros(3)  # [sum nn, sum nn^2, count] of the last pass
         self.v, self.b, self.t = np.zeros(r), 0.0, 0.0
+        self._eig: tuple[np.ndarray, np.ndarray] | None = None  # G = Q diag(w) Q^T (low-rank fits)
+        self._coords = np.zeros((0, r))  # Q^T x of the labeled rows, in the order told
 
     # -- the model ----------------------------------------------------------------
     def weights(self) -> tuple[float, float, float]:
@@ -133,15 +149,74 @@ class Screen(ChunkedSearch):
     def _fit(self) -> None:
         """v and b from the normal equations (labeled rows and X^T X only: no pass)."""
         c_pos, c_neg, c_un = self.weights()
-        S2 = c_un * (self.G - self.GP - self.GN) + c_pos * self.GP + c_neg * self.GN
         s1 = c_un * (self.s - self.sP - self.sN) + c_pos * self.sP + c_neg * self.sN
         W = c_un * (self.n - self.n_pos - self.n_neg) + c_pos * self.n_pos + c_neg * self.n_neg
         xbar, ybar = s1 / W, c_pos * self.n_pos / W
-        A = S2 - W * np.outer(xbar, xbar)
-        A[np.diag_indices_from(A)] += self.params.ridge
-        self.v = scipy.linalg.solve(A, c_pos * self.sP - W * xbar * ybar, assume_a="pos")  # A: SPD
+        rhs = c_pos * self.sP - W * xbar * ybar
+        r, m = self.store.r, self.n_pos + self.n_neg
+        v = None
+        if r >= self.LOW_RANK_MIN_FEATURES and 5 * (m + 1) < 2 * r and c_un > 0:
+            v = self._low_rank_solve(c_pos, c_neg, c_un, W, xbar, rhs)
+        self.v = self._full_solve(c_pos, c_neg, c_un, W, xbar, rhs) if v is None else v
+        if not np.all(np.isfinite(self.v)):
+            raise NumericalError("screen: the classifier's weights are not finite (X holds non-finite values?)")
         self.b = float(ybar - xbar @ self.v)
         self.t = self._neighbour_scale()
+
+    # Below this many features the r x r solve is cheap; above, while the labels are fewer than
+    # 40% of r, the fit goes through G's eigendecomposition and the labels' low rank: at r = 2,304
+    # (a screening set's exact text features) 4 GFlop a query become m^2 r.
+    LOW_RANK_MIN_FEATURES = 1024
+    LOW_RANK_TOLERANCE = 1e-8  # relative residual of A v = rhs above which the full solve is used
+
+    def _full_solve(self, c_pos, c_neg, c_un, W, xbar, rhs):
+        """A v = rhs by Cholesky."""
+        # A = c_un (G - GP - GN) + c_pos GP + c_neg GN - W xbar xbar^T + ridge I, in one r x r
+        # buffer (at r = 2,304 the temporaries of the plain expression took 0.2 s a query)
+        A = np.multiply(self.G, c_un)
+        flat = A.reshape(-1)  # a view: BLAS updates it in place
+        daxpy(self.GP.reshape(-1), flat, a=c_pos - c_un)
+        daxpy(self.GN.reshape(-1), flat, a=c_neg - c_un)
+        dger(-W, xbar, xbar, a=A.T, overwrite_a=True)  # A.T: the Fortran-ordered view of A
+        A[np.diag_indices_from(A)] += self.params.ridge
+        # A is SPD (ridge > 0); the store's values are finite, checked at ingest and on read
+        return scipy.linalg.solve(A, rhs, assume_a="pos", overwrite_a=True, check_finite=False)
+
+    def _low_rank_solve(self, c_pos, c_neg, c_un, W, xbar, rhs):
+        """A v = rhs with A = B + U C U^T: B = c_un G + ridge I, diagonal in G's eigenbasis,
+        U = [labeled rows, xbar], C = diag(c_label - c_un, -W) (Woodbury's identity in the
+        form that allows zeros in C). None when the residual says it lost accuracy."""
+        w, Q = self._eigen()
+        coords = self._labeled_coordinates(Q)
+        _, lab = self.history_arrays()
+        pos = np.asarray(lab) >= 0.5
+        d = 1.0 / (c_un * w + self.params.ridge)
+        U = np.vstack([coords, xbar @ Q])  # (m + 1) x r, in the eigenbasis
+        C = np.append(np.where(pos, c_pos - c_un, c_neg - c_un), -W)
+        z = d * (rhs @ Q)
+        K = (U * d) @ U.T
+        y = np.linalg.solve(np.eye(len(C)) + C[:, None] * K, C * (U @ z))
+        v_eig = z - d * (y @ U)
+        residual = (c_un * w + self.params.ridge) * v_eig + (C * (U @ v_eig)) @ U - rhs @ Q
+        if np.linalg.norm(residual) > self.LOW_RANK_TOLERANCE * max(np.linalg.norm(rhs), 1e-300):
+            return None
+        return Q @ v_eig
+
+    def _eigen(self) -> tuple[np.ndarray, np.ndarray]:
+        """G's eigendecomposition, once (G is fixed from the initialization's pass on)."""
+        if self._eig is None:
+            w, Q = np.linalg.eigh(self.G)
+            self._eig = (np.maximum(w, 0.0), Q)
+        return self._eig
+
+    def _labeled_coordinates(self, Q: np.ndarray) -> np.ndarray:
+        """Q^T x of every labeled row in the order told (rows read once: those labeled
+        before the eigenbasis existed, or before a restore, are read here)."""
+        idx, _ = self.history_arrays()
+        if len(self._coords) < len(idx):
+            rows = np.asarray(self.store.read_rows(idx[len(self._coords) :]), np.float64)
+            self._coords = np.vstack([self._coords, rows @ Q])
+        return self._coords[: len(idx)]
 
     def _neighbour_scale(self) -> float:
         """t = neighbour_weight * sd(x . v) / sd(nn) over the unread records."""
@@ -182,7 +257,7 @@ class Screen(ChunkedSearch):
         pos = np.asarray(lab) >= 0.5
         for mask, G, s in ((pos, self.GP, self.sP), (~pos, self.GN, self.sN)):
             if mask.any():
-                G += rows[mask].T @ rows[mask]
+                _add_gram(G, rows[mask])
                 s += rows[mask].sum(axis=0)
         self.n_pos += int(pos.sum())
         self.n_neg += int((~pos).sum())

@@ -27,6 +27,8 @@ A chunk rebuilt after a lost worker has J current (the engine's recipe) and read
 block once; its numbering starts after the updates already sent.
 """
 
+from typing import Any, NamedTuple
+
 import numpy as np
 
 from ...backends import ChunkStep
@@ -318,11 +320,16 @@ def direction_maxima(x, label, u, block_rows):
     return plus, minus
 
 
+class ChunkSummaries(NamedTuple):
+    columns: Any  # summary_step's columns of the chunk's blocks
+    maxima: Any  # (max x . v, max x . (-v)) per block, or None without ``ahead``
+
+
 def summaries_step(x, state, basis, block_rows, ahead):
     """A chunk's block summaries and, given ``ahead`` (u = [v, 0]), its blocks' maxima of
     x . v and x . (-v): one read of the chunk."""
     cols = summary_step(x, state, basis, block_rows)
-    return cols, None if ahead is None else direction_maxima(x, state.label, ahead, block_rows)
+    return ChunkSummaries(cols, None if ahead is None else direction_maxima(x, state.label, ahead, block_rows))
 
 
 # It reads the chunk's labels, state it did not create.
@@ -335,11 +342,11 @@ def summarize(mapper, chunks, basis, block_rows, ahead=None):
     chunk, start, stop = block_layout(chunks, block_rows)
     parts = mapper(SUMMARIES, basis, block_rows, ahead)
     sm = BlockSummaries(
-        block_rows, chunk, start, stop, basis, *(np.concatenate(c) for c in zip(*(p[0] for p in parts)))
+        block_rows, chunk, start, stop, basis, *(np.concatenate(c) for c in zip(*(p.columns for p in parts)))
     )
     if ahead is None:
         return sm, None
-    return sm, tuple(np.concatenate(m) for m in zip(*(p[1] for p in parts)))
+    return sm, tuple(np.concatenate(m) for m in zip(*(p.maxima for p in parts)))
 
 
 def missed_updates(log, pr, run, first=0):
