@@ -80,13 +80,16 @@ def wide():
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_the_low_rank_fit_is_the_reference(store_factory, wide, kind, dtype):
-    """While the labels are fewer than 40% of the features the fit is Woodbury's on G's
+    """While the labels are fewer than the features the fit is Woodbury's on G's
     eigenbasis; after, the Cholesky one: both the reference's f and queries."""
     X, y = wide
     for chunk_rows in chunkings(len(X)):
         with LowRankScreen(store_factory(X, y, kind, dtype, chunk_rows), neighbour_weight=1.5) as search:
-            replay(search, X, y, 30, neighbour_weight=1.5)
-            assert 2 < len(search._coords) < 32  # both fits were used: low rank up to 24 labels
+            replay(search, X, y, 70, neighbour_weight=1.5)
+            assert 2 < search._coords_count < 72  # both fits were used: low rank up to 62 labels
+    for unread in (40.0, 1000.0):  # B = c_un G + ridge I changes every query
+        with LowRankScreen(store_factory(X, y, kind, dtype, 13), unread=unread) as search:
+            replay(search, X, y, 20, unread=unread)
 
 
 def test_a_saved_low_rank_search_continues_exactly(store_factory, wide):

@@ -128,7 +128,9 @@ def screen_options(f):
                      help="screen: how many times less the negatives weigh, in all, than the positives "
                           "(default 9.8, ASReview's)."),
         click.option("--screen-unread", "screen_unread", type=click.FloatRange(0), default=None,
-                     help="screen: how many negatives the records not read count for, in all (default 1000)."),
+                     help="screen: how many negatives the records not read count for, in all (default 0; 1,000 read "
+                          "0.84x ASReview's records on the given screening set, 1.2-1.4x on synthetic ones: "
+                          "docs/screening.md)."),
         click.option("--screen-neighbours", "screen_neighbours", type=click.IntRange(1, 3), default=None,
                      help="screen: nearest relevant records whose similarity is added (default 3)."),
         click.option("--screen-neighbour-weight", "screen_neighbour_weight", type=click.FloatRange(0), default=None,

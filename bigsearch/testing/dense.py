@@ -110,7 +110,7 @@ def dense_fantasized_batch(X, labels, k, pi, eta=0.5, w0=None, fantasy=0.0):
 
 
 @one_blas_thread
-def dense_screen(X, batches, ridge=1.0, balance=9.8, unread=1000.0, neighbours=3, neighbour_weight=0.0):
+def dense_screen(X, batches, ridge=1.0, balance=9.8, unread=0.0, neighbours=3, neighbour_weight=0.0):
     """The screening scores f after labeling ``batches`` (a list of (indices, labels) told
     in turn), replayed from X and the definitions of engine/methods/screen.py: the weighted
     ridge fit from the labeled rows and the unread ones (no sufficient statistics), the

@@ -102,7 +102,7 @@ class ScreenParams(Params):
     mean similarity; neighbour_weight, its weight in standard deviations of the linear score."""
     ridge: float = 1.0
     balance: float = 9.8
-    unread: float = 1000.0
+    unread: float = 0.0
     neighbours: int = 3
     neighbour_weight: float = 0.0
 
@@ -355,7 +355,7 @@ class ScreenOptions(Options):
     """Screening (engine/methods/screen.py): the parameters of :class:`ScreenParams`."""
     ridge: float = 1.0
     balance: float = 9.8
-    unread: float = 1000.0
+    unread: float = 0.0
     neighbours: int = 3
     neighbour_weight: float = 0.0
 
