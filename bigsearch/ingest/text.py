@@ -302,10 +302,12 @@ def _right_singular_vectors(S, k, seed, oversample=10, power=4):
     outnumber the documents of a sample; the terms' side is only reached through sparse
     products (scikit-learn's randomized_svd orthonormalizes terms x k matrices: 40x slower
     on 2,304 abstracts)."""
+    if k + oversample >= S.shape[0]:
+        return _exact_right_singular_vectors(S, k)
     rng = np.random.default_rng(seed)
-    width = min(k + oversample, S.shape[0])
+    width = k + oversample
     Q = np.linalg.qr(S @ rng.standard_normal((S.shape[1], width)))[0]
-    for _ in range(power if width < S.shape[0] else 0):  # Q spans every document already
+    for _ in range(power):
         Q = np.linalg.qr(S @ (S.T @ Q))[0]
     # S^T Q spans the right singular vectors: with B = Q^T S, B B^T = U diag(s^2) U^T and V = B^T U / s
     P = np.asarray(S.T @ Q)  # terms x l
@@ -313,6 +315,19 @@ def _right_singular_vectors(S, k, seed, oversample=10, power=4):
     order = np.argsort(w)[::-1][:k]
     s = np.sqrt(np.maximum(w[order], 0.0))
     return (P @ U[:, order]) / np.where(s > 0, s, 1.0)
+
+
+def _exact_right_singular_vectors(S, k):
+    """The k leading right singular vectors of S exactly, from the documents' Gram matrix
+    S S^T (documents x documents: when k is about the number of documents, the randomized
+    sketch would be as wide as S and cost terms x documents^2; at 2,304 abstracts this takes
+    seconds where that took minutes and gigabytes)."""
+    gram = np.asarray((S @ S.T).todense())
+    w, U = np.linalg.eigh(gram)
+    order = np.argsort(w)[::-1][:k]
+    s = np.sqrt(np.maximum(w[order], 0.0))
+    scale = np.where(s > s[0] * 1e-6, 1.0 / np.where(s > 0, s, 1.0), 0.0)  # (numerically) zero: no direction
+    return np.asarray(S.T @ (U[:, order] * scale))
 
 
 def _weights(indptr, terms, counts, idf, spec, kept=None):
