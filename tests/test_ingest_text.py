@@ -49,6 +49,11 @@ def write_csv(path, rows):
     return path
 
 
+def ingest_text(data, store, *flags):
+    """`bigsearch ingest` of a screening export with its title and abstract as text."""
+    return run_cli("ingest", data, store, "--label-column", "label_included", "--text-column", "title,abstract", *flags)
+
+
 @pytest.fixture(scope="module")
 def screening_csv(tmp_path_factory):
     return write_csv(tmp_path_factory.mktemp("docs") / "export.csv", corpus(300))
@@ -68,19 +73,7 @@ def test_free_text_and_identifiers_are_left_out_and_said(screening_csv, tmp_path
 
 def test_text_features_are_the_text_modules(screening_csv, tmp_path):
     store = tmp_path / "s.zarr"
-    out = run_cli(
-        "ingest",
-        screening_csv,
-        store,
-        "--label-column",
-        "label_included",
-        "--text-column",
-        "title,abstract",
-        "--text-dim",
-        "24",
-        "--text-sample",
-        "200",
-    )
+    out = ingest_text(screening_csv, store, "--text-dim", "24", "--text-sample", "200")
     assert out.returncode == 0, out.stderr
     assert "record_id is not a feature" in out.stderr
     s = bigsearch.open_store(store)
@@ -108,7 +101,7 @@ def test_by_default_a_feature_per_document_and_bibliographic_data_left_out(tmp_p
     ]
     data = write_csv(tmp_path / "export.csv", rows)
     store = tmp_path / "s.zarr"
-    out = run_cli("ingest", data, store, "--label-column", "label_included", "--text-column", "title,abstract")
+    out = ingest_text(data, store)
     assert out.returncode == 0, out.stderr
     assert "columns authors, year, journal are not features: a document's bibliographic data" in out.stderr
     assert "(--keep NAME to make it a feature too)" in out.stderr
@@ -119,17 +112,7 @@ def test_by_default_a_feature_per_document_and_bibliographic_data_left_out(tmp_p
     kept = TextSpec(columns=("title", "abstract"))  # the store's: terms in 2+ documents
     Zk = text_features(docs, fit_text_model(block_text_stats(docs, kept), replace(kept, dim=60)))
     np.testing.assert_allclose(Z, Zk, atol=1e-6)  # the text module's (test_text.py: the cosines exactly)
-    out = run_cli(
-        "ingest",
-        data,
-        tmp_path / "k.zarr",
-        "--label-column",
-        "label_included",
-        "--text-column",
-        "title,abstract",
-        "--keep",
-        "year",
-    )
+    out = ingest_text(data, tmp_path / "k.zarr", "--keep", "year")
     assert out.returncode == 0 and "columns authors, journal are not" in out.stderr
     assert bigsearch.open_store(tmp_path / "k.zarr").r == 61
     info = run_cli("info", store).stdout
@@ -138,19 +121,7 @@ def test_by_default_a_feature_per_document_and_bibliographic_data_left_out(tmp_p
 
 def test_the_documents_stay_for_the_page(screening_csv, tmp_path):
     store = tmp_path / "s.zarr"
-    run_cli(
-        "ingest",
-        screening_csv,
-        store,
-        "--label-column",
-        "label_included",
-        "--text-column",
-        "title,abstract",
-        "--text-dim",
-        "8",
-        "--text-projection",
-        "hashing",
-    )
+    ingest_text(screening_csv, store, "--text-dim", "8", "--text-projection", "hashing")
     s = bigsearch.open_store(store)
     spec = s.attrs[DISPLAY_ATTR]
     assert spec["document"]["title"] == "title" and spec["document"]["abstract"] == "abstract"
@@ -160,21 +131,7 @@ def test_the_documents_stay_for_the_page(screening_csv, tmp_path):
 
 def test_a_numeric_identifier_is_kept_when_asked(screening_csv, tmp_path):
     store = tmp_path / "s.zarr"
-    out = run_cli(
-        "ingest",
-        screening_csv,
-        store,
-        "--label-column",
-        "label_included",
-        "--text-column",
-        "title,abstract",
-        "--text-dim",
-        "8",
-        "--text-projection",
-        "hashing",
-        "--keep",
-        "record_id",
-    )
+    out = ingest_text(screening_csv, store, "--text-dim", "8", "--text-projection", "hashing", "--keep", "record_id")
     assert "record_id" not in out.stderr
     assert bigsearch.open_store(store).r == 9
 

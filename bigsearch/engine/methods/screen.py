@@ -134,6 +134,7 @@ class Screen(ChunkedSearch):
         self._eig: tuple[np.ndarray, np.ndarray] | None = None  # G = Q diag(w) Q^T (low-rank fits)
         self._coords = np.zeros((0, r))  # Q^T x of the labeled rows, in the order told (a buffer)
         self._coords_count = 0
+        self._last_rows: tuple[np.ndarray, np.ndarray] | None = None  # (indices, rows): _rows
         self._products: tuple[np.ndarray, np.ndarray] | None = None  # (d, L diag(d) L^T) of the last fit
 
     # -- the model ----------------------------------------------------------------
@@ -245,7 +246,7 @@ class Screen(ChunkedSearch):
         idx, _ = self.history_arrays()
         have = self._coords_count
         if have < len(idx):
-            rows = np.asarray(self.store.read_rows(idx[have:]), np.float64) @ Q
+            rows = self._rows(idx[have:]) @ Q
             if len(self._coords) < len(idx):
                 grown = np.empty((max(2 * len(self._coords), len(idx), 16), Q.shape[1]))
                 grown[:have] = self._coords[:have]
@@ -289,7 +290,7 @@ class Screen(ChunkedSearch):
         """The labeled rows' sums, by class."""
         if not len(idx):
             return
-        rows = self.store.read_rows(idx).astype(np.float64)
+        rows = self._rows(idx)
         pos = np.asarray(lab) >= 0.5
         for mask, G, s in ((pos, self.GP, self.sP), (~pos, self.GN, self.sN)):
             if mask.any():
@@ -299,8 +300,15 @@ class Screen(ChunkedSearch):
         self.n_neg += int((~pos).sum())
 
     def _positive_rows(self, idx: np.ndarray, lab: np.ndarray) -> np.ndarray:
-        rows = self.store.read_rows(idx[np.asarray(lab) >= 0.5]) if len(idx) else np.zeros((0, self.store.r))
-        return np.asarray(rows, np.float64)
+        return self._rows(idx)[np.asarray(lab) >= 0.5] if len(idx) else np.zeros((0, self.store.r))
+
+    def _rows(self, idx: np.ndarray) -> np.ndarray:
+        """The rows idx (float64), read once for the sums, the positives and the coordinates
+        an update needs: the last rows read are kept until other rows are asked for."""
+        idx = np.asarray(idx)
+        if self._last_rows is None or not np.array_equal(self._last_rows[0], idx):
+            self._last_rows = (idx.copy(), np.asarray(self.store.read_rows(idx), np.float64))
+        return self._last_rows[1]
 
     def _score(self, idx: np.ndarray, lab: np.ndarray, step: ChunkStep, positives: np.ndarray) -> None:
         """Fit, then the pass(es): the new positives' similarities go in a few at a time."""
