@@ -142,8 +142,10 @@ class Stopping:
     query after which it is reached (``stopped_at``, None before)."""
 
     def __init__(self, n, initial, target=None):
-        self.n, self.answers, self.target = n, list(initial), target
-        self.given = len(initial)
+        self.n, self.target = n, target
+        self.given = self.read = len(initial)
+        self.answers = np.empty(max(n, self.given))  # in the order read (an array: no copy a query)
+        self.answers[: self.given] = initial
         self.estimates, self.stopped_at = [], None
 
     def add(self, labels):
@@ -151,11 +153,12 @@ class Stopping:
         from ..engine.guidance.stopping import recall_estimate, stop_reached
 
         for label in labels:
-            self.answers.append(label)
-            e = recall_estimate(self.answers, self.n, given=self.given)
+            self.answers[self.read] = label
+            self.read += 1
+            e = recall_estimate(self.answers[: self.read], self.n, given=self.given)
             self.estimates.append([_rounded(e.recall), _rounded(e.recall_low), _rounded(e.recall_high)])
         if self.target is not None and stop_reached(e, self.target):
-            self.stopped_at = len(self.answers) - self.given
+            self.stopped_at = self.read - self.given
         return self.stopped_at is not None
 
 

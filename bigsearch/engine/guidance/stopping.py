@@ -29,12 +29,14 @@ instead.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from ...errors import ParameterError
+from ...kernels.stopping import remaining_hits
 
 LEVEL = 0.95
 MIN_WINDOW = 100
@@ -110,57 +112,11 @@ def stop_reached(estimate: RecallEstimate, target: float) -> bool:
 
 def _remaining(H, S, W, M, level, b_max):
     """(low, fitted, high) expected hits among the next M records, from H hits at summed
-    distance S in a window of W records, decays up to b_max."""
-    b = DECAYS * b_max
-    E = _geometric_sum(b, W)  # sum_{u<W} e^{b u}
-    loglik = b * S - np.where(H > 0, H * np.log(np.maximum(E, 1e-300) / max(H, 1)) + H, 0.0)
-    best = int(np.argmax(loglik))
-    cut = _chi2_one(2 * level - 1) / 2
-    floor = loglik[best] - cut
-    lam_hat = H / E[best]
-    hi, lo = _lambda_bounds(H, E, b * S - floor)
-    future = _future(b, M)
-    ok = hi > 0
-    high = float(np.max(np.where(ok, hi * future, 0.0))) if ok.any() else 0.0
-    low = float(np.min(np.where(ok, lo * future, np.inf))) if ok.any() else 0.0
-    return low, float(lam_hat * future[best]), max(high, lam_hat * float(future[best]))
+    distance S in a window of W records, decays up to b_max (kernels/stopping.py)."""
+    return remaining_hits(H, S, W, M, _chi2_one(2 * level - 1) / 2, DECAYS, b_max)
 
 
-def _lambda_bounds(H, E, c):
-    """Per decay, the ends (upper, lower) of the lam with H log(lam) - lam E >= -c (the
-    deviance bound); (0, 0) where even the best lam falls short. With lam = (H / E) e^s the
-    condition is e^s - 1 - s <= d / H, d the slack at the best lam: solved for s by bisection."""
-    if H == 0:
-        upper = np.where(c >= 0, c / E, 0.0)  # -lam E >= -c
-        return upper, np.zeros_like(upper)
-    best = H / E
-    d = H * np.log(best) - H + c  # slack at the best lam
-    ok = d >= 0
-    t = np.where(ok, d, 0.0) / H
-    ends = []
-    for outside in (1.0 + 2.0 * np.log1p(t) + np.sqrt(2 * t), -(1.0 + t)):  # where it fails: above, below
-        inside = np.zeros_like(t)  # s = 0 holds
-        for _ in range(60):
-            mid = (inside + outside) / 2
-            good = np.expm1(mid) - mid <= t
-            inside, outside = np.where(good, mid, inside), np.where(good, outside, mid)
-        ends.append(np.where(ok, best * np.exp(inside), 0.0))
-    return ends[0], ends[1]
-
-
-def _geometric_sum(b, W):
-    """sum_{u=0}^{W-1} e^{b u}, also at b = 0."""
-    small = b * W < 1e-8
-    return np.where(small, W, np.expm1(b * W) / np.where(small, 1.0, np.expm1(b)))
-
-
-def _future(b, M):
-    """sum_{k=1}^{M} e^{-b k}: the weight of the M records not read."""
-    small = b < 1e-12
-    safe = np.where(small, 1.0, b)
-    return np.where(small, float(M), np.exp(-safe) * -np.expm1(-safe * M) / -np.expm1(-safe))
-
-
+@functools.cache
 def _chi2_one(p):
     """The p-quantile of chi-square with one degree of freedom: (z_{(1+p)/2})^2."""
     lo, hi = 0.0, 10.0
