@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ..errors import InputError, ParameterError
+from ..kernels.text import project_documents
 
 PROJECTIONS = ("svd", "hashing")
 AUTO = 0  # dim: chosen from the number of documents (auto_dim)
@@ -357,25 +358,15 @@ def text_features(docs, model, out=None):
     indptr, terms, values = tfidf_rows(docs, model)
     m = len(indptr) - 1
     out = np.zeros((m, spec.dim)) if out is None else out
-    rows = np.repeat(np.arange(m), np.diff(indptr))
     if spec.projection == "hashing":
+        rows = np.repeat(np.arange(m), np.diff(indptr))
         mixed = _mix(terms.astype(np.uint64) + np.uint64(spec.seed + 1) * GOLDEN)
         bucket = (mixed % np.uint64(spec.dim)).astype(np.int64)
         sign = np.where((mixed >> np.uint64(63)) == 1, -1.0, 1.0)
         np.add.at(out, (rows, bucket), sign * values)
         return out
-    col = model.columns[terms]
-    keep = col >= 0
-    _project(rows[keep], col[keep], values[keep], model.components, out)
+    project_documents(indptr, model.columns[terms], values, model.components, out)
     return out
-
-
-def _project(rows, cols, values, components, out):
-    """out[rows[t]] += values[t] * components[cols[t]] (a sparse matrix times a dense one)."""
-    import scipy.sparse as sp
-
-    S = sp.csr_matrix((values, (rows, cols)), shape=(out.shape[0], components.shape[0]))
-    out += S @ components
 
 
 # -- a block over the ingest's worker processes ------------------------------------------
