@@ -168,6 +168,7 @@ def main():
     ap.add_argument(
         "--budget-share", type=float, default=1.0, help="bigsearch reads this share of the records (1: all of them)"
     )
+    ap.add_argument("--name", help="the results file's name (default: screening-TAG)")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "bigsearch-screening")
     args = ap.parse_args()
     if not args.asreview:
@@ -261,7 +262,7 @@ def main():
     )
     print(json.dumps(summary, default=float))
     save(
-        f"screening-{args.tag}",
+        args.name or f"screening-{args.tag}",
         {
             "data": str(args.data),
             "n": n,

@@ -59,9 +59,10 @@ def test_scores_and_queries_are_the_references(store_factory, data, kind, dtype)
 
 @pytest.mark.parametrize("weight", [0.0, 2.5])
 @pytest.mark.parametrize("neighbours", [1, 2])
-def test_other_parameters_are_the_references(store_factory, data, weight, neighbours):
+@pytest.mark.parametrize("unread, adapt", [(20.0, True), (20.0, False), (0.0, True)])
+def test_other_parameters_are_the_references(store_factory, data, weight, neighbours, unread, adapt):
     X, y = data
-    params = dict(ridge=0.3, balance=3.0, unread=20.0, neighbours=neighbours, neighbour_weight=weight)
+    params = dict(ridge=0.3, balance=3.0, unread=unread, adapt=adapt, neighbours=neighbours, neighbour_weight=weight)
     with Screen(store_factory(X, y, "zarr", "float32", 13), **params) as search:
         replay(search, X, y, 10, **params)
 
@@ -172,6 +173,7 @@ def test_a_saved_search_continues_exactly(store_factory, data):
         ({"ridge": 0}, "ridge"),
         ({"balance": -1}, "balance"),
         ({"unread": -2}, "unread"),
+        ({"adapt": "yes"}, "adapt"),
         ({"neighbours": 4}, "neighbours"),
         ({"neighbour_weight": -1}, "neighbour_weight"),
     ],

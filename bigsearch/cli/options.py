@@ -116,6 +116,7 @@ def blr_options(f):
 
 
 SCREEN_RENAMED = {"ridge": "--screen-ridge", "balance": "--screen-balance", "unread": "--screen-unread",
+                  "adapt": "--screen-adapt",
                   "neighbours": "--screen-neighbours", "neighbour_weight": "--screen-neighbour-weight"}
 
 
@@ -128,9 +129,11 @@ def screen_options(f):
                      help="screen: how many times less the negatives weigh, in all, than the positives "
                           "(default 9.8, ASReview's)."),
         click.option("--screen-unread", "screen_unread", type=click.FloatRange(0), default=None,
-                     help="screen: how many negatives the records not read count for, in all (default 0; 1,000 read "
-                          "0.84x ASReview's records on the given screening set, 1.2-1.4x on synthetic ones: "
-                          "docs/screening.md)."),
+                     help="screen: how many negatives the records not read count for, in all (default 1,000; "
+                          "0: the answers alone, docs/screening.md)."),
+        click.option("--screen-adapt/--screen-no-adapt", "screen_adapt", default=None,
+                     help="screen: weigh the answers-only ridge and the ridge with the unread records by how "
+                          "each ranked the latest answers (default), or use the second alone."),
         click.option("--screen-neighbours", "screen_neighbours", type=click.IntRange(1, 3), default=None,
                      help="screen: nearest relevant records whose similarity is added (default 3)."),
         click.option("--screen-neighbour-weight", "screen_neighbour_weight", type=click.FloatRange(0), default=None,

@@ -10,6 +10,8 @@ Nothing here shares code with the engine. The many small solves run with one BLA
 thread: threaded BLAS on 100 x 100 systems is slower, and on a loaded machine 60x slower.
 """
 
+import math
+
 import numpy as np
 from threadpoolctl import threadpool_limits
 
@@ -110,37 +112,66 @@ def dense_fantasized_batch(X, labels, k, pi, eta=0.5, w0=None, fantasy=0.0):
 
 
 @one_blas_thread
-def dense_screen(X, batches, ridge=1.0, balance=9.8, unread=0.0, neighbours=3, neighbour_weight=0.0):
+def dense_screen(X, batches, ridge=1.0, balance=9.8, unread=1000.0, adapt=True, neighbours=3, neighbour_weight=0.0,
+                 temperature=2.0, half_life=30):
     """The screening scores f after labeling ``batches`` (a list of (indices, labels) told
     in turn), replayed from X and the definitions of engine/methods/screen.py: the weighted
-    ridge fit from the labeled rows and the unread ones (no sufficient statistics), the
-    similarities to the positives by brute force, and t from the similarities as they stood
-    after the previous batch."""
+    ridge fit from the labeled rows and the unread ones (no sufficient statistics); with
+    ``adapt`` (and unread > 0) the answers-only ridge and the unread one standardized over the
+    unread records and weighed by a softmax of their losses, each told record costing a ridge
+    the normal share of the unread above it (relevant) or below it (not), from the ridges as
+    they stood before; the similarities to the positives by brute force, and t from the
+    similarities as they stood after the previous batch."""
     X = np.asarray(X, np.float64)
     n, r = X.shape
     labels = np.full(n, -1)
     spread, f = None, None
+    losses, ridges = np.zeros(2), []
+    both = adapt and unread > 0
     for idx, lab in batches:
+        for i, y in zip(idx, lab):  # the ridges before this batch rank its answers
+            for k, (lin_k, mean_k, sd_k) in enumerate(ridges):
+                above = 0.5 * math.erfc((lin_k[i] - mean_k) / sd_k / math.sqrt(2))
+                losses[k] = 0.5 ** (1 / half_life) * losses[k] + (above if y >= 0.5 else 1 - above)
         labels[np.asarray(idx)] = lab
-        lab_ = labels >= 0
-        pos, neg, unr = labels == 1, labels == 0, labels < 0
-        n_pos, n_neg = int(pos.sum()), int(neg.sum())
-        neg_each = max(n_pos, 1) / (balance * (n_neg + unread))
-        c = np.where(pos, 1.0, np.where(neg, neg_each, unread * neg_each / max(int(unr.sum()), 1)))
-        c *= (int(lab_.sum()) + unread) / c.sum()
-        target = (labels == 1).astype(np.float64)
-        xbar, ybar = c @ X / c.sum(), c @ target / c.sum()
-        Xc = X - xbar
-        v = np.linalg.solve((Xc.T * c) @ Xc + ridge * np.eye(r), (Xc.T * c) @ (target - ybar))
-        lin = X @ v + (ybar - xbar @ v)
-        k = min(neighbours, n_pos) if neighbour_weight > 0 else 0
+        unr = labels < 0
+        lin = _dense_ridge(X, labels, unread if not both else 0.0, ridge, balance)
+        if both:
+            ridges = []
+            for u in (0.0, unread):
+                lin_k = _dense_ridge(X, labels, u, ridge, balance)
+                sd = lin_k[unr].std()
+                ridges.append((lin_k, lin_k[unr].mean(), sd if sd > 0 else 1.0))
+            w = np.exp(-(losses - losses.min()) / temperature)
+            w /= w.sum()
+            lin = sum(wk * (lin_k - mean_k) / sd_k for wk, (lin_k, mean_k, sd_k) in zip(w, ridges))
+        pos = labels == 1
+        k = min(neighbours, int(pos.sum())) if neighbour_weight > 0 else 0
         near = np.zeros(n)
         if k:
             sims = np.sort(X @ X[pos].T, axis=1)[:, ::-1]
             near = sims[:, :k].mean(axis=1)
         t = 0.0
         if spread is not None and k and neighbour_weight > 0 and spread.std() > 0:
-            t = neighbour_weight * (X[unr] @ v).std() / spread.std()
+            t = neighbour_weight * lin[unr].std() / spread.std()
         f = lin + t * near
         spread = near[unr]
     return f
+
+
+def _dense_ridge(X, labels, unread, ridge, balance):
+    """The class-weighted ridge's scores x . v + b, the unread records as ``unread`` negatives."""
+    pos, neg, unr = labels == 1, labels == 0, labels < 0
+    n_pos, n_neg = int(pos.sum()), int(neg.sum())
+    if n_neg + unread == 0 and n_pos == 0:
+        return np.zeros(len(X))
+    neg_each = max(n_pos, 1) / (balance * (n_neg + unread)) if n_neg + unread > 0 else 0.0
+    c = np.where(pos, 1.0, np.where(neg, neg_each, unread * neg_each / max(int(unr.sum()), 1)))
+    if c.sum() == 0:
+        return np.zeros(len(X))
+    c *= (int((labels >= 0).sum()) + unread) / c.sum()
+    target = pos.astype(np.float64)
+    xbar, ybar = c @ X / c.sum(), c @ target / c.sum()
+    Xc = X - xbar
+    v = np.linalg.solve((Xc.T * c) @ Xc + ridge * np.eye(X.shape[1]), (Xc.T * c) @ (target - ybar))
+    return X @ v + (ybar - xbar @ v)

@@ -98,11 +98,14 @@ class WNASParams(Params):
 class ScreenParams(Params):
     """Screening (engine/methods/screen.py): ridge, the penalty on the weights; balance, how
     many times less the negatives weigh in all than the positives; unread, how many
-    negatives the unread records count for in all; neighbours, k of the nearest positives'
-    mean similarity; neighbour_weight, its weight in standard deviations of the linear score."""
+    negatives the unread records count for in all; adapt, whether the answers-only ridge and
+    the unread one are weighed by their recent ranking of the answers (else the second alone);
+    neighbours, k of the nearest positives' mean similarity; neighbour_weight, its weight in
+    standard deviations of the linear score."""
     ridge: float = 1.0
     balance: float = 9.8
-    unread: float = 0.0
+    unread: float = 1000.0
+    adapt: bool = True
     neighbours: int = 3
     neighbour_weight: float = 0.0
 
@@ -114,6 +117,9 @@ def _check_screen(record: Any) -> None:
     record._set("ridge", _check("ridge", record.ridge, 0, math.inf))
     record._set("balance", _check("balance", record.balance, 0, math.inf))
     record._set("unread", _check("unread", record.unread, 0, math.inf, low_open=False))
+    if not isinstance(record.adapt, bool):
+        raise ParameterError(f"adapt must be true or false, got {record.adapt!r}")
+    record._set("adapt", bool(record.adapt))
     record._set("neighbours", _check_int("neighbours", record.neighbours, 1))
     if record.neighbours > 3:
         raise ParameterError(f"neighbours must be 1, 2 or 3, got {record.neighbours}")
@@ -355,7 +361,8 @@ class ScreenOptions(Options):
     """Screening (engine/methods/screen.py): the parameters of :class:`ScreenParams`."""
     ridge: float = 1.0
     balance: float = 9.8
-    unread: float = 0.0
+    unread: float = 1000.0
+    adapt: bool = True
     neighbours: int = 3
     neighbour_weight: float = 0.0
 

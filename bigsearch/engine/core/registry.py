@@ -119,8 +119,8 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
                "Bayesian linear regression on x . w (greedy, UCB or Thompson; any labels, scores included)",
                sessions=True, options=BLROptions),
     MethodSpec("screen", "bigsearch.engine.methods.screen:Screen",
-               "documents: class-weighted ridge with the unread records as weak negatives, plus the similarity "
-               "to the nearest relevant records", sessions=True, options=ScreenOptions),
+               "documents: class-weighted ridges, on the answers and with the unread records as weak negatives, "
+               "weighed by how each ranks the answers", sessions=True, options=ScreenOptions),
     MethodSpec("rf", "bigsearch.engine.methods.rf:RandomForestSearch",
                "random forest retrained per batch, greedy (MolPAL's model; a baseline, needs scikit-learn)",
                options=RFOptions),

@@ -9,10 +9,13 @@ v and b: weighted ridge regression of the answers (1 relevant, 0 not) on the fea
 with ASReview's balancing: the negatives in all weigh 1/balance of the positives. With
 ``unread`` > 0 the records not read yet count as weak negatives too (target 0), as
 ``unread`` negatives in all: they show the classifier what an ordinary record looks like.
-On the published screening set that read 0.84x ASReview's records (unread 1,000) against
-0.97x without; on synthetic corpora it read 1.2-1.4x more (docs/screening.md): off by
-default. The weights:
-
+Alone, that ridge read 0.84-0.87x ASReview's records on the published screening set but
+1.3-1.4x on synthetic corpora, where the answers-only ridge read 0.98x and 0.84x on the
+published set (docs/screening.md). So by default (``adapt``) the score is both ridges'
+scores, each standardized over the unread records, weighed by a softmax of minus their
+recent losses: each answer costs a ridge the share of the unread records it had put above
+the record when relevant (below it when not; a normal share from the score's exact mean
+and spread), the older answers' costs halving every ADAPT_HALF_LIFE answers. The weights:
     relevant: 1;  read negatives and the unread as a whole: n_pos / balance together,
     shared as n_neg : unread;  everything scaled to sum to n_labeled + unread,
 
@@ -30,10 +33,12 @@ from X^T X exactly, sd(nn) from the previous pass's sums).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import math
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import scipy.linalg
+import scipy.special
 from scipy.linalg.blas import daxpy, dger
 
 from ...backends import ChunkStep, StepCall
@@ -71,6 +76,15 @@ def _add_gram(G: np.ndarray, rows: np.ndarray) -> None:
         dger(1.0, x, x, a=G.T, overwrite_a=True)  # G.T: the Fortran-ordered view of G
 
 
+class Ridge(NamedTuple):
+    """One ridge's weights and the mean and spread of its score over the unread records."""
+
+    v: np.ndarray
+    b: float
+    mean: float
+    sd: float
+
+
 SCREEN = ChunkStep(screen_step)
 SCREEN_RESET = ChunkStep(screen_reset_step)
 
@@ -87,6 +101,10 @@ class Screen(ChunkedSearch):
         How many times less the negatives weigh, in all, than the positives (ASReview's 9.8).
     unread : float
         How many negatives the unread records count for, in all (0: they are left out).
+    adapt : bool
+        With ``unread`` > 0: score by two ridges, the answers alone and the answers with
+        the unread records, each weighed by how well it ranked the latest answers (False:
+        the second ridge alone).
     neighbours : int
         k, the nearest positives whose similarities nn averages (1 to 3).
     neighbour_weight : float
@@ -104,7 +122,7 @@ class Screen(ChunkedSearch):
         PointArray("nn2", np.float64, -np.inf),
         PointArray("f", np.float64, 0.0),
     )
-    SAVED_GLOBALS: ClassVar[tuple[str, ...]] = ("G", "s", "GP", "sP", "GN", "sN", "nn_spread")
+    SAVED_GLOBALS: ClassVar[tuple[str, ...]] = ("G", "s", "GP", "sP", "GN", "sN", "nn_spread", "ridge_losses")
     SAVED_POINT_ARRAYS = ("nn0", "nn1", "nn2")
 
     def __init__(
@@ -113,14 +131,15 @@ class Screen(ChunkedSearch):
         *,
         ridge: float = 1.0,
         balance: float = 9.8,
-        unread: float = 0.0,
+        unread: float = 1000.0,
+        adapt: bool = True,
         neighbours: int = 3,
         neighbour_weight: float = 0.0,
         backend: Any = "local",
         n_threads: int | None = None,
         store_options: dict[str, Any] | None = None,
     ) -> None:
-        options = ScreenOptions(ridge, balance, unread, neighbours, neighbour_weight)  # checked
+        options = ScreenOptions(ridge, balance, unread, adapt, neighbours, neighbour_weight)  # checked
         super().__init__(
             store, ScreenParams(**options.as_dict()), backend=backend, n_threads=n_threads, store_options=store_options
         )
@@ -135,40 +154,95 @@ class Screen(ChunkedSearch):
         self._coords = np.zeros((0, r))  # Q^T x of the labeled rows, in the order told (a buffer)
         self._coords_count = 0
         self._last_rows: tuple[np.ndarray, np.ndarray] | None = None  # (indices, rows): _rows
-        self._products: tuple[np.ndarray, np.ndarray] | None = None  # (d, L diag(d) L^T) of the last fit
+        self._products: dict[float, tuple[np.ndarray, np.ndarray]] = {}  # unread: (d, L diag(d) L^T), last fit
+        self.ridge_losses = np.zeros(2)  # the two ridges' discounted ranking losses (adapt)
+        self._ridges: tuple[Ridge, ...] = ()  # the ridges of the last fit, standardized (adapt)
 
     # -- the model ----------------------------------------------------------------
-    def weights(self) -> tuple[float, float, float]:
+    def weights(self, unread: float | None = None) -> tuple[float, float, float]:
         """(c_pos, c_neg, c_unread): each labeled positive's, labeled negative's and unread
-        record's weight in the fit."""
+        record's weight in the fit (``unread``: the unread records' count as negatives, the
+        parameter's by default)."""
         p = self.params
+        unread = p.unread if unread is None else unread
         n_labeled, n_unread = self.n_pos + self.n_neg, self.n - self.n_pos - self.n_neg
         pos = max(self.n_pos, 1)
-        neg_each = pos / (p.balance * (self.n_neg + p.unread)) if self.n_neg + p.unread > 0 else 0.0
-        unread_each = p.unread * neg_each / n_unread if n_unread else 0.0
+        neg_each = pos / (p.balance * (self.n_neg + unread)) if self.n_neg + unread > 0 else 0.0
+        unread_each = unread * neg_each / n_unread if n_unread else 0.0
         total = self.n_pos + self.n_neg * neg_each + n_unread * unread_each
-        scale = (n_labeled + p.unread) / total if total > 0 else 1.0
+        scale = (n_labeled + unread) / total if total > 0 else 1.0
         return scale, neg_each * scale, unread_each * scale
 
+    # adapt: the two ridges' weights are a softmax of minus their losses over this temperature
+    # (in answers ranked wrongly); an answer's part in a loss halves every ADAPT_HALF_LIFE
+    # answers (measured on the given set and synthetic corpora: docs/screening.md)
+    ADAPT_TEMPERATURE = 2.0
+    ADAPT_HALF_LIFE = 30
+
     def _fit(self) -> None:
-        """v and b from the normal equations (labeled rows and X^T X only: no pass)."""
-        c_pos, c_neg, c_un = self.weights()
+        """v and b (no pass): one ridge, or with ``adapt`` the two ridges' standardized scores
+        weighed by their recent ranking of the answers."""
+        p = self.params
+        if p.unread == 0 or not p.adapt:
+            self.v, self.b = self._ridge(p.unread)
+            self._ridges = ()
+        else:
+            self._ridges = tuple(self._standardized(*self._ridge(u)) for u in (0.0, p.unread))
+            w = self.ridge_weights()
+            self.v = sum(wi / m.sd * m.v for wi, m in zip(w, self._ridges))
+            self.b = float(sum(wi * (m.b - m.mean) / m.sd for wi, m in zip(w, self._ridges)))
+        if not np.all(np.isfinite(self.v)):
+            raise NumericalError("screen: the classifier's weights are not finite (X holds non-finite values?)")
+        self.t = self._neighbour_scale()
+
+    def ridge_weights(self) -> np.ndarray:
+        """The answers-only ridge's and the unread ridge's weights (adapt), summing to 1."""
+        z = -(self.ridge_losses - self.ridge_losses.min()) / self.ADAPT_TEMPERATURE
+        return np.exp(z) / np.exp(z).sum()
+
+    def _rank_answers(self, rows: np.ndarray, lab: np.ndarray) -> None:
+        """Each ridge's loss, from where it put the records just answered among the unread
+        (its standardized score, as a normal share of the unread above): a relevant record
+        costs that share, an irrelevant one the share below it."""
+        if not self._ridges:
+            return
+        decay = 0.5 ** (1.0 / self.ADAPT_HALF_LIFE)
+        for k, m in enumerate(self._ridges):
+            above = scipy.special.ndtr(-((rows @ m.v + m.b - m.mean) / m.sd))
+            for share, relevant in zip(above, np.asarray(lab) >= 0.5):
+                self.ridge_losses[k] = decay * self.ridge_losses[k] + (share if relevant else 1.0 - share)
+
+    def _standardized(self, v: np.ndarray, b: float) -> Ridge:
+        """A ridge with the mean and spread of its score over the unread records (X^T X: exact)."""
+        mean, var = self._unread_moments(v)
+        return Ridge(v, b, mean + b, math.sqrt(var) if var > 0 else 1.0)
+
+    def _unread_moments(self, v: np.ndarray) -> tuple[float, float]:
+        """Mean and variance of x . v over the unread records."""
+        n_un = self.n - self.n_pos - self.n_neg
+        if n_un == 0:
+            return 0.0, 0.0
+        mean = (self.s - self.sP - self.sN) @ v / n_un
+        Gv = self.G @ v - self.GP @ v - self.GN @ v  # three products, no r x r temporary
+        square = float(v @ Gv) / n_un
+        return float(mean), max(square - float(mean) ** 2, 0.0)
+
+    def _ridge(self, unread: float) -> tuple[np.ndarray, float]:
+        """The class-weighted ridge's v and b with the unread records as ``unread`` negatives."""
+        c_pos, c_neg, c_un = self.weights(unread)
         s1 = c_un * (self.s - self.sP - self.sN) + c_pos * self.sP + c_neg * self.sN
         W = c_un * (self.n - self.n_pos - self.n_neg) + c_pos * self.n_pos + c_neg * self.n_neg
         if W <= 0:  # no answers and the unread records left out: nothing to fit, every score alike
-            self.v, self.b, self.t = np.zeros(self.store.r), 0.0, 0.0
-            return
+            return np.zeros(self.store.r), 0.0
         xbar, ybar = s1 / W, c_pos * self.n_pos / W
         rhs = c_pos * self.sP - W * xbar * ybar
         r, m = self.store.r, self.n_pos + self.n_neg
         v = None
         if r >= self.LOW_RANK_MIN_FEATURES and m + 1 < r:
-            v = self._low_rank_solve(c_pos, c_neg, c_un, W, xbar, rhs)
-        self.v = self._full_solve(c_pos, c_neg, c_un, W, xbar, rhs) if v is None else v
-        if not np.all(np.isfinite(self.v)):
-            raise NumericalError("screen: the classifier's weights are not finite (X holds non-finite values?)")
-        self.b = float(ybar - xbar @ self.v)
-        self.t = self._neighbour_scale()
+            v = self._low_rank_solve(c_pos, c_neg, c_un, W, xbar, rhs, unread)
+        if v is None:
+            v = self._full_solve(c_pos, c_neg, c_un, W, xbar, rhs)
+        return v, float(ybar - xbar @ v)
 
     # Below this many features the r x r solve is cheap; above, while the labels are fewer than
     # the features, the fit goes through G's eigendecomposition and the labels' low rank: at
@@ -190,7 +264,7 @@ class Screen(ChunkedSearch):
         # A is SPD (ridge > 0); the store's values are finite, checked at ingest and on read
         return scipy.linalg.solve(A, rhs, assume_a="pos", overwrite_a=True, check_finite=False)
 
-    def _low_rank_solve(self, c_pos, c_neg, c_un, W, xbar, rhs):
+    def _low_rank_solve(self, c_pos, c_neg, c_un, W, xbar, rhs, unread):
         """A v = rhs with A = B + U C U^T: B = c_un G + ridge I, diagonal in G's eigenbasis,
         U = [labeled rows, xbar], C = diag(c_label - c_un, -W) (Woodbury's identity in the
         form that allows zeros in C). None when the residual says it lost accuracy."""
@@ -201,7 +275,7 @@ class Screen(ChunkedSearch):
         _, lab = self.history_arrays()
         C = np.append(np.where(np.asarray(lab) >= 0.5, c_pos - c_un, c_neg - c_un), -W)
         K = np.empty((len(C), len(C)))
-        K[:-1, :-1] = self._labeled_products(L, d)
+        K[:-1, :-1] = self._labeled_products(L, d, unread)
         K[-1, :-1] = K[:-1, -1] = L @ (d * x)
         K[-1, -1] = x @ (d * x)
         z = d * (rhs @ Q)
@@ -213,11 +287,12 @@ class Screen(ChunkedSearch):
             return None
         return Q @ v_eig
 
-    def _labeled_products(self, L: np.ndarray, d: np.ndarray) -> np.ndarray:
+    def _labeled_products(self, L: np.ndarray, d: np.ndarray, unread: float) -> np.ndarray:
         """L diag(d) L^T, the rows of earlier queries kept while d is the same (it is while
-        the unread records are left out: d = 1 / ridge), so a query adds one row, m r."""
+        the unread records are left out: d = 1 / ridge), so a query adds one row, m r; kept
+        per ridge (``unread``), as adapt fits two."""
         m = len(L)
-        cached = self._products
+        cached = self._products.get(unread)
         if cached is None or not np.array_equal(cached[0], d) or len(cached[1]) > m:
             cached = (d, np.zeros((0, 0)))
         old = cached[1]
@@ -229,7 +304,7 @@ class Screen(ChunkedSearch):
         new = (L[k:] * d) @ L.T  # (m - k) x m
         out[k:, :] = new
         out[:k, k:] = new[:, :k].T
-        self._products = (d, out)
+        self._products[unread] = (d, out)
         return out
 
     def _eigen(self) -> tuple[np.ndarray, np.ndarray]:
@@ -262,11 +337,7 @@ class Screen(ChunkedSearch):
         if w == 0 or count < 2 or self.n_pos == 0:
             return 0.0
         nn_var = max(squares / count - (total / count) ** 2, 0.0)
-        n_un = self.n - self.n_pos - self.n_neg
-        mean = (self.s - self.sP - self.sN) / n_un
-        G_un = (self.G - self.GP - self.GN) / n_un
-        lin_var = max(float(self.v @ G_un @ self.v - (mean @ self.v) ** 2), 0.0)
-        return w * float(np.sqrt(lin_var / nn_var)) if nn_var > 0 else 0.0
+        return w * float(np.sqrt(self._unread_moments(self.v)[1] / nn_var)) if nn_var > 0 else 0.0
 
     @property
     def k_used(self) -> int:
@@ -283,6 +354,7 @@ class Screen(ChunkedSearch):
         self._ready = True
 
     def _update(self, idx: np.ndarray, lab: np.ndarray) -> None:
+        self._rank_answers(self._rows(idx), lab)
         self._count(idx, lab)
         self._score(idx, lab, SCREEN, self._positive_rows(idx, lab))
 
