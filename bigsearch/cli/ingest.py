@@ -130,6 +130,12 @@ def _stage_text(name, stage):
             f"{stage['MB_per_second']:,.1f} MB/s)")
 
 
+def _passes_text(passes, rows):
+    """'statistics 20.1 s (49,751 rows/s); fit 9.8 s; writing 60.3 s (16,584 rows/s)'."""
+    return "; ".join(f"{name} {s:.1f} s" + ("" if name == "fit" or not s else f" ({rows / s:,.0f} rows/s)")
+                     for name, s in passes.items())
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str), metavar="SRC... OUT")
 @click.option("--format", "fmt", default=None, metavar="FORMAT",
@@ -244,6 +250,8 @@ def ingest(paths, scheduler, cluster, quiet, **flags):
                    f"({summary['rows_read']:,} rows read{labels_text}) in {summary['seconds']:.1f} s, "
                    f"{input_rate(summary['input_bytes'], summary['seconds'])}", err=True)
         click.echo("per stage: " + "; ".join(_stage_text(name, s) for name, s in summary["stages"].items()), err=True)
+        if "statistics" in summary.get("passes", {}):
+            click.echo("per pass: " + _passes_text(summary["passes"], summary["rows_read"]), err=True)
         if summary.get("label_column_found"):
             name = summary["label_column_found"]
             click.echo(f"column {name!r} looks like labels (a reviewer's decisions); it was not used as labels: "

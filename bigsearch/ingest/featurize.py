@@ -22,7 +22,7 @@ from .columns import documents, numeric_matrix, text_values
 from .fingerprints import fingerprint_entries, sparse_fingerprints, worker_tasks
 from .minmax import Entries, entries_buckets, minmax_features, minmax_params, minmax_width, one_hot_features
 from .stats import VOCABULARY_CAP, coarsen, encode_column, quantile_edges
-from .text import auto_dim, features_parallel, fit_text_model
+from .text import auto_dim, fit_text_model, text_features
 from .weighting import apply_idf, idf_weights
 from .workers import worker_map, workers_running
 
@@ -196,7 +196,7 @@ def encode(block, plan):
         elif c.kind == "fingerprint":
             encode_column(block, c.index, c.fingerprint, Z[:, offset:offset + c.width])
         elif c.kind == "text":
-            features_parallel(documents(block, c.sources), c.text_model, Z[:, offset:offset + c.width])
+            text_features(documents(block, c.sources), c.text_model, Z[:, offset:offset + c.width])
         else:
             codes = _category_codes(block, c)
             hit = codes >= 0

@@ -44,7 +44,11 @@ STAGES = ("read", "featurize", "map", "write")      # of the writing pass, timed
 # Blocks of molecules featurized ahead of the one written: the worker processes parse (and map)
 # the next blocks' SMILES while this one's rows are made and written.
 FINGERPRINT_BLOCKS_AHEAD = 2
-TEXT_BLOCKS_AHEAD = 2         # ... and blocks of documents tokenized ahead (ingest/text.py's tasks)
+TEXT_BLOCKS_AHEAD = 2         # ... and blocks of documents featurized ahead, one a core (text.py's kernels)
+# Text read per parser call when the recipe has text features and source.block_bytes is its
+# default: 5,000 abstracts, a few hundred ms of a block thread's work (1 MiB, 670 abstracts,
+# repeated the per-block work of both passes 1,500x on a million abstracts).
+TEXT_BLOCK_BYTES = 8 << 20
 
 
 class Progress:
@@ -75,7 +79,7 @@ def ingest(sources, out, *, source=None, labels=None, features=None, output=None
     """
     source, labels, features, output = _groups(source, labels, features, output)
     mapper = block_mapper(backend)
-    here = (features.smiles_column is not None or bool(features.text_columns)) and not mapper.remote_capable
+    here = features.smiles_column is not None and not mapper.remote_capable   # text runs on threads (text.py)
     kernels = load_kernels if features.minmax_spec else None     # the map runs in the workers (featurize.py)
     with fingerprint_workers(kernels) if here else nullcontext():  # before any thread starts (workers.py)
         return _ingest(sources, out, source, labels, features, output, progress, command, mapper)
@@ -96,11 +100,17 @@ def _ingest(sources, out, source, labels, features, output, progress, command, m
         raise ParameterError("prevalence needs labels: give labels.column (or labels.files)")
     plan = _plan(readers, rule, features)
     _check_plan_size(plan)
+    if block_bytes == BLOCK_BYTES and any(c.kind == "text" for c in plan.columns):
+        block_bytes = TEXT_BLOCK_BYTES
     stats = None
+    passes = {}
     if _needs_statistics(plan, labels):
+        started = time.perf_counter()
         stats = _first_pass(readers, label_readers, plan, rule, block_bytes, progress, mapper)
+        fitting = time.perf_counter()
         _drop_free_text(plan, stats, features, readers[0])
         finish_plan(plan, stats, features.bins)
+        passes = {"statistics": fitting - started, "fit": time.perf_counter() - fitting}
         _check_plan_size(plan)
         _check_positives(readers, rule, stats, progress)
     _say_not_features(plan, progress)
@@ -123,6 +133,7 @@ def _ingest(sources, out, source, labels, features, output, progress, command, m
                      labels=rule is not None, ids_dtype=ids_dtype, overwrite=output.overwrite,
                      compressors=compressors) as writer:
         keeper = display_keeper(readers, writer)
+        writing = time.perf_counter()
         totals = _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids,
                               ids_dtype is not None, block_bytes, progress, mapper, stats is not None, keeper)
         record_display(writer, keeper)
@@ -135,6 +146,7 @@ def _ingest(sources, out, source, labels, features, output, progress, command, m
                          provenance=_provenance(readers, label_readers, totals, command))
         closing = time.perf_counter()
     totals["seconds"]["write"] += time.perf_counter() - closing     # the last chunks, the publishing
+    passes["writing"] = time.perf_counter() - writing
     stages = _stages(totals["seconds"], totals["rows"], writer.n, sum(r.size for r in readers), plan, writer)
     if output.cluster_order is not None:
         out = _reorder(out, final, output, kind, compressors, encoding)
@@ -145,7 +157,7 @@ def _ingest(sources, out, source, labels, features, output, progress, command, m
             "binary_possible": writer.binary_possible and encoding in ("float32", "float64"),
             "bits_set": writer.bits_set() if writer.binary_possible else None,
             "int8_exact": writer.int8_exact and encoding in ("float32", "float64"),
-            "encoding": encoding, "stages": stages, "label_mapping": mapping,
+            "encoding": encoding, "stages": stages, "passes": passes, "label_mapping": mapping,
             "label_column_found": _label_column_found(readers, rule)}
 
 
@@ -528,7 +540,7 @@ def _first_pass(readers, label_readers, plan, rule, block_bytes, progress, mappe
     steps = _steps(_blocks(readers, label_readers, block_bytes, progress, "pass 1/2: statistics"),
                    max(len(readers[0].columns), sum(c.width for c in plan.columns if c.kind == "fingerprint"), 1))
     texts = {c.index: (c.sources, c.text) for c in plan.columns if c.kind == "text"} or None
-    ahead = TEXT_BLOCKS_AHEAD if texts and not mapper.remote_capable else 0    # blocks' parts on every worker
+    ahead = TEXT_BLOCKS_AHEAD if texts and not mapper.remote_capable else 0    # a block on every core
     for _, _, s in mapper.imap(block_stats, steps, kinds, rule, nonzero, texts, ahead=ahead):
         stats = s if stats is None else merge_stats(stats, s)
     return stats
@@ -552,6 +564,8 @@ def _write_blocks(readers, label_readers, plan, rule, subsample, writer, carry_i
     label = "pass 2/2: writing" if stats_pass else "writing"
     steps = _timed(_steps(_blocks(readers, label_readers, block_bytes, progress, label), width), seconds)
     ahead = FINGERPRINT_BLOCKS_AHEAD if any(c.kind == "fingerprint" for c in plan.columns) else 0
+    if any(c.kind == "text" for c in plan.columns):
+        ahead = TEXT_BLOCKS_AHEAD      # the next blocks featurized beside this one's writing
     dtype = _features_dtype(writer.encoding)
     if not mapper.remote_capable:
         dtype = RowBuffers(dtype)       # reused arrays for the map's rows (featurize.py)

@@ -17,7 +17,7 @@ import numpy as np
 
 from .columns import documents, numeric_matrix, text_values
 from .labels import label_block
-from .text import block_stats_parallel, merge_text_stats
+from .text import block_text_stats, merge_text_stats
 from .weighting import document_frequency
 
 SKETCH_CAP = 1 << 14
@@ -36,7 +36,7 @@ def block_stats(block, columns, label_rule, nonzero=None, texts=None):
     stats = {"rows": len(block), "labels": Counter(), "label_values": set(), "matched": set(),
              "vocab": {}, "chars": {}, "sketch": {}, "df": {}, "text": {}}
     for j, (sources, spec) in (texts or {}).items():
-        stats["text"][j] = block_stats_parallel(documents(block, sources), spec)
+        stats["text"][j] = block_text_stats(documents(block, sources), spec)
     for j, spec in (nonzero or {}).items():
         stats["df"][j] = document_frequency(encode_column(block, j, spec))
     if label_rule is not None:
