@@ -53,10 +53,14 @@ def small_data():
     return X, y
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def client():
-    """A dask Client on a real LocalCluster of two single-threaded worker processes, one per
-    test module (a module may define its own, e.g. test_distributed_loss.py's)."""
+    """A dask Client on a real LocalCluster of two single-threaded worker processes, one for
+    the whole run (the tests that use it are one xdist group, so one worker process starts it:
+    its workers import bigsearch and load the kernels once, not once per module). A test that
+    kills or stops workers starts a cluster of its own (test_distributed_loss.py's,
+    test_pruning_distributed.py's), and so may a module whose workers need something set
+    before they start (test_object_store.py's: the S3 server's address)."""
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
@@ -257,7 +261,20 @@ class Lanes:
                 item.add_marker(pytest.mark.xdist_group("one_at_a_time"))
 
 
+def compile_bytecode(config):
+    """bigsearch's sources compiled to bytecode once, before any test (what .ci/run does): where
+    PYTHONDONTWRITEBYTECODE is set (container images), each of the suite's CLI subprocesses
+    would otherwise compile them again (0.16 s of CPU each, measured). In the controlling
+    process only (xdist's workers start after it); up-to-date files are left as they are."""
+    if hasattr(config, "workerinput"):
+        return
+    import compileall
+
+    compileall.compile_dir(Path(bigsearch.__file__).parent, quiet=1)
+
+
 def pytest_configure(config):
+    compile_bytecode(config)
     for marker in USES:
         config.addinivalue_line("markers", f"{marker}: applied by tests/conftest.py (USES); implies slow")
     config.addinivalue_line("markers", "xdist_group(name): pytest-xdist's, given by tests/conftest.py (ONE_AT_A_TIME)")

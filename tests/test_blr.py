@@ -9,13 +9,13 @@ import itertools
 
 import numpy as np
 import pytest
-from distributed import Client, LocalCluster
 from scipy.linalg import solve_triangular
 from scipy.optimize import minimize
 
 import bigsearch
 from bigsearch.engine.methods import blr_evidence
 from bigsearch.errors import LabelError
+from bigsearch.testing.dense import one_blas_thread
 
 from conftest import DTYPES, KINDS, chunkings
 
@@ -257,15 +257,6 @@ def test_ridge_factor_is_A():
     assert np.abs(np.cov(U.T) - expected).max() < 0.02 * np.abs(expected).max()
 
 
-@pytest.fixture(scope="module")
-def client():
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
-        Client(cluster) as c,
-    ):
-        yield c
-
-
 @pytest.mark.parametrize("acquisition", ["greedy", "ucb"])
 def test_the_dask_backend_asks_the_same(store_factory, client, acquisition):
     X, y = data(n=100, seed=6)
@@ -291,6 +282,7 @@ def gaussian_log_density(y, C):
     return -0.5 * (z @ z) - np.log(np.diag(L)).sum() - 0.5 * len(y) * np.log(2 * np.pi)
 
 
+@one_blas_thread  # hundreds of Cholesky factors of up to 299 x 299: threaded, 10-30x slower on a busy machine
 def reference_fit(XL, y, starts=([0.0, 0.0], [3.0, -2.0], [-3.0, 1.0]), prior=True):
     """(lam, s2) maximizing the Gaussian likelihood of the labels with the intercept
     integrated out (flat prior): that of the labels' n - 1 coordinates in a basis
