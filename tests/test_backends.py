@@ -35,15 +35,30 @@ def data():
     return clustered_points(230, 5, prevalence=0.1, seed=3)
 
 
+CHUNKINGS = [1, 7, 230]
+
+
+def pytest_generate_tests(metafunc):
+    """Every test of a backend on stores of one-row chunks, chunks that do not divide n and
+    one chunk; an engine on the backend on those its class names (``engine_chunkings``)."""
+    if "chunk_rows" in metafunc.fixturenames:
+        rows = CHUNKINGS
+        if metafunc.function.__name__ == "test_an_engine_on_it_asks_what_the_local_engine_asks":
+            rows = metafunc.cls.engine_chunkings
+        metafunc.parametrize("chunk_rows", rows, ids=lambda c: f"chunk{c}")
+
+
 class BackendTests:
     """What every backend must do; subclasses give ``make(store)``."""
+
+    engine_chunkings = CHUNKINGS
 
     def make(self, store):
         raise NotImplementedError
 
-    @pytest.fixture(params=[1, 7, 230], ids=lambda c: f"chunk{c}")
-    def backend(self, request, tmp_path, data):
-        store = open_store(write_store(tmp_path, *data, dtype="float64", chunk_rows=request.param))
+    @pytest.fixture
+    def backend(self, tmp_path, data, chunk_rows):
+        store = open_store(write_store(tmp_path, *data, dtype="float64", chunk_rows=chunk_rows))
         backend = self.make(store)
         yield backend
         backend.close()
@@ -122,6 +137,10 @@ class TestLocalBackend(BackendTests):
 
 
 class TestDistributedBackend(BackendTests):
+    # One-row chunks on the cluster: test_las_exact_distributed.py's engines against the dense
+    # reference (here an engine on 230 one-row chunks took a minute on two loaded cores)
+    engine_chunkings = [7, 230]
+
     @pytest.fixture(autouse=True)
     def _client(self, client):
         self.client = client

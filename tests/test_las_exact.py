@@ -1,6 +1,6 @@
 """LAS against the independent dense reference: f, the impact factor and the queries,
 for every store kind, dtype and chunking (1 row, 7 rows, all rows). On the local backend
-here; test_las_exact_distributed.py runs these same tests on a dask cluster."""
+here; test_las_exact_distributed.py runs the tests that take a backend on a dask cluster."""
 
 import itertools
 
@@ -94,7 +94,7 @@ def test_wnas_matches_definition(backend, small_data, store_factory, kind, dtype
     X, y = small_data
     path = store_factory(X, y, kind, dtype, chunk_rows)
     Xs = stored_X(path)
-    search = bigsearch.WNAS(path)
+    search = bigsearch.WNAS(path, backend=backend)
     labels = np.full(len(y), -1)
     first = int(np.flatnonzero(y)[0])
     search.tell(first, 1)
