@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import bigsearch
+from bigsearch import Session
 from bigsearch.backends import Backend
 from bigsearch.backends.distributed import Distributed, PersistedChunks
 from bigsearch.errors import ClusterError
@@ -173,23 +174,27 @@ def test_unreachable_scheduler_is_a_one_line_error(tmp_path, monkeypatch):
 
 
 def test_session_commands_on_a_cluster_follow_the_local_session(client, data, tmp_path):
-    """new / label / next / undo through --scheduler ask what a local session asks."""
+    """new / label / next / undo through --scheduler ask what the same session asks on the
+    local backend, step by step (the local session's commands: test_session_cli.py)."""
     X, y = data
     store = bigsearch.create_store(tmp_path / "s.zarr", X, y, chunk_rows=64)
     first = int(np.flatnonzero(y)[0])
     on_cluster = ["--scheduler", client.scheduler.address]
-    nexts = {}
-    for name, where in (("local", []), ("cluster", on_cluster)):
-        d = tmp_path / name
-        assert run_cli("session", "new", store, d, "--alpha", "0.01", "--pi", 0.1, *where).returncode == 0
-        assert run_cli("session", "label", d, first, 1, *where).returncode == 0
-        for _ in range(3):
-            out = json.loads(run_cli("session", "next", d, "--json", *where).stdout)
-            i = out[0]["index"]
-            assert run_cli("session", "label", d, i, int(y[i]), *where).returncode == 0
-        assert run_cli("session", "undo", d, 1, *where).returncode == 0
-        nexts[name] = json.loads(run_cli("session", "next", d, "-k", 5, "--json", *where).stdout)
-    assert nexts["local"] == nexts["cluster"]
+    d = tmp_path / "cluster"
+    assert run_cli("session", "new", store, d, "--alpha", "0.01", "--pi", 0.1, *on_cluster).returncode == 0
+    assert run_cli("session", "label", d, first, 1, *on_cluster).returncode == 0
+    with Session.create(store, tmp_path / "local", alpha=0.01, pi=0.1) as local:
+        local.tell(first, 1)
+        out = json.loads(run_cli("session", "next", d, "--json", *on_cluster).stdout)
+        assert [{**r, "record": None} for r in out] == [{**r, "record": None} for r in local.candidates(1)]
+        i = out[0]["index"]
+        assert run_cli("session", "label", d, i, int(y[i]), *on_cluster).returncode == 0
+        local.tell(i, int(y[i]))
+        assert run_cli("session", "undo", d, 1, *on_cluster).returncode == 0
+        local.undo(1)
+        expected = [{**r, "record": None} for r in local.candidates(5)]
+    got = json.loads(run_cli("session", "next", d, "-k", 5, "--json", *on_cluster).stdout)
+    assert [{**r, "record": None} for r in got] == expected
 
 
 def test_refresh_on_the_cluster_matches_local(client, data, store_factory):
