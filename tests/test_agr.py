@@ -74,8 +74,8 @@ def dense_kmeans(X, k, seed, iterations, sample_size):
     return centers
 
 
-def dense_agr_f(X, anchors, labels, s=3, gamma=0.01, iterations=10):
-    """f = Z a / (1^T Z a) with a = (Z_l^T Z_l + gamma L~ + 1e-6 I)^-1 Z_l^T y_l, all dense."""
+def dense_agr_embedding(X, anchors, s=3, iterations=10):
+    """Z: each row's LAE weights on its s nearest anchors (the labels do not enter it)."""
     n, k = len(X), len(anchors)
     D = ((X[:, None, :] - anchors[None, :, :]) ** 2).sum(axis=2)
     unit = anchors / np.linalg.norm(anchors, axis=1, keepdims=True)
@@ -83,13 +83,19 @@ def dense_agr_f(X, anchors, labels, s=3, gamma=0.01, iterations=10):
     for i in range(n):
         near = np.argsort(D[i], kind="stable")[:s]
         Z[i, near] = dense_lae(X[i] / np.linalg.norm(X[i]), unit[near].T, iterations)
+    return Z
+
+
+def dense_agr_f(Z, labels, gamma=0.01):
+    """f = Z a / (1^T Z a) with a = (Z_l^T Z_l + gamma L~ + 1e-6 I)^-1 Z_l^T y_l, all dense."""
+    k = Z.shape[1]
     T = Z.T @ Z
     lam = Z.sum(axis=0)
     L = T - T @ np.diag(np.where(lam > 0, 1 / np.where(lam > 0, lam, 1), 0)) @ T
     lab = np.flatnonzero(labels >= 0)
     Zl = Z[lab]
     a = np.linalg.solve(Zl.T @ Zl + gamma * L + 1e-6 * np.eye(k), Zl.T @ labels[lab])
-    return Z @ a / (Z @ a).sum(), Z
+    return Z @ a / (Z @ a).sum()
 
 
 # -- the engine ----------------------------------------------------------------------------
@@ -106,8 +112,9 @@ def test_agr_f_and_queries_equal_the_dense_anchor_graph(store_factory, tmp_path,
     Xs = open_store(store).read_rows(np.arange(len(y)))            # float32 as stored
     anchors = dense_kmeans(Xs, 24, seed=0, iterations=20, sample_size=len(Xs))   # AGR's defaults
     np.testing.assert_allclose(search.anchors, anchors, rtol=1e-10, atol=1e-12)
+    Z = dense_agr_embedding(Xs, anchors)
     for _ in range(6):
-        f, Z = dense_agr_f(Xs, anchors, labels)
+        f = dense_agr_f(Z, labels)
         np.testing.assert_allclose(search.f, f, rtol=1e-9, atol=1e-12)
         i = int(np.flatnonzero(labels < 0)[np.argmax(f[labels < 0])])
         assert search.ask() == i
