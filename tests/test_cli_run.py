@@ -11,14 +11,14 @@ from conftest import run_cli, run_on_a_terminal
 
 
 def test_run_writes_the_documented_record(tmp_path):
-    X, y = clustered_points(3000, 16, prevalence=0.02, seed=5)
-    store = bigsearch.create_store(tmp_path / "s.h5", X, y, chunk_rows=500)
+    X, y = clustered_points(1000, 16, prevalence=0.02, seed=5)    # (ASG, dense: O(n^2) a query)
+    store = bigsearch.create_store(tmp_path / "s.h5", X, y, chunk_rows=170)
     out = tmp_path / "out"
     res = run_cli("run", store, "--method", "las,wnas,asg,random", "--budget", 25, "--seed", 3,
                   "--alpha", 1e-3, "--out", out)
     assert res.returncode == 0, res.stderr
     record = json.loads((out / "results.json").read_text())
-    assert record["n"] == 3000 and record["budget"] == 25
+    assert record["n"] == 1000 and record["budget"] == 25
     runs = {r["method"]: r for r in record["runs"]}
     assert set(runs) == {"las", "wnas", "asg", "random"}
     for r in runs.values():
@@ -28,7 +28,7 @@ def test_run_writes_the_documented_record(tmp_path):
             assert label == y[i] and h1 - h0 == label
         assert len({i for i, _ in r["queries"]} | {r["init"][0][0]}) == 26
         assert r["timings"]["init_seconds"] >= 0 and len(r["timings"]["iteration_seconds"]) == 24
-    assert runs["las"]["params"]["alpha"] == 1e-3 and runs["las"]["params"]["w0"] == 1 / 3000
+    assert runs["las"]["params"]["alpha"] == 1e-3 and runs["las"]["params"]["w0"] == 1 / 1000
     assert runs["las"]["queries"] == runs["asg"]["queries"]       # ASG and LAS agree
     assert runs["las"]["hits"][-1] > runs["random"]["hits"][-1]
     # the same command with the same seed gives the same queries

@@ -61,12 +61,12 @@ def test_the_quickstart_runs_as_written(tmp_path):
         assert args[0] == "bigsearch", f"the quickstart runs only bigsearch and pip: {text}"
         if args[1:3] == ["session", "label"]:  # the doc answers what `next` proposed, nothing else
             assert last_next is not None and set(args[4::2]) <= last_next, text
-        if args[1:3] == ["session", "status"]:  # the honest figures first: the recent hit rate
-            status = run_cli(*args[1:], cwd=tmp_path).stdout
-            assert "labels      10: 8 positive, 2 negative (1 undone)" in status, status
-            assert status.index("recent      ") < status.index("left        ") < status.index("score sum")
         res = run_cli(*args[1:], cwd=tmp_path)
         assert res.returncode == 0, f"{text}\n{res.stderr}"
+        if args[1:3] == ["session", "status"]:  # the honest figures first: the recent hit rate
+            status = res.stdout
+            assert "labels      10: 8 positive, 2 negative (1 undone)" in status, status
+            assert status.index("recent      ") < status.index("left        ") < status.index("score sum")
         if args[1:3] == ["session", "next"]:
             shown = re.findall(r"^#\d+: index (\d+)", res.stdout, re.M)
             last_next = set(shown)

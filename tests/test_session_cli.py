@@ -230,7 +230,7 @@ def adult_store(tmp_path):
 
 def test_next_shows_the_record_and_never_the_label_column(tmp_path, adult_store):
     d = tmp_path / "sess"
-    ok("session", "new", adult_store, d, "--pi", 0.2)
+    Session.create(adult_store, d, pi=0.2).close()          # (`session new`: test_a_session_from_the_command_line)
     rows = json.loads(ok("session", "next", d, "-k", 2, "--json").stdout)
     source = (FIXTURES / "adult_head300.data").read_text().splitlines()
     for r in rows:
@@ -252,15 +252,15 @@ def test_new_on_a_labelled_store_requires_pi(tmp_path, store):
     assert "--pi, your guess of the share of positives" in res.stderr and not (tmp_path / "s").exists()
     unlabelled = bigsearch.create_store(tmp_path / "u.zarr", *clustered_points(100, 4, seed=1)[:1], chunk_rows=40)
     ok("session", "new", unlabelled, tmp_path / "u", "--pi", 0.1)
-    ok("session", "new", path, tmp_path / "w", "--method", "wnas")      # WNAS has no prior
+    # (WNAS, which has no prior, needs no --pi: test_wnas_session_and_its_parameters)
 
 
 def test_status_leads_with_the_recent_hit_rate(tmp_path, store):
     path, y = store
     d = tmp_path / "sess"
-    ok("session", "new", path, d, "--pi", 0.1)
     positives = np.flatnonzero(y)[:3]
-    ok("session", "label", d, *[v for i in positives for v in (i, 1)], 0, 0)
+    with Session.create(path, d, pi=0.1) as s:              # (new and label: test_a_session_from_the_command_line)
+        s.tell([*positives.tolist(), 0], [1, 1, 1, 0])
     lines = ok("session", "status", d).stdout.splitlines()
     order = [line.split()[0] for line in lines if line.split()[0] in ("recent", "left", "score")]
     assert order == ["recent", "left", "score"], lines
@@ -272,8 +272,8 @@ def test_status_leads_with_the_recent_hit_rate(tmp_path, store):
 def test_next_is_quiet_unless_verbose(tmp_path, store):
     path, y = store
     d = tmp_path / "sess"
-    ok("session", "new", path, d, "--pi", 0.1, "--prune")
-    ok("session", "label", d, int(np.flatnonzero(y)[0]), 1)
+    with Session.create(path, d, pi=0.1, prune=True) as s:  # `session new --prune`
+        s.tell(int(np.flatnonzero(y)[0]), 1)
     assert ok("session", "next", d).stderr == ""
     assert ok("session", "next", d, "-v").stderr.startswith("las: pruning on")
 
@@ -286,7 +286,7 @@ def test_next_shows_an_image_as_text(tmp_path):
     ok("ingest", tmp_path / "images.npy", tmp_path / "im.zarr", "--labels", tmp_path / "labels.txt",
        "--normalize", "--bias")
     d = tmp_path / "sess"
-    ok("session", "new", tmp_path / "im.zarr", d, "--pi", 0.2)
+    Session.create(tmp_path / "im.zarr", d, pi=0.2).close()
     record = json.loads(ok("session", "next", d, "--json").stdout)[0]
     np.testing.assert_array_equal(record["record"]["pixels"], images[record["index"]].ravel())
     lines = ok("session", "next", d).stdout.splitlines()[1:-1]
