@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import bigsearch
+from bigsearch import Session
 from bigsearch.testing import clustered_points
 
 from conftest import run_cli
@@ -45,9 +46,8 @@ def run_into_closed_pipe(*args):
 def test_a_closed_pipe_ends_quietly(labeled, tmp_path):
     store, y = labeled
     directory = tmp_path / "sess"
-    assert run_cli("session", "new", store, directory, "--pi", 0.1).returncode == 0
-    pos = int(np.flatnonzero(y)[0])
-    assert run_cli("session", "label", directory, pos, 1).returncode == 0
+    with Session.create(store, directory, pi=0.1) as s:  # (new and label: test_session_cli.py)
+        s.tell(int(np.flatnonzero(y)[0]), 1)
     for args in (
         ["session", "status", directory],
         ["session", "next", directory, "-k", 200],

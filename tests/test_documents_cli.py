@@ -1,7 +1,9 @@
 """Documents for screening (issue 38) through the real CLI in subprocesses: RIS and Excel
 files ingested, a session labelled, the decisions exported back (RIS, CSV) and read with
 rispy and csv; the label words and the hint about a label column in the summary; errors as
-one line with exit status 2; the memory of a 20,000-record RIS ingest."""
+one line with exit status 2; the memory of a 20,000-record RIS ingest. The sessions between
+the ingest and the export are made and labelled in this process (Session: what `session new`
+and `session label` run, tested through the command in test_session_cli.py)."""
 
 import csv
 import gzip
@@ -12,6 +14,8 @@ import sys
 import numpy as np
 import pytest
 from test_ingest_documents import rispy_entries, screening_workbook, write_ris
+
+from bigsearch import Session
 
 from conftest import FIXTURES, run_cli
 
@@ -58,8 +62,8 @@ def test_ris_round_trip_through_a_session(tmp_path):
     store, session = tmp_path / "refs.zarr", tmp_path / "screening"
     r = ok(run_cli("ingest", *sources, store, *drop_all_but(sources, "year", "type")))
     assert "13 rows" in r.stderr
-    ok(run_cli("session", "new", store, session, "--pi", "0.2"))
-    ok(run_cli("session", "label", session, "0", "1", "7", "0", "11", "1"))
+    with Session.create(store, session, pi=0.2) as s:
+        s.tell([0, 7, 11], [1, 0, 1])
     r = ok(run_cli("session", "export", session, "--out", tmp_path / "screened.ris"))
     assert "wrote 13 records (3 with a decision)" in r.stderr
     ok(run_cli("session", "export", session, "--out", tmp_path / "screened.csv", "--format", "records"))
@@ -97,8 +101,8 @@ def test_excel_round_trip_with_a_label_column(tmp_path):
         "labels: 1 positive, 1 negative, 1 unlabeled (yes positive, no negative, empty unlabeled: the yes/no "
         "words; --positive VALUE to choose)"
     ) in r.stderr
-    ok(run_cli("session", "new", store, session, "--pi", "0.3"))
-    ok(run_cli("session", "label", session, "2", "1"))
+    with Session.create(store, session, pi=0.3) as s:
+        s.tell(2, 1)
     ok(run_cli("session", "export", session, "--out", tmp_path / "back.csv", "--format", "records"))
     with open(tmp_path / "back.csv", newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
@@ -163,8 +167,8 @@ def test_excel_and_export_errors_are_one_line(tmp_path):
     assert "screening.xlsx: no sheet 'Nope' (sheets: Records, Notes)" in message
     store, session = tmp_path / "x.zarr", tmp_path / "s"
     ok(run_cli("ingest", path, store, *drop_all_but([path], "Publication Year")))
-    ok(run_cli("session", "new", store, session, "--pi", "0.1"))
-    ok(run_cli("session", "label", session, "0", "0.5"))
+    with Session.create(store, session, pi=0.1) as s:
+        s.tell(0, 0.5)
     message = error_line(run_cli("session", "export", session, "--out", tmp_path / "o.ris"))
     assert "point 0's label 0.5 is graded" in message
     (tmp_path / "taken.csv").write_text("mine")
@@ -172,7 +176,7 @@ def test_excel_and_export_errors_are_one_line(tmp_path):
     assert "taken.csv already exists" in message and (tmp_path / "taken.csv").read_text() == "mine"
     np.save(tmp_path / "x.npy", np.eye(4, dtype=np.float32))  # rows of numbers: no records kept
     ok(run_cli("ingest", tmp_path / "x.npy", tmp_path / "n.zarr"))
-    ok(run_cli("session", "new", tmp_path / "n.zarr", tmp_path / "n", "--pi", "0.1"))
+    Session.create(tmp_path / "n.zarr", tmp_path / "n", pi=0.1).close()
     message = error_line(run_cli("session", "export", tmp_path / "n", "--out", tmp_path / "n.ris"))
     assert "n.zarr keeps no records to export" in message and not (tmp_path / "n.ris").exists()
 

@@ -301,8 +301,8 @@ def test_the_page_shows_images_and_records(tmp_path, browser, servers):
                 "--positive", "1", "--normalize", "--bias")
     assert r.returncode == 0, r.stderr
     d = tmp_path / "threes"
-    Session.create(tmp_path / "digits.zarr", d, pi=0.1).close()
-    assert run_cli("session", "label", d, 3, 1).returncode == 0     # one 3 we know, as in sessions.md
+    with Session.create(tmp_path / "digits.zarr", d, pi=0.1) as s:
+        s.tell(3, 1)                                      # one 3 we know, as in sessions.md
     server = servers(d, "--budget", "40").start()
     browser.get(server.url)
     y = (digits.target == 3).astype(int)
