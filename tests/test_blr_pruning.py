@@ -374,54 +374,48 @@ def first_query_rows(path, y, acquisition, backend):
     return e.query_bytes[0] // e.store.bytes_per_point
 
 
-def test_the_dask_backend_prunes_greedy_and_ucb(data, store_factory):
+def test_the_dask_backend_prunes_greedy_and_ucb(data, store_factory, client):
     """Greedy and UCB: each worker prunes its chunks (UCB: the J updates travel with the
     queries and each chunk replays them on the blocks it reads); the queries are the local
     full pass's, single and batched, and read less than X per round; J the same bits after.
     The first pruned query reads only the blocks its bounds require (issue 24): with one
     chunk, as many rows as the local backend's."""
-    from distributed import Client, LocalCluster
-
     X, y = data
     path, path_one = (store_factory(X, None, "zarr", "float32", rows) for rows in (700, N))
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
-        Client(cluster) as client,
-    ):
-        for acquisition in ("greedy", "ucb"):  # the first pruned query reads what its bounds require
-            local, remote = (first_query_rows(path_one, y, acquisition, backend) for backend in ("local", client))
-            assert remote == local < 3 * N + N / 2  # (3 passes before: the scores, X^T X, the summaries)
-            assert first_query_rows(path, y, acquisition, client) < 3 * N + N / 2
-        for acquisition, batch in (("greedy", 1), ("ucb", 1), ("ucb", 4)):
-            opts = dict(lam=1.0, noise=0.5, acquisition=acquisition, batch=batch)
-            full, e_full = run(path, y, False, **opts)
-            pruned, e = run(path, y, True, backend=client, **opts)
-            assert pruned == full, acquisition
-            assert e.pruning_status.endswith(f"({acquisition}), each worker pruning its own chunks")
-            details = e.run_details()
-            read = details["bytes_read"][1:]
-            assert sum(read) < 0.8 * len(read) * details["x_bytes"], acquisition
-            np.testing.assert_array_equal(e.f, e_full.f)
-            np.testing.assert_array_equal(e.J, e_full.J)
-            e.close()
-        # from one label: the workers' caches reset where the weights go (BLRPruner.reset_ahead)
-        e, full = bigsearch.BLR(path, prune=True, block_rows=64, backend=client), bigsearch.BLR(path)
+    for acquisition in ("greedy", "ucb"):  # the first pruned query reads what its bounds require
+        local, remote = (first_query_rows(path_one, y, acquisition, backend) for backend in ("local", client))
+        assert remote == local < 3 * N + N / 2  # (3 passes before: the scores, X^T X, the summaries)
+        assert first_query_rows(path, y, acquisition, client) < 3 * N + N / 2
+    for acquisition, batch in (("greedy", 1), ("ucb", 1), ("ucb", 4)):
+        opts = dict(lam=1.0, noise=0.5, acquisition=acquisition, batch=batch)
+        full, e_full = run(path, y, False, **opts)
+        pruned, e = run(path, y, True, backend=client, **opts)
+        assert pruned == full, acquisition
+        assert e.pruning_status.endswith(f"({acquisition}), each worker pruning its own chunks")
+        details = e.run_details()
+        read = details["bytes_read"][1:]
+        assert sum(read) < 0.8 * len(read) * details["x_bytes"], acquisition
+        np.testing.assert_array_equal(e.f, e_full.f)
+        np.testing.assert_array_equal(e.J, e_full.J)
+        e.close()
+    # from one label: the workers' caches reset where the weights go (BLRPruner.reset_ahead)
+    e, full = bigsearch.BLR(path, prune=True, block_rows=64, backend=client), bigsearch.BLR(path)
+    for s in (e, full):
+        s.tell([int(np.flatnonzero(y)[3])], [1])
+    for _ in range(6):
+        i = e.ask()
+        assert i == full.ask()
         for s in (e, full):
-            s.tell([int(np.flatnonzero(y)[3])], [1])
-        for _ in range(6):
-            i = e.ask()
-            assert i == full.ask()
-            for s in (e, full):
-                s.tell(i, int(y[i]))
-        chunks = e.store.n_chunks
-        assert e.query_bytes[1] <= 2 * chunks * 64 * e.store.bytes_per_point, e.query_bytes
-        e.close()
-        refitted, e = run(path, y, True, backend=client)  # greedy refits, no pass: the workers' caches carry over
-        assert refitted == run(path, y, False)[0] and len(e.refits) >= 3
-        e.close()
-        refitted, e = run(path, y, True, backend=client, acquisition="ucb", bulk_at=5)
-        assert refitted == run(path, y, False, acquisition="ucb", bulk_at=5)[0] and len(e.refits) >= 3
-        e.close()
+            s.tell(i, int(y[i]))
+    chunks = e.store.n_chunks
+    assert e.query_bytes[1] <= 2 * chunks * 64 * e.store.bytes_per_point, e.query_bytes
+    e.close()
+    refitted, e = run(path, y, True, backend=client)  # greedy refits, no pass: the workers' caches carry over
+    assert refitted == run(path, y, False)[0] and len(e.refits) >= 3
+    e.close()
+    refitted, e = run(path, y, True, backend=client, acquisition="ucb", bulk_at=5)
+    assert refitted == run(path, y, False, acquisition="ucb", bulk_at=5)[0] and len(e.refits) >= 3
+    e.close()
 
 
 @pytest.mark.parametrize("acquisition", ["greedy", "ucb"])
