@@ -361,7 +361,7 @@ def _left_singular_basis(S, ST, k, seed):
     terms; float32, CSR, and ST its transpose): V_k = S^T U_k / s_k are its right singular
     vectors. A randomized subspace iteration (Halko, Martinsson and Tropp 2011) on the
     documents' side, S S^T applied as two sparse products (numba, every core) and the
-    basis kept orthonormal by CholeskyQR2: the terms (10^5-10^6) are only reached
+    basis kept orthonormal by Cholesky QR: the terms (10^5-10^6) are only reached
     through the products, a terms x width matrix held once. From a random start of
     documents x (k + OVERSAMPLE), PASSES products and a Rayleigh-Ritz step: at 20,000
     abstracts, 3 passes give neighbours as close to the former 4 power iterations as
@@ -374,7 +374,7 @@ def _left_singular_basis(S, ST, k, seed):
         sparse_times_dense(ST.indptr, ST.indices, ST.data, Q, P)
         sparse_times_dense(S.indptr, S.indices, S.data, P, Y)  # Y = S S^T Q
         if i < PASSES:
-            Q = _orthonormal(Y)
+            Q = _orthonormal(Y, twice=i == PASSES - 1)  # the Rayleigh-Ritz basis orthonormal to rounding
     del P
     # Rayleigh-Ritz: Q^T S S^T Q = W diag(s^2) W^T, U = Q W
     M = Q.T.astype(np.float64) @ Y.astype(np.float64)
@@ -386,15 +386,16 @@ def _left_singular_basis(S, ST, k, seed):
     return (Q.astype(np.float64) @ (W[:, order] * scale)).astype(np.float32)
 
 
-def _orthonormal(Y):
-    """An orthonormal basis of Y's columns (float32 out, float64 within): CholeskyQR2
-    (Fukaya et al. 2014), two Cholesky factorizations of the Gram matrix, BLAS-3 only
-    (0.9 s at 20,000 x 522 where Householder's QR took 11 s); Householder's when Y is too
+def _orthonormal(Y, twice=True):
+    """An orthonormal basis of Y's columns (float32 out, float64 within): Cholesky QR of
+    the Gram matrix, BLAS-3 only (0.4 s at 20,000 x 522 where Householder's QR took 11 s),
+    ``twice`` for orthonormality to rounding (CholeskyQR2, Fukaya et al. 2014; once leaves
+    eps cond(Y)^2, enough for a pass of the iteration); Householder's when Y is too
     ill-conditioned for it (a rank-deficient sample)."""
     import scipy.linalg as sla
 
     Q = Y.astype(np.float64)
-    for _ in range(2):
+    for _ in range(2 if twice else 1):
         G = Q.T @ Q
         with one_blas_thread():  # width x width: BLAS's threads would wait on each other (0.6 s, not 10 ms)
             R = _cholesky_factor(G)
