@@ -49,12 +49,31 @@ def test_text_keys_are_zlibs_checksums():
 @pytest.mark.parametrize("ngram_max", [1, 2, 3])
 @pytest.mark.parametrize("non_ascii", [0.0, 0.3, 1.0])
 def test_term_counts_are_the_arrow_tokenizers(ngram_max, non_ascii):
-    """The numba tokenizer (ASCII documents) and pyarrow's (the rest) give the same counts as
-    pyarrow's string kernels on every document."""
+    """The numba tokenizer gives the counts of pyarrow's string kernels on every document,
+    ASCII or not."""
     docs = pa.array(random_documents(np.random.default_rng(ngram_max), 300, non_ascii))
     spec = TextSpec(bits=18, ngram_max=ngram_max)
     for got, want in zip(term_counts(docs, spec), text._arrow_term_counts(docs, spec)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_any_script_is_read_as_pyarrow_reads_it():
+    """Characters of every plane, lower-cased to other lengths (U+023A: 2 bytes -> 3),
+    dotted capitals, combining marks, digits of other scripts, emoji, separators."""
+    rng = np.random.default_rng(5)
+    alphabet = list("aZ_9 .-–—\u00a0ÉéİIıΣσςẞßȺⱥ\u0301Ω٣௫日本語한국어ДЖ😀𝐀𝔸") + [
+        chr(c) for c in rng.integers(0x80, 0x3000, 80)
+    ]
+    docs = ["".join(rng.choice(alphabet, rng.integers(0, 60))) for _ in range(400)]
+    spec = TextSpec(bits=20, ngram_max=2)
+    for got, want in zip(term_counts(pa.array(docs), spec), text._arrow_term_counts(pa.array(docs), spec)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_the_unicode_tables_are_pyarrows():
+    lower, word = text.unicode_tables()
+    assert lower[ord("É")] == ord("é") and lower[ord("Ⱥ")] == ord("ⱥ") and lower[ord("a")] == ord("a")
+    assert word[ord("é")] and word[ord("٣")] and not word[ord("–")] and not word[0x301]
 
 
 @pytest.mark.parametrize("missing", [None, "on the mat"])

@@ -39,6 +39,7 @@ pages (1.25x faster than the workers' shared memory), never pickled, counted onc
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -46,7 +47,7 @@ import numpy as np
 from ..engine.core.blas import one_blas_thread
 from ..errors import InputError, ParameterError
 from ..kernels.text import (
-    ascii_term_counts,
+    document_term_counts,
     hash_strings,
     project_documents,
     sparse_times_dense,
@@ -156,14 +157,75 @@ def _mix(h):
 
 def term_counts(docs, spec):
     """The documents as sparse counts: (indptr, term ids, counts), terms sorted in each
-    document (CSR without the matrix). ASCII documents are counted by a numba kernel, the
-    others through :func:`term_ids`."""
+    document (CSR without the matrix), counted by a numba kernel: ASCII documents first,
+    then the others with :func:`unicode_tables` (made when a block needs them), what the
+    kernel cannot read (invalid UTF-8) through :func:`term_ids`."""
     docs = string_array(docs)
-    indptr, terms, counts, other = ascii_term_counts(*_utf8_buffers(docs), spec.ngram_max, spec.bits)
-    if other.any():
-        rest = np.flatnonzero(other)
-        indptr, terms, counts = _with_rows(indptr, terms, counts, rest, _arrow_term_counts(docs.take(rest), spec))
-    return indptr, terms, counts
+    none = np.zeros(0, np.int32), np.zeros(0, np.uint8)
+    counted = document_term_counts(*_utf8_buffers(docs), spec.ngram_max, spec.bits, *none)
+    for tables in (unicode_tables(), None):
+        rest = np.flatnonzero(counted[3])
+        if not len(rest):
+            break
+        part = docs.take(rest)
+        if tables is None:
+            sub = _arrow_term_counts(part, spec)
+        else:
+            sub = document_term_counts(*_utf8_buffers(part), spec.ngram_max, spec.bits, *tables)
+        counted = (*_with_rows(*counted[:3], rest, sub[:3]), np.zeros(len(docs), bool))
+        if tables is not None:
+            counted[3][rest] = sub[3]
+    return counted[:3]
+
+
+@functools.cache
+def unicode_tables():
+    """(lower, word): for every code point, pyarrow's ``utf8_lower`` of it and whether
+    that is a letter, a digit or '_' for RE2 (pyarrow's regex engine), so that the numba
+    tokenizer reads any text as :func:`term_ids` does (0.7 s, once a process)."""
+    import pyarrow.compute as pc
+
+    points = np.arange(0x110000, dtype=np.int64)
+    points = points[(points < 0xD800) | (points > 0xDFFF)]  # surrogates are not characters
+    lowered = pc.utf8_lower(_one_character_strings(points))
+    single = pc.equal(pc.utf8_length(lowered), 1).to_numpy(zero_copy_only=False)
+    lower = np.full(0x110000, -1, np.int32)  # -1: the kernel leaves the document to term_ids
+    lower[points[single]] = _first_code_points(*_utf8_buffers(lowered))[single]
+    word = np.zeros(0x110000, np.uint8)
+    word[points] = pc.match_substring_regex(lowered, r"[\p{L}\p{N}_]").to_numpy(zero_copy_only=False)
+    return lower, word
+
+
+UTF8_LEADS = (0x00, 0xC0, 0xE0, 0xF0)  # a character's first byte, by its length - 1
+UTF8_LIMITS = (0x80, 0x800, 0x10000)  # the first code point of 2, 3 and 4 bytes
+
+
+def _one_character_strings(points):
+    """A pyarrow string array of one character per code point, encoded by NumPy."""
+    import pyarrow as pa
+
+    size = 1 + np.searchsorted(UTF8_LIMITS, points, side="right")
+    offsets = np.zeros(len(points) + 1, np.int32)
+    np.cumsum(size, out=offsets[1:])
+    data = np.zeros(offsets[-1], np.uint8)
+    for length in range(1, 5):
+        at, cp = offsets[:-1][size == length], points[size == length]
+        for q in range(length - 1, 0, -1):  # continuation bytes, last first
+            data[at + q] = 0x80 | (cp & 0x3F)
+            cp = cp >> 6
+        data[at] = UTF8_LEADS[length - 1] | cp
+    return pa.StringArray.from_buffers(len(points), pa.py_buffer(offsets), pa.py_buffer(data))
+
+
+def _first_code_points(offsets, data):
+    """The code point of the first character of each string of (offsets, bytes)."""
+    starts = offsets[:-1]
+    size = 1 + np.searchsorted([0x80, 0xE0, 0xF0], data[starts], side="right")  # its bytes, from the first
+    cp = data[starts].astype(np.int64) & np.array([0x7F, 0x1F, 0x0F, 0x07])[size - 1]
+    for q in range(1, 4):
+        more = size > q
+        cp[more] = (cp[more] << 6) | (data[starts[more] + q] & 0x3F)
+    return cp
 
 
 def _arrow_term_counts(docs, spec):

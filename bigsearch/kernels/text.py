@@ -109,10 +109,54 @@ def _is_word(b):
     return (48 <= b <= 57) or (65 <= b <= 90) or (97 <= b <= 122) or b == 95
 
 
+@numba.njit(nogil=True, cache=True, inline="always")
+def _code_point(data, p, end):
+    """(the code point of the UTF-8 character at data[p], its bytes), or (-1, 1) for an
+    invalid sequence."""
+    b = np.int64(data[p])
+    if b < 0x80:
+        return b, 1
+    if 0xC2 <= b <= 0xDF:
+        size, cp = 2, b & 0x1F
+    elif 0xE0 <= b <= 0xEF:
+        size, cp = 3, b & 0x0F
+    elif 0xF0 <= b <= 0xF4:
+        size, cp = 4, b & 0x07
+    else:
+        return -1, 1
+    if p + size > end:
+        return -1, 1
+    for q in range(p + 1, p + size):
+        c = np.int64(data[q])
+        if c & 0xC0 != 0x80:
+            return -1, 1
+        cp = (cp << 6) | (c & 0x3F)
+    if cp < (0x80, 0x800, 0x10000)[size - 2] or 0xD800 <= cp <= 0xDFFF or cp > 0x10FFFF:
+        return -1, 1
+    return cp, size
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _put_utf8(out, k, cp):
+    """The UTF-8 bytes of code point cp written at out[k:]; the index after them."""
+    if cp < 0x80:
+        out[k] = cp
+        return k + 1
+    if cp < 0x800:
+        out[k], out[k + 1] = 0xC0 | (cp >> 6), 0x80 | (cp & 0x3F)
+        return k + 2
+    if cp < 0x10000:
+        out[k], out[k + 1], out[k + 2] = 0xE0 | (cp >> 12), 0x80 | ((cp >> 6) & 0x3F), 0x80 | (cp & 0x3F)
+        return k + 3
+    out[k], out[k + 1] = 0xF0 | (cp >> 18), 0x80 | ((cp >> 12) & 0x3F)
+    out[k + 2], out[k + 3] = 0x80 | ((cp >> 6) & 0x3F), 0x80 | (cp & 0x3F)
+    return k + 4
+
+
 @numba.njit(nogil=True, cache=True)
 def _ascii_tokens(data, start, end, out):
     """The hashes of the tokens of data[start:end] into out, their number; -1 when the
-    text is not ASCII (the caller tokenizes it otherwise)."""
+    text is not ASCII (:func:`_tokens` reads it)."""
     n = 0
     run = -1
     for p in range(start, end):
@@ -134,6 +178,50 @@ def _ascii_tokens(data, start, end, out):
 
 
 @numba.njit(nogil=True, cache=True)
+def _tokens(data, start, end, out, lower, word, token):
+    """:func:`_ascii_tokens` for any UTF-8 text (2.5x slower): characters beyond ASCII
+    lower-cased and classified by the tables ``lower`` and ``word``, each token's
+    lower-cased bytes built in ``token`` and hashed. -1 for a character the tables leave
+    out, or invalid UTF-8."""
+    n = 0
+    chars = 0  # of the token being read, 0 between tokens
+    k = 0  # its lower-cased bytes in token
+    p = start
+    while p < end:
+        b = data[p]
+        if b < 0x80:
+            if _is_word(b):
+                token[k] = b + 32 if 65 <= b <= 90 else b
+                k += 1
+                chars += 1
+            elif chars:
+                n = _end_token(token, k, chars, out, n)
+                chars = k = 0
+            p += 1
+            continue
+        cp, size = _code_point(data, p, end)
+        if cp < 0 or lower[cp] < 0:
+            return -1
+        if word[cp]:
+            k = _put_utf8(token, k, np.int64(lower[cp]))
+            chars += 1
+        elif chars:
+            n = _end_token(token, k, chars, out, n)
+            chars = k = 0
+        p += size
+    return _end_token(token, k, chars, out, n) if chars else n
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _end_token(token, k, chars, out, n):
+    """A token read: its hash added to out when it has two characters or more; the count."""
+    if chars >= 2:
+        out[n] = murmur3(token, 0, k)
+        return n + 1
+    return n
+
+
+@numba.njit(nogil=True, cache=True)
 def _grown(a, size):
     out = np.empty(max(size, 2 * len(a)), a.dtype)
     out[: len(a)] = a
@@ -141,27 +229,31 @@ def _grown(a, size):
 
 
 @numba.njit(nogil=True, cache=True)
-def ascii_term_counts(offsets, data, ngram_max, bits):
-    """The term counts of each ASCII document of an Arrow string array, as
-    ingest/text.py's ``term_counts`` makes them (tokens lower-cased, cut at anything but
-    letters, digits and '_', those of one character dropped, each hashed, n-grams mixed
-    from their tokens' hashes, ids masked to ``bits``): (indptr, term ids sorted in each
-    document, counts, which documents are not ASCII: left empty for the caller)."""
+def document_term_counts(offsets, data, ngram_max, bits, lower, word):
+    """The term counts of each document of an Arrow string array, as ingest/text.py's
+    ``term_counts`` makes them (tokens lower-cased, cut at anything but letters, digits
+    and '_', those of one character dropped, each hashed, n-grams mixed from their tokens'
+    hashes, ids masked to ``bits``): (indptr, term ids sorted in each document, counts,
+    which documents were left empty for the caller). Beyond ASCII, characters are
+    lower-cased and classified by the tables ``lower`` and ``word`` (empty: documents
+    beyond ASCII are left to the caller)."""
     m = len(offsets) - 1
     mask = np.uint64((1 << bits) - 1)
     indptr = np.zeros(m + 1, np.int64)
     other = np.zeros(m, np.bool_)
     terms = np.empty(max(16, (offsets[m] - offsets[0]) // 4), np.int64)
     counts = np.empty(len(terms), np.float64)
-    tokens = np.empty(16, np.uint64)
+    tokens, token = np.empty(16, np.uint64), np.empty(16, np.uint8)
     ids, spare = np.empty(16, np.uint32), np.empty(16, np.uint32)
     buckets = np.empty(1 << RADIX_BITS, np.int64)
     nnz = 0
     for i in range(m):
         start, end = offsets[i], offsets[i + 1]
         if len(tokens) < (end - start + 1) // 3 + 1:
-            tokens = np.empty((end - start + 1) // 3 + 1, np.uint64)
+            tokens, token = np.empty((end - start + 1) // 3 + 1, np.uint64), np.empty(4 * (end - start), np.uint8)
         n = _ascii_tokens(data, start, end, tokens)
+        if n < 0 and len(lower):
+            n = _tokens(data, start, end, tokens, lower, word, token)
         if n < 0:
             other[i] = True
             indptr[i + 1] = nnz
