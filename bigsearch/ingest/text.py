@@ -22,11 +22,11 @@ screening tools join them). It becomes:
    - ``hashing``: each term added into one of ``dim`` buckets with a random sign (a sparse
      random projection: the inner products are kept in expectation).
 
-The tokenizer reads a block's Arrow buffers: ASCII documents are cut, hashed, n-grammed
-and counted by one numba kernel (kernels/text.py, 3x faster than pyarrow's string
-kernels); the others are lower-cased and split by pyarrow's string kernels, each distinct
-token of the block hashed once, their n-grams and counts made by NumPy on arrays of term
-ids. Both give the same terms for an ASCII text.
+The tokenizer reads a block's Arrow buffers: one numba kernel (kernels/text.py) cuts,
+hashes, n-grams and counts every document, 16 us an abstract (pyarrow's string kernels
+and NumPy, :func:`term_ids`, took 60-120 us); beyond ASCII it lower-cases and classifies
+characters by tables made from pyarrow's own (:func:`unicode_tables`), so both give the
+same terms.
 
 The first pass (:func:`block_text_stats`, merged by :func:`merge_text_stats`) counts each
 term's documents and keeps a sample of documents chosen by a hash of their text (the same
