@@ -278,9 +278,10 @@ def block_text_stats(docs, spec):
 def merge_text_stats(a, b):
     """Two parts of the first pass as one (the same whatever the order or the cut). The
     document counts are added into an array over every term id (:func:`document_counts`):
-    a sorted merge of the ids would cost the whole vocabulary's (millions) every block."""
+    a sorted merge of the ids would cost the whole vocabulary's (millions) every block.
+    When ``a`` is a merge already, its array is reused (consumed): a copy a block was 6 GB
+    of copying and 1.5 million page faults on a million abstracts."""
     df = document_counts(a)
-    df = df.copy() if a["terms"] is None else df
     if b["terms"] is None:
         df += b["df"]
     else:
