@@ -86,7 +86,7 @@ def test_a_session_from_the_command_line(tmp_path, store):
 
     # the export reads back in as labels: a second session ends in the same state
     d2 = tmp_path / "sess2"
-    ok("session", "new", path, d2, "--pi", 0.1)
+    Session.create(path, d2, pi=0.1).close()
     ok("session", "label", d2, "--from", tmp_path / "out.csv")
     with Session.open(d2, readonly=True) as a, Session.open(d, readonly=True) as b:
         assert a.history == b.history
