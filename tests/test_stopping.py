@@ -1,7 +1,7 @@
 """The stopping rule's recall estimate (engine/guidance/stopping.py) against a direct
-computation: the fitted decay and rate maximize the likelihood over a fine grid, the
-interval's ends are the extreme counts of the fits the deviance bound admits, and the
-rule's promises hold on streams of hits drawn from a known rate."""
+computation: the fitted change point, decay and rate maximize the likelihood over a fine
+grid, the interval's ends are the extreme counts of the fits the deviance bound admits, and
+the rule's promises hold on streams of hits drawn from a known rate."""
 
 import math
 
@@ -14,43 +14,77 @@ from bigsearch.errors import ParameterError
 
 
 def direct(answers, n_total, level, given):
-    """The same estimate by brute force: every (lam, b) on a fine grid, the Poisson
-    log-likelihood of the window's hits summed term by term."""
+    """The same estimate by brute force: every (uc, b, lam) on a fine grid of lam, the
+    Poisson log-likelihood of the window's hits under the rate lam e^{b min(u, uc)} summed
+    record by record, and the expected hits among the records left summed term by term."""
     y = np.asarray(answers) >= 0.5
     read, found = len(y), int(y.sum())
     W = min(read - given, max(stopping.MIN_WINDOW, math.ceil(stopping.WINDOW_SHARE * read)))
     window = y[read - W :][::-1]  # distance u from the last record read
     u = np.arange(W)
     b_max = 1.0 / (stopping.SLOWEST * read)
-    bs = stopping.DECAYS * b_max  # the decays the rule fits over
     lams = np.geomspace(1e-6, 2.0, 20000)
-    best, fits = -np.inf, []
     k = np.arange(1, n_total - read + 1)
-    hits = u[window]
-    for b in bs:
-        # sum over the window's records of [h_u log(lam e^{bu}) - lam e^{bu}], term by term
-        ll = len(hits) * np.log(lams) + b * hits.sum() - lams * np.exp(b * u).sum()
-        future = np.exp(-b * k).sum()
-        fits.append((ll, lams * future))
-        best = max(best, ll.max())
-    cut = best - stopping._chi2_one(2 * level - 1) / 2
+    fits = []
+    for uc in stopping.change_points(W):
+        for b in stopping.DECAYS * b_max:
+            shape = np.exp(b * np.minimum(u, uc))  # the rate's shape over the window
+            # sum over the window's records of [h_u log(lam shape_u) - lam shape_u]
+            ll = window.sum() * np.log(lams) + np.log(shape[window]).sum() - lams * shape.sum()
+            fits.append((ll, lams * np.exp(-b * k).sum()))
+    best = max(ll.max() for ll, _ in fits)
+    cut = best + math.log(2 * (1 - level))  # half the chi-square(2) quantile at 2 level - 1
     admitted = np.concatenate([r[ll >= cut] for ll, r in fits])
     return found, admitted.min(), admitted.max()
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_the_interval_is_the_profile_likelihood_ones(seed):
+def stream(shape, seed, n=600):
+    """Hits drawn from a known rate: one decay ("decay"), or a plateau of 150 records at
+    precision 0.8 and then a fast decay ("plateau"); a relevant and an irrelevant record given."""
     rng = np.random.default_rng(seed)
-    n, read = 3000, 600
-    rate = 0.4 * np.exp(-np.arange(read) / 120.0)
-    answers = (rng.random(read) < rate).astype(int)
+    t = np.arange(n)
+    if shape == "decay":
+        rate = 0.4 * np.exp(-t / 120.0)
+    else:
+        rate = np.where(t < 150, 0.8, 0.8 * np.exp(-(t - 150) / 15.0))
+    answers = (rng.random(n) < rate).astype(int)
     answers[:2] = [1, 0]
+    return answers
+
+
+@pytest.mark.parametrize(("shape", "read"), [("decay", 600), ("plateau", 250), ("plateau", 170)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_interval_is_the_profile_likelihood_ones(shape, read, seed):
+    n = 3000
+    answers = stream(shape, seed)[:read]
     est = recall_estimate(answers, n, given=2)
     found, low, high = direct(answers, n, 0.95, 2)
     assert est.found == found
     assert est.remaining_high == pytest.approx(high, rel=2e-3)
     assert est.remaining_low == pytest.approx(low, rel=2e-3, abs=1e-6)
     assert est.recall_low == pytest.approx(found / (found + high), rel=0.01)
+
+
+def test_a_plateau_then_an_end_stops_sooner_than_one_decay_would(monkeypatch):
+    """Hits at precision 0.9, then a fast fall: the change point lets the decay start where
+    the plateau ends, so the rule stops 30 or more records sooner than with one decay over
+    the whole window (the change point fixed at its start), and still past the target."""
+    n, target = 3000, 0.95
+    t = np.arange(n)
+    rate = np.where(t < 100, 0.9, 0.9 * np.exp(-(t - 100) / 10.0))
+
+    def stop(answers):
+        return next(k for k in range(102, n, 5) if stop_reached(recall_estimate(answers[:k], n, given=2), target))
+
+    for seed in range(4):
+        answers = (np.random.default_rng(seed).random(n) < rate).astype(int)
+        answers[:2] = [1, 0]
+        with_change = stop(answers)
+        with monkeypatch.context() as m:
+            m.setattr(stopping, "CHANGE_POINTS", np.array([1.0]))
+            one_decay = stop(answers)
+        assert with_change <= one_decay - 30
+        assert answers[:with_change].sum() >= target * answers.sum()
 
 
 def test_no_estimate_before_the_search_has_gone_far():

@@ -1,6 +1,7 @@
-"""The stopping rule's profile likelihood over its grid of decays (engine/guidance/stopping.py).
+"""The stopping rule's profile likelihood over its grid of change points and decays
+(engine/guidance/stopping.py).
 
-For each decay b of the grid: the window's likelihood at the best rate, the ends of the
+For each (change point, decay) of the grid: the window's likelihood at the best rate, the ends of the
 rates the deviance bound admits (two roots of e^s - 1 - s = t by Newton's method, as a
 scalar loop: the NumPy form's bisection took 1 ms a query, a batch of 500 labels' records
 0.6 s), and the hits those rates expect among the records not read.
@@ -47,38 +48,72 @@ def _root(t, upper):
 
 
 @numba.njit(nogil=True, cache=True)
-def remaining_hits(H, S, W, M, cut, decays, b_max):
-    """(low, fitted, high) expected hits among the next M records, from H hits at summed
-    distance S from the last record in a window of W, over the decays ``decays * b_max``;
-    ``cut``: half the chi-square quantile of the interval's level."""
-    n = len(decays)
-    loglik = np.empty(n)
-    E = np.empty(n)
-    for i in range(n):
-        b = decays[i] * b_max
-        E[i] = _geometric_sum(b, W)
-        loglik[i] = b * S - (H * math.log(max(E[i], 1e-300) / H) + H if H > 0 else 0.0)
-    best = int(np.argmax(loglik))
-    floor = loglik[best] - cut
-    fitted = H / E[best] * _future(decays[best] * b_max, M)
-    high, low, any_ok = 0.0, np.inf, False
-    for i in range(n):
-        b = decays[i] * b_max
-        c = b * S - floor  # H log(lam) - lam E >= -c: the rates admitted at this decay
-        if H == 0:
-            hi, lo = (c / E[i] if c >= 0 else 0.0), 0.0
-        else:
-            rate = H / E[i]
-            t = (H * math.log(rate) - H + c) / H  # the slack at the best rate, per hit
-            if t < 0:
+def _clipped_sums(hits, knots):
+    """sum_h min(u_h, uc) for each change point uc of ``knots`` (ascending), from the hits'
+    distances ``hits`` (ascending): one merge pass."""
+    out = np.empty(len(knots))
+    below, j = 0.0, 0
+    for i in range(len(knots)):
+        uc = knots[i]
+        while j < len(hits) and hits[j] < uc:
+            below += hits[j]
+            j += 1
+        out[i] = below + uc * (len(hits) - j)
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def remaining_hits(hits, W, M, cut, decays, b_max, knots):
+    """(low, fitted, high) expected hits among the next M records, from the hits of a window
+    of W records (``hits``: their distances from the last record read, ascending), over the
+    rates lam e^{b min(u, uc)}: a decay over the last uc records, a plateau before them;
+    b in ``decays * b_max``, the change point uc in ``knots`` (ascending, at most W; uc = W
+    is one decay over the whole window), lam profiled. ``cut``: half the chi-square quantile
+    of the interval's level; the interval spans every (uc, b, lam) whose log-likelihood is
+    within ``cut`` of the best.
+
+    The window's weight at (uc, b) is sum_u e^{b min(u, uc)} = (e^{b uc} - 1) / (e^b - 1)
+    + (W - uc) e^{b uc}, the log-likelihood at the best rate H / weight is
+    b sum_h min(u_h, uc) - H log(weight / H) - H."""
+    H = len(hits)
+    nk, nd = len(knots), len(decays)
+    clipped = _clipped_sums(hits, knots)
+    future = np.empty(nd)
+    for j in range(nd):
+        future[j] = _future(decays[j] * b_max, M)
+    weight = np.empty((nk, nd))
+    loglik = np.empty((nk, nd))
+    best, bi, bj = -np.inf, 0, 0
+    for j in range(nd):
+        b = decays[j] * b_max
+        step = math.expm1(b)
+        for i in range(nk):
+            uc = knots[i]
+            rise = math.expm1(b * uc)
+            head = float(uc) if b * uc < 1e-8 else rise / step  # _geometric_sum(b, uc)
+            weight[i, j] = head + (W - uc) * (rise + 1.0)
+            loglik[i, j] = b * clipped[i] - (H * math.log(max(weight[i, j], 1e-300) / H) + H if H > 0 else 0.0)
+            if loglik[i, j] > best:
+                best, bi, bj = loglik[i, j], i, j
+    floor = best - cut
+    fitted = H / weight[bi, bj] * future[bj]
+    high, low = fitted, np.inf
+    for i in range(nk):
+        for j in range(nd):
+            if loglik[i, j] < floor:
+                continue  # not admitted
+            if H == 0:
+                # lam E <= loglik - floor: rates from 0 up to that
+                high = max(high, (loglik[i, j] - floor) / weight[i, j] * future[j])
+                low = 0.0
                 continue
-            hi, lo = rate * math.exp(_root(t, True)), rate * math.exp(_root(t, False))
-        if hi <= 0:
-            continue
-        future = _future(b, M)
-        any_ok = True
-        high = max(high, hi * future)
-        low = min(low, lo * future)
-    if not any_ok:
-        return 0.0, fitted, max(0.0, fitted)
-    return low, fitted, max(high, fitted)
+            rate = H / weight[i, j]
+            t = (loglik[i, j] - floor) / H  # the slack at the best rate, per hit
+            # the roots s of e^s - 1 - s = t (rates rate e^s): the upper one is at most
+            # sqrt(2t), the lower one above -(1 + t); the Newton steps only where they can
+            # move an end
+            if rate * math.exp(math.sqrt(2.0 * t)) * future[j] > high:
+                high = max(high, rate * math.exp(_root(t, True)) * future[j])
+            if rate * math.exp(-1.0 - t) * future[j] < low:
+                low = min(low, rate * math.exp(_root(t, False)) * future[j])
+    return min(low, fitted), fitted, high
