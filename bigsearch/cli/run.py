@@ -199,8 +199,8 @@ def search_options(f):
 @blr_options
 @screen_options
 @click.option("--prune", is_flag=True,
-              help="LAS (alpha = 0), WNAS and BLR (greedy, UCB): exact pruned queries: read only the blocks of rows "
-                   "that could hold the answer; the queries are those of the full pass.")
+              help="LAS (alpha = 0), WNAS, BLR (greedy, UCB) and screen (neighbour weight 0): exact pruned queries: "
+                   "read only the blocks of rows that could hold the answer; the queries are those of the full pass.")
 @click.option("--fantasy", default=None, metavar="Y|f",
               help="LAS batches: sequential greedy, each chosen point told the fantasized label Y in [0, 1] "
                    "(or its own f) until answered (docs/discovery.md).")

@@ -107,8 +107,8 @@ def session():
                    "vector:FILE.npy (ask the most similar first) or keyword:COLUMN=WORDS (ask matching "
                    "records first), until the first positive; docs/sessions.md.")
 @click.option("--prune", is_flag=True,
-              help="LAS (alpha = 0), WNAS and BLR (greedy, UCB): exact pruned queries: read only the blocks of rows "
-                   "that could hold the answer.")
+              help="LAS (alpha = 0), WNAS, BLR (greedy, UCB) and screen (neighbour weight 0): exact pruned queries: "
+                   "read only the blocks of rows that could hold the answer.")
 @blr_options
 @screen_options
 @click.option("--stop-at-recall", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,

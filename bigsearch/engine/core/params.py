@@ -358,16 +358,20 @@ class ASGOptions(Options):
 
 @dataclass(frozen=True)
 class ScreenOptions(Options):
-    """Screening (engine/methods/screen.py): the parameters of :class:`ScreenParams`."""
+    """Screening (engine/methods/screen.py): the parameters of :class:`ScreenParams`, and
+    pruning (queries while neighbour_weight is 0, engine/pruning/screen.py)."""
     ridge: float = 1.0
     balance: float = 9.8
     unread: float = 1000.0
     adapt: bool = True
     neighbours: int = 3
     neighbour_weight: float = 0.0
+    prune: bool | PruneOptions = False
+    block_rows: int | None = None
 
     def __post_init__(self) -> None:
         _check_screen(self)
+        _check_pruning(self)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,12 @@ solve a query is the cost: while the labels are few the fit is X^T X's eigenbasi
 plus the labels as a low-rank update (Woodbury), checked by its residual. t weighs nn as much as the
 linear score: t = neighbour_weight * sd(x . v) / sd(nn) over the unread records (sd(x . v)
 from X^T X exactly, sd(nn) from the previous pass's sums).
+
+With ``prune`` and neighbour_weight 0 (the default) the score is linear in x and its fit
+needs no pass, so a query reads only the blocks of X that could hold the best records
+(engine/pruning/screen.py): the same queries as the full pass, ties included. nn, unused
+then, is not kept. With neighbour_weight > 0 every query is a full pass
+(``pruning_status`` says so).
 """
 
 from __future__ import annotations
@@ -44,10 +50,11 @@ from scipy.linalg.blas import daxpy, dger
 from ...backends import ChunkStep, StepCall
 from ...errors import NumericalError
 from ...kernels.screen import screen_scores
-from ..core.base import ChunkedSearch, PointArray, StoreLike
-from ..core.params import ScreenOptions, ScreenParams
+from ..core.base import PointArray, PrunableSearch, StoreLike
+from ..core.params import PruneOptions, ScreenOptions, ScreenParams
 from ..core.select import ChunkPartials
 from ..core.steps import PLAIN_GRAM
+from ..pruning.screen import ScreenPruning
 
 POSITIVES_PER_PASS = 48  # rows of new positives a pass takes at once (a rebuild loops)
 
@@ -89,7 +96,7 @@ SCREEN = ChunkStep(screen_step)
 SCREEN_RESET = ChunkStep(screen_reset_step)
 
 
-class Screen(ChunkedSearch):
+class Screen(PrunableSearch):
     """Screening search over a feature store of documents (or any features).
 
     Parameters
@@ -110,6 +117,12 @@ class Screen(ChunkedSearch):
     neighbour_weight : float
         The weight of nn against the linear score, in standard deviations (0: the
         classifier alone).
+    prune : bool
+        Exact pruned queries while neighbour_weight is 0 (engine/pruning/screen.py): a
+        query reads only the blocks of rows that could hold the answer
+        (``pruning_status`` says whether it is on, and why not).
+    block_rows : int, optional
+        Rows per pruning block (a multiple of 64; default 128).
     backend, n_threads : as for LAS.
     """
 
@@ -138,11 +151,12 @@ class Screen(ChunkedSearch):
         backend: Any = "local",
         n_threads: int | None = None,
         store_options: dict[str, Any] | None = None,
+        prune: bool | PruneOptions = False,
+        block_rows: int | None = None,
     ) -> None:
-        options = ScreenOptions(ridge, balance, unread, adapt, neighbours, neighbour_weight)  # checked
-        super().__init__(
-            store, ScreenParams(**options.as_dict()), backend=backend, n_threads=n_threads, store_options=store_options
-        )
+        options = ScreenOptions(ridge, balance, unread, adapt, neighbours, neighbour_weight, prune, block_rows)
+        params = ScreenParams(**{name: getattr(options, name) for name in ScreenParams.names()})  # checked
+        super().__init__(store, params, backend=backend, n_threads=n_threads, store_options=store_options)
         r = self.store.r
         self.G, self.s = np.zeros((r, r)), np.zeros(r)  # X^T X, X^T 1 over every record
         self.GP, self.sP = np.zeros((r, r)), np.zeros(r)  # ... over the positives
@@ -157,6 +171,10 @@ class Screen(ChunkedSearch):
         self._products: dict[float, tuple[np.ndarray, np.ndarray]] = {}  # unread: (d, L diag(d) L^T), last fit
         self.ridge_losses = np.zeros(2)  # the two ridges' discounted ranking losses (adapt)
         self._ridges: tuple[Ridge, ...] = ()  # the ridges of the last fit, standardized (adapt)
+        self._start_pruning(ScreenPruning, options.prune, options.block_rows)
+
+    def engine_options(self) -> dict[str, Any]:
+        return self._prune_keywords()
 
     # -- the model ----------------------------------------------------------------
     def weights(self, unread: float | None = None) -> tuple[float, float, float]:
@@ -346,17 +364,39 @@ class Screen(ChunkedSearch):
     # -- the passes ---------------------------------------------------------------
     def _initialize(self) -> None:
         parts = self.backend.map(PLAIN_GRAM)
+        self.count_read(self.store.nbytes)
         self.G = np.sum([p.G for p in parts], axis=0)
         self.s = np.sum([p.s for p in parts], axis=0)
         idx, lab = self._take_pending()
         self._count(idx, lab)
-        self._score(idx, lab, SCREEN_RESET, self._positive_rows(idx, lab))
+        self._score(idx, lab, SCREEN_RESET, self._neighbour_rows(idx, lab))
         self._ready = True
 
     def _update(self, idx: np.ndarray, lab: np.ndarray) -> None:
         self._rank_answers(self._rows(idx), lab)
         self._count(idx, lab)
-        self._score(idx, lab, SCREEN, self._positive_rows(idx, lab))
+        pruning = self._pruned()
+        if pruning is None:
+            self._score(idx, lab, SCREEN, self._positive_rows(idx, lab))
+            return
+        self._fit()  # no pass: the next query reads the blocks it needs
+        if len(idx):
+            pruning.labels_told(idx, np.asarray(lab, np.int8))
+
+    def _pass(self, step: Any, *args: Any, t_prev: float = 0.0) -> None:
+        super()._pass(step, *args, t_prev=t_prev)
+        self.count_read(self.store.nbytes)
+
+    def _sync_scores(self) -> None:
+        """_sync, then every f current: pruned queries leave the blocks they did not read
+        behind (f at an older fit), so one full pass at the current fit."""
+        self._sync()
+        pruning = self._pruned()
+        if pruning is not None and pruning.stale:
+            self._pass(
+                SCREEN, self.v[None, :], self.b, self.t, self.k_used, np.zeros(0, np.int64), np.zeros(0, np.int8)
+            )
+            pruning.after_full_pass()
 
     def _count(self, idx: np.ndarray, lab: np.ndarray) -> None:
         """The labeled rows' sums, by class."""
@@ -373,6 +413,11 @@ class Screen(ChunkedSearch):
 
     def _positive_rows(self, idx: np.ndarray, lab: np.ndarray) -> np.ndarray:
         return self._rows(idx)[np.asarray(lab) >= 0.5] if len(idx) else np.zeros((0, self.store.r))
+
+    def _neighbour_rows(self, idx: np.ndarray, lab: np.ndarray) -> np.ndarray:
+        """The positives among these rows whose similarities nn takes in: none with pruned
+        queries (nn is unused then, neighbour_weight 0, and not kept)."""
+        return np.zeros((0, self.store.r)) if self._pruned() is not None else self._positive_rows(idx, lab)
 
     def _rows(self, idx: np.ndarray) -> np.ndarray:
         """The rows idx (float64), read once for the sums, the positives and the coordinates
@@ -402,6 +447,8 @@ class Screen(ChunkedSearch):
         summary = self._summary
         assert summary is not None
         self.nn_spread = np.array([summary.sum_f, summary.sum_im, summary.n_unlabeled], float)
+        if self.pruning is not None:
+            self.pruning.after_full_pass()
 
     @property
     def f(self) -> np.ndarray:
@@ -412,9 +459,16 @@ class Screen(ChunkedSearch):
         """A lost chunk: its labels, and its similarities from every positive (a large
         batch of positives goes in one call here: a rebuild is rare)."""
         idx, lab = self.history_arrays()
-        positives = self._positive_rows(idx, lab)
+        positives = self._neighbour_rows(idx, lab)
         V = np.vstack([self.v[None, :], positives])
         return StepCall(SCREEN_RESET, (V, self.b, self.t, self.k_used, idx, np.asarray(lab, np.int8)))
+
+    def _export_meta(self) -> dict[str, Any]:
+        return self._prune_meta()
+
+    @classmethod
+    def _options_from_meta(cls, meta: dict[str, Any]) -> dict[str, Any]:
+        return {**meta["params"], **cls._prune_from_meta(meta)}
 
     def _restore(self, meta: dict[str, Any]) -> None:
         """The sums and similarities are set: the labels, the fit and one scoring pass."""
