@@ -201,6 +201,7 @@ def test_on_a_clustered_store_a_query_reads_a_small_share(clustered):
     assert np.mean(bounds < best.max()) > 0.5  # most blocks can be skipped
 
 
+@pytest.mark.slow  # the ingest and its cluster order: ~10 s
 def test_a_text_store_prunes_to_the_full_pass(tmp_path):
     """A tiny screening export ingested as text (`ingest --text-column --cluster-order`, in
     this process): the pruned queries and their scores are the full pass's."""
