@@ -29,7 +29,7 @@ from ..core.params import PruneOptions
 
 
 class PrunedSearch(Protocol):
-    """What a search gives its pruning (LAS, WNAS and BLR implement it; a method adds the
+    """What a search gives its pruning (LAS, WNAS, BLR and screen implement it; a method adds the
     few numbers its scores need, e.g. LAS's ``score_vectors()``, BLR's ``scoring_now()``)."""
 
     store: FeatureStore
@@ -59,7 +59,7 @@ class PrunedSearch(Protocol):
 
 @runtime_checkable
 class Pruning(Protocol):
-    """What a pruning offers its search (LASPruning, WNASPruning, BLRPruning).
+    """What a pruning offers its search (LASPruning, WNASPruning, and over linear.py BLRPruning and ScreenPruning).
 
     Between two full passes the search tells its pruning the labels (``labels_told``)
     instead of passing over X, and asks it for the best points (``top``); the pruning

@@ -70,7 +70,7 @@ def placement(search: Any) -> Caches:
 
 
 class PlacedPruning:
-    """What the prunings of LAS, WNAS and BLR share: their options, the placement of
+    """What the prunings of LAS, WNAS, BLR and screen share: their options, the placement of
     their caches (``caches``), ``stale`` and ``active``; each sets ``status``."""
 
     status: str
