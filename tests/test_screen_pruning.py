@@ -261,3 +261,28 @@ def test_the_dask_backend_prunes(data, store_factory, client):
         np.testing.assert_array_equal(e.f, e_full.f)
         for s in (e, e_full):
             s.close()
+
+
+def test_a_fork_prunes_on_its_own_arrays(data, store_factory):
+    """The labelling page's in-memory copy (serve/fork.py) of a pruned search goes on with
+    the full pass's queries, and so does the original after it."""
+    from bigsearch.serve.fork import fork
+
+    X, y = data
+    path = store_factory(X, None, "zarr", "float32", 700)
+    full, e = Screen(path), Screen(path, prune=True, block_rows=64)
+    for s in (full, e):
+        s.tell(start(y), y[start(y)].tolist())
+    for _ in range(5):
+        i = e.ask()
+        assert i == full.ask()
+        for s in (e, full):
+            s.tell(i, int(y[i]))
+    e.sync()
+    copy, reference = fork(e), fork(full)
+    for engine, ref in ((copy, reference), (e, full)):
+        for _ in range(8):
+            i = engine.ask()
+            assert i == ref.ask()
+            engine.tell(i, int(y[i]))
+            ref.tell(i, int(y[i]))
