@@ -16,6 +16,14 @@ on rows widened to float64, as exact queries need K and J), interleaved, 3 round
 a single-label query (target <= 10x), from the per-query `elapsed_seconds` of two runs, and
 the run's wall against what its results account for (nothing deferred past the last query).
 
+Variants (issue 40 item 3; benchmarks/kernel_codegen.py shows the code each one runs):
+`--codegen CPU[:TOGGLES]` compiles the worker's kernels, the engine's and floor.py's, for that
+CPU's tuning with this host's features (`--codegen znver5`: the instructions an AMD Zen 5 host
+runs, 512-bit vectors and `row_dots`' one-row shape, which this AVX-512 Intel CPU runs too;
+`--codegen host:-prefer-256-bit`: this CPU with 512-bit vectors); `--row-shape one|two` forces
+`row_dots`' shape. Both compile into an empty numba cache. For threads, run the whole script
+under `taskset -c 0` (the worker inherits the affinity).
+
     python benchmarks/floor_ratios.py --floor ../shared/tools/floor.py [--sizes 1000000 4000000] [--batch]
 """
 
@@ -38,6 +46,9 @@ import os, sys, time
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[1])))
 import bigsearch
+import bigsearch.kernels.common as kernel_shapes
+if sys.argv[6] != "auto":  # --row-shape: row_dots' shape as another vendor's CPU gets it (read when compiled)
+    kernel_shapes.ONE_ROW_SHAPE = sys.argv[6] == "one"
 import floor
 from common import interleave, report
 path, rounds, tiny_path, init_rounds = sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
@@ -87,6 +98,9 @@ def iteration(a):
 times = interleave({"pass": floor_pass, **{a: iteration(a) for a in ALPHAS}}, rounds, rest=0.05)
 res["pass"], res["iter"] = times.pop("pass"), times
 res["hold_maps"] = state[0.0][0].store.hold_maps
+import numba
+res["codegen"] = {"cpu": numba.config.CPU_NAME, "features": numba.config.CPU_FEATURES,
+                  "one_row_shape": kernel_shapes.ONE_ROW_SHAPE}
 report(res)
 """
 
@@ -107,9 +121,9 @@ def make(path, n, r, chunk_rows=None):
     subprocess.run(cmd + (["--chunk-rows", str(chunk_rows)] if chunk_rows else []), check=True, capture_output=True)
 
 
-def measure(floor, path, rounds, init_rounds):
+def measure(floor, path, rounds, init_rounds, shape="auto", env=None):
     with tempfile.TemporaryDirectory() as tmp:
-        raw = run_fresh(WORKER, floor, path, rounds, os.path.join(tmp, "tiny.zarr"), init_rounds)
+        raw = run_fresh(WORKER, floor, path, rounds, os.path.join(tmp, "tiny.zarr"), init_rounds, shape, env=env)
     floor_pass, init_floor = median(raw["pass"]), median(raw["init_floor"])
     init_floor64 = median(raw["init_floor64"])
     row = {
@@ -138,7 +152,7 @@ def floors(args):
             if how == "disk":
                 evict(path)
             print(f"{n} x {r}, {how} ...", file=sys.stderr)
-            row, raw = measure(args.floor, path, args.rounds, args.init_rounds)
+            row, raw = measure(args.floor, path, args.rounds, args.init_rounds, args.row_shape, args.env)
             rows.append({"n": n, "r": r, "store": how, **row, "raw": raw})
         shutil.rmtree(path, ignore_errors=True)
     table(
@@ -205,6 +219,22 @@ def batch(args):
     return {"rows": rows, "single_s": single, "batch_s": batched, "ratio": batched / single}
 
 
+def variant(args, cache):
+    """args.env: the worker's environment for --codegen / --row-shape (None without them), in an
+    empty numba cache (a cached kernel keeps the shape and code it was compiled with)."""
+    args.env = None
+    if args.codegen:
+        from kernel_codegen import target_env
+
+        name, _, toggles = args.codegen.partition(":")
+        here = name if name == "host" or name.endswith("/host") else f"{name}/host"  # code that runs here
+        args.env, vendor = target_env(f"{here}:{toggles}" if toggles else here, cache)
+        if args.row_shape == "auto" and vendor != "auto":
+            args.row_shape = "one" if vendor == "amd" else "two"
+    if args.row_shape != "auto":
+        args.env = args.env or {"NUMBA_CACHE_DIR": cache}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--floor", required=True, help="path of ../shared/tools/floor.py")
@@ -215,11 +245,23 @@ def main():
     ap.add_argument("--batch", action="store_true", help="the batch-of-500 figure of `run`")
     ap.add_argument("--batch-rounds", type=int, default=2)
     ap.add_argument("--name", default="floor_ratios")
+    ap.add_argument("--codegen", help="CPU[:TOGGLES]: compile for that CPU's tuning, this host's features (above)")
+    ap.add_argument(
+        "--row-shape",
+        choices=["auto", "one", "two"],
+        default="auto",
+        help="row_dots' shape (auto: the --codegen CPU vendor's, else this host's)",
+    )
     args = add_idle_arguments(ap).parse_args()
     preflight(args)
     record = {"floor": str(Path(args.floor).resolve())}
-    if args.sizes or args.wide:
-        record["floors"] = floors(args)
+    with tempfile.TemporaryDirectory() as cache:
+        variant(args, cache)
+        if args.env:
+            env = args.env | {"NUMBA_CACHE_DIR": "(empty, temporary)"}
+            record["variant"] = {"codegen": args.codegen, "row_shape": args.row_shape, "env": env}
+        if args.sizes or args.wide:
+            record["floors"] = floors(args)
     if args.batch:
         record["batch"] = batch(args)
     save(args.name, record)
