@@ -1,10 +1,11 @@
 """The stopping rule's profile likelihood over its grid of change points and decays
 (engine/guidance/stopping.py).
 
-For each (change point, decay) of the grid: the window's likelihood at the best rate, the ends of the
-rates the deviance bound admits (two roots of e^s - 1 - s = t by Newton's method, as a
-scalar loop: the NumPy form's bisection took 1 ms a query, a batch of 500 labels' records
-0.6 s), and the hits those rates expect among the records not read.
+For each (change point, decay) of the grid: the window's likelihood at the best rate; for
+those the deviance bound admits, the ends of the rates it admits (two roots of
+e^s - 1 - s = t by Newton's method, as a scalar loop: the NumPy form's bisection took 1 ms
+a query, a batch of 500 labels' records 0.6 s) and the hits those rates expect among the
+records not read.
 """
 
 import math
@@ -13,12 +14,6 @@ import numba
 import numpy as np
 
 NEWTON_STEPS = 8  # from the starts below: within 1e-14 of the roots for every t
-
-
-@numba.njit(nogil=True, cache=True)
-def _geometric_sum(b, W):
-    """sum_{u=0}^{W-1} e^{b u}, also at b = 0."""
-    return float(W) if b * W < 1e-8 else math.expm1(b * W) / math.expm1(b)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -90,7 +85,7 @@ def remaining_hits(hits, W, M, cut, decays, b_max, knots):
         for i in range(nk):
             uc = knots[i]
             rise = math.expm1(b * uc)
-            head = float(uc) if b * uc < 1e-8 else rise / step  # _geometric_sum(b, uc)
+            head = float(uc) if b * uc < 1e-8 else rise / step  # sum_{u<uc} e^{b u}
             weight[i, j] = head + (W - uc) * (rise + 1.0)
             loglik[i, j] = b * clipped[i] - (H * math.log(max(weight[i, j], 1e-300) / H) + H if H > 0 else 0.0)
             if loglik[i, j] > best:
