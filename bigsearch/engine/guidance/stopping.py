@@ -13,7 +13,8 @@ fits ``(uc, b, lam)`` to them by maximum likelihood, and extrapolates to the ``M
 not read: ``remaining = lam e^-b (1 - e^-bM) / (1 - e^-b)`` (``lam M`` when flat). The
 change point lets a search that finds relevant records at a steady high precision and then
 runs dry be followed where one decay over the whole window cannot (on the synthetic
-`easy` sets it stopped at 1.6-1.8x the records needed against 1.8-2.0x with one decay).
+`easy` corpus of 3,000 records it stopped at 1.6-1.8x the records needed, against 1.8-2.0x
+with one decay).
 ``uc = W`` is the one decay, ``b = 0`` the flat rate, both always among the fits.
 
 The interval: every ``(uc, b, lam)`` the hits do not reject at the level gives a count, and
