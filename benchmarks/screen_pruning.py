@@ -27,12 +27,13 @@ import numpy as np
 from common import add_idle_arguments, preflight, run_fresh, save
 
 WORKER = r"""
-import sys, time
+import sys, tempfile, time
+from pathlib import Path
 import numpy as np
 import bigsearch
 from bigsearch.engine.core.params import PruneOptions
 from bigsearch.engine.methods.screen import Screen
-from bigsearch.storage.arrays import NumpyArrayStore
+from bigsearch.storage.encoding import decode
 from common import report
 
 path, queries, full_queries, block_rows, seed = sys.argv[1], *map(int, sys.argv[2:6])
@@ -41,10 +42,13 @@ y = store.labels()
 if y is None or not (y == 1).any() or not (y == 0).any():
     raise SystemExit(f"{path}: needs labels with relevant and irrelevant records (ingest --label-column)")
 
-# the kernels compiled on a copy of the first rows, pruned and full, as `bigsearch run` does
-rows = np.ascontiguousarray(store.read_stored_rows(np.arange(min(512, store.n))))
+# the kernels compiled on a copy of the first rows in the store's encoding, pruned and full,
+# as `bigsearch run` does
+rows = decode(store.read_stored_rows(np.arange(min(512, store.n))))
+warm = Path(tempfile.mkdtemp()) / "warm.zarr"
+bigsearch.create_store(warm, rows, chunk_rows=256, encoding=store.encoding)
 for prune in (PruneOptions(64), False):
-    e = Screen(NumpyArrayStore(rows, chunk_rows=256), prune=prune)
+    e = Screen(warm, prune=prune)
     e.tell([0, 1], [1, 0])
     for t in range(4):
         e.tell(e.ask(), t % 2)
