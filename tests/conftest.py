@@ -76,6 +76,17 @@ def tight_blocks(n, r, prevalence, seed):
     return X[order], y[order]
 
 
+def ask_in_step(pairs, y, queries):
+    """Each (engine, reference) pair asked ``queries`` times in turn, told y's answer each
+    time: their queries must be the same (a fork against its original's twin, say)."""
+    for engine, ref in pairs:
+        for _ in range(queries):
+            i = engine.ask()
+            assert i == ref.ask()
+            engine.tell(i, int(y[i]))
+            ref.tell(i, int(y[i]))
+
+
 def store_path(folder, name, kind):
     """``folder/name`` with the suffix of store format ``kind`` (.zarr, .h5, ...)."""
     return folder / f"{name}{store_format(kind).suffixes[0]}"

@@ -11,7 +11,7 @@ import pytest
 
 import bigsearch
 
-from conftest import DTYPES, KINDS, run_cli, tight_blocks
+from conftest import DTYPES, KINDS, ask_in_step, run_cli, tight_blocks
 
 N, R, STEPS = 2000, 8, 40
 
@@ -438,9 +438,4 @@ def test_a_fork_prunes_on_its_own_arrays(data, store_factory, acquisition):
     e.sync()
     copy = fork(e)
     reference = fork(full)
-    for engine, ref in ((copy, reference), (e, full)):
-        for _ in range(8):
-            i = engine.ask()
-            assert i == ref.ask()
-            engine.tell(i, int(y[i]))
-            ref.tell(i, int(y[i]))
+    ask_in_step(((copy, reference), (e, full)), y, 8)

@@ -14,7 +14,7 @@ import pytest
 import bigsearch
 from bigsearch.engine.methods.screen import Screen
 
-from conftest import DTYPES, KINDS, run_cli, tight_blocks
+from conftest import DTYPES, KINDS, ask_in_step, run_cli, tight_blocks
 
 N, R, STEPS = 2000, 8, 30
 
@@ -280,9 +280,4 @@ def test_a_fork_prunes_on_its_own_arrays(data, store_factory):
             s.tell(i, int(y[i]))
     e.sync()
     copy, reference = fork(e), fork(full)
-    for engine, ref in ((copy, reference), (e, full)):
-        for _ in range(8):
-            i = engine.ask()
-            assert i == ref.ask()
-            engine.tell(i, int(y[i]))
-            ref.tell(i, int(y[i]))
+    ask_in_step(((copy, reference), (e, full)), y, 8)
