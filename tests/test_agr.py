@@ -223,7 +223,7 @@ def test_agr_through_the_cli(tmp_path, store_factory):
     X, y = clustered_points(1500, 8, prevalence=0.04, seed=8, spread=0.7)
     store = store_factory(X, y, chunk_rows=200)
     res = run_cli("run", store, "--method", "agr,random", "--budget", 30, "--runs", 2, "--agr-anchors", 40,
-                  "--out", tmp_path / "o", "-q")
+                  "--out", tmp_path / "o", "-q", "--no-plots")
     assert res.returncode == 0, res.stderr
     record = json.loads((tmp_path / "o" / "results.json").read_text())
     agr = [r for r in record["runs"] if r["method"] == "agr"]

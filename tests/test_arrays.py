@@ -209,7 +209,7 @@ def test_dataset_names_the_array_holding_X(small_data, tmp_path, kind):
     if kind == "hdf5":
         return  # the commands below read either kind through the same option
     out = tmp_path / "out"
-    res = run_cli("run", path, "--dataset", "emb", "--budget", 5, "--out", out, "-q")
+    res = run_cli("run", path, "--dataset", "emb", "--budget", 5, "--out", out, "-q", "--no-plots")
     assert res.returncode == 0, res.stderr
     record = simulate(store, "las", 5)
     assert json.loads((out / "results.json").read_text())["runs"][0]["queries"] == record["queries"]

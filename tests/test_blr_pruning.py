@@ -314,6 +314,7 @@ def test_run_cli_blr_prune(data, store_factory, tmp_path):
             int(np.flatnonzero(y)[0]),
             *flag,
             "-v",
+            "--no-plots",
             "--out",
             out,
         )

@@ -36,12 +36,12 @@ def test_a_budget_of_zero_is_refused(labeled, tmp_path):
 def test_results_tables_at_the_checkpoints_asked_for_and_internal_lines_only_with_verbose(labeled, tmp_path):
     store, _ = labeled
     out = tmp_path / "r"
-    done = run_cli("run", store, "--budget", 8, "--out", out, "--checkpoints", "2,4,8", "--prune")
+    done = run_cli("run", store, "--budget", 8, "--out", out, "--checkpoints", "2,4,8", "--prune", "--no-plots")
     assert done.returncode == 0, done.stderr
     header = "| method | 2 queries | 4 queries | 8 queries |"
     assert header in done.stdout and (out / "table.md").read_text().startswith(header)
     assert "pruning" not in done.stderr and "read per round" not in done.stderr
-    verbose = run_cli("run", store, "--budget", 8, "--out", out, "--prune", "-v")
+    verbose = run_cli("run", store, "--budget", 8, "--out", out, "--prune", "-v", "--no-plots")
     assert verbose.returncode == 0, verbose.stderr
     assert "las: pruning on" in verbose.stderr and "X read per round" in verbose.stderr
     assert "| method | 4 queries | 8 queries |" in verbose.stdout  # the default: T/2 and T

@@ -74,7 +74,9 @@ def test_run_refuses_a_budget_larger_than_the_unlabeled_points(labeled, tmp_path
     res = run_cli("run", store, "--budget", 298, "--init-negatives", 2, "--out", out, "-q")
     assert res.returncode == 2 and res.stderr.startswith("Error: budget 298 ") and "at most 297" in res.stderr
     assert not out.exists()
-    res = run_cli("run", store, "--method", "random", "--budget", 297, "--init-negatives", 2, "--out", out, "-q")
+    res = run_cli(
+        "run", store, "--method", "random", "--budget", 297, "--init-negatives", 2, "--out", out, "-q", "--no-plots"
+    )
     assert res.returncode == 0, res.stderr
 
 
@@ -95,7 +97,7 @@ def test_run_saves_ids_and_the_final_ranking(tmp_path):
     ids = np.array([f"rec-{i:04d}" for i in range(300)])
     store = bigsearch.create_store(tmp_path / "s.zarr", X, y, ids, chunk_rows=40)
     out = tmp_path / "o"
-    res = run_cli("run", store, "--method", "las,random", "--budget", 12, "--out", out, "-q")
+    res = run_cli("run", store, "--method", "las,random", "--budget", 12, "--out", out, "-q", "--no-plots")
     assert res.returncode == 0, res.stderr
     with open(out / "runs.csv") as fh:
         rows = list(csv.DictReader(fh))
@@ -145,3 +147,14 @@ def test_the_recall_figure_reads_in_print_and_for_everyone(labeled, tmp_path):
     assert len({line.get_linestyle() for line in methods}) == 3 and len({line.get_marker() for line in methods}) == 3
     assert BAND_LABEL in [t.get_text() for t in ax.get_legend().get_texts()]
     assert "±1 SD" in BAND_LABEL
+    # --no-plots: the finished experiment rerun leaves the figures out, the earlier ones too,
+    # without importing matplotlib (here one whose import fails: the run would say so)
+    fake = tmp_path / "site" / "matplotlib"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('matplotlib is not installed')\n")
+    env = {"PYTHONPATH": f"{fake.parent}{os.pathsep}{os.getcwd()}"}
+    res = run_cli(
+        "run", store, "--method", "las,wnas,random", "--budget", 20, "--runs", 2, "--out", out, "--no-plots", env=env
+    )
+    assert res.returncode == 0 and "not written" not in res.stderr, res.stderr
+    assert not list(out.glob("recall.*")) and (out / "results.json").is_file()

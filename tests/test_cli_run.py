@@ -33,7 +33,7 @@ def test_run_writes_the_documented_record(tmp_path):
     assert runs["las"]["hits"][-1] > runs["random"]["hits"][-1]
     # the same command with the same seed gives the same queries
     again = run_cli("run", store, "--method", "las", "--budget", 25, "--seed", 3, "--alpha", 1e-3,
-                    "--out", tmp_path / "again")
+                    "--out", tmp_path / "again", "--no-plots")
     assert again.returncode == 0
     assert json.loads((tmp_path / "again" / "results.json").read_text())["runs"][0]["queries"] == \
         runs["las"]["queries"]
@@ -46,7 +46,8 @@ def test_run_from_given_indices(tmp_path):
     X, y = clustered_points(500, 8, prevalence=0.1, seed=6)
     store = bigsearch.create_store(tmp_path / "s.zarr", X, y)
     pos, neg = int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])
-    res = run_cli("run", store, "--budget", 5, "--init-index", f"{pos},{neg}", "--out", tmp_path / "o", "-q")
+    res = run_cli("run", store, "--budget", 5, "--init-index", f"{pos},{neg}", "--out", tmp_path / "o", "-q",
+                  "--no-plots")
     assert res.returncode == 0, res.stderr
     r = json.loads((tmp_path / "o" / "results.json").read_text())["runs"][0]
     assert r["init"] == [[pos, 1], [neg, 0]]
@@ -106,7 +107,7 @@ def test_a_failed_experiment_does_not_block_the_corrected_command(tmp_path):
     experiment without --overwrite, keeping the runs already done."""
     store = few_distinct_points(tmp_path)
     out = tmp_path / "o"
-    command = ["run", store, "--method", "las,wnas,agr,random", "--budget", 5, "--out", out, "-q"]
+    command = ["run", store, "--method", "las,wnas,agr,random", "--budget", 5, "--out", out, "-q", "--no-plots"]
     res = run_cli(*command, "--agr-anchors", 400)
     assert res.returncode == 2 and res.stderr == ("Error: AGR: --agr-anchors=400 is more than the 300 distinct "
                                                   "points of a sample of 1,642 rows of the store; give "

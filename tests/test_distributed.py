@@ -133,7 +133,7 @@ def test_workers_that_cannot_open_the_store_give_a_clear_error(client, data, sto
 def test_run_command_on_a_local_cluster_and_on_a_scheduler(client, tmp_path):
     X, y = clustered_points(3000, 16, prevalence=0.02, seed=5)
     store = bigsearch.create_store(tmp_path / "s.zarr", X, y, chunk_rows=250)
-    common = ["run", store, "--method", "las,wnas", "--budget", 15, "--alpha", 1e-3, "-q"]
+    common = ["run", store, "--method", "las,wnas", "--budget", 15, "--alpha", 1e-3, "-q", "--no-plots"]
     local = run_cli(*common, "--out", tmp_path / "local")
     # with encryption required, only a TLS cluster can run: --cluster local:N speaks TLS by default
     spawned = run_cli(*common, "--cluster", "local:2", "--out", tmp_path / "spawned",

@@ -89,7 +89,7 @@ def test_an_interrupted_experiment_resumes_to_the_same_results(store, tmp_path):
 
 
 def test_the_cli_resumes_after_a_kill(store, tmp_path):
-    args = ["run", store, "--method", "las,wnas", "--budget", 40, "--runs", 8, "--seed", 3, "-q"]
+    args = ["run", store, "--method", "las,wnas", "--budget", 40, "--runs", 8, "--seed", 3, "-q", "--no-plots"]
     out = tmp_path / "killed"
     proc = subprocess.Popen([sys.executable, "-m", "bigsearch", *map(str, args), "--out", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -118,16 +118,17 @@ def test_the_cli_resumes_after_a_kill(store, tmp_path):
 
 def test_a_different_command_on_the_same_directory_is_refused(store, tmp_path):
     out = tmp_path / "o"
-    assert run_cli("run", store, "--method", "las", "--budget", 5, "--out", out, "-q").returncode == 0
+    assert run_cli("run", store, "--method", "las", "--budget", 5, "--out", out, "-q", "--no-plots").returncode == 0
     res = run_cli("run", store, "--method", "las", "--budget", 5, "--alpha", 0.01, "--out", out, "-q")
     assert res.returncode == 2 and res.stderr.count("\n") == 1
     assert "already exists for a different experiment (options.las.alpha 0.0 there, 0.01 here)" in res.stderr
     assert "pass --overwrite to replace it" in res.stderr
     # more runs and another method of the same experiment are added to it
-    res = run_cli("run", store, "--method", "las,random", "--budget", 5, "--runs", 2, "--out", out, "-q")
+    res = run_cli("run", store, "--method", "las,random", "--budget", 5, "--runs", 2, "--out", out, "-q", "--no-plots")
     assert res.returncode == 0, res.stderr
     assert len(json.loads((out / "results.json").read_text())["runs"]) == 4
-    res = run_cli("run", store, "--method", "las", "--budget", 5, "--alpha", 0.01, "--out", out, "-q", "--overwrite")
+    res = run_cli("run", store, "--method", "las", "--budget", 5, "--alpha", 0.01, "--out", out, "-q", "--overwrite",
+                  "--no-plots")
     assert res.returncode == 0
     record = json.loads((out / "results.json").read_text())
     assert [r["params"]["alpha"] for r in record["runs"]] == [0.01]
@@ -233,7 +234,7 @@ def test_a_batch_is_the_top_b_of_one_pass(store_factory, method):
 
 def test_batch_size_through_the_cli(store, tmp_path):
     res = run_cli("run", store, "--method", "las,random", "--budget", 30, "--batch-size", 10, "--out", tmp_path / "o",
-                  "-q")
+                  "-q", "--no-plots")
     assert res.returncode == 0, res.stderr
     runs = {r["method"]: r for r in json.loads((tmp_path / "o" / "results.json").read_text())["runs"]}
     assert runs["las"]["batch_size"] == 10 and len(runs["las"]["timings"]["iteration_seconds"]) == 2

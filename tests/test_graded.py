@@ -180,6 +180,7 @@ def test_run_cli_graded_scores_fantasy_and_rf(small_data, store_factory, tmp_pat
         "--out",
         tmp_path / "o",
         "-q",
+        "--no-plots",
     )
     assert r.returncode == 0, r.stderr
     runs = {rec["method"]: rec for rec in json.loads((tmp_path / "o" / "results.json").read_text())["runs"]}
@@ -200,6 +201,7 @@ def test_run_cli_graded_scores_fantasy_and_rf(small_data, store_factory, tmp_pat
         "--out",
         tmp_path / "f",
         "-q",
+        "--no-plots",
     )
     assert r.returncode == 0, r.stderr
     for bad, message in (
@@ -230,7 +232,19 @@ def test_run_cli_scores_from_a_csv_column(small_data, store_factory, tmp_path):
     table.write_text(
         "smiles,score,hit\n" + "".join(f"C{i},{float(s)!r},{h}\n" for i, (s, h) in enumerate(zip(scores, y)))
     )
-    common = ["--method", "las", "--budget", "8", "--batch-size", "4", "--pi", "0.2", "--grade=-9,-7", "-q"]
+    common = [
+        "--method",
+        "las",
+        "--budget",
+        "8",
+        "--batch-size",
+        "4",
+        "--pi",
+        "0.2",
+        "--grade=-9,-7",
+        "-q",
+        "--no-plots",
+    ]
     r = run_cli("run", path, "--scores", f"{table}:score", "--out", tmp_path / "o", *common)
     assert r.returncode == 0, r.stderr
     las = json.loads((tmp_path / "o" / "results.json").read_text())["runs"][0]

@@ -48,8 +48,9 @@ def test_run_on_a_tls_scheduler_with_its_credentials(tls_cluster, tmp_path):
     X, y = clustered_points(60, 5, prevalence=0.2, seed=1, spread=0.8)
     store = bigsearch.create_store(tmp_path / "s.zarr", X, y, chunk_rows=7)
     tls = ["--tls-ca-file", files / "ca.pem", "--tls-cert", files / "cert.pem", "--tls-key", files / "key.pem"]
-    local = run_cli("run", store, "--budget", 4, "--out", tmp_path / "local", "-q")
-    remote = run_cli("run", store, "--budget", 4, "--out", tmp_path / "remote", "-q", "--scheduler", address, *tls)
+    local = run_cli("run", store, "--budget", 4, "--out", tmp_path / "local", "-q", "--no-plots")
+    remote = run_cli("run", store, "--budget", 4, "--out", tmp_path / "remote", "-q", "--no-plots",
+                     "--scheduler", address, *tls)
     assert local.returncode == 0 and remote.returncode == 0, remote.stderr
     import json
     queries = [json.loads((tmp_path / d / "results.json").read_text())["runs"][0]["queries"]

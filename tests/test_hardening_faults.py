@@ -126,20 +126,20 @@ def test_export_writes_a_new_file_and_refuses_an_existing_one(session_dir, tmp_p
 # -- experiments ----------------------------------------------------------------------------
 def test_overwrite_replaces_the_results_and_keeps_other_files(store, tmp_path):
     out = tmp_path / "runs"
-    assert run_cli("run", store, "--budget", 3, "--out", out, "-q").returncode == 0
+    assert run_cli("run", store, "--budget", 3, "--out", out, "-q", "--no-plots").returncode == 0
     (out / "notes.txt").write_text("mine")
-    done = run_cli("run", store, "--budget", 5, "--out", out, "-q", "--overwrite")
+    done = run_cli("run", store, "--budget", 5, "--out", out, "-q", "--overwrite", "--no-plots")
     assert done.returncode == 0, done.stderr
     results = json.loads((out / "results.json").read_text())
     assert results["budget"] == 5 and len(results["runs"][0]["queries"]) == 5
     assert (out / "notes.txt").read_text() == "mine"
-    resumed = run_cli("run", store, "--budget", 5, "--out", out, "-q", "--runs", 2)    # the new one continues
+    resumed = run_cli("run", store, "--budget", 5, "--out", out, "-q", "--runs", 2, "--no-plots")  # the new one goes on
     assert resumed.returncode == 0, resumed.stderr
 
 
 def test_the_labels_are_part_of_an_experiment(store, tmp_path):
     out = tmp_path / "runs"
-    assert run_cli("run", store, "--budget", 3, "--out", out, "-q").returncode == 0
+    assert run_cli("run", store, "--budget", 3, "--out", out, "-q", "--no-plots").returncode == 0
     X, y = clustered_points(60, 5, prevalence=0.2, seed=1, spread=0.8)
     y = y.copy()
     y[:10] = 1 - y[:10]

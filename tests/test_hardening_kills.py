@@ -108,8 +108,8 @@ def test_a_live_writers_old_copy_is_left_alone(tmp_path):
 def test_run_overwrite_killed_leaves_one_experiment(tmp_path):
     X, y = clustered_points(400, 6, prevalence=0.1, seed=3, spread=0.8)
     store = bigsearch.create_store(tmp_path / "s.zarr", X, y, chunk_rows=50)
-    old = ["run", store, "--budget", 4, "--out", "runs", "-q"]
-    new = ["run", store, "--budget", 40, "--method", "las,wnas", "--runs", 2, "--out", "runs", "-q"]
+    old = ["run", store, "--budget", 4, "--out", "runs", "-q", "--no-plots"]   # (figures: 1 s a command)
+    new = ["run", store, "--budget", 40, "--method", "las,wnas", "--runs", 2, "--out", "runs", "-q", "--no-plots"]
     assert run_cli(*old, cwd=tmp_path).returncode == 0
     t0 = time.perf_counter()
     assert run_cli(*new, "--out", "probe", cwd=tmp_path).returncode == 0

@@ -144,7 +144,9 @@ def test_cli_ingest_to_s3_then_info_and_run_as_on_local_disk(s3, data, tmp_path,
     queries = {}
     for name, store in (("s3", url), ("local", local)):
         out = tmp_path / f"runs-{name}"
-        done = run_cli("run", store, "--method", "las,wnas", "--budget", 12, "--alpha", 0.01, "--out", out, "-q")
+        done = run_cli(
+            "run", store, "--method", "las,wnas", "--budget", 12, "--alpha", 0.01, "--out", out, "-q", "--no-plots"
+        )
         assert done.returncode == 0, done.stderr
         queries[name] = [r["queries"] for r in json.loads((out / "results.json").read_text())["runs"]]
         done = run_cli("pairs", store, "--pairs", 3, "--top", 10, "--out", out, "-q")

@@ -177,6 +177,7 @@ def test_the_cli_a_session_and_simulate_build_the_same_plan(store, tmp_path):
         "--out",
         tmp_path / "o",
         "-q",
+        "--no-plots",
     )
     assert res.returncode == 0, res.stderr
     (ran,) = json.loads((tmp_path / "o" / "results.json").read_text())["runs"]

@@ -175,7 +175,7 @@ def test_run_cli_prunes_and_reports_the_bytes_read(data, store_factory, tmp_path
     outs = {}
     for flag in ([], ["--prune"]):
         out = tmp_path / ("pruned" if flag else "full")
-        done = run_cli("run", path, "--budget", 25, "--init-index", start(y), *flag, "-v", "--out", out)
+        done = run_cli("run", path, "--budget", 25, "--init-index", start(y), *flag, "-v", "--no-plots", "--out", out)
         assert done.returncode == 0, done.stderr
         outs[bool(flag)] = (json.loads((out / "results.json").read_text())["runs"][0], done.stderr)
     (full, _), (pruned, err) = outs[False], outs[True]

@@ -53,7 +53,7 @@ def experiment_from_flags(store, methods, budget, **flags):
 
 def run_and_report(exp, out, *, quiet=False, table=True, verbose=False, checkpoints=None, **where):
     """``experiments.run_experiment`` of ``exp`` into ``out`` (``where``: overwrite,
-    backend, n_threads) with progress bars, then a summary, the table (at ``checkpoints``
+    backend, n_threads, plot) with progress bars, then a summary, the table (at ``checkpoints``
     when given: table.md is rewritten at them) and where the results are (unless
     ``quiet``); ``verbose``: how each method chose its queries too."""
     from ..experiments import run_experiment
@@ -217,10 +217,12 @@ def search_options(f):
 @click.option("--overwrite", is_flag=True, help="Replace the results of another experiment in --out.")
 @click.option("--checkpoints", type=IndexList(), default=None, metavar="T1,T2,...",
               help="Query counts the results table reports (default: half the budget and the budget).")
+@click.option("--no-plots", is_flag=True,
+              help="Leave out recall.png/.pdf/.svg: matplotlib is not imported (about 1 s less a command).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary.")
 @click.option("-v", "--verbose", is_flag=True, help="Also say how each method chose its queries (pruning, X read).")
-def run(store, methods, budget, out, overwrite, checkpoints, quiet, verbose, threads, scheduler, cluster, persist,
-        **flags):
+def run(store, methods, budget, out, overwrite, checkpoints, no_plots, quiet, verbose, threads, scheduler, cluster,
+        persist, **flags):
     """Simulated Active Search on STORE, answering queries from its stored labels y.
 
     Rerunning the same command on the same --out continues an interrupted experiment.
@@ -237,7 +239,7 @@ def run(store, methods, budget, out, overwrite, checkpoints, quiet, verbose, thr
     exp = experiment_from_flags(store, methods, budget, **flags)
     with cluster_backend(scheduler, cluster, persist) as backend:
         run_and_report(exp, out, quiet=quiet, overwrite=overwrite, backend=backend, n_threads=threads,
-                       verbose=verbose, checkpoints=checkpoints)
+                       verbose=verbose, checkpoints=checkpoints, plot=not no_plots)
 
 
 def _fantasy(value):

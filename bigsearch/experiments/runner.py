@@ -87,15 +87,19 @@ def recall_title(results):
 
 
 def write_outputs(out, results, curves, plot=True, ids=None):
-    """results.json, runs.csv, ranking.csv, table.md and recall.png/.pdf/.svg; returns notes on
-    skipped files. ``ids(indices)``: the store's ids of points (None if it has none)."""
+    """results.json, runs.csv, ranking.csv, table.md and recall.png/.pdf/.svg (none unless
+    ``plot``); returns notes on skipped files. ``ids(indices)``: the store's ids of points
+    (None if it has none)."""
     out = Path(out)
     atomic_write_json(out / "results.json", results)
     write_runs_csv(results["runs"], out / "runs.csv", ids)
     write_ranking_csv(results["runs"], out / "ranking.csv", ids)
     atomic_write_bytes(out / "table.md", markdown_table(results["summary"], results["budget"]).encode())
     notes = []
-    if plot and curves["queries"]:
+    if not plot:  # asked for none (run --no-plots): an earlier command's figures would show other results
+        for fmt in ("png", "pdf", "svg"):
+            (out / f"recall.{fmt}").unlink(missing_ok=True)
+    elif curves["queries"]:
         from .plots import plot_recall
         try:
             plot_recall(curves, out / "recall.png", title=recall_title(results))
