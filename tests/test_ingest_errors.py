@@ -48,11 +48,11 @@ def test_non_numeric_value_in_a_numeric_column_early_and_late(tmp_path):
     src = write(tmp_path, "early.csv", "".join(lines))
     msg = ingest_fails(tmp_path, src, "--label-column", "2")
     assert "early.csv, line 18: 'abc' in numeric column 1 (f1) is not a number" in msg
-    # past the first parser block (the type is fixed by then)
-    big = GOOD_ROWS * 400 + "1,x2y,0\n" + GOOD_ROWS
+    # past the 1 MiB sample the types are inferred from and the first 1 MiB parser blocks (3 MiB in)
+    big = GOOD_ROWS * 100 + "1,x2y,0\n" + GOOD_ROWS
     src = write(tmp_path, "late.csv", big)
     msg = ingest_fails(tmp_path, src, "--label-column", "2")
-    assert f"late.csv, line {3000 * 400 + 1}: 'x2y' in numeric column 1" in msg
+    assert f"late.csv, line {3000 * 100 + 1}: 'x2y' in numeric column 1" in msg
 
 
 @pytest.mark.parametrize("value,word", [("nan", "missing or NaN"), ("inf", "infinite"), ("", "missing")])
