@@ -2,6 +2,7 @@
 grouped by k-means cluster; through the library, `bigsearch ingest --cluster-order`
 and tools/make_store.py."""
 
+import csv
 import json
 import subprocess
 import sys
@@ -151,6 +152,36 @@ def test_display_arrays_move_with_their_rows(tmp_path):
     assert sorted(ids.tolist()) == list(range(200)) and ids.tolist() != list(range(200))
     for i in range(200):
         np.testing.assert_array_equal(read_display(store, i)["pixels"], images[ids[i]].ravel())
+
+
+@pytest.mark.parametrize("kind", ["records", "pixels"])
+def test_display_values_are_read_back_a_block_at_a_time(tmp_path, monkeypatch, kind):
+    """A cluster's display values come back from the spill DISPLAY_BLOCK_ROWS at a time (a
+    cluster of text can hold a tenth of a corpus): with blocks of 7 values, far smaller
+    than the clusters, row i still shows original row ids[i]'s record or image."""
+    from bigsearch.serve.records import read_displays
+
+    rng = np.random.default_rng(1)
+    if kind == "pixels":
+        np.save(tmp_path / "src.npy", rng.integers(0, 255, size=(150, 3, 3), dtype=np.uint8))
+        args = [tmp_path / "src.npy", "--normalize"]
+    else:
+        words = np.array(["alpha", "beta", "gamma", "delta", "ε-psilon", 'quo"te', "new\nline"])
+        with open(tmp_path / "src.csv", "w", encoding="utf-8", newline="") as fh:
+            out = csv.writer(fh)
+            out.writerow(["title", "abstract"])
+            for i in range(150):
+                out.writerow([f"{' '.join(rng.choice(words, 4))} {i}", " ".join(rng.choice(words, 12))])
+        args = [tmp_path / "src.csv", "--header", "--text-column", "title,abstract", "--text-dim", "8"]
+    src = tmp_path / "src.zarr"
+    done = run_cli("ingest", *args, src)
+    assert done.returncode == 0, done.stderr
+    monkeypatch.setattr(ordering, "DISPLAY_BLOCK_ROWS", 7)
+    cluster_order(src, tmp_path / "o.zarr", clusters=3)
+    a, b = bigsearch.open_store(src), bigsearch.open_store(tmp_path / "o.zarr")
+    ids = b.ids()
+    assert ids.tolist() != list(range(150))
+    assert read_displays(b, list(range(150))) == read_displays(a, ids.tolist())
 
 
 # -- the block summaries, computed as the ordered store is written ---------------------------------

@@ -26,8 +26,9 @@ writes a copy of a store whose rows are grouped by k-means cluster, in a few pas
    nor for an encoded output: there the summaries' three passes run on the stored X).
 
 Rows of a cluster keep their original order. X is never held whole: memory is the
-sample, the n int32 assignments, a chunk and two write blocks (``WRITE_BYTES``), besides the
-display array of the largest cluster when the store has one. The output keeps ``y`` and
+sample, the n int32 assignments, a chunk and two write blocks (``WRITE_BYTES``), and
+DISPLAY_BLOCK_ROWS display values when the store has them (a whole cluster's were read at
+once before: at 10M abstracts in 256 clusters, gigabytes of text). The output keeps ``y`` and
 the display array in the new row order, and ``ids`` holds each row's original id (the
 source's ``ids`` when it has them, else its original row number), so answers still name
 the original points. Cost: X read three times (assignment, spill, spill file) and written
@@ -35,6 +36,7 @@ twice (spill, output), and the degree pass (docs/performance.md).
 """
 
 import contextlib
+import itertools
 import json
 import os
 import tempfile
@@ -64,6 +66,7 @@ MIN_SAMPLE = 65_536            # at least this many,
 SAMPLE_BYTES = 256 << 20       # and at most this much float64 data,
 SAMPLE_RUN = 64                # read in runs of this many rows
 WRITE_BYTES = 64 << 20         # rows read back from the spill files at a time
+DISPLAY_BLOCK_ROWS = 16384     # display values (a record's text, an image) read back at a time
 
 
 def default_clusters(n):
@@ -274,11 +277,18 @@ class DisplaySpill:
         else:
             fh.write(np.ascontiguousarray(values, self.dtype).tobytes())
 
-    def load(self, path):
-        if self.dtype is None:
-            lines = path.read_text().splitlines()
-            return np.array([json.loads(line) for line in lines], dtype=object)
-        return np.fromfile(path, dtype=self.dtype).reshape(-1, *self.tail)
+    def blocks(self, path, rows=None):
+        """A cluster's spilled values, ``rows`` at a time: a cluster of text features can hold
+        a tenth of the corpus (k-means on text is lopsided), too much to load at once."""
+        rows = rows or DISPLAY_BLOCK_ROWS
+        with open(path, "rb") as fh:
+            if self.dtype is None:
+                while lines := list(itertools.islice(fh, rows)):
+                    yield np.array([json.loads(line) for line in lines], dtype=object)
+                return
+            width = int(np.prod(self.tail)) * self.dtype.itemsize
+            while chunk := fh.read(rows * width):
+                yield np.frombuffer(chunk, dtype=self.dtype).reshape(-1, *self.tail)
 
     def rows_array(self, writer):
         width = int(np.prod(self.tail)) * (8 if self.dtype is None else self.dtype.itemsize)
@@ -395,5 +405,6 @@ def _write(spill, sizes, ids_dtype, out, display, summaries, n_threads, *, r, dt
         if display:
             shown = display.rows_array(w)
             for c in np.flatnonzero(sizes):
-                shown.append(display.load(spill / f"{c}.d"))
+                for values in display.blocks(spill / f"{c}.d"):
+                    shown.append(values)
     return peak
