@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import bigsearch
+from bigsearch.engine.guidance.exploration import misses_in_a_row, random_unread
 from bigsearch.engine.methods.screen import Screen
 from bigsearch.errors import ParameterError
 from bigsearch.synthetic import clustered_points
@@ -176,6 +177,8 @@ def test_a_saved_search_continues_exactly(store_factory, data):
         ({"adapt": "yes"}, "adapt"),
         ({"neighbours": 4}, "neighbours"),
         ({"neighbour_weight": -1}, "neighbour_weight"),
+        ({"explore_after": -1}, "explore_after"),
+        ({"explore_after": 2.5}, "explore_after"),
     ],
 )
 def test_parameters_are_checked(store_factory, data, params, message):
@@ -194,3 +197,66 @@ def test_simulate_records_the_recall_estimate_and_stops(store_factory):
     assert stopped is not None and stopped == len(record["queries"]) < 380
     value, low, high = estimates[-1]
     assert low >= 0.9 and low <= value <= high
+
+
+def explore_replay(search, X, y, steps, explore_after, batch=1):
+    """Ask (or take a batch) and tell ``steps`` times: while the last ``explore_after`` answers
+    were all irrelevant the queries are the reference's random draws, else the argmax of
+    the reference's f; f is the reference's after every answer. Returns (queries, draws)."""
+    first = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])]
+    batches, history = [(first, [1, 0])], [1, 0]
+    search.tell(first, [1, 0])
+    queries, draws = [], 0
+    for _ in range(steps):
+        ref = dense_screen(X, batches)  # f does not depend on the draws
+        np.testing.assert_allclose(search.f, ref, rtol=0, atol=RTOL * np.abs(ref).max())
+        labeled = np.concatenate([idx for idx, _ in batches])
+        if misses_in_a_row(history) >= explore_after:
+            expected = random_unread(len(y), labeled, batch, step=len(history))
+            assert search.exploring
+            draws += 1
+        else:
+            expected = np.argsort(-np.where(np.isin(np.arange(len(y)), labeled), -np.inf, ref), kind="stable")[:batch]
+            expected = expected.tolist()
+        got = [search.ask()] if batch == 1 else search.next_batch(batch)
+        assert got == expected
+        queries += got
+        answers = [int(y[i]) for i in got]
+        batches.append((got, answers))
+        history += answers
+        search.tell(got, answers)
+    return queries, draws
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_search_run_dry_draws_unread_records_at_random(store_factory, data, batch):
+    """After explore_after irrelevant answers in a row, the next records are drawn uniformly
+    from the unread ones (guidance/exploration.py) until one is relevant; the scores go on
+    as the reference's, and a search saved while drawing draws the same records after."""
+    X, y = data
+    path = store_factory(X, y, "zarr", "float32", 13)
+    with Screen(path, explore_after=3) as search:
+        Xs = np.asarray(search.store.read_rows(np.arange(len(y))), np.float64)  # as stored
+        queries, draws = explore_replay(search, Xs, y, 25, 3, batch)
+        assert draws >= 3 and len(set(queries)) == len(queries)
+        state = search.export_state()
+        expected = search.next_batch(4)
+    with Screen.from_state(path, state) as resumed:
+        assert resumed.next_batch(4) == expected
+
+
+def test_the_draws_are_the_unread_records_uniformly():
+    """random_unread: distinct unread records, each about as often, the first of k draws the
+    one draw."""
+    rng = np.random.default_rng(0)
+    for step in range(300):
+        n = int(rng.integers(1, 40))
+        labeled = rng.choice(n, int(rng.integers(0, n + 1)), replace=False)
+        unread = set(range(n)) - set(labeled.tolist())
+        got = random_unread(n, labeled, 3, step)
+        assert len(got) == len(set(got)) == min(3, len(unread)) and set(got) <= unread
+        assert random_unread(n, labeled, 1, step) == got[:1]  # ask() is the first of top(k)
+    counts = np.bincount([random_unread(20, np.arange(5), 1, step)[0] for step in range(3000)], minlength=20)
+    assert counts[:5].sum() == 0
+    assert np.abs(counts[5:] - 200).max() < 5 * np.sqrt(200)  # 15 records, 200 each expected
+    assert misses_in_a_row([1, 0, 0]) == 2 and misses_in_a_row([0.2, 0.0]) == 2 and misses_in_a_row([0.7]) == 0

@@ -83,3 +83,40 @@ def test_the_page_view_carries_the_estimate(store, tmp_path):
         finally:
             labeler.close()
     assert view["target"] == 0.9 and view["recall"] is not None and 0 < view["recall_low"] <= view["recall"]
+
+
+def test_a_session_run_dry_offers_the_draws_and_the_cli_takes_the_option(store, tmp_path):
+    """A session (and so the page) offers the engine's random draws once explore_after
+    irrelevant answers came in a row, the same after it is reopened; `run
+    --screen-explore-after` reaches the engine and a bad value is refused cleanly."""
+    path, y = store
+    negatives = np.flatnonzero(y == 0)
+    with Session.create(path, tmp_path / "s", method="screen", explore_after=5) as s:
+        s.tell([int(np.flatnonzero(y)[0]), *map(int, negatives[:5])], [1, 0, 0, 0, 0, 0])
+        assert s.search.exploring
+        offered = [c["index"] for c in s.candidates(3)]
+        assert offered[0] == s.ask() == s.search.ask()
+        assert offered == s.search.next_batch(3)
+    with Session.open(tmp_path / "s") as s:
+        assert [c["index"] for c in s.candidates(3)] == offered
+    first = f"{int(np.flatnonzero(y)[0])},{int(negatives[0])}"
+    done = run_cli(
+        "run",
+        path,
+        "--method",
+        "screen",
+        "--screen-explore-after",
+        2,
+        "--budget",
+        6,
+        "--init-index",
+        first,
+        "--no-plots",
+        "--out",
+        tmp_path / "r",
+    )
+    assert done.returncode == 0, done.stderr
+    bad = run_cli(
+        "run", path, "--method", "screen", "--screen-explore-after", -1, "--budget", 6, "--out", tmp_path / "b"
+    )
+    assert bad.returncode == 2 and "--screen-explore-after" in bad.stderr and "Traceback" not in bad.stderr

@@ -117,7 +117,8 @@ def blr_options(f):
 
 SCREEN_RENAMED = {"ridge": "--screen-ridge", "balance": "--screen-balance", "unread": "--screen-unread",
                   "adapt": "--screen-adapt",
-                  "neighbours": "--screen-neighbours", "neighbour_weight": "--screen-neighbour-weight"}
+                  "neighbours": "--screen-neighbours", "neighbour_weight": "--screen-neighbour-weight",
+                  "explore_after": "--screen-explore-after"}
 
 
 def screen_options(f):
@@ -139,6 +140,9 @@ def screen_options(f):
         click.option("--screen-neighbour-weight", "screen_neighbour_weight", type=click.FloatRange(0), default=None,
                      help="screen: weight of that similarity, in standard deviations of the classifier's score "
                           "(default 0: it cost 7% more records on full-rank text features, docs/screening.md)."),
+        click.option("--screen-explore-after", "screen_explore_after", type=click.IntRange(0), default=None,
+                     help="screen: after this many irrelevant records in a row, records drawn at random until "
+                          "one is relevant (default 100; 0: never; docs/screening.md)."),
     ]):
         f = decorator(f)
     return f

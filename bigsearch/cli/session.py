@@ -120,12 +120,12 @@ def session():
 @click.pass_context
 def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, start_from, prune, acquisition, beta,
         blr_lam, blr_noise, screen_ridge, screen_balance, screen_unread, screen_adapt, screen_neighbours,
-        screen_neighbour_weight, stop_at_recall, dataset, scheduler, cluster, persist):
+        screen_neighbour_weight, screen_explore_after, stop_at_recall, dataset, scheduler, cluster, persist):
     """Start a session on STORE, kept in the new directory DIRECTORY."""
     flags = {"pi": pi, "eta": eta, "w0": w0, "alpha": alpha, "prune": prune, "acquisition": acquisition, "beta": beta,
              "lam": blr_lam, "noise": blr_noise, "ridge": screen_ridge, "balance": screen_balance,
              "unread": screen_unread, "adapt": screen_adapt, "neighbours": screen_neighbours,
-             "neighbour_weight": screen_neighbour_weight}
+             "neighbour_weight": screen_neighbour_weight, "explore_after": screen_explore_after}
     source = {"lam": "blr_lam", "noise": "blr_noise",           # the option's name where the flag's differs
               **{name: flag[2:].replace("-", "_") for name, flag in SCREEN_RENAMED.items()}}
     params = {k: v for k, v in flags.items()

@@ -101,13 +101,15 @@ class ScreenParams(Params):
     negatives the unread records count for in all; adapt, whether the answers-only ridge and
     the unread one are weighed by their recent ranking of the answers (else the second alone);
     neighbours, k of the nearest positives' mean similarity; neighbour_weight, its weight in
-    standard deviations of the linear score."""
+    standard deviations of the linear score; explore_after, the irrelevant records in a row
+    after which records are drawn at random until one is relevant (0: never)."""
     ridge: float = 1.0
     balance: float = 9.8
     unread: float = 1000.0
     adapt: bool = True
     neighbours: int = 3
     neighbour_weight: float = 0.0
+    explore_after: int = 100
 
     def __post_init__(self) -> None:
         _check_screen(self)
@@ -125,6 +127,7 @@ def _check_screen(record: Any) -> None:
         raise ParameterError(f"neighbours must be 1, 2 or 3, got {record.neighbours}")
     record._set("neighbour_weight", _check("neighbour_weight", record.neighbour_weight, 0, math.inf,
                                             low_open=False))
+    record._set("explore_after", _check_int("explore_after", record.explore_after, 0))
 
 
 @dataclass(frozen=True)
@@ -366,6 +369,7 @@ class ScreenOptions(Options):
     adapt: bool = True
     neighbours: int = 3
     neighbour_weight: float = 0.0
+    explore_after: int = 100
     prune: bool | PruneOptions = False
     block_rows: int | None = None
 

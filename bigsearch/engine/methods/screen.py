@@ -30,6 +30,12 @@ plus the labels as a low-rank update (Woodbury), checked by its residual. t weig
 linear score: t = neighbour_weight * sd(x . v) / sd(nn) over the unread records (sd(x . v)
 from X^T X exactly, sd(nn) from the previous pass's sums).
 
+A ranked search reads the records most like the relevant ones found: a group of relevant
+records unlike any of them (a review's second topic) waits until the search stumbles on
+one. After ``explore_after`` irrelevant records in a row the queries are records drawn at
+random from the unread ones until one is relevant (engine/guidance/exploration.py); the
+ranking then follows what it found.
+
 With ``prune`` and neighbour_weight 0 (the default) the score is linear in x and its fit
 needs no pass, so a query reads only the blocks of X that could hold the best records
 (engine/pruning/screen.py): the same queries as the full pass, ties included. nn, unused
@@ -52,8 +58,9 @@ from ...errors import NumericalError
 from ...kernels.screen import screen_scores
 from ..core.base import PointArray, PrunableSearch, StoreLike
 from ..core.params import PruneOptions, ScreenOptions, ScreenParams
-from ..core.select import ChunkPartials
+from ..core.select import ChunkPartials, Ranked
 from ..core.steps import PLAIN_GRAM
+from ..guidance.exploration import exploring, random_unread
 from ..pruning.screen import ScreenPruning
 
 POSITIVES_PER_PASS = 48  # rows of new positives a pass takes at once (a rebuild loops)
@@ -117,6 +124,9 @@ class Screen(PrunableSearch):
     neighbour_weight : float
         The weight of nn against the linear score, in standard deviations (0: the
         classifier alone).
+    explore_after : int
+        After this many irrelevant records in a row, records drawn at random until one
+        is relevant (engine/guidance/exploration.py; 0: never).
     prune : bool
         Exact pruned queries while neighbour_weight is 0 (engine/pruning/screen.py): a
         query reads only the blocks of rows that could hold the answer
@@ -148,13 +158,16 @@ class Screen(PrunableSearch):
         adapt: bool = True,
         neighbours: int = 3,
         neighbour_weight: float = 0.0,
+        explore_after: int = 100,
         backend: Any = "local",
         n_threads: int | None = None,
         store_options: dict[str, Any] | None = None,
         prune: bool | PruneOptions = False,
         block_rows: int | None = None,
     ) -> None:
-        options = ScreenOptions(ridge, balance, unread, adapt, neighbours, neighbour_weight, prune, block_rows)
+        options = ScreenOptions(
+            ridge, balance, unread, adapt, neighbours, neighbour_weight, explore_after, prune, block_rows
+        )
         params = ScreenParams(**{name: getattr(options, name) for name in ScreenParams.names()})  # checked
         super().__init__(store, params, backend=backend, n_threads=n_threads, store_options=store_options)
         r = self.store.r
@@ -175,6 +188,26 @@ class Screen(PrunableSearch):
 
     def engine_options(self) -> dict[str, Any]:
         return self._prune_keywords()
+
+    # -- the choice ---------------------------------------------------------------
+    @property
+    def exploring(self) -> bool:
+        """Whether the next records are drawn at random (the search has run dry)."""
+        return exploring(np.array([y for _, y in self.history]), self.params.explore_after)
+
+    def _top(self, k: int) -> Ranked:
+        """The best k by score; while exploring, k records drawn at random (with their last
+        scores), so ``ask``, batches, sessions and the page all take the draws."""
+        if not self.exploring:
+            return super()._top(k)
+        idx = np.array(self._random_unread(k), np.int64)
+        self.query_bytes.append(self.bytes_since_query)  # a draw reads nothing of X
+        self.bytes_since_query = 0
+        return Ranked(idx, self.backend.gather("f")[idx])
+
+    def _random_unread(self, k: int) -> list[int]:
+        labeled = np.array([i for i, _ in self.history], np.int64)
+        return random_unread(self.n, labeled, k, step=len(self.history))
 
     # -- the model ----------------------------------------------------------------
     def weights(self, unread: float | None = None) -> tuple[float, float, float]:
