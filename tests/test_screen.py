@@ -133,13 +133,15 @@ def test_the_cluster_gives_the_local_queries(store_factory, data, client):
     path = store_factory(X, y, "zarr", "float32", 11)
     runs = []
     for backend in ("local", client):
-        with Screen(path, backend=backend) as search:
+        with Screen(path, backend=backend, explore_after=3) as search:  # draws too, after 3 misses
             first = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])]
             search.tell(first, [1, 0])
-            q = []
-            for _ in range(10):
+            q, drew = [], 0
+            for _ in range(16):
+                drew += search.exploring
                 q.append(search.ask())
                 search.tell(q[-1], int(y[q[-1]]))
+            assert drew >= 2
             runs.append((q, np.asarray(search.f)))
     assert runs[0][0] == runs[1][0]
     np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=1e-12)
