@@ -146,6 +146,11 @@ def bigsearch_run(store, priors, budget, out, extra):
     return labels, run["recall_estimate"], run["timings"]["elapsed_seconds"]
 
 
+def mean_or_none(values):
+    """The mean, or None when a run did not reach the target within its budget."""
+    return None if any(v is None for v in values) else float(np.mean(values))
+
+
 def stop_point(estimates, given):
     """Records read (priors included) when the rule's lower end first reaches the target."""
     for k, (_, low, _) in enumerate(estimates):
@@ -216,26 +221,28 @@ def main():
         m_ours = records_read(ours, relevant, n)
         stop = stop_point(estimates, len(priors))
         at_stop = sum(ours[:stop]) / relevant if stop else None
+        reached = m_ours["read95"] is not None  # (None: not within the budget)
         rows.append(
             {
                 "seed": seed,
                 "priors": priors,
                 "asreview": m_asr,
                 "bigsearch": m_ours,
-                "ratio": m_ours["read95"] / m_asr["read95"],
+                "ratio": m_ours["read95"] / m_asr["read95"] if reached else None,
                 "asreview_seconds": round(asr["seconds"], 1),
-                "bigsearch_seconds_to_95": round(elapsed[m_ours["read95"] - len(priors) - 1], 2),
+                "bigsearch_seconds_to_95": round(elapsed[m_ours["read95"] - len(priors) - 1], 2) if reached else None,
                 "stop": stop,
                 "recall_at_stop": at_stop,
-                "stop_over_needed": None if stop is None else round(stop / m_ours["read95"], 3),
+                "stop_over_needed": None if stop is None or not reached else round(stop / m_ours["read95"], 3),
             }
         )
         print(json.dumps(rows[-1]), flush=True)
     summary = {
         "asreview_read95": np.mean([r["asreview"]["read95"] for r in rows]),
-        "bigsearch_read95": np.mean([r["bigsearch"]["read95"] for r in rows]),
-        "ratio_of_means": np.mean([r["bigsearch"]["read95"] for r in rows])
-        / np.mean([r["asreview"]["read95"] for r in rows]),
+        "bigsearch_read95": mean_or_none([r["bigsearch"]["read95"] for r in rows]),
+        "ratio_of_means": None
+        if any(r["ratio"] is None for r in rows)
+        else np.mean([r["bigsearch"]["read95"] for r in rows]) / np.mean([r["asreview"]["read95"] for r in rows]),
         "asreview_recall10": np.mean([r["asreview"]["recall10"] for r in rows]),
         "bigsearch_recall10": np.mean([r["bigsearch"]["recall10"] for r in rows]),
         "asreview_recall20": np.mean([r["asreview"]["recall20"] for r in rows]),
@@ -251,7 +258,7 @@ def main():
                     "seed": r["seed"],
                     "ASReview": r["asreview"]["read95"],
                     "bigsearch": r["bigsearch"]["read95"],
-                    "ratio": round(r["ratio"], 3),
+                    "ratio": None if r["ratio"] is None else round(r["ratio"], 3),
                     "stop": r["stop"],
                     "recall at stop": r["recall_at_stop"],
                 }

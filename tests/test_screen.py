@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import bigsearch
-from bigsearch.engine.guidance.exploration import misses_in_a_row, random_unread
+from bigsearch.engine.guidance.exploration import exploring, misses_in_a_row, random_unread
 from bigsearch.engine.methods.screen import Screen
 from bigsearch.errors import ParameterError
 from bigsearch.synthetic import clustered_points
@@ -202,9 +202,10 @@ def test_simulate_records_the_recall_estimate_and_stops(store_factory):
 
 
 def explore_replay(search, X, y, steps, explore_after, batch=1):
-    """Ask (or take a batch) and tell ``steps`` times: while the last ``explore_after`` answers
-    were all irrelevant the queries are the reference's random draws, else the argmax of
-    the reference's f; f is the reference's after every answer. Returns (queries, draws)."""
+    """Ask (or take a batch) and tell ``steps`` times: while exploring (``explore_after``
+    irrelevant answers in a row, then draws and ranked records by turns of ``explore_after``)
+    the queries are the reference's random draws, else the argmax of the reference's f; f is
+    the reference's after every answer. Returns (queries, draws)."""
     first = [int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])]
     batches, history = [(first, [1, 0])], [1, 0]
     search.tell(first, [1, 0])
@@ -213,7 +214,7 @@ def explore_replay(search, X, y, steps, explore_after, batch=1):
         ref = dense_screen(X, batches)  # f does not depend on the draws
         np.testing.assert_allclose(search.f, ref, rtol=0, atol=RTOL * np.abs(ref).max())
         labeled = np.concatenate([idx for idx, _ in batches])
-        if misses_in_a_row(history) >= explore_after:
+        if exploring(history, explore_after):
             expected = random_unread(len(y), labeled, batch, step=len(history))
             assert search.exploring
             draws += 1
@@ -232,9 +233,10 @@ def explore_replay(search, X, y, steps, explore_after, batch=1):
 
 @pytest.mark.parametrize("batch", [1, 3])
 def test_a_search_run_dry_draws_unread_records_at_random(store_factory, data, batch):
-    """After explore_after irrelevant answers in a row, the next records are drawn uniformly
-    from the unread ones (guidance/exploration.py) until one is relevant; the scores go on
-    as the reference's, and a search saved while drawing draws the same records after."""
+    """After explore_after irrelevant answers in a row, the next explore_after records are
+    drawn uniformly from the unread ones (guidance/exploration.py), then as many ranked, by
+    turns until one is relevant; the scores go on as the reference's, and a search saved
+    while drawing draws the same records after."""
     X, y = data
     path = store_factory(X, y, "zarr", "float32", 13)
     with Screen(path, explore_after=3) as search:
@@ -262,3 +264,6 @@ def test_the_draws_are_the_unread_records_uniformly():
     assert counts[:5].sum() == 0
     assert np.abs(counts[5:] - 200).max() < 5 * np.sqrt(200)  # 15 records, 200 each expected
     assert misses_in_a_row([1, 0, 0]) == 2 and misses_in_a_row([0.2, 0.0]) == 2 and misses_in_a_row([0.7]) == 0
+    turns = [exploring([1] + [0] * k, 3) for k in range(13)]
+    assert turns == [False] * 3 + [True] * 3 + [False] * 3 + [True] * 3 + [False]
+    assert not any(exploring([0] * k, 0) for k in range(10)) and not exploring([0] * 9 + [1], 3)

@@ -141,8 +141,8 @@ def screen_options(f):
                      help="screen: weight of that similarity, in standard deviations of the classifier's score "
                           "(default 0: it cost 7% more records on full-rank text features, docs/screening.md)."),
         click.option("--screen-explore-after", "screen_explore_after", type=click.IntRange(0), default=None,
-                     help="screen: after this many irrelevant records in a row, records drawn at random until "
-                          "one is relevant (default 100; 0: never; docs/screening.md)."),
+                     help="screen: after this many irrelevant records in a row, as many drawn at random, then as "
+                          "many ranked, by turns until one is relevant (default 100; 0: never; docs/screening.md)."),
     ]):
         f = decorator(f)
     return f

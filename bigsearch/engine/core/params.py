@@ -102,7 +102,8 @@ class ScreenParams(Params):
     the unread one are weighed by their recent ranking of the answers (else the second alone);
     neighbours, k of the nearest positives' mean similarity; neighbour_weight, its weight in
     standard deviations of the linear score; explore_after, the irrelevant records in a row
-    after which records are drawn at random until one is relevant (0: never)."""
+    after which as many are drawn at random, then as many ranked, by turns until one is
+    relevant (0: never)."""
     ridge: float = 1.0
     balance: float = 9.8
     unread: float = 1000.0

@@ -33,8 +33,8 @@ from X^T X exactly, sd(nn) from the previous pass's sums).
 A ranked search reads the records most like the relevant ones found: a group of relevant
 records unlike any of them (a review's second topic) waits until the search stumbles on
 one. After ``explore_after`` irrelevant records in a row the queries are records drawn at
-random from the unread ones until one is relevant (engine/guidance/exploration.py); the
-ranking then follows what it found.
+random from the unread ones and ranked records, ``explore_after`` of each by turns, until one
+is relevant (engine/guidance/exploration.py); the ranking then follows what it found.
 
 With ``prune`` and neighbour_weight 0 (the default) the score is linear in x and its fit
 needs no pass, so a query reads only the blocks of X that could hold the best records
@@ -125,8 +125,9 @@ class Screen(PrunableSearch):
         The weight of nn against the linear score, in standard deviations (0: the
         classifier alone).
     explore_after : int
-        After this many irrelevant records in a row, records drawn at random until one
-        is relevant (engine/guidance/exploration.py; 0: never).
+        After this many irrelevant records in a row, as many records drawn at random,
+        then as many ranked, by turns until one is relevant (engine/guidance/exploration.py;
+        0: never).
     prune : bool
         Exact pruned queries while neighbour_weight is 0 (engine/pruning/screen.py): a
         query reads only the blocks of rows that could hold the answer
