@@ -113,7 +113,7 @@ def dense_fantasized_batch(X, labels, k, pi, eta=0.5, w0=None, fantasy=0.0):
 
 @one_blas_thread
 def dense_screen(X, batches, ridge=1.0, balance=9.8, unread=1000.0, adapt=True, neighbours=3, neighbour_weight=0.0,
-                 temperature=2.0, half_life=30):
+                 temperature=2.0, half_life=30, every=False):
     """The screening scores f after labeling ``batches`` (a list of (indices, labels) told
     in turn), replayed from X and the definitions of engine/methods/screen.py: the weighted
     ridge fit from the labeled rows and the unread ones (no sufficient statistics); with
@@ -121,11 +121,12 @@ def dense_screen(X, batches, ridge=1.0, balance=9.8, unread=1000.0, adapt=True, 
     unread records and weighed by a softmax of their losses, each told record costing a ridge
     the normal share of the unread above it (relevant) or below it (not), from the ridges as
     they stood before; the similarities to the positives by brute force, and t from the
-    similarities as they stood after the previous batch."""
+    similarities as they stood after the previous batch. ``every``: the list of f after each
+    batch (one replay for a whole run)."""
     X = np.asarray(X, np.float64)
     n, r = X.shape
     labels = np.full(n, -1)
-    spread, f = None, None
+    spread, f, trace = None, None, []
     losses, ridges = np.zeros(2), []
     both = adapt and unread > 0
     for idx, lab in batches:
@@ -156,7 +157,8 @@ def dense_screen(X, batches, ridge=1.0, balance=9.8, unread=1000.0, adapt=True, 
             t = neighbour_weight * lin[unr].std() / spread.std()
         f = lin + t * near
         spread = near[unr]
-    return f
+        trace.append(f)
+    return trace if every else f
 
 
 def _dense_ridge(X, labels, unread, ridge, balance):
