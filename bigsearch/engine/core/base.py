@@ -432,9 +432,13 @@ class PrunableSearch(ChunkedSearch):
     def _top(self, k: int) -> Ranked:
         pruning = self._pruned()
         out = Ranked(*pruning.top(k)) if pruning is not None else super()._top(k)
-        self.query_bytes.append(self.bytes_since_query)   # what choosing this round's queries read
-        self.bytes_since_query = 0
+        self._end_round()
         return out
+
+    def _end_round(self) -> None:
+        """What choosing this round's queries read, recorded."""
+        self.query_bytes.append(self.bytes_since_query)
+        self.bytes_since_query = 0
 
     def f_costs_a_pass(self) -> bool:
         pruning = self._pruned()

@@ -194,21 +194,16 @@ class Screen(PrunableSearch):
     @property
     def exploring(self) -> bool:
         """Whether the next records are drawn at random (the search has run dry)."""
-        return exploring(np.array([y for _, y in self.history]), self.params.explore_after)
+        return exploring(self.history_arrays()[1], self.params.explore_after)
 
     def _top(self, k: int) -> Ranked:
         """The best k by score; while exploring, k records drawn at random (with their last
         scores), so ``ask``, batches, sessions and the page all take the draws."""
         if not self.exploring:
             return super()._top(k)
-        idx = np.array(self._random_unread(k), np.int64)
-        self.query_bytes.append(self.bytes_since_query)  # a draw reads nothing of X
-        self.bytes_since_query = 0
+        idx = np.array(random_unread(self.n, self.history_arrays()[0], k, step=len(self.history)), np.int64)
+        self._end_round()  # a draw reads nothing of X
         return Ranked(idx, self.backend.gather("f")[idx])
-
-    def _random_unread(self, k: int) -> list[int]:
-        labeled = np.array([i for i, _ in self.history], np.int64)
-        return random_unread(self.n, labeled, k, step=len(self.history))
 
     # -- the model ----------------------------------------------------------------
     def weights(self, unread: float | None = None) -> tuple[float, float, float]:
