@@ -76,7 +76,7 @@ class LowRankScreen(Screen):
 
 @pytest.fixture(scope="module")
 def wide():
-    return clustered_points(120, 64, prevalence=0.12, seed=3, spread=0.8)
+    return clustered_points(120, 24, prevalence=0.12, seed=3, spread=0.8)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -87,8 +87,8 @@ def test_the_low_rank_fit_is_the_reference(store_factory, wide, kind, dtype):
     X, y = wide
     for chunk_rows in chunkings(len(X)):
         with LowRankScreen(store_factory(X, y, kind, dtype, chunk_rows), neighbour_weight=1.5) as search:
-            replay(search, X, y, 70, neighbour_weight=1.5)
-            assert 2 < search._coords_count < 72  # both fits were used: low rank up to 62 labels
+            replay(search, X, y, 30, neighbour_weight=1.5)
+            assert 2 < search._coords_count < 32  # both fits were used: low rank up to 22 labels
     for unread in (40.0, 1000.0):  # B = c_un G + ridge I changes every query
         with LowRankScreen(store_factory(X, y, kind, dtype, 13), unread=unread) as search:
             replay(search, X, y, 20, unread=unread)
