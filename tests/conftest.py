@@ -242,7 +242,7 @@ def slow_case(item):
     return any(name in tests and picks(params) for picks, tests in SLOW_CASES.values())
 
 
-# Under pytest-xdist (`-n 2 --dist loadgroup`: docs/contributing.md) the tests that start worker
+# Under pytest-xdist (`-n 3 --dist loadgroup`: docs/contributing.md) the tests that start worker
 # processes, a browser or kill processes, and time what they kill, run one at a time, on one
 # worker: two at once would race for the 2 cores they were written for.
 ONE_AT_A_TIME = {"cluster", "browser", "kills"}
