@@ -199,9 +199,10 @@ class Screen(PrunableSearch):
     def _top(self, k: int) -> Ranked:
         """The best k by score; while exploring, k records drawn at random (with their last
         scores), so ``ask``, batches, sessions and the page all take the draws."""
-        if not self.exploring:
+        told, labels = self.history_arrays()
+        if not exploring(labels, self.params.explore_after):
             return super()._top(k)
-        idx = np.array(random_unread(self.n, self.history_arrays()[0], k, step=len(self.history)), np.int64)
+        idx = np.array(random_unread(self.n, told, k, step=len(labels)), np.int64)
         self._end_round()  # a draw reads nothing of X
         return Ranked(idx, self.backend.gather("f")[idx])
 
