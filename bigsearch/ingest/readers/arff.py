@@ -19,6 +19,7 @@ import re
 
 from ...errors import InputError
 from .base import Block, Column, Reader, open_binary
+from .csv import read_csv_bytes
 from .text import check_text, count_lines, iter_lines, locate, read_sample
 
 MISSING = "?"
@@ -153,9 +154,9 @@ class ArffReader(Reader):
         names = [c.name for c in self.columns]
         types = {c.name: (pa.float64() if c.numeric else pa.string()) for c in self.columns}
         try:
-            table = pa.csv.read_csv(
-                pa.BufferReader(body),
-                read_options=pa.csv.ReadOptions(column_names=names, block_size=max(len(body), 1 << 16)),
+            table = read_csv_bytes(
+                body,
+                pa.csv.ReadOptions(column_names=names, block_size=max(len(body), 1 << 16)),
                 parse_options=pa.csv.ParseOptions(delimiter=",", quote_char="'"),
                 convert_options=pa.csv.ConvertOptions(
                     column_types=types, null_values=[MISSING, " " + MISSING], strings_can_be_null=True

@@ -32,6 +32,20 @@ def _pa():
     return pyarrow
 
 
+def read_csv_bytes(body, read_options=None, **options):
+    """pyarrow's ``read_csv`` over bytes in memory, on the calling thread.
+
+    Threaded, pyarrow's reader can drop its last reference to ``body`` on one of its
+    workers after ``read_csv`` has returned; if that lands while Python finalizes, the
+    worker cannot take the GIL and the process aborts at exit ("terminate called without
+    an active exception"). The bodies read here are samples and single blocks, so the
+    threads bought nothing."""
+    pa = _pa()
+    read_options = read_options or pa.csv.ReadOptions()
+    read_options.use_threads = False
+    return pa.csv.read_csv(pa.BufferReader(body), read_options=read_options, **options)
+
+
 class CsvReader(Reader):
     formats = ("csv", "tsv")
     suffixes = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv"}
@@ -103,7 +117,7 @@ class CsvReader(Reader):
         ro = pa.csv.ReadOptions(autogenerate_column_names=not self.header)
         po = pa.csv.ParseOptions(delimiter=self.delimiter, invalid_row_handler=self._on_invalid)
         try:
-            table = pa.csv.read_csv(pa.BufferReader(body), read_options=ro, parse_options=po)
+            table = read_csv_bytes(body, ro, parse_options=po)
         except (pa.ArrowInvalid, OSError) as e:
             raise self._error(e, 0) from None
         names = [str(n).strip() for n in table.column_names]
@@ -228,15 +242,14 @@ def _has_header(reader, body):
     pa = _pa()
     po = pa.csv.ParseOptions(delimiter=reader.delimiter)
     try:
-        with_first = pa.csv.read_csv(pa.BufferReader(body), parse_options=po,
-                                     read_options=pa.csv.ReadOptions(autogenerate_column_names=True))
+        with_first = read_csv_bytes(body, pa.csv.ReadOptions(autogenerate_column_names=True), parse_options=po)
     except (pa.ArrowInvalid, OSError):
         return False  # _infer reports the problem with its line
     if with_first.num_rows == 1:     # one line: a header when no field is a number
         return not any(_is_number(t) for t in with_first.schema.types)
     try:
-        without = pa.csv.read_csv(pa.BufferReader(body), parse_options=po,
-                                  read_options=pa.csv.ReadOptions(autogenerate_column_names=True, skip_rows=1))
+        without = read_csv_bytes(body, pa.csv.ReadOptions(autogenerate_column_names=True, skip_rows=1),
+                                 parse_options=po)
     except (pa.ArrowInvalid, OSError):
         return False
     return any(_is_number(b) and not _is_number(a)
