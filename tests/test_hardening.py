@@ -62,12 +62,20 @@ def chunk_file(store, j=0):
 _MADE = {}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _made_once(tmp_path_factory):
+    """Where results() makes its experiment once per module (pytest's temporary
+    directories: removed with the old ones, not left in /tmp)."""
+    _MADE["root"] = tmp_path_factory.mktemp("hardening-results")
+    yield
+    _MADE.clear()
+
+
 def results(d):
     """A finished experiment in d/runs (the results a bad rerun must not destroy): made
     once by the CLI, then copied."""
     if "results" not in _MADE:
-        import tempfile
-        root = Path(tempfile.mkdtemp(prefix="hardening-results-"))
+        root = _MADE["root"]
         labeled_store(root)
         done = cli("run", "s.zarr", "--budget", "3", "--out", "runs", "-q", cwd=root)
         assert done.returncode == 0, done.stderr
