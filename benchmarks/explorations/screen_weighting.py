@@ -1,0 +1,116 @@
+"""How should the screen method weigh its two ridges? Variants of the adaptive weighting
+(engine/methods/screen.py, ``adapt``), run in process on the engine's Screen.
+
+On the given set the unread ridge alone reads 0.84-0.87x ASReview's records, the adaptive
+pair 0.94x: the pair's ranking losses stay within a few answers of each other there, so the
+weights stay near 0.5 (docs/screening.md). The variants, each patched onto Screen for one run:
+
+- ``default``: the engine as it is;
+- ``neg=W``: an irrelevant answer counts W in the losses (0: the relevant answers alone);
+- ``bandit=H``: one ridge ranks each query, picked by Thompson sampling from the hit rate
+  of its own picks (counts halving every H answers; the draw seeded by the step);
+- ``T=X``: the softmax's temperature; ``prior=D``: D added to the unread ridge's log-weight
+  (on equal losses it leads); combined with ``+`` (``T=1+prior=1``).
+
+Prints one JSON line: the records read to 95% recall and the unread ridge's weight every 50
+reads (bandit: its share of the recent picks).
+
+    python benchmarks/explorations/screen_weighting.py STORE 672,41 T=1+prior=1 >> weighting.jsonl
+"""
+
+import json
+import math
+import sys
+import time
+
+import numpy as np
+import scipy.special
+import zarr
+
+from bigsearch.engine.methods.screen import Screen
+
+BANDIT_SEED = 7
+
+
+def relevance_weighted_losses(negative_weight):
+    def rank_answers(self, rows, lab):
+        decay = 0.5 ** (1.0 / self.ADAPT_HALF_LIFE)
+        for k, m in enumerate(self._ridges):
+            above = scipy.special.ndtr(-((rows @ m.v + m.b - m.mean) / m.sd))
+            for share, relevant in zip(above, np.asarray(lab) >= 0.5):
+                cost = share if relevant else negative_weight * (1.0 - share)
+                self.ridge_losses[k] = decay * self.ridge_losses[k] + cost
+
+    return rank_answers
+
+
+def bandit(half_life):
+    def fit(self):
+        self._ridges = tuple(self._standardized(*self._ridge(u)) for u in (0.0, self.params.unread))
+        if not hasattr(self, "_picks"):
+            self._picks = np.zeros((2, 2))  # [hits, picks] of each ridge's own queries
+        rng = np.random.default_rng([BANDIT_SEED, len(self.history_arrays()[1])])
+        self._chosen = int(np.argmax([rng.beta(h + 1.0, n - h + 1.0) for h, n in self._picks]))
+        m = self._ridges[self._chosen]
+        self.v, self.b, self.t = m.v / m.sd, (m.b - m.mean) / m.sd, 0.0
+
+    def credit(self, rows, lab):
+        if hasattr(self, "_chosen"):
+            for relevant in np.asarray(lab) >= 0.5:
+                self._picks *= 0.5 ** (1.0 / half_life)
+                self._picks[self._chosen] += (float(relevant), 1.0)
+
+    return fit, credit
+
+
+def with_prior(prior):
+    def ridge_weights(self):
+        z = -(self.ridge_losses - self.ridge_losses.min()) / self.ADAPT_TEMPERATURE + np.array([0.0, prior])
+        z = np.exp(z - z.max())
+        return z / z.sum()
+
+    return ridge_weights
+
+
+def apply(variant):
+    for part in variant.split("+"):
+        key, _, value = part.partition("=")
+        if key == "neg":
+            Screen._rank_answers = relevance_weighted_losses(float(value))
+        elif key == "bandit":
+            Screen._fit, Screen._rank_answers = bandit(float(value))
+        elif key == "T":
+            Screen.ADAPT_TEMPERATURE = float(value)
+        elif key == "prior":
+            Screen.ridge_weights = with_prior(float(value))
+        elif key != "default":
+            raise SystemExit(f"unknown variant {part!r}")
+
+
+def unread_weight(search):
+    if hasattr(search, "_picks"):
+        return float(search._picks[1, 1] / max(search._picks[:, 1].sum(), 1e-12))
+    return float(search.ridge_weights()[1])
+
+
+def main(store, priors, variant, budget=1200):
+    apply(variant)
+    y = np.asarray(zarr.open_group(store, mode="r")["y"][:]) >= 0.5
+    need = math.ceil(0.95 * y.sum())
+    t, weights = time.perf_counter(), []
+    with Screen(store) as search:
+        search.tell(priors, [int(y[i]) for i in priors])
+        found, read = int(y[priors].sum()), len(priors)
+        while found < need and read < budget:
+            i = search.ask()
+            search.tell(i, int(y[i]))
+            found, read = found + int(y[i]), read + 1
+            if read % 50 == 0:
+                weights.append(round(unread_weight(search), 2))
+    return dict(store=store, priors=priors, variant=variant, read95=read if found >= need else None,
+                unread_weight_every_50=weights, seconds=round(time.perf_counter() - t))
+
+
+if __name__ == "__main__":
+    store, priors, variant = sys.argv[1], [int(v) for v in sys.argv[2].split(",")], sys.argv[3]
+    print(json.dumps(main(store, priors, variant)), flush=True)
