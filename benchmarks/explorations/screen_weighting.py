@@ -10,7 +10,8 @@ weights stay near 0.5 (docs/screening.md). The variants, each patched onto Scree
 - ``bandit=H``: one ridge ranks each query, picked by Thompson sampling from the hit rate
   of its own picks (counts halving every H answers; the draw seeded by the step);
 - ``T=X``: the softmax's temperature; ``prior=D``: D added to the unread ridge's log-weight
-  (on equal losses it leads); combined with ``+`` (``T=1+prior=1``).
+  (on equal losses it leads); combined with ``+`` (``T=1+prior=1``);
+- ``unread-alone``: the unread ridge alone (``adapt=False``, `--screen-no-adapt`).
 
 Prints one JSON line: the records read to 95% recall and the unread ridge's weight every 50
 reads (bandit: its share of the recent picks).
@@ -73,6 +74,8 @@ def with_prior(prior):
 
 
 def apply(variant):
+    """Patch the variant onto Screen; returns Screen's keyword arguments."""
+    options = {}
     for part in variant.split("+"):
         key, _, value = part.partition("=")
         if key == "neg":
@@ -83,22 +86,27 @@ def apply(variant):
             Screen.ADAPT_TEMPERATURE = float(value)
         elif key == "prior":
             Screen.ridge_weights = with_prior(float(value))
+        elif key == "unread-alone":
+            options["adapt"] = False
         elif key != "default":
             raise SystemExit(f"unknown variant {part!r}")
+    return options
 
 
 def unread_weight(search):
+    if not search._ridges:  # one ridge: the unread one (adapt off)
+        return 1.0
     if hasattr(search, "_picks"):
         return float(search._picks[1, 1] / max(search._picks[:, 1].sum(), 1e-12))
     return float(search.ridge_weights()[1])
 
 
 def main(store, priors, variant, budget=1200):
-    apply(variant)
+    options = apply(variant)
     y = np.asarray(zarr.open_group(store, mode="r")["y"][:]) >= 0.5
     need = math.ceil(0.95 * y.sum())
     t, weights = time.perf_counter(), []
-    with Screen(store) as search:
+    with Screen(store, **options) as search:
         search.tell(priors, [int(y[i]) for i in priors])
         found, read = int(y[priors].sum()), len(priors)
         while found < need and read < budget:
