@@ -35,14 +35,24 @@ def main(store, start, explore_after, stream):
     need = math.ceil(0.95 * y.sum())
     t = time.perf_counter()
     with Screen(store, explore_after=explore_after) as search:
-        search.tell(priors, [int(y[i]) for i in priors])
-        found, read = int(y[priors].sum()), len(priors)
-        while found < need and read < BUDGET:
-            i = search.ask()
-            search.tell(i, int(y[i]))
-            found, read = found + int(y[i]), read + 1
+        read95 = records_to_target(search, y, priors, need, BUDGET)
     return dict(start=start, explore_after=explore_after, stream=stream,
-                read95=read if found >= need else None, seconds=round(time.perf_counter() - t))
+                read95=read95, seconds=round(time.perf_counter() - t))
+
+
+def records_to_target(search, y, priors, need, budget, after_each=None):
+    """Tell the priors, then ask and tell one record at a time (the answers from y) until
+    ``need`` relevant records are found: the records read then, None past ``budget``.
+    ``after_each(search, read)`` runs after every answer."""
+    search.tell(priors, [int(y[i]) for i in priors])
+    found, read = int(y[priors].sum()), len(priors)
+    while found < need and read < budget:
+        i = search.ask()
+        search.tell(i, int(y[i]))
+        found, read = found + int(y[i]), read + 1
+        if after_each is not None:
+            after_each(search, read)
+    return read if found >= need else None
 
 
 if __name__ == "__main__":

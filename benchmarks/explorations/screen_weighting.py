@@ -27,6 +27,7 @@ import time
 import numpy as np
 import scipy.special
 import zarr
+from exploration_streams import records_to_target
 
 from bigsearch.engine.methods.screen import Screen
 
@@ -106,16 +107,14 @@ def main(store, priors, variant, budget=1200):
     y = np.asarray(zarr.open_group(store, mode="r")["y"][:]) >= 0.5
     need = math.ceil(0.95 * y.sum())
     t, weights = time.perf_counter(), []
+
+    def every_50(search, read):
+        if read % 50 == 0:
+            weights.append(round(unread_weight(search), 2))
+
     with Screen(store, **options) as search:
-        search.tell(priors, [int(y[i]) for i in priors])
-        found, read = int(y[priors].sum()), len(priors)
-        while found < need and read < budget:
-            i = search.ask()
-            search.tell(i, int(y[i]))
-            found, read = found + int(y[i]), read + 1
-            if read % 50 == 0:
-                weights.append(round(unread_weight(search), 2))
-    return dict(store=store, priors=priors, variant=variant, read95=read if found >= need else None,
+        read95 = records_to_target(search, y, priors, need, budget, every_50)
+    return dict(store=store, priors=priors, variant=variant, read95=read95,
                 unread_weight_every_50=weights, seconds=round(time.perf_counter() - t))
 
 
