@@ -155,6 +155,31 @@ def test_results_sessions_and_exports_must_be_local(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr", "session"]
 
 
+def test_exit_waits_for_threads_in_python_it_did_not_start(tmp_path):
+    """obstore's tokio threads hand each async result to the event loop through Python code
+    that releases the GIL; one still there when the interpreter shuts down is ended with
+    pthread_exit, which aborts the process through its Rust frames (SIGABRT after a command
+    that succeeded, 1 in ~260 under load). Once an object store is opened, exit waits for
+    such threads: here one started outside ``threading`` and still running at exit finishes."""
+    marker = tmp_path / "finished"
+    code = f"""
+import _thread, time
+from bigsearch.storage.remote_options import object_store
+object_store("s3://bucket/s.zarr", {{"endpoint": "http://127.0.0.1:9"}})
+running = _thread.allocate_lock()
+running.acquire()
+def late():
+    running.release()
+    time.sleep(0.5)
+    open({str(marker)!r}, "w").close()
+_thread.start_new_thread(late, ())
+running.acquire()  # it is in Python code: the main thread ends now
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert marker.exists()
+
+
 def test_no_credentials(s3):
     done = cli(
         "info", "s3://features/s.zarr", *FAST_FAIL, env={"AWS_ENDPOINT_URL": s3.endpoint, "AWS_REGION": "us-east-1"}
