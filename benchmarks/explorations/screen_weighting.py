@@ -11,6 +11,10 @@ weights stay near 0.5 (docs/screening.md). The variants, each patched onto Scree
   of its own picks (counts halving every H answers; the draw seeded by the step);
 - ``T=X``: the softmax's temperature; ``prior=D``: D added to the unread ridge's log-weight
   (on equal losses it leads); combined with ``+`` (``T=1+prior=1``);
+- ``gate=Z0,H``: the unread ridge's weight Phi(z + Z0), z a paired test (decayed, half-life
+  H answers) of whether the answers-only ridge ranks the answers better;
+- ``lag=L``: each answer costs each ridge where it was put by that ridge as fitted L
+  answers before (not the ridge that just chose it);
 - ``unread-alone``: the unread ridge alone (``adapt=False``, `--screen-no-adapt`).
 
 Prints one JSON line: the records read to 95% recall and the unread ridge's weight every 50
@@ -19,6 +23,7 @@ reads (bandit: its share of the recent picks).
     python benchmarks/explorations/screen_weighting.py STORE 672,41 T=1+prior=1 >> weighting.jsonl
 """
 
+import collections
 import json
 import math
 import sys
@@ -74,9 +79,65 @@ def with_prior(prior):
     return ridge_weights
 
 
+def gated(z0, half_life):
+    """The unread ridge leads unless the answers-only ridge ranked the answers significantly
+    better: weight Phi(z + z0), z the paired test of the two ridges' per-answer costs
+    (decayed mean over its standard error)."""
+
+    def rank_answers(self, rows, lab):
+        if not self._ridges:
+            return
+        if not hasattr(self, "_gate"):
+            self._gate = np.zeros(3)  # decayed count, sum of d, sum of d^2
+        decay = 0.5 ** (1.0 / half_life)
+        costs = []
+        for m in self._ridges:
+            above = scipy.special.ndtr(-((rows @ m.v + m.b - m.mean) / m.sd))
+            relevant = np.asarray(lab) >= 0.5
+            costs.append(np.where(relevant, above, 1.0 - above))
+        for d in costs[0] - costs[1]:  # > 0: the unread ridge ranked the answer better
+            self._gate = decay * self._gate + (1.0, d, d * d)
+
+    def ridge_weights(self):
+        n, s1, s2 = getattr(self, "_gate", (0.0, 0.0, 0.0))
+        if n < 2:
+            w = scipy.special.ndtr(z0)
+        else:
+            mean = s1 / n
+            var = max(s2 / n - mean * mean, 1e-12)
+            w = scipy.special.ndtr(mean / math.sqrt(var / n) + z0)
+        return np.array([1.0 - w, w])
+
+    return rank_answers, ridge_weights
+
+
+def lagged(lag, rank_answers, fit):
+    """The losses from where each ridge, as fitted ``lag`` answers ago, put the records
+    answered now: the ridge that saw them coming leads."""
+
+    def fit_and_keep(self):
+        fit(self)
+        if self._ridges:
+            if not hasattr(self, "_snapshots"):
+                self._snapshots = collections.deque(maxlen=lag + 1)
+            self._snapshots.append(self._ridges)
+
+    def rank_by_snapshot(self, rows, lab):
+        snapshots = getattr(self, "_snapshots", None)
+        if not snapshots:
+            return rank_answers(self, rows, lab)
+        current, self._ridges = self._ridges, snapshots[0]
+        try:
+            rank_answers(self, rows, lab)
+        finally:
+            self._ridges = current
+
+    return fit_and_keep, rank_by_snapshot
+
+
 def apply(variant):
     """Patch the variant onto Screen; returns Screen's keyword arguments."""
-    options = {}
+    options, lag = {}, None
     for part in variant.split("+"):
         key, _, value = part.partition("=")
         if key == "neg":
@@ -87,10 +148,17 @@ def apply(variant):
             Screen.ADAPT_TEMPERATURE = float(value)
         elif key == "prior":
             Screen.ridge_weights = with_prior(float(value))
+        elif key == "gate":
+            z0, _, h = value.partition(",")
+            Screen._rank_answers, Screen.ridge_weights = gated(float(z0), float(h or 30))
+        elif key == "lag":
+            lag = int(value)
         elif key == "unread-alone":
             options["adapt"] = False
         elif key != "default":
             raise SystemExit(f"unknown variant {part!r}")
+    if lag:  # last: it wraps the losses and the fit the other parts chose
+        Screen._fit, Screen._rank_answers = lagged(lag, Screen._rank_answers, Screen._fit)
     return options
 
 
