@@ -15,10 +15,12 @@ weights stay near 0.5 (docs/screening.md). The variants, each patched onto Scree
   H answers) of whether the answers-only ridge ranks the answers better;
 - ``lag=L``: each answer costs each ridge where it was put by that ridge as fitted L
   answers before (not the ridge that just chose it);
+- ``tail=R,W``: the unread ridge alone while the hit rate of the last W answers is below R;
 - ``unread-alone``: the unread ridge alone (``adapt=False``, `--screen-no-adapt`).
 
-Prints one JSON line: the records read to 95% recall and the unread ridge's weight every 50
-reads (bandit: its share of the recent picks).
+Prints one JSON line: the records read to 95% recall, the unread ridge's weight every 50
+reads (bandit: its share of the recent picks) and the reads at which the queries found a
+relevant record.
 
     python benchmarks/explorations/screen_weighting.py STORE 672,41 T=1+prior=1 >> weighting.jsonl
 """
@@ -135,9 +137,23 @@ def lagged(lag, rank_answers, fit):
     return fit_and_keep, rank_by_snapshot
 
 
+def in_the_tail(rate, window, weights):
+    """The unread ridge alone once the hit rate of the last ``window`` answers is below
+    ``rate`` (the tail, where the last relevant records are unlike those found); else
+    ``weights``."""
+
+    def ridge_weights(self):
+        labels = self.history_arrays()[1]
+        if len(labels) >= window and np.mean(labels[-window:] >= 1) < rate:
+            return np.array([0.0, 1.0])
+        return weights(self)
+
+    return ridge_weights
+
+
 def apply(variant):
     """Patch the variant onto Screen; returns Screen's keyword arguments."""
-    options, lag = {}, None
+    options, lag, tail = {}, None, None
     for part in variant.split("+"):
         key, _, value = part.partition("=")
         if key == "neg":
@@ -151,12 +167,17 @@ def apply(variant):
         elif key == "gate":
             z0, _, h = value.partition(",")
             Screen._rank_answers, Screen.ridge_weights = gated(float(z0), float(h or 30))
+        elif key == "tail":
+            rate, _, window = value.partition(",")
+            tail = float(rate), int(window or 50)
         elif key == "lag":
             lag = int(value)
         elif key == "unread-alone":
             options["adapt"] = False
         elif key != "default":
             raise SystemExit(f"unknown variant {part!r}")
+    if tail:  # after T and prior: it falls back on the weights they chose
+        Screen.ridge_weights = in_the_tail(*tail, Screen.ridge_weights)
     if lag:  # last: it wraps the losses and the fit the other parts chose
         Screen._fit, Screen._rank_answers = lagged(lag, Screen._rank_answers, Screen._fit)
     return options
@@ -174,16 +195,18 @@ def main(store, priors, variant, budget=1200):
     options = apply(variant)
     y = np.asarray(zarr.open_group(store, mode="r")["y"][:]) >= 0.5
     need = math.ceil(0.95 * y.sum())
-    t, weights = time.perf_counter(), []
+    t, weights, hits = time.perf_counter(), [], []
 
     def every_50(search, read):
+        if search.history_arrays()[1][-1] >= 1:
+            hits.append(read)
         if read % 50 == 0:
             weights.append(round(unread_weight(search), 2))
 
     with Screen(store, **options) as search:
         read95 = records_to_target(search, y, priors, need, budget, every_50)
     return dict(store=store, priors=priors, variant=variant, read95=read95,
-                unread_weight_every_50=weights, seconds=round(time.perf_counter() - t))
+                unread_weight_every_50=weights, hit_reads=hits, seconds=round(time.perf_counter() - t))
 
 
 if __name__ == "__main__":
