@@ -159,7 +159,7 @@ def test_exit_waits_for_threads_in_python_it_did_not_start(tmp_path):
     """obstore's tokio threads hand each async result to the event loop through Python code
     that releases the GIL; one still there when the interpreter shuts down is ended with
     pthread_exit, which aborts the process through its Rust frames (SIGABRT after a command
-    that succeeded, 1 in ~260 under load). Once an object store is opened, exit waits for
+    that succeeded, 2 of 1,500 runs under load). Once an object store is opened, exit waits for
     such threads: here one started outside ``threading`` and still running at exit finishes."""
     marker = tmp_path / "finished"
     code = f"""

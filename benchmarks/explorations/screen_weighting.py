@@ -44,10 +44,9 @@ BANDIT_SEED = 7
 def relevance_weighted_losses(negative_weight):
     def rank_answers(self, rows, lab):
         decay = 0.5 ** (1.0 / self.ADAPT_HALF_LIFE)
-        for k, m in enumerate(self._ridges):
-            above = scipy.special.ndtr(-((rows @ m.v + m.b - m.mean) / m.sd))
-            for share, relevant in zip(above, np.asarray(lab) >= 0.5):
-                cost = share if relevant else negative_weight * (1.0 - share)
+        weight = np.where(np.asarray(lab) >= 0.5, 1.0, negative_weight)
+        for k, costs in enumerate(self.answer_costs(rows, lab) * weight):
+            for cost in costs:
                 self.ridge_losses[k] = decay * self.ridge_losses[k] + cost
 
     return rank_answers
@@ -92,11 +91,7 @@ def gated(z0, half_life):
         if not hasattr(self, "_gate"):
             self._gate = np.zeros(3)  # decayed count, sum of d, sum of d^2
         decay = 0.5 ** (1.0 / half_life)
-        costs = []
-        for m in self._ridges:
-            above = scipy.special.ndtr(-((rows @ m.v + m.b - m.mean) / m.sd))
-            relevant = np.asarray(lab) >= 0.5
-            costs.append(np.where(relevant, above, 1.0 - above))
+        costs = self.answer_costs(rows, lab)
         for d in costs[0] - costs[1]:  # > 0: the unread ridge ranked the answer better
             self._gate = decay * self._gate + (1.0, d, d * d)
 

@@ -249,16 +249,21 @@ class Screen(PrunableSearch):
         return np.exp(z) / np.exp(z).sum()
 
     def _rank_answers(self, rows: np.ndarray, lab: np.ndarray) -> None:
-        """Each ridge's loss, from where it put the records just answered among the unread
-        (its standardized score, as a normal share of the unread above): a relevant record
-        costs that share, an irrelevant one the share below it."""
+        """Each ridge's loss: the sum of its ``answer_costs``, an answer's part halving every
+        ADAPT_HALF_LIFE answers."""
         if not self._ridges:
             return
         decay = 0.5 ** (1.0 / self.ADAPT_HALF_LIFE)
-        for k, m in enumerate(self._ridges):
-            above = scipy.special.ndtr(-((rows @ m.v + m.b - m.mean) / m.sd))
-            for share, relevant in zip(above, np.asarray(lab) >= 0.5):
-                self.ridge_losses[k] = decay * self.ridge_losses[k] + (share if relevant else 1.0 - share)
+        for k, costs in enumerate(self.answer_costs(rows, lab)):
+            for cost in costs:
+                self.ridge_losses[k] = decay * self.ridge_losses[k] + cost
+
+    def answer_costs(self, rows: np.ndarray, lab: np.ndarray) -> np.ndarray:
+        """Each ridge's cost of each record just answered (ridges x records), from where it
+        put the record among the unread (its standardized score, as a normal share of the
+        unread above): a relevant record costs that share, an irrelevant one the share below."""
+        above = np.array([scipy.special.ndtr(-((rows @ m.v + m.b - m.mean) / m.sd)) for m in self._ridges])
+        return np.where(np.asarray(lab) >= 0.5, above, 1.0 - above)
 
     def _standardized(self, v: np.ndarray, b: float) -> Ridge:
         """A ridge with the mean and spread of its score over the unread records (X^T X: exact)."""
