@@ -13,11 +13,13 @@ core), ``run_fresh`` runs a measurement in a fresh Python process and returns th
 the host (``machine``: lscpu's model name), the idle check and the load while it ran.
 """
 
+import contextlib
 import functools
 import json
 import os
 import platform
 import statistics
+import struct
 import subprocess
 import sys
 import threading
@@ -309,6 +311,27 @@ def add_idle_arguments(parser):
     group.add_argument("--require-idle", action="store_true",
                        help="stop (exit status 3) when the machine is not idle; default: measure and flag")
     return parser
+
+
+@contextlib.contextmanager
+def poll_idle(enabled=True):
+    """While open, idle CPUs poll instead of halting (a PM QoS request of 0 us on
+    /dev/cpu_dma_latency, root only). On a virtual machine a halted vCPU gives its core back
+    to the host, and waking it again for the next pass's threads cost ms at random: on the
+    AMD EPYC host of issue 40 the same iteration measured 13-21 ms by it (docs/performance.md,
+    "What differs on AMD"). It holds for the floor and the engine alike."""
+    if not enabled:
+        yield
+        return
+    try:
+        fd = os.open("/dev/cpu_dma_latency", os.O_WRONLY)
+    except OSError as e:
+        raise SystemExit(f"--poll-idle needs write access to /dev/cpu_dma_latency (root): {e}") from None
+    try:
+        os.write(fd, struct.pack("i", 0))
+        yield
+    finally:
+        os.close(fd)
 
 
 def preflight(args=None, *, wait=0.0, require=False):

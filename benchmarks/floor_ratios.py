@@ -22,7 +22,8 @@ CPU's tuning with this host's features (`--codegen znver5`: the instructions an 
 runs, 512-bit vectors and `row_dots`' one-row shape, which this AVX-512 Intel CPU runs too;
 `--codegen host:-prefer-256-bit`: this CPU with 512-bit vectors); `--row-shape one|two` forces
 `row_dots`' shape. Both compile into an empty numba cache. For threads, run the whole script
-under `taskset -c 0` (the worker inherits the affinity).
+under `taskset -c 0` (the worker inherits the affinity). `--poll-idle`: idle CPUs poll instead
+of halting while measuring (root), which takes the host's vCPU wake-ups out of both sides.
 
     python benchmarks/floor_ratios.py --floor ../shared/tools/floor.py [--sizes 1000000 4000000] [--batch]
 """
@@ -39,7 +40,19 @@ from pathlib import Path
 
 import numpy as np
 
-from common import DATA, ROOT, add_idle_arguments, evict, las_run_command, median, preflight, run_fresh, save, table
+from common import (
+    DATA,
+    ROOT,
+    add_idle_arguments,
+    evict,
+    las_run_command,
+    median,
+    poll_idle,
+    preflight,
+    run_fresh,
+    save,
+    table,
+)
 
 WORKER = r"""
 import os, sys, time
@@ -57,7 +70,11 @@ tiny = bigsearch.create_store(tiny_path, np.abs(np.random.rand(64, 8)).astype("f
 for a in ALPHAS:  # compile the engine's kernels outside the timed rounds
     s = bigsearch.LAS(tiny, alpha=a, pi=0.1); s.tell(0, 1); s.ask(); s.tell(s.ask(), 0); s.ask(); s.close()
 maps, n, r = floor.chunk_maps(path)
-V = np.ascontiguousarray(np.random.default_rng(0).normal(size=(3, r)))
+# V on a 64-byte cache line, as the engine's (kernels.common.pad3): floor.py's own V is wherever
+# NumPy put it, and off a line its pass was up to 1.15x slower on an AMD EPYC (Zen 5) core
+line = np.zeros(3 * r + 8)
+V = line[(-line.ctypes.data) % 64 // 8:][:3 * r].reshape(3, r)
+V[:] = np.random.default_rng(0).normal(size=(3, r))
 out = np.empty((max(m.shape[0] for m in maps), 3))
 floor._xv(maps[0][:8], V, out)
 
@@ -252,6 +269,11 @@ def main():
         default="auto",
         help="row_dots' shape (auto: the --codegen CPU vendor's, else this host's)",
     )
+    ap.add_argument(
+        "--poll-idle",
+        action="store_true",
+        help="idle CPUs poll instead of halting while measuring (common.poll_idle; root)",
+    )
     args = add_idle_arguments(ap).parse_args()
     preflight(args)
     record = {"floor": str(Path(args.floor).resolve())}
@@ -260,8 +282,10 @@ def main():
         if args.env:
             env = args.env | {"NUMBA_CACHE_DIR": "(empty, temporary)"}
             record["variant"] = {"codegen": args.codegen, "row_shape": args.row_shape, "env": env}
+        record["poll_idle"] = args.poll_idle
         if args.sizes or args.wide:
-            record["floors"] = floors(args)
+            with poll_idle(args.poll_idle):
+                record["floors"] = floors(args)
     if args.batch:
         record["batch"] = batch(args)
     save(args.name, record)

@@ -428,13 +428,6 @@ class ShardBackend(LocalBackend):
     def __init__(self, store, chunks, n_threads):
         super().__init__(store, n_threads)
         self.states = self.states[chunks.start:chunks.stop]
-        self.first_row, self.stop_row = self.states[0].start, self.states[-1].stop
-
-    def alloc(self, name, dtype, fill):
-        full = np.full(self.stop_row - self.first_row, fill, dtype)
-        self._arrays[name] = full
-        for st in self.states:
-            setattr(st, name, full[st.start - self.first_row:st.stop - self.first_row])
 
     def map_state(self, fn, chunk_ids, *args):
         first = self.states[0].chunk_id

@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from .base import ChunkStep, StepCall
-from .state import ChunkState
+from .state import ChunkState, point_array
 
 if TYPE_CHECKING:
     from ..storage import FeatureStore
@@ -78,11 +78,12 @@ class LocalBackend:
         self.rebuild = recipe
 
     def alloc(self, name: str, dtype: DTypeLike, fill: Any) -> None:
-        """Create per-point array ``name`` (length n) in every chunk's state."""
-        full = np.full(self.store.n, fill, dtype)
+        """Create per-point array ``name`` over the chunks' rows in every chunk's state."""
+        first = self.states[0].start
+        full = point_array(self.states[-1].stop - first, fill, dtype)
         self._arrays[name] = full
         for st in self.states:
-            setattr(st, name, full[st.start:st.stop])
+            setattr(st, name, full[st.start - first:st.stop - first])
 
     def assign(self, name: str, values: ArrayLike) -> None:
         """Set per-point array ``name`` from a whole array of length n."""

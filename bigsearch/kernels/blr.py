@@ -33,6 +33,7 @@ from .common import (
     N_LISTS,
     ROW_BLOCK,
     TOP_K,
+    aligned_zeros,
     candidate_partials,
     copy_to,
     first_columns,
@@ -64,9 +65,9 @@ def blr_scores(x, V, c, offset, label, J, v, f, im, mean, v0, d0, beta, t):
     g0 = 3 if with_d else 2  # the first g_b's row in U
     U = pad3(U)
     T = dots_setup(x, U)
-    P = np.empty((ROW_BLOCK, U.shape[0]))
-    Q = np.empty((min(g0 + 1, U.shape[0]), ROW_BLOCK))  # P's columns w, (d,) h, g_1 at unit stride
-    zeros = np.zeros(ROW_BLOCK)
+    P = aligned_zeros(ROW_BLOCK, U.shape[0])
+    Q = aligned_zeros(min(g0 + 1, U.shape[0]), ROW_BLOCK)  # P's columns w, (d,) h, g_1 at unit stride
+    zeros = aligned_zeros(1, ROW_BLOCK)[0]
     vals, idx = new_top(N_LISTS, TOP_K)
     sum_f, sum_im, n_u = 0.0, 0.0, 0
     for i0 in range(0, m, ROW_BLOCK):
@@ -130,7 +131,7 @@ def sample_tops(x, W, offset, label, k):
     nw = W.shape[0]
     Wp = pad3(W)
     T = dots_setup(x, Wp)
-    P = np.empty((ROW_BLOCK, Wp.shape[0]))
+    P = aligned_zeros(ROW_BLOCK, Wp.shape[0])
     vals, idx = new_top(nw, k)
     for i0 in range(0, m, ROW_BLOCK):
         i1 = min(i0 + ROW_BLOCK, m)

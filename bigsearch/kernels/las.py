@@ -32,6 +32,7 @@ from .common import (
     N_LISTS,
     ROW_BLOCK,
     TOP_K,
+    aligned_zeros,
     candidate_partials,
     chunk_at,
     copy_to,
@@ -51,7 +52,7 @@ def degrees(x, s, deg):
     """deg_i = x_i . s; returns the count of degrees <= 0 (or not finite) and the first one."""
     V = pad3(s.reshape(1, -1))
     T = dots_setup(x, V)
-    P = np.empty((ROW_BLOCK, 3))
+    P = aligned_zeros(ROW_BLOCK, 3)
     bad, first = 0, -1
     m = chunk_rows(x)
     for i0 in range(0, m, ROW_BLOCK):
@@ -216,7 +217,7 @@ def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev
 def block_buffers(k):
     """A block's buffers: P (BLOCK_ROWS, k) for its dot products with k vectors, and Q
     (3, BLOCK_ROWS) for P's first three columns at unit stride (``first_columns``)."""
-    return np.empty((BLOCK_ROWS, k)), np.empty((3, BLOCK_ROWS))
+    return aligned_zeros(BLOCK_ROWS, k), aligned_zeros(3, BLOCK_ROWS)
 
 
 @numba.njit(nogil=True, cache=True)
