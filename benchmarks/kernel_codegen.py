@@ -407,7 +407,7 @@ def compile_target(spec, floor, sigs, tmp, r, asm_dir):
 
 def per_point_lines(lines):
     """update_block's lines with the loops that divide kept (the per-point loop): the other
-    loops (J's update, first_columns, the sums) blanked, so ``describe`` reads that one."""
+    loops (J's update, the sums) blanked, so ``describe`` reads that one."""
     code, labels = instructions(lines)
     regions = loops(code, labels)
     keep = [g for g in regions if any(m.startswith("vdiv") for i, m, _ in code if g[0] <= i <= g[1])]

@@ -13,7 +13,7 @@ from bigsearch.engine.core.steps import LAS_UPDATE, ItemPlan, work_items
 from bigsearch.kernels.common import addresses_of, pad3
 from bigsearch.kernels.las import (
     ITEM_ROWS,
-    block_buffers,
+    block_buffer,
     chunk_partials,
     items_partials,
     new_items,
@@ -188,7 +188,7 @@ def test_what_the_kernels_stream_starts_on_a_cache_line(store_factory, data):
         V = pad3(np.ones((k, r)))
         assert V.ctypes.data % 64 == 0 and V.shape == (max(3, -(-k // 3) * 3), r)
         assert np.array_equal(V[:k], np.ones((k, r))) and not V[k:].any()
-        assert all(b.ctypes.data % 64 == 0 for b in block_buffers(k))
+        assert block_buffer(k).ctypes.data % 64 == 0 and block_buffer(k).shape == (k, 1024)
     X, y = data
     store = bigsearch.open_store(store_factory(X, y, "zarr", "float32", 9000))
     for backend in (LocalBackend(store, 1), ShardBackend(store, range(1, 3), 1)):

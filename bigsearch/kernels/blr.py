@@ -36,7 +36,6 @@ from .common import (
     aligned_zeros,
     candidate_partials,
     copy_to,
-    first_columns,
     new_top,
     pad3,
     push_candidates,
@@ -65,16 +64,14 @@ def blr_scores(x, V, c, offset, label, J, v, f, im, mean, v0, d0, beta, t):
     g0 = 3 if with_d else 2  # the first g_b's row in U
     U = pad3(U)
     T = dots_setup(x, U)
-    P = aligned_zeros(ROW_BLOCK, U.shape[0])
-    Q = aligned_zeros(min(g0 + 1, U.shape[0]), ROW_BLOCK)  # P's columns w, (d,) h, g_1 at unit stride
+    Q = aligned_zeros(U.shape[0], ROW_BLOCK)  # the dot products, a row a vector (las.block_buffer)
     zeros = aligned_zeros(1, ROW_BLOCK)[0]
     vals, idx = new_top(N_LISTS, TOP_K)
     sum_f, sum_im, n_u = 0.0, 0.0, 0
     for i0 in range(0, m, ROW_BLOCK):
         i1 = min(i0 + ROW_BLOCK, m)
         n = i1 - i0
-        chunk_dots(x, i0, i1, U, T, P)
-        first_columns(P, n, Q)
+        chunk_dots(x, i0, i1, U, T, Q.T)
         xw, xd, xh = Q[0, :n], Q[1, :n] if with_d else zeros[:n], Q[g0 - 1, :n]
         Jb, vb, fb, ib, lb = J[i0:i1], v[i0:i1], f[i0:i1], im[i0:i1], label[i0:i1]
         if n_g == 1:  # one new label, the usual case
@@ -85,7 +82,7 @@ def blr_scores(x, V, c, offset, label, J, v, f, im, mean, v0, d0, beta, t):
             for k in range(n):
                 j = Jb[k]
                 for b in range(n_g):
-                    j -= c[b] * P[k, g0 + b] * P[k, g0 + b]
+                    j -= c[b] * Q[g0 + b, k] * Q[g0 + b, k]
                 Jb[k] = j
         for k in range(n):
             vi = Jb[k] - 2.0 * xh[k] + v0

@@ -325,15 +325,6 @@ def push_candidates(label, f, im, i0, i1, t_prev, vals, idx):
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
-def first_columns(P, n, Q):
-    """Q[c, :n] = P[:n, c] for the first len(Q) columns of P: the per-point loops of LAS
-    and BLR read them from Q at unit stride (read at P's row stride, they ran 2-3x slower)."""
-    for t in range(n):
-        for c in range(Q.shape[0]):
-            Q[c, t] = P[t, c]
-
-
-@numba.njit(nogil=True, cache=True, inline="always")
 def unlabeled_sums(lb, fb, ib, n):
     """The sums of f over the unlabeled rows t < n and of IM (0 on labeled rows), each in
     four partial sums over t mod 4 added in a fixed order: the same bits however LLVM

@@ -36,7 +36,6 @@ from .common import (
     candidate_partials,
     chunk_at,
     copy_to,
-    first_columns,
     new_top,
     pad3,
     push_candidates,
@@ -108,12 +107,12 @@ def update_scores(x, V, c, offset, label, deg, J, f, im, eta, w0, pi, t_prev):
     nv = V.shape[0]
     V = pad3(V)
     T = dots_setup(x, V)
-    P, Q = block_buffers(V.shape[0])
+    Q = block_buffer(V.shape[0])
     n_items = (m + ITEM_ROWS - 1) // ITEM_ROWS
     sums, vals, idx = new_items(n_items)
     for k in range(n_items):
         a, b = k * ITEM_ROWS, min((k + 1) * ITEM_ROWS, m)
-        update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals[k], idx[k], P, Q, sums[k])
+        update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals[k], idx[k], Q, sums[k])
     return chunk_partials(sums, vals, idx, 0, n_items, offset, f, im)
 
 
@@ -132,7 +131,7 @@ def update_items(x0, addresses, starts, items, counter, V, nv, c, label, deg, J,
     sums[k], vals[k], idx[k] (``new_items``); ``chunk_partials`` then makes each chunk's.
     """
     T = dots_setup(x0, V)
-    P, Q = block_buffers(V.shape[0])
+    Q = block_buffer(V.shape[0])
     while True:
         k = take_ticket(counter)
         if k >= items.shape[0]:
@@ -141,13 +140,13 @@ def update_items(x0, addresses, starts, items, counter, V, nv, c, label, deg, J,
         s, e = starts[j], starts[j + 1]
         x = chunk_at(addresses, starts, j, x0)
         update_rows(x, a, b, V, nv, T, c, label[s:e], deg[s:e], J[s:e], f[s:e], im[s:e], eta, w0, pi, t_prev,
-                    vals[k], idx[k], P, Q, sums[k])
+                    vals[k], idx[k], Q, sums[k])
 
 
 @numba.njit(nogil=True, cache=True)   # no fastmath: an item's sums add block after block
-def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals, idx, P, Q, total):
-    """J, f and the impact factor of rows a <= i < b, BLOCK_ROWS at a time (P, Q: the
-    buffers of ``block_buffers``; V padded by ``pad3``, nv its rows before padding).
+def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, vals, idx, Q, total):
+    """J, f and the impact factor of rows a <= i < b, BLOCK_ROWS at a time (Q: the
+    buffer of ``block_buffer``; V padded by ``pad3``, nv its rows before padding).
     Writes [sum of f, sum of IM, count] over the unlabeled rows into ``total`` (the item's
     row of sums); a block whose rows may enter the candidate lists (vals, idx) is offered
     to them (``push_candidates``)."""
@@ -156,7 +155,7 @@ def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev,
     for i0 in range(a, b, BLOCK_ROWS):
         i1 = min(i0 + BLOCK_ROWS, b)
         sum_f, sum_im, n_u, hit = update_block(x, i0, i1, V, nv, T, c, label, deg, J, f, im, eta, w0, pi,
-                                               t_prev, vals[0, K - 1], vals[1, K - 1], vals[2, K - 1], P, Q)
+                                               t_prev, vals[0, K - 1], vals[1, K - 1], vals[2, K - 1], Q)
         total[0] += sum_f
         total[1] += sum_im
         total[2] += n_u
@@ -165,7 +164,7 @@ def update_rows(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev,
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")   # IEEE division: vectorized
-def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, k_f, k_im, k_s, P, Q):
+def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev, k_f, k_im, k_s, Q):
     """``update_rows`` for one block (the module docstring's formulas): the sums over its
     unlabeled rows, and whether one may enter a candidate list whose K-th values are
     k_f, k_im, k_s (the test for f + t_prev IM has a margin for rounding, so it errs only
@@ -173,12 +172,11 @@ def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev
 
     Only the dot products (``chunk_dots``) are fast-math: with it here, a dask worker's
     impact factors differed in the last bit from its driver's (docs/contributing.md,
-    "Fast-math in a kernel"). The per-point loop reads P's first three columns at unit
-    stride (copied to Q's rows) and vectorizes without fast-math: its sums are left to
+    "Fast-math in a kernel"). The per-point loop reads the dot products as Q's rows, at unit
+    stride (``block_buffer``), and vectorizes without fast-math: its sums are left to
     ``unlabeled_sums``, which adds them in a fixed order."""
-    chunk_dots(x, a, b, V, T, P)
+    chunk_dots(x, a, b, V, T, Q.T)
     n = b - a
-    first_columns(P, n, Q)
     xq, xz, xg = Q[0, :n], Q[1, :n], Q[2, :n]
     lb, dg, Jb, fb, ib = label[a:b], deg[a:b], J[a:b], f[a:b], im[a:b]
     if nv == 3:         # one new label, the usual case
@@ -189,7 +187,7 @@ def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev
         for t in range(n):
             j = Jb[t]
             for q in range(nv - 2):
-                j -= c[q] * P[t, 2 + q] * P[t, 2 + q]
+                j -= c[q] * Q[2 + q, t] * Q[2 + q, t]
             Jb[t] = j
     lam = (1.0 - eta) / eta
     b_lab, b_unl, q_unl = 1.0 - eta, 1.0 / (1.0 + w0), pi * w0 / (1.0 + w0)
@@ -214,10 +212,13 @@ def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev
 
 
 @numba.njit(nogil=True, cache=True)
-def block_buffers(k):
-    """A block's buffers: P (BLOCK_ROWS, k) for its dot products with k vectors, and Q
-    (3, BLOCK_ROWS) for P's first three columns at unit stride (``first_columns``)."""
-    return aligned_zeros(BLOCK_ROWS, k), aligned_zeros(3, BLOCK_ROWS)
+def block_buffer(k):
+    """A block's dot products with k vectors, one row a vector (k, BLOCK_ROWS): the dot
+    products write them through the transpose, the per-point loop reads each at unit stride.
+    A copy from a (BLOCK_ROWS, k) buffer cost 1-2 ms a pass over 1M rows on one AMD EPYC
+    core, and 4 ms more with both buffers on cache lines (their lines at the same 4 KiB
+    offsets); one buffer, 22.6-23.0 ms against 27.6 (docs/performance.md)."""
+    return aligned_zeros(k, BLOCK_ROWS)
 
 
 @numba.njit(nogil=True, cache=True)
