@@ -16,7 +16,11 @@ weights stay near 0.5 (docs/screening.md). The variants, each patched onto Scree
 - ``lag=L``: each answer costs each ridge where it was put by that ridge as fitted L
   answers before (not the ridge that just chose it);
 - ``tail=R,W``: the unread ridge alone while the hit rate of the last W answers is below R;
-- ``unread-alone``: the unread ridge alone (``adapt=False``, `--screen-no-adapt`).
+- ``unread-alone``: the unread ridge alone (``adapt=False``, `--screen-no-adapt`);
+- ``fuse=TAU``: not the weighted sum of the two standardized scores but their soft maximum,
+  TAU * log(sum_k w_k exp(z_k / TAU)) (TAU large: the sum; small: the higher z, so a record
+  either ridge puts at its very top comes next), computed in memory (X read whole: small
+  stores only).
 
 Prints one JSON line: the records read to 95% recall, the unread ridge's weight every 50
 reads (bandit: its share of the recent picks) and the reads at which the queries found a
@@ -146,6 +150,30 @@ def in_the_tail(rate, window, weights):
     return ridge_weights
 
 
+def fused(tau):
+    """The next records by the soft maximum of the ridges' standardized scores (``fuse=TAU``),
+    from X in memory; the engine's pass is skipped, as its random draws skip it."""
+    from bigsearch.engine.core.select import Ranked
+
+    top = Screen._top
+
+    def fused_top(self, k):
+        told, labels = self.history_arrays()
+        if not self._ridges or self.exploring:
+            return top(self, k)
+        if not hasattr(self, "_X"):
+            self._X = np.asarray(zarr.open_group(self.store.path, mode="r")["X"][:], np.float64)
+        z = np.array([(self._X @ m.v + m.b - m.mean) / m.sd for m in self._ridges])
+        w = np.maximum(self.ridge_weights(), 1e-300)
+        score = tau * scipy.special.logsumexp(z / tau + np.log(w)[:, None], axis=0)
+        score[np.asarray(told, np.int64)] = -np.inf
+        idx = np.argsort(-score, kind="stable")[:k]
+        self._end_round()
+        return Ranked(idx.astype(np.int64), score[idx])
+
+    return fused_top
+
+
 def apply(variant):
     """Patch the variant onto Screen; returns Screen's keyword arguments."""
     options, lag, tail = {}, None, None
@@ -167,6 +195,8 @@ def apply(variant):
             tail = float(rate), int(window or 50)
         elif key == "lag":
             lag = int(value)
+        elif key == "fuse":
+            Screen._top = fused(float(value))
         elif key == "unread-alone":
             options["adapt"] = False
         elif key != "default":
