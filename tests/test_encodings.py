@@ -478,6 +478,7 @@ def test_batch_update_equals_sequential_sherman_morrison(B, sparse):
         np.testing.assert_allclose(c, c_ref, rtol=1e-12)
         np.testing.assert_allclose(V, xqz @ ref, rtol=1e-9, atol=1e-12)
     assert folds > 0 and (inverse.k > 0) == (B < inverse.fold_at)   # then value() applies the rest
+    assert np.array_equal(inverse.base, inverse.base.T)   # a fold by syrk leaves the base symmetric to the bit
     Kinv = inverse.value()
     np.testing.assert_allclose(Kinv, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
     np.testing.assert_allclose(Kinv, np.linalg.inv(K + (rows.T * gamma) @ rows), rtol=1e-9, atol=1e-12)
