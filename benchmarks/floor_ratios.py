@@ -72,9 +72,7 @@ for a in ALPHAS:  # compile the engine's kernels outside the timed rounds
 maps, n, r = floor.chunk_maps(path)
 # V on a 64-byte cache line, as the engine's (kernels.common.pad3): floor.py's own V is wherever
 # NumPy put it, and off a line its pass was up to 1.15x slower on an AMD EPYC (Zen 5) core
-line = np.zeros(3 * r + 8)
-V = line[(-line.ctypes.data) % 64 // 8:][:3 * r].reshape(3, r)
-V[:] = np.random.default_rng(0).normal(size=(3, r))
+V = kernel_shapes.pad3(np.random.default_rng(0).normal(size=(3, r)))
 out = np.empty((max(m.shape[0] for m in maps), 3))
 floor._xv(maps[0][:8], V, out)
 

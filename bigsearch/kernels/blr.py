@@ -65,7 +65,7 @@ def blr_scores(x, V, c, offset, label, J, v, f, im, mean, v0, d0, beta, t):
     U = pad3(U)
     T = dots_setup(x, U)
     Q = aligned_zeros(U.shape[0], ROW_BLOCK)  # the dot products, a row a vector (las.block_buffer)
-    zeros = aligned_zeros(1, ROW_BLOCK)[0]
+    zeros = np.zeros(ROW_BLOCK)
     vals, idx = new_top(N_LISTS, TOP_K)
     sum_f, sum_im, n_u = 0.0, 0.0, 0
     for i0 in range(0, m, ROW_BLOCK):
@@ -128,7 +128,7 @@ def sample_tops(x, W, offset, label, k):
     nw = W.shape[0]
     Wp = pad3(W)
     T = dots_setup(x, Wp)
-    P = aligned_zeros(ROW_BLOCK, Wp.shape[0])
+    P = np.empty((ROW_BLOCK, Wp.shape[0]))
     vals, idx = new_top(nw, k)
     for i0 in range(0, m, ROW_BLOCK):
         i1 = min(i0 + ROW_BLOCK, m)

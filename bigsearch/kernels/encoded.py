@@ -23,7 +23,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from .common import FAST, ROW_BLOCK, aligned_zeros, pad3, row_dots
+from .common import FAST, ROW_BLOCK, pad3, row_dots
 
 LUT_MAX_BYTES = 1 << 21         # largest lookup table (all columns) worth building: ~L2
 
@@ -158,7 +158,7 @@ def stream_dots(x, V):
     """
     V = pad3(V)
     T = dots_setup(x, V)
-    P = aligned_zeros(ROW_BLOCK, V.shape[0])
+    P = np.empty((ROW_BLOCK, V.shape[0]))
     total = 0.0
     m = chunk_rows(x)
     for i0 in range(0, m, ROW_BLOCK):

@@ -51,7 +51,7 @@ def degrees(x, s, deg):
     """deg_i = x_i . s; returns the count of degrees <= 0 (or not finite) and the first one."""
     V = pad3(s.reshape(1, -1))
     T = dots_setup(x, V)
-    P = aligned_zeros(ROW_BLOCK, 3)
+    P = np.empty((ROW_BLOCK, 3))
     bad, first = 0, -1
     m = chunk_rows(x)
     for i0 in range(0, m, ROW_BLOCK):

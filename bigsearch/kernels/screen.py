@@ -9,7 +9,7 @@ new positive costs one dot product per point, computed in the same pass as x_i .
 import numba
 import numpy as np
 
-from .common import FAST, ROW_BLOCK, TOP_K, aligned_zeros, candidate_partials, new_top, pad3, push_top
+from .common import FAST, ROW_BLOCK, TOP_K, candidate_partials, new_top, pad3, push_top
 from .encoded import chunk_dots, chunk_rows, dots_setup
 
 NEIGHBOURS = 3  # similarities kept per point
@@ -26,7 +26,7 @@ def screen_scores(x, V, b, t, k, offset, label, nn0, nn1, nn2, f):
     m, new = chunk_rows(x), V.shape[0] - 1
     Vp = pad3(V)
     T = dots_setup(x, Vp)
-    P = aligned_zeros(ROW_BLOCK, Vp.shape[0])
+    P = np.empty((ROW_BLOCK, Vp.shape[0]))
     vals, idx = new_top(1, TOP_K)
     s1, s2, n_u = 0.0, 0.0, 0
     for i0 in range(0, m, ROW_BLOCK):

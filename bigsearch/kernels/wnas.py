@@ -8,7 +8,7 @@ new label costs one dot product per point. 0/0 gives 0 (no evidence either way).
 import numba
 import numpy as np
 
-from .common import FAST, ROW_BLOCK, TOP_K, aligned_zeros, candidate_partials, new_top, pad3, push_top
+from .common import FAST, ROW_BLOCK, TOP_K, candidate_partials, new_top, pad3, push_top
 from .encoded import chunk_dots, chunk_rows, dots_setup
 
 
@@ -22,7 +22,7 @@ def add_similarities(x, Z, signs, offset, label, num, den, f):
     m, k = chunk_rows(x), Z.shape[0]
     Zp = pad3(Z)
     T = dots_setup(x, Zp)
-    P = aligned_zeros(ROW_BLOCK, Zp.shape[0])
+    P = np.empty((ROW_BLOCK, Zp.shape[0]))
     vals, idx = new_top(1, TOP_K)
     sum_f, n_u = 0.0, 0
     for i0 in range(0, m, ROW_BLOCK):
