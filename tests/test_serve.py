@@ -377,10 +377,12 @@ def test_other_hosts_need_the_token(client_for):
 
 
 # -- the command -------------------------------------------------------------------------
-def start_server(directory, *args):
-    """`bigsearch serve` in a subprocess; returns (process, url) once it listens."""
+def start_server(directory, *args, sigint_ignored=False):
+    """`bigsearch serve` in a subprocess; returns (process, url) once it listens. With
+    ``sigint_ignored`` it starts as a shell's background job does, SIGINT ignored."""
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
     proc = subprocess.Popen([sys.executable, "-m", "bigsearch", "serve", str(directory), "--port", "0", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore)
     line = proc.stdout.readline()
     match = re.search(r"at (http://\S+)", line)
     if not match:
@@ -430,6 +432,10 @@ def test_serve_starts_stops_and_fails_like_the_cli(tmp_path, store):
     finally:
         proc.terminate()                     # SIGTERM: a clean stop too
         out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "has 1 labels" in out
+    proc, url = start_server(d, sigint_ignored=True)   # `bigsearch serve ... &` from a script
+    proc.send_signal(signal.SIGINT)                    # still stops it
+    out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "has 1 labels" in out
 
 

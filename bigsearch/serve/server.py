@@ -120,11 +120,14 @@ def serve(directory, *, host="127.0.0.1", port=DEFAULT_PORT, budget=None, store=
             echo("blind start: the session has no start (`bigsearch session new ... --start-from`) and no positive "
                  "answer yet, so its first points are about as good as any; the page says so until the first "
                  "positive (docs/sessions.md, \"Starting from what you know\")")
-        previous = signal.signal(signal.SIGTERM, _interrupt)
+        # SIGINT too: a shell's background job (`bigsearch serve ... &`) inherits it ignored,
+        # and then neither Ctrl-C nor `kill -INT` would stop the server.
+        previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             server.run()                          # returns on KeyboardInterrupt
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             server.close()
     finally:
         if labeler is not None:
