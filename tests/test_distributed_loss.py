@@ -2,6 +2,7 @@
 of a run; its chunks are rebuilt on another worker and the run asks exactly the queries
 of the local backend, with the same f and impact factor."""
 
+import contextlib
 import os
 import signal
 import threading
@@ -153,7 +154,8 @@ def cut_off_during_a_pass(client, data, store_factory):
             after = run_queries(remote, y, 10)
     finally:
         cut.join()
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):   # its nanny may have ended it already
+            os.kill(pid, signal.SIGKILL)
     assert [r["worker"] for r in remote.backend.recoveries] == [address]
     assert_same_as_local("las", path, remote, y, first, before, after)
     remote.close()
