@@ -9,14 +9,18 @@ weights stay near 0.5 (docs/screening.md). The variants, each patched onto Scree
 - ``neg=W``: an irrelevant answer counts W in the losses (0: the relevant answers alone);
 - ``bandit=H``: one ridge ranks each query, picked by Thompson sampling from the hit rate
   of its own picks (counts halving every H answers; the draw seeded by the step);
-- ``T=X``: the softmax's temperature; ``prior=D``: D added to the unread ridge's log-weight
+- ``T=X``: the softmax's temperature; ``half=H``: the losses' half-life in answers;
+  ``prior=D``: D added to the unread ridge's log-weight
   (on equal losses it leads); combined with ``+`` (``T=1+prior=1``);
 - ``gate=Z0,H``: the unread ridge's weight Phi(z + Z0), z a paired test (decayed, half-life
   H answers) of whether the answers-only ridge ranks the answers better;
 - ``lag=L``: each answer costs each ridge where it was put by that ridge as fitted L
   answers before (not the ridge that just chose it);
 - ``tail=R,W``: the unread ridge alone while the hit rate of the last W answers is below R;
+- ``recent=H`` (``first=H``): the relevant answers weighed by when they were found, the
+  latest (the first) the most, halving every H relevant answers (``weighted_positives``);
 - ``unread-alone``: the unread ridge alone (``adapt=False``, `--screen-no-adapt`);
+- ``ridge=L``, ``balance=B``, ``unread=U``: Screen's own options (`--screen-ridge` ...);
 - ``fuse=TAU``: not the weighted sum of the two standardized scores but their soft maximum,
   TAU * log(sum_k w_k exp(z_k / TAU)) (TAU large: the sum; small: the higher z, so a record
   either ridge puts at its very top comes next), computed in memory (X read whole: small
@@ -174,6 +178,45 @@ def fused(tau):
     return fused_top
 
 
+def weighted_positives(half, first=False):
+    """Each ridge fitted with the relevant answers weighed by when they were found: the
+    j-th of P weighs 2^-((P - j) / half) (``first``: 2^-(j / half)), scaled to mean 1 so
+    the classes keep their balance. The later relevant records are the ones least like
+    the first: do they point to those still unread? The fit as the engine's low-rank one
+    (G's eigenbasis, the labels as a Woodbury update), with a weight per labeled row."""
+
+    def ridge(self, unread):
+        c_pos, c_neg, c_un = self.weights(unread)
+        w, Q = self._eigen()
+        L = self._labeled_coordinates(Q)
+        _, lab = self.history_arrays()
+        pos = np.asarray(lab) >= 0.5
+        P = int(pos.sum())
+        cl = np.full(len(lab), c_neg)
+        if P:
+            j = np.arange(1, P + 1)
+            g = 0.5 ** (j / half) if first else 0.5 ** ((P - j) / half)
+            cl[pos] = c_pos * g / g.mean()
+        n_un = self.n - len(lab)
+        sQ = self.s @ Q
+        s1 = c_un * (sQ - L.sum(axis=0)) + cl @ L
+        W = c_un * n_un + cl.sum()
+        if W <= 0:
+            return np.zeros(self.store.r), 0.0
+        x, ybar = s1 / W, cl[pos].sum() / W
+        rhs = cl[pos] @ L[pos] - W * x * ybar
+        d = 1.0 / (c_un * w + self.params.ridge)
+        U = np.vstack([L, x])
+        C = np.append(cl - c_un, -W)
+        K = (U * d) @ U.T
+        z = d * rhs
+        y = np.linalg.solve(np.eye(len(C)) + C[:, None] * K, C * (U @ z))
+        v_eig = z - d * (y @ U)
+        return Q @ v_eig, float(ybar - x @ v_eig)
+
+    return ridge
+
+
 def apply(variant):
     """Patch the variant onto Screen; returns Screen's keyword arguments."""
     options, lag, tail = {}, None, None
@@ -185,6 +228,8 @@ def apply(variant):
             Screen._fit, Screen._rank_answers = bandit(float(value))
         elif key == "T":
             Screen.ADAPT_TEMPERATURE = float(value)
+        elif key == "half":
+            Screen.ADAPT_HALF_LIFE = float(value)
         elif key == "prior":
             Screen.ridge_weights = with_prior(float(value))
         elif key == "gate":
@@ -197,8 +242,12 @@ def apply(variant):
             lag = int(value)
         elif key == "fuse":
             Screen._top = fused(float(value))
+        elif key in ("recent", "first"):
+            Screen._ridge = weighted_positives(float(value), first=key == "first")
         elif key == "unread-alone":
             options["adapt"] = False
+        elif key in ("ridge", "balance", "unread"):  # Screen's own options
+            options[key] = float(value)
         elif key != "default":
             raise SystemExit(f"unknown variant {part!r}")
     if tail:  # after T and prior: it falls back on the weights they chose
