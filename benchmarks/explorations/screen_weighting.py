@@ -19,6 +19,9 @@ weights stay near 0.5 (docs/screening.md). The variants, each patched onto Scree
 - ``tail=R,W``: the unread ridge alone while the hit rate of the last W answers is below R;
 - ``recent=H`` (``first=H``): the relevant answers weighed by when they were found, the
   latest (the first) the most, halving every H relevant answers (``weighted_positives``);
+- ``unread-parts=mean|scatter|mean,scatter``: the unread ridge with only the unread records'
+  mean (one point, target 0) or only their scatter about it (a penalty) (``unread_parts``);
+  ``first-parts=...``: that ridge in place of the answers-only one, beside the unread ridge;
 - ``unread-alone``: the unread ridge alone (``adapt=False``, `--screen-no-adapt`);
 - ``ridge=L``, ``balance=B``, ``unread=U``: Screen's own options (`--screen-ridge` ...);
 - ``fuse=TAU``: not the weighted sum of the two standardized scores but their soft maximum,
@@ -40,6 +43,7 @@ import sys
 import time
 
 import numpy as np
+import scipy.linalg
 import scipy.special
 import zarr
 from exploration_streams import records_to_target
@@ -217,6 +221,45 @@ def weighted_positives(half, first=False):
     return ridge
 
 
+def unread_parts(parts, first=False):
+    """The unread ridge with only some of what the unread records bring. Their squared
+    loss splits exactly in two: c_un sum_j (b + x_j . v)^2 = c_un n_U (b + mu_U . v)^2 (one
+    point at their mean, target 0: ``mean``) + c_un v^T S_U v (their scatter about that mean,
+    a penalty that shrinks v along the corpus's common directions: ``scatter``). Both is the
+    unread ridge. An r x r solve from G (small stores). ``first``: the pair's first ridge
+    (the answers alone) is the one with these parts, the second the unread ridge as it is."""
+
+    ridge = Screen._ridge
+
+    def part_ridge(self, unread):
+        if unread == 0 and not first:
+            return ridge(self, unread)
+        if unread != 0 and first:
+            return ridge(self, unread)
+        unread = self.params.unread
+        c_pos, c_neg, c_un = self.weights(unread)
+        n_un = self.n - self.n_pos - self.n_neg
+        GU, sU = self.G - self.GP - self.GN, self.s - self.sP - self.sN
+        mu = sU / max(n_un, 1)
+        gram = c_pos * self.GP + c_neg * self.GN
+        s1 = c_pos * self.sP + c_neg * self.sN
+        W = c_pos * self.n_pos + c_neg * self.n_neg
+        if "mean" in parts:
+            m = c_un * n_un
+            gram, s1, W = gram + m * np.outer(mu, mu), s1 + m * mu, W + m
+        if W <= 0:
+            return np.zeros(self.store.r), 0.0
+        xbar, ybar = s1 / W, c_pos * self.n_pos / W
+        A = gram - W * np.outer(xbar, xbar)
+        if "scatter" in parts:
+            A += c_un * (GU - n_un * np.outer(mu, mu))
+        A[np.diag_indices_from(A)] += self.params.ridge
+        v = scipy.linalg.solve(A, c_pos * self.sP - W * xbar * ybar, assume_a="pos")
+        return v, float(ybar - xbar @ v)
+
+    return part_ridge
+
+
 def apply(variant):
     """Patch the variant onto Screen; returns Screen's keyword arguments."""
     options, lag, tail = {}, None, None
@@ -246,6 +289,10 @@ def apply(variant):
             Screen._ridge = weighted_positives(float(value), first=key == "first")
         elif key == "unread-alone":
             options["adapt"] = False
+        elif key == "unread-parts":  # unread-parts=mean, =scatter, =mean,scatter
+            Screen._ridge = unread_parts(value.split(","))
+        elif key == "first-parts":  # the pair: this ridge and the unread ridge as it is
+            Screen._ridge = unread_parts(value.split(","), first=True)
         elif key in ("ridge", "balance", "unread"):  # Screen's own options
             options[key] = float(value)
         elif key != "default":
