@@ -19,7 +19,8 @@ weights stay near 0.5 (docs/screening.md). The variants, each patched onto Scree
 - ``tail=R,W``: the unread ridge alone while the hit rate of the last W answers is below R;
 - ``recent=H`` (``first=H``): the relevant answers weighed by when they were found, the
   latest (the first) the most, halving every H relevant answers (``weighted_positives``);
-- ``unread-parts=mean|scatter|mean,scatter``: the unread ridge with only the unread records'
+- ``unread-parts=mean|scatter|mean:scatter|mean=F:scatter`` (F: the mean point's weight
+  times F): the unread ridge with only the unread records'
   mean (one point, target 0) or only their scatter about it (a penalty) (``unread_parts``);
   ``first-parts=...``: that ridge in place of the answers-only one, beside the unread ridge;
 - ``unread-alone``: the unread ridge alone (``adapt=False``, `--screen-no-adapt`);
@@ -244,8 +245,9 @@ def unread_parts(parts, first=False):
         gram = c_pos * self.GP + c_neg * self.GN
         s1 = c_pos * self.sP + c_neg * self.sN
         W = c_pos * self.n_pos + c_neg * self.n_neg
-        if "mean" in parts:
-            m = c_un * n_un
+        mean_share = [float(p.partition("=")[2] or 1) for p in parts if p.startswith("mean")]
+        if mean_share:  # mean=F: the point at F times its weight
+            m = c_un * n_un * mean_share[0]
             gram, s1, W = gram + m * np.outer(mu, mu), s1 + m * mu, W + m
         if W <= 0:
             return np.zeros(self.store.r), 0.0
@@ -264,7 +266,7 @@ def apply(variant):
     """Patch the variant onto Screen; returns Screen's keyword arguments."""
     options, lag, tail = {}, None, None
     for part in variant.split("+"):
-        key, _, value = part.partition("=")
+        key, _, value = part.partition("=")  # unread-parts=mean=0.3:scatter: value "mean=0.3:scatter"
         if key == "neg":
             Screen._rank_answers = relevance_weighted_losses(float(value))
         elif key == "bandit":
@@ -289,10 +291,10 @@ def apply(variant):
             Screen._ridge = weighted_positives(float(value), first=key == "first")
         elif key == "unread-alone":
             options["adapt"] = False
-        elif key == "unread-parts":  # unread-parts=mean, =scatter, =mean,scatter
-            Screen._ridge = unread_parts(value.split(","))
+        elif key == "unread-parts":  # unread-parts=mean, =scatter, =mean:scatter, =mean=0.3:scatter
+            Screen._ridge = unread_parts(value.split(":"))
         elif key == "first-parts":  # the pair: this ridge and the unread ridge as it is
-            Screen._ridge = unread_parts(value.split(","), first=True)
+            Screen._ridge = unread_parts(value.split(":"), first=True)
         elif key in ("ridge", "balance", "unread"):  # Screen's own options
             options[key] = float(value)
         elif key != "default":
