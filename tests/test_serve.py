@@ -434,8 +434,11 @@ def test_serve_starts_stops_and_fails_like_the_cli(tmp_path, store):
         out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "has 1 labels" in out
     proc, url = start_server(d, sigint_ignored=True)   # `bigsearch serve ... &` from a script
-    proc.send_signal(signal.SIGINT)                    # still stops it
-    out, _ = proc.communicate(timeout=60)
+    try:
+        proc.send_signal(signal.SIGINT)                # still stops it
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()                                    # if it did not stop, the test fails without leaving it
     assert proc.returncode == 0 and "has 1 labels" in out
 
 
