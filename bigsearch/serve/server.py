@@ -105,26 +105,15 @@ def serve(directory, *, host="127.0.0.1", port=DEFAULT_PORT, budget=None, store=
                                  "name of this machine, e.g. 127.0.0.1") from None
         guard.cookie = f"{COOKIE}_{server.effective_port}"    # one per port (app.py, Guard)
         url = url_of(reachable_host(host), server.effective_port)
-        st = session.status(estimate=False)
-        echo(f"serving session {directory} ({st['method']}, {st['n']:,} points, {st['labels']} labels) "
-             f"at {url}" + (f"?token={token}" if token else ""))
-        if token:
-            who = (f"needed from every machine; {host} is not a loopback address" if not loopback else
-                   "needed by every browser and program, since any user of this machine can reach a loopback "
-                   f"address; `bigsearch serve {directory} --no-token` serves without one")
-            echo(f"access token: {token} ({who}; kept in {session.directory / TOKEN_FILE} for the next start; "
-                 f"`bigsearch serve {directory} --new-token` replaces it)")
-        echo("keys: a positive, x negative, space skip, backspace undo; " + NUMBER_FIELD[label_kind(session.search)]
-             + "Ctrl-C to stop")
-        if session.blind:
-            echo("blind start: the session has no start (`bigsearch session new ... --start-from`) and no positive "
-                 "answer yet, so its first points are about as good as any; the page says so until the first "
-                 "positive (docs/sessions.md, \"Starting from what you know\")")
-        # SIGINT too: a shell's background job (`bigsearch serve ... &`) inherits it ignored,
-        # and then neither Ctrl-C nor `kill -INT` would stop the server.
+        # The stop signals before the banner, which tells a caller the server is up. SIGINT
+        # too: a shell's background job (`bigsearch serve ... &`) inherits it ignored, and
+        # then neither Ctrl-C nor `kill -INT` would stop the server.
         previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
+            _announce(echo, directory, session, host, loopback, token, url)
             server.run()                          # returns on KeyboardInterrupt
+        except KeyboardInterrupt:                 # a stop before the server ran
+            pass
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -134,6 +123,25 @@ def serve(directory, *, host="127.0.0.1", port=DEFAULT_PORT, budget=None, store=
             labeler.close()
         session.close()
     echo(f"stopped; session {directory} has {session.n_labels} labels")
+
+
+def _announce(echo, directory, session, host, loopback, token, url):
+    """What `serve` says at start: where, the access token, the keys."""
+    st = session.status(estimate=False)
+    echo(f"serving session {directory} ({st['method']}, {st['n']:,} points, {st['labels']} labels) "
+         f"at {url}" + (f"?token={token}" if token else ""))
+    if token:
+        who = (f"needed from every machine; {host} is not a loopback address" if not loopback else
+               "needed by every browser and program, since any user of this machine can reach a loopback "
+               f"address; `bigsearch serve {directory} --no-token` serves without one")
+        echo(f"access token: {token} ({who}; kept in {session.directory / TOKEN_FILE} for the next start; "
+             f"`bigsearch serve {directory} --new-token` replaces it)")
+    echo("keys: a positive, x negative, space skip, backspace undo; " + NUMBER_FIELD[label_kind(session.search)]
+         + "Ctrl-C to stop")
+    if session.blind:
+        echo("blind start: the session has no start (`bigsearch session new ... --start-from`) and no positive "
+             "answer yet, so its first points are about as good as any; the page says so until the first "
+             "positive (docs/sessions.md, \"Starting from what you know\")")
 
 
 # What the page's number field takes, said at start (none: the method takes 0 or 1 only).
