@@ -79,12 +79,12 @@ def rule_constants(**values):
             setattr(stopping, k, v)
 
 
-def model_stop(labels, n, least=0.0, **constants):
-    """Records read when the rule's lower end of the recall first reaches the target (not
-    before a share ``least`` of the records is read)."""
+def model_stop(labels, n, least=0.0, level=stopping.LEVEL, **constants):
+    """Records read when the rule's lower end of the recall (at ``level``) first reaches the
+    target (not before a share ``least`` of the records is read)."""
     with rule_constants(**constants):
         for k in range(max(GIVEN + stopping.MIN_WINDOW, math.ceil(least * n)), len(labels) + 1):
-            if stopping.stop_reached(stopping.recall_estimate(labels[:k], n, given=GIVEN), TARGET):
+            if stopping.stop_reached(stopping.recall_estimate(labels[:k], n, level=level, given=GIVEN), TARGET):
                 return k
     return None
 
@@ -138,6 +138,8 @@ VARIANTS = {
     "change point, decays up to e every 0.22 x read": lambda labels, n: model_stop(labels, n, SLOWEST=0.22),
     "change point, decays up to e every 0.28 x read": lambda labels, n: model_stop(labels, n, SLOWEST=0.28),
     "change point, not before 10% read": lambda labels, n: model_stop(labels, n, least=0.1),
+    "change point, interval at 90%": lambda labels, n: model_stop(labels, n, level=0.9),
+    "change point, interval at 80%": lambda labels, n: model_stop(labels, n, level=0.8),
     "knee method": knee_stop,
     "hypergeometric, last k read": hypergeometric_stop,
 }
