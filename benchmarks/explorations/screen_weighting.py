@@ -233,9 +233,7 @@ def unread_parts(parts, first=False):
     ridge = Screen._ridge
 
     def part_ridge(self, unread):
-        if unread == 0 and not first:
-            return ridge(self, unread)
-        if unread != 0 and first:
+        if (unread == 0) != first:  # the pair's other ridge, as the engine fits it
             return ridge(self, unread)
         unread = self.params.unread
         c_pos, c_neg, c_un = self.weights(unread)
