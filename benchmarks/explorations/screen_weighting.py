@@ -28,11 +28,15 @@ weights stay near 0.5 (docs/screening.md). The variants, each patched onto Scree
 - ``fuse=TAU``: not the weighted sum of the two standardized scores but their soft maximum,
   TAU * log(sum_k w_k exp(z_k / TAU)) (TAU large: the sum; small: the higher z, so a record
   either ridge puts at its very top comes next), computed in memory (X read whole: small
-  stores only).
+  stores only);
+- ``nn-adapt=W``: the neighbour term (nn, k = 3) as a third scorer in the adaptive softmax,
+  standardized over the unread records like the ridges and weighed by its own ranking loss
+  (the same per-answer costs); W (0 if left out) is nn's loss at the start, a handicap that
+  decays like the losses (``neighbour_scorer``).
 
 Prints one JSON line: the records read to 95% recall, the unread ridge's weight every 50
-reads (bandit: its share of the recent picks) and the reads at which the queries found a
-relevant record.
+reads (bandit: its share of the recent picks; nn-adapt: nn's weight too) and the reads at
+which the queries found a relevant record.
 
     python benchmarks/explorations/screen_weighting.py STORE 672,41 T=1+prior=1 >> weighting.jsonl
 """
@@ -260,6 +264,72 @@ def unread_parts(parts, first=False):
     return part_ridge
 
 
+def nearest(rows, positives, k):
+    """nn of each row: the mean of its k largest dot products with the positives (fewer
+    positives: over those there are), as the kernel takes it (kernels/screen.py)."""
+    S = rows @ np.asarray(positives).T
+    return -np.sort(-S, axis=1)[:, : min(k, S.shape[1])].mean(axis=1)
+
+
+def neighbour_scorer(handicap):
+    """nn as a third scorer beside the two ridges (``nn-adapt=W``): z2 = (nn - mean) / sd
+    over the unread records (from ``nn_spread``, the last pass's sums), weighed by the
+    3-way softmax of minus the losses, the ridges keeping their weights unrenormalized:
+    v, b as the engine sets them from w0, w1 and t = w2 / sd (the constant -w2 mean / sd
+    leaves the ranking as it is). An answer costs nn as it costs a ridge (``answer_costs``),
+    its nn from the relevant rows found before it (kept as they are found). Before the
+    spread is known (count < 2, no positives or no spread) nn weighs 0 and costs 0, the
+    ridges' weights the engine's. With the fixed weight nn helped the given set a little
+    and cost 'medium' (docs/screening.md): does it help where it ranks the answers well?"""
+    init, count = Screen.__init__, Screen._count
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.ridge_losses = np.array([0.0, 0.0, handicap])  # the ridges', nn's
+        self._positive_list = []  # float64 rows of the relevant records, in the order found
+
+    def count_positives(self, idx, lab):
+        if len(idx):
+            self._positive_list.extend(self._rows(idx)[np.asarray(lab) >= 0.5])
+        count(self, idx, lab)
+
+    def nn_moments(self):
+        """nn's mean and sd over the unread records of the last pass; None while unknown."""
+        total, squares, n = self.nn_spread
+        if n < 2 or not self._positive_list:
+            return None
+        var = squares / n - (total / n) ** 2
+        return (total / n, math.sqrt(var)) if var > 0 else None
+
+    def ridge_weights(self):
+        known = nn_moments(self) is not None
+        losses = self.ridge_losses if known else self.ridge_losses[:2]
+        z = np.exp(-(losses - losses.min()) / self.ADAPT_TEMPERATURE)
+        w = z / z.sum()
+        return w if known else np.append(w, 0.0)
+
+    def neighbour_scale(self):
+        moments = nn_moments(self)
+        return 0.0 if moments is None or not self._ridges else float(self.ridge_weights()[2] / moments[1])
+
+    def rank_answers(self, rows, lab):
+        if not self._ridges:
+            return
+        decay = 0.5 ** (1.0 / self.ADAPT_HALF_LIFE)
+        costs = np.vstack([self.answer_costs(rows, lab), np.zeros(len(rows))])
+        moments = nn_moments(self)  # the positives and spread the answered rows were ranked by
+        if moments is not None:
+            nn = nearest(rows, self._positive_list, self.params.neighbours)
+            above = scipy.special.ndtr(-(nn - moments[0]) / moments[1])
+            costs[2] = np.where(np.asarray(lab) >= 0.5, above, 1.0 - above)
+        for k, scorer_costs in enumerate(costs):
+            for cost in scorer_costs:
+                self.ridge_losses[k] = decay * self.ridge_losses[k] + cost
+
+    Screen.__init__, Screen._count = __init__, count_positives
+    Screen.ridge_weights, Screen._neighbour_scale, Screen._rank_answers = ridge_weights, neighbour_scale, rank_answers
+
+
 def apply(variant):
     """Patch the variant onto Screen; returns Screen's keyword arguments."""
     options, lag, tail = {}, None, None
@@ -293,6 +363,9 @@ def apply(variant):
             Screen._ridge = unread_parts(value.split(":"))
         elif key == "first-parts":  # the pair: this ridge and the unread ridge as it is
             Screen._ridge = unread_parts(value.split(":"), first=True)
+        elif key == "nn-adapt":  # nn computed by the passes (its weight: the softmax's)
+            neighbour_scorer(float(value or 0))
+            options["neighbour_weight"] = 1.0
         elif key in ("ridge", "balance", "unread"):  # Screen's own options
             options[key] = float(value)
         elif key != "default":
@@ -316,18 +389,21 @@ def main(store, priors, variant, budget=1200):
     options = apply(variant)
     y = np.asarray(zarr.open_group(store, mode="r")["y"][:]) >= 0.5
     need = math.ceil(0.95 * y.sum())
-    t, weights, hits = time.perf_counter(), [], []
+    t, weights, nn_weights, hits = time.perf_counter(), [], [], []
 
     def every_50(search, read):
         if search.history_arrays()[1][-1] >= 1:
             hits.append(read)
         if read % 50 == 0:
             weights.append(round(unread_weight(search), 2))
+            if search._ridges and len(search.ridge_weights()) == 3:  # nn-adapt
+                nn_weights.append(round(float(search.ridge_weights()[2]), 2))
 
     with Screen(store, **options) as search:
         read95 = records_to_target(search, y, priors, need, budget, every_50)
+    nn = dict(nn_weight_every_50=nn_weights) if nn_weights else {}
     return dict(store=store, priors=priors, variant=variant, read95=read95,
-                unread_weight_every_50=weights, hit_reads=hits, seconds=round(time.perf_counter() - t))
+                unread_weight_every_50=weights, **nn, hit_reads=hits, seconds=round(time.perf_counter() - t))
 
 
 if __name__ == "__main__":
