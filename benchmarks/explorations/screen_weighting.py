@@ -32,7 +32,12 @@ weights stay near 0.5 (docs/screening.md). The variants, each patched onto Scree
 - ``nn-adapt=W``: the neighbour term (nn, k = 3) as a third scorer in the adaptive softmax,
   standardized over the unread records like the ridges and weighed by its own ranking loss
   (the same per-answer costs); W (0 if left out) is nn's loss at the start, a handicap that
-  decays like the losses (``neighbour_scorer``).
+  decays like the losses (``neighbour_scorer``);
+- ``unread-per-neg=R``: the unread ridge's unread records count as R negatives per read
+  negative (at least R), not a fixed count: the read negatives keep 1 / (1 + R) of the
+  negatives' weight as they grow (with 1,000 they keep 9% at 100 read) (``unread_per_negative``);
+- ``ridges=U1:U2:...``: more than two ridges in the softmax, the answers-only one and one
+  per unread count U (``more_ridges``).
 
 Prints one JSON line: the records read to 95% recall, the unread ridge's weight every 50
 reads (bandit: its share of the recent picks; nn-adapt: nn's weight too) and the reads at
@@ -330,6 +335,36 @@ def neighbour_scorer(handicap):
     Screen.ridge_weights, Screen._neighbour_scale, Screen._rank_answers = ridge_weights, neighbour_scale, rank_answers
 
 
+def unread_per_negative(ratio):
+    """The unread ridge with the unread records as ``ratio`` negatives per read negative."""
+    weights = Screen.weights
+
+    def scaled(self, unread=None):
+        unread = self.params.unread if unread is None else unread
+        return weights(self, ratio * max(self.n_neg, 1) if unread else 0.0)
+
+    return scaled
+
+
+def more_ridges(counts):
+    """The answers-only ridge and one ridge per unread count in ``counts``, weighed by the
+    softmax of their ranking losses as the engine weighs its two."""
+    init = Screen.__init__
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.ridge_losses = np.zeros(1 + len(counts))
+
+    def fit(self):
+        self._ridges = tuple(self._standardized(*self._ridge(u)) for u in (0.0, *counts))
+        w = self.ridge_weights()
+        self.v = sum(wi / m.sd * m.v for wi, m in zip(w, self._ridges))
+        self.b = float(sum(wi * (m.b - m.mean) / m.sd for wi, m in zip(w, self._ridges)))
+        self.t = 0.0
+
+    Screen.__init__, Screen._fit = __init__, fit
+
+
 def apply(variant):
     """Patch the variant onto Screen; returns Screen's keyword arguments."""
     options, lag, tail = {}, None, None
@@ -366,6 +401,10 @@ def apply(variant):
         elif key == "nn-adapt":  # nn computed by the passes (its weight: the softmax's)
             neighbour_scorer(float(value or 0))
             options["neighbour_weight"] = 1.0
+        elif key == "unread-per-neg":
+            Screen.weights = unread_per_negative(float(value))
+        elif key == "ridges":  # ridges=100:1000: the answers-only ridge and one per count
+            more_ridges([float(u) for u in value.split(":")])
         elif key in ("ridge", "balance", "unread"):  # Screen's own options
             options[key] = float(value)
         elif key != "default":
