@@ -27,8 +27,8 @@ weights stay near 0.5 (docs/screening.md). The variants, each patched onto Scree
 - ``ridge=L``, ``balance=B``, ``unread=U``: Screen's own options (`--screen-ridge` ...);
 - ``fuse=TAU``: not the weighted sum of the two standardized scores but their soft maximum,
   TAU * log(sum_k w_k exp(z_k / TAU)) (TAU large: the sum; small: the higher z, so a record
-  either ridge puts at its very top comes next), computed in memory (X read whole: small
-  stores only);
+  either ridge puts at its very top comes next; TAU negative: their soft minimum, a record
+  both put high comes next), computed in memory (X read whole: small stores only);
 - ``nn-adapt=W``: the neighbour term (nn, k = 3) as a third scorer in the adaptive softmax,
   standardized over the unread records like the ridges and weighed by its own ranking loss
   (the same per-answer costs); W (0 if left out) is nn's loss at the start, a handicap that
