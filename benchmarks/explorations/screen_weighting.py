@@ -65,11 +65,8 @@ BANDIT_SEED = 7
 
 def relevance_weighted_losses(negative_weight):
     def rank_answers(self, rows, lab):
-        decay = 0.5 ** (1.0 / self.ADAPT_HALF_LIFE)
         weight = np.where(np.asarray(lab) >= 0.5, 1.0, negative_weight)
-        for k, costs in enumerate(self.answer_costs(rows, lab) * weight):
-            for cost in costs:
-                self.ridge_losses[k] = decay * self.ridge_losses[k] + cost
+        self._add_losses(self.answer_costs(rows, lab) * weight)
 
     return rank_answers
 
@@ -320,16 +317,13 @@ def neighbour_scorer(handicap):
     def rank_answers(self, rows, lab):
         if not self._ridges:
             return
-        decay = 0.5 ** (1.0 / self.ADAPT_HALF_LIFE)
         costs = np.vstack([self.answer_costs(rows, lab), np.zeros(len(rows))])
         moments = nn_moments(self)  # the positives and spread the answered rows were ranked by
         if moments is not None:
             nn = nearest(rows, self._positive_list, self.params.neighbours)
             above = scipy.special.ndtr(-(nn - moments[0]) / moments[1])
             costs[2] = np.where(np.asarray(lab) >= 0.5, above, 1.0 - above)
-        for k, scorer_costs in enumerate(costs):
-            for cost in scorer_costs:
-                self.ridge_losses[k] = decay * self.ridge_losses[k] + cost
+        self._add_losses(costs)
 
     Screen.__init__, Screen._count = __init__, count_positives
     Screen.ridge_weights, Screen._neighbour_scale, Screen._rank_answers = ridge_weights, neighbour_scale, rank_answers
@@ -357,9 +351,7 @@ def more_ridges(counts):
 
     def fit(self):
         self._ridges = tuple(self._standardized(*self._ridge(u)) for u in (0.0, *counts))
-        w = self.ridge_weights()
-        self.v = sum(wi / m.sd * m.v for wi, m in zip(w, self._ridges))
-        self.b = float(sum(wi * (m.b - m.mean) / m.sd for wi, m in zip(w, self._ridges)))
+        self.v, self.b = self._weighed_ridges()
         self.t = 0.0
 
     Screen.__init__, Screen._fit = __init__, fit

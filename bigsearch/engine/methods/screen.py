@@ -236,12 +236,16 @@ class Screen(PrunableSearch):
             self._ridges = ()
         else:
             self._ridges = tuple(self._standardized(*self._ridge(u)) for u in (0.0, p.unread))
-            w = self.ridge_weights()
-            self.v = sum(wi / m.sd * m.v for wi, m in zip(w, self._ridges))
-            self.b = float(sum(wi * (m.b - m.mean) / m.sd for wi, m in zip(w, self._ridges)))
+            self.v, self.b = self._weighed_ridges()
         if not np.all(np.isfinite(self.v)):
             raise NumericalError("screen: the classifier's weights are not finite (X holds non-finite values?)")
         self.t = self._neighbour_scale()
+
+    def _weighed_ridges(self) -> tuple[np.ndarray, float]:
+        """v and b of the ridges' standardized scores weighed by ``ridge_weights``."""
+        w = self.ridge_weights()
+        v = sum(wi / m.sd * m.v for wi, m in zip(w, self._ridges))
+        return v, float(sum(wi * (m.b - m.mean) / m.sd for wi, m in zip(w, self._ridges)))
 
     def ridge_weights(self) -> np.ndarray:
         """The answers-only ridge's and the unread ridge's weights (adapt), summing to 1."""
@@ -251,11 +255,14 @@ class Screen(PrunableSearch):
     def _rank_answers(self, rows: np.ndarray, lab: np.ndarray) -> None:
         """Each ridge's loss: the sum of its ``answer_costs``, an answer's part halving every
         ADAPT_HALF_LIFE answers."""
-        if not self._ridges:
-            return
+        if self._ridges:
+            self._add_losses(self.answer_costs(rows, lab))
+
+    def _add_losses(self, costs: np.ndarray) -> None:
+        """Each scorer's costs (scorers x records, in answer order) into its loss."""
         decay = 0.5 ** (1.0 / self.ADAPT_HALF_LIFE)
-        for k, costs in enumerate(self.answer_costs(rows, lab)):
-            for cost in costs:
+        for k, scorer_costs in enumerate(costs):
+            for cost in scorer_costs:
                 self.ridge_losses[k] = decay * self.ridge_losses[k] + cost
 
     def answer_costs(self, rows: np.ndarray, lab: np.ndarray) -> np.ndarray:
