@@ -24,7 +24,8 @@ weights stay near 0.5 (docs/screening.md). The variants, each patched onto Scree
   mean (one point, target 0) or only their scatter about it (a penalty) (``unread_parts``);
   ``first-parts=...``: that ridge in place of the answers-only one, beside the unread ridge;
 - ``unread-alone``: the unread ridge alone (``adapt=False``, `--screen-no-adapt`);
-- ``ridge=L``, ``balance=B``, ``unread=U``: Screen's own options (`--screen-ridge` ...);
+- ``ridge=L``, ``balance=B``, ``unread=U``, ``explore=N``: Screen's own options (`--screen-ridge`
+  ..., ``--screen-explore-after``);
 - ``fuse=TAU``: not the weighted sum of the two standardized scores but their soft maximum,
   TAU * log(sum_k w_k exp(z_k / TAU)) (TAU large: the sum; small: the higher z, so a record
   either ridge puts at its very top comes next; TAU negative: their soft minimum, a record
@@ -43,7 +44,7 @@ Prints one JSON line: the records read to 95% recall, the unread ridge's weight 
 reads (bandit: its share of the recent picks; nn-adapt: nn's weight too) and the reads at
 which the queries found a relevant record.
 
-    python benchmarks/explorations/screen_weighting.py STORE 672,41 T=1+prior=1 >> weighting.jsonl
+    python benchmarks/explorations/screen_weighting.py STORE 672,41 T=1+prior=1 [BUDGET] >> weighting.jsonl
 """
 
 import collections
@@ -399,6 +400,8 @@ def apply(variant):
             more_ridges([float(u) for u in value.split(":")])
         elif key in ("ridge", "balance", "unread"):  # Screen's own options
             options[key] = float(value)
+        elif key == "explore":  # --screen-explore-after (0: never)
+            options["explore_after"] = int(value)
         elif key != "default":
             raise SystemExit(f"unknown variant {part!r}")
     if tail:  # after T and prior: it falls back on the weights they chose
@@ -439,4 +442,5 @@ def main(store, priors, variant, budget=1200):
 
 if __name__ == "__main__":
     store, priors, variant = sys.argv[1], [int(v) for v in sys.argv[2].split(",")], sys.argv[3]
-    print(json.dumps(main(store, priors, variant)), flush=True)
+    budget = int(sys.argv[4]) if len(sys.argv) > 4 else 1200
+    print(json.dumps(main(store, priors, variant, budget)), flush=True)
