@@ -388,19 +388,29 @@ def report(result):
     print(json.dumps(result, default=float), flush=True)
 
 
-def interleave(variants, rounds, *, rest=0.0, clock=time.perf_counter):
+def interleave(variants, rounds, *, rest=0.0, clock=time.perf_counter, back_to_back=1):
     """Time each variant once per round, round after round, so that a slow spell of the shared
     machine hits every variant alike: {name: [seconds, one per round]}.
 
     ``variants``: {name: a callable without arguments}, timed in this order every round.
-    ``rest``: seconds of sleep before each timed call (cores at rest: floor.py's OpenMP workers
-    spin for 5-10 ms after its pass). ``clock``: time.perf_counter (wall) or time.process_time."""
+    ``rest``: seconds of sleep before each variant's turn (cores at rest: floor.py's OpenMP
+    workers spin for 5-10 ms after its pass). ``back_to_back``: calls of a variant timed one
+    after the other in its turn, each its own entry (a round then gives ``back_to_back``
+    entries, the first the one after the rest: ``first_and_warm`` splits them).
+    ``clock``: time.perf_counter (wall) or time.process_time."""
     times = {name: [] for name in variants}
     for _ in range(rounds):
         for name, fn in variants.items():
             if rest:
                 time.sleep(rest)
-            t = clock()
-            fn()
-            times[name].append(clock() - t)
+            for _ in range(back_to_back):
+                t = clock()
+                fn()
+                times[name].append(clock() - t)
     return times
+
+
+def first_and_warm(times, back_to_back):
+    """``interleave``'s entries of one variant split into the first call of each turn (after
+    the rest) and the calls that followed it back to back."""
+    return times[::back_to_back], [t for i, t in enumerate(times) if i % back_to_back]

@@ -6,7 +6,11 @@ and read back by the first pass), a fresh process alternates, round after round:
 - the floor's pass (X . V, 3 float64 columns, over chunk maps held open: floor.py's kernel),
 - one LAS iteration (tell + ask) at alpha = 0 and one at alpha = 0.01,
 each after 50 ms at rest (floor.py's OpenMP workers spin for 5-10 ms after its pass), and
-reports medians and the ratios (target <= 1.25). Initialization (construct, tell one
+reports medians and the ratios (target <= 1.25). `--back-to-back K`: each turn times K calls
+one after the other, as a run's iterations follow each other, and the ratios are the calls
+after the first (the first's, after the rest, beside them as `first_iter_ratio_*`): on a
+virtual machine whose vCPUs were idle for more than about 60 ms, the first call after the
+rest often runs in a slow mode (docs/performance.md). Initialization (construct, tell one
 positive, first ask) is timed against floor.py's init floor (2 Gram passes by BLAS + 1 pass):
 at alpha 0 the float32 one, at alpha > 0 the float64 one (``init_floor64_s``: the Gram passes
 on rows widened to float64, as exact queries need K and J), interleaved, 3 rounds (target
@@ -45,6 +49,7 @@ from common import (
     ROOT,
     add_idle_arguments,
     evict,
+    first_and_warm,
     las_run_command,
     median,
     poll_idle,
@@ -110,7 +115,8 @@ def iteration(a):
 
 # 50 ms at rest before every timed step: floor.py's OpenMP workers spin for 5-10 ms after its
 # pass, on the cores the next step needs; every variant starts from cores at rest
-times = interleave({"pass": floor_pass, **{a: iteration(a) for a in ALPHAS}}, rounds, rest=0.05)
+times = interleave({"pass": floor_pass, **{a: iteration(a) for a in ALPHAS}}, rounds, rest=0.05,
+                   back_to_back=int(sys.argv[7]))
 res["pass"], res["iter"] = times.pop("pass"), times
 res["hold_maps"] = state[0.0][0].store.hold_maps
 import numba
@@ -136,10 +142,13 @@ def make(path, n, r, chunk_rows=None):
     subprocess.run(cmd + (["--chunk-rows", str(chunk_rows)] if chunk_rows else []), check=True, capture_output=True)
 
 
-def measure(floor, path, rounds, init_rounds, shape="auto", env=None):
+def measure(floor, path, rounds, init_rounds, shape="auto", env=None, back_to_back=1):
     with tempfile.TemporaryDirectory() as tmp:
-        raw = run_fresh(WORKER, floor, path, rounds, os.path.join(tmp, "tiny.zarr"), init_rounds, shape, env=env)
-    floor_pass, init_floor = median(raw["pass"]), median(raw["init_floor"])
+        raw = run_fresh(
+            WORKER, floor, path, rounds, os.path.join(tmp, "tiny.zarr"), init_rounds, shape, back_to_back, env=env
+        )
+    first_passes, warm_passes = first_and_warm(raw["pass"], back_to_back)
+    floor_pass, init_floor = median(warm_passes or first_passes), median(raw["init_floor"])
     init_floor64 = median(raw["init_floor64"])
     row = {
         "floor_pass_ms": 1e3 * floor_pass,
@@ -149,8 +158,11 @@ def measure(floor, path, rounds, init_rounds, shape="auto", env=None):
         "hold_maps": raw["hold_maps"],
     }
     for a, its in raw["iter"].items():
-        row[f"iter_ms_alpha_{a}"] = 1e3 * median(its)
-        row[f"iter_ratio_alpha_{a}"] = median(its) / floor_pass
+        first, warm = first_and_warm(its, back_to_back)
+        row[f"iter_ms_alpha_{a}"] = 1e3 * median(warm or first)
+        row[f"iter_ratio_alpha_{a}"] = median(warm or first) / floor_pass
+        if warm:  # --back-to-back: the first of each turn, after the rest, against the floor's first
+            row[f"first_iter_ratio_alpha_{a}"] = median(first) / median(first_passes)
         row[f"init_s_alpha_{a}"] = median(raw["init"][a])
         # issue 40: alpha 0 against the float32 floor, alpha > 0 (K and J in float64) the float64 one
         row[f"init_ratio_alpha_{a}"] = median(raw["init"][a]) / (init_floor if float(a) == 0 else init_floor64)
@@ -167,7 +179,9 @@ def floors(args):
             if how == "disk":
                 evict(path)
             print(f"{n} x {r}, {how} ...", file=sys.stderr)
-            row, raw = measure(args.floor, path, args.rounds, args.init_rounds, args.row_shape, args.env)
+            row, raw = measure(
+                args.floor, path, args.rounds, args.init_rounds, args.row_shape, args.env, args.back_to_back
+            )
             rows.append({"n": n, "r": r, "store": how, **row, "raw": raw})
         shutil.rmtree(path, ignore_errors=True)
     table(
@@ -184,7 +198,8 @@ def floors(args):
             "init_ratio_alpha_0.0",
             "init_ratio_alpha_0.01",
             "hold_maps",
-        ],
+        ]
+        + (["first_iter_ratio_alpha_0.0", "first_iter_ratio_alpha_0.01"] if args.back_to_back > 1 else []),
     )
     return rows
 
@@ -255,6 +270,14 @@ def main():
     ap.add_argument("--floor", required=True, help="path of ../shared/tools/floor.py")
     ap.add_argument("--sizes", type=int, nargs="*", default=[1_000_000, 4_000_000])
     ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument(
+        "--back-to-back",
+        type=int,
+        default=1,
+        metavar="K",
+        help="each turn times K calls one after the other (as a run's iterations follow each other), "
+        "the ratios from the calls after the first; the first's (after the rest) beside them",
+    )
     ap.add_argument("--init-rounds", type=int, default=3)
     ap.add_argument("--wide", action="store_true", help="also 50k x 2,048 (initialization's third size)")
     ap.add_argument("--batch", action="store_true", help="the batch-of-500 figure of `run`")

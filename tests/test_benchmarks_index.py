@@ -135,3 +135,17 @@ def test_interleave_times_every_variant_once_a_round(common):
     order = []
     times = common.interleave({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, 3)
     assert order == ["a", "b"] * 3 and [len(times["a"]), len(times["b"])] == [3, 3]
+
+
+def test_back_to_back_calls_follow_each_other_and_split_into_first_and_warm(common):
+    order, clock = [], iter(range(100))
+    times = common.interleave(
+        {"a": lambda: order.append("a"), "b": lambda: order.append("b")},
+        2,
+        back_to_back=3,
+        clock=lambda: next(clock),
+    )
+    assert order == ["a"] * 3 + ["b"] * 3 + ["a"] * 3 + ["b"] * 3
+    assert times["a"] == [1, 1, 1, 1, 1, 1]  # every call timed by itself
+    first, warm = common.first_and_warm([10, 11, 12, 20, 21, 22], 3)
+    assert first == [10, 20] and warm == [11, 12, 21, 22]
