@@ -183,7 +183,10 @@ def main():
     check = preflight()
     args.work.mkdir(parents=True, exist_ok=True)
     if args.synthetic:
-        args.tag = f"synthetic-{args.synthetic}"
+        # a corpus other than the default's (3,000 records, seed 1) has its own tag, so its
+        # ASReview runs (kept per tag and seed) are never another corpus's
+        args.tag = f"synthetic-{args.synthetic}" + (f"-d{args.data_seed}" if args.data_seed != 1 else "")
+        args.tag += f"-n{args.records}" if args.records != 3000 else ""
         args.data = args.work / f"{args.synthetic}-{args.records}-{args.data_seed}.csv"
         subprocess.run(
             [

@@ -14,6 +14,7 @@ your own runs on tools/make_abstracts.py corpora):
     python benchmarks/stopping.py --add '/tmp/stop/runs/run-easy-2' --set easy --corpus 2
     python benchmarks/stopping.py                       # replay the rule over every order
     python benchmarks/stopping.py --variant all         # and the variants docs/screening.md compares
+    python benchmarks/stopping.py --orders results/stopping-orders-explore.json --name stopping-explore
 
 Target: the recall at the stop reaches 0.95 in >= 95% of the runs, and the records read
 at the stop are <= 1.5x those needed to reach 0.95.
@@ -187,14 +188,14 @@ def summarize(runs):
     }
 
 
-def add(pattern, name, corpus):
-    orders = json.loads(ORDERS.read_text()) if ORDERS.exists() else []
+def add(pattern, name, corpus, path=ORDERS):
+    orders = json.loads(path.read_text()) if path.exists() else []
     known = {o["source"] for o in orders}
     for d in sorted(glob.glob(pattern)):
         if d not in known and (Path(d) / "results.json").exists():
             orders.append({"set": name, "corpus": corpus, **order_of(d)})
             print("added", d)
-    ORDERS.write_text(json.dumps(orders, indent=0))
+    path.write_text(json.dumps(orders, indent=0))
 
 
 def main():
@@ -203,15 +204,17 @@ def main():
     ap.add_argument("--set", help="--add: the runs' set (kwok, easy, medium, multi-topic, hard)")
     ap.add_argument("--corpus", type=int, default=0, help="--add: the corpus seed (tools/make_abstracts.py --seed)")
     ap.add_argument("--variant", default="change point (default)", help=f"one of {list(VARIANTS)}, or all")
+    ap.add_argument("--orders", type=Path, default=ORDERS, help=f"the file of label orders (default {ORDERS.name})")
+    ap.add_argument("--name", default="stopping", help="the results file's name (results/NAME.json)")
     args = ap.parse_args()
     if args.add:
         if not args.set:
             ap.error("--add needs --set NAME (the runs' set)")
-        add(args.add, args.set, args.corpus)
+        add(args.add, args.set, args.corpus, args.orders)
         return
-    if not ORDERS.exists():
-        raise SystemExit(f"no label orders in {ORDERS}: add runs with --add first")
-    orders = json.loads(ORDERS.read_text())
+    if not args.orders.exists():
+        raise SystemExit(f"no label orders in {args.orders}: add runs with --add first")
+    orders = json.loads(args.orders.read_text())
     names = list(VARIANTS) if args.variant == "all" else [args.variant]
     record = {"target": TARGET, "orders": len(orders), "variants": {}}
     for name in names:
@@ -229,7 +232,7 @@ def main():
             ["set", "runs", "stopped_within_budget", "recall_at_stop_reached_target", "recall_at_stop_min"]
             + ["stop_over_needed_min", "stop_over_needed_mean", "stop_over_needed_max"],
         )
-    save("stopping", record)
+    save(args.name, record)
 
 
 if __name__ == "__main__":
