@@ -12,8 +12,8 @@ iterations in their slow mode (over 1.25x the fastest quartile's median).
 
 import argparse
 import json
+import threading
 import time
-from concurrent.futures import wait
 
 import numpy as np
 
@@ -23,24 +23,20 @@ from bigsearch.backends import local
 HAND_OFFS = []
 
 
+ON_EVERY_THREAD = local.LocalBackend._on_every_thread
+
+
 def timed_on_every_thread(self, fn):
-    """LocalBackend._on_every_thread with the hand-off timed (ns)."""
-    rec = {"hand_off": time.perf_counter_ns()}
+    """LocalBackend._on_every_thread with the hand-off and each thread's share timed (ns)."""
+    rec, own = {"hand_off": time.perf_counter_ns()}, threading.get_ident()
 
-    def pool_share():
-        rec["pool_start"] = time.perf_counter_ns()
+    def timed_share():
+        who = "own" if threading.get_ident() == own else "pool"
+        rec[f"{who}_start"] = time.perf_counter_ns()
         fn()
-        rec["pool_end"] = time.perf_counter_ns()
+        rec[f"{who}_end"] = time.perf_counter_ns()
 
-    futures = [self._pool.submit(pool_share) for _ in range(self.n_threads - 1)]
-    rec["own_start"] = time.perf_counter_ns()
-    try:
-        fn()
-    finally:
-        rec["own_end"] = time.perf_counter_ns()
-        wait(futures)
-    for future in futures:
-        future.result()
+    ON_EVERY_THREAD(self, timed_share)
     HAND_OFFS.append(rec)
 
 
