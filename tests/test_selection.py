@@ -171,3 +171,32 @@ def test_top_k_is_the_sorted_scores(store_factory, k, alpha):
         np.testing.assert_array_equal(idx, order)
         np.testing.assert_array_equal(sc, score[order])
         assert s.ask() == idx[0]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_flagged_rows_make_the_lists_of_a_full_scan(seed):
+    """push_flagged offers only the rows a kernel flagged (any superset of those above the
+    lists' K-th values when the block began, here with ties and labeled rows): the lists
+    come out as push_candidates' scan of every row makes them, values and indices."""
+    from bigsearch.kernels.common import N_LISTS, new_top, push_candidates, push_flagged
+
+    rng = np.random.default_rng(seed)
+    n, block, t_prev = 3000, 997, 0.3                           # blocks end inside a word of flags
+    f, im = rng.integers(0, 40, n) / 8.0, rng.normal(size=n)   # many exact ties in f
+    label = np.where(rng.random(n) < 0.2, 1, -1).astype(np.int8)
+    for e in range(block, n, block):          # labeled rows that would top every list, where a
+        label[e:e + 8], f[e:e + 8] = 1, 99.0   # block's last word of flags ends past the block
+    scanned, flagged = new_top(N_LISTS, TOP_K), new_top(N_LISTS, TOP_K)
+    for i0 in range(0, n, block):
+        i1 = min(i0 + block, n)
+        push_candidates(label, f, im, i0, i1, t_prev, *scanned)
+        kth = flagged[0][:, -1].copy()
+        sl = slice(i0, i1)
+        enters = (label[sl] < 0) & ((f[sl] > kth[0]) | (im[sl] > kth[1]) | (f[sl] + t_prev * im[sl] > kth[2]))
+        extra = rng.random(i1 - i0) < 0.05                          # flags may err toward yes
+        flags = np.ones(1024, np.uint8)                              # past the block: stale flags
+        flags[: i1 - i0] = enters | (extra & (label[sl] < 0))
+        push_flagged(f, im, i0, i1, flags, t_prev, *flagged)
+    np.testing.assert_array_equal(flagged[0], scanned[0])
+    np.testing.assert_array_equal(flagged[1], scanned[1])
+    assert (scanned[1] >= 0).all()

@@ -308,20 +308,37 @@ def push_candidates(label, f, im, i0, i1, t_prev, vals, idx):
     """Offer the unlabeled rows i0 <= i < i1 to the three candidate lists: by f, by im and
     by f + t_prev im. Each value is compared with its list's K-th value inline, so
     insertions (``push_top``) run rarely."""
-    K = vals.shape[1]
-    k_f, k_im, k_s = vals[0, K - 1], vals[1, K - 1], vals[2, K - 1]
     for i in range(i0, i1):
         if label[i] < 0:
-            if f[i] > k_f:
-                push_top(vals, idx, 0, f[i], i)
-                k_f = vals[0, K - 1]
-            if im[i] > k_im:
-                push_top(vals, idx, 1, im[i], i)
-                k_im = vals[1, K - 1]
-            s = f[i] + t_prev * im[i]
-            if s > k_s:
-                push_top(vals, idx, 2, s, i)
-                k_s = vals[2, K - 1]
+            offer_row(f, im, i, t_prev, vals, idx)
+
+
+@numba.njit(nogil=True, cache=True)
+def push_flagged(f, im, i0, i1, flags, t_prev, vals, idx):
+    """``push_candidates`` for the rows i0 + t (t < i1 - i0) whose flags[t] is set: the
+    rows a kernel found may enter a list (unlabeled, above a K-th value it read before).
+    The others cannot (the K-th values only rise), so the lists are those
+    ``push_candidates`` makes; the flags are read eight at a time, as uint64 words."""
+    n = i1 - i0
+    words = flags.view(np.uint64)
+    for q in range((n + 7) // 8):
+        if words[q] != 0:
+            for t in range(8 * q, min(8 * q + 8, n)):
+                if flags[t]:
+                    offer_row(f, im, i0 + t, t_prev, vals, idx)
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def offer_row(f, im, i, t_prev, vals, idx):
+    """Row i's f, im and f + t_prev im, each to its list if above the list's K-th value."""
+    K = vals.shape[1]
+    if f[i] > vals[0, K - 1]:
+        push_top(vals, idx, 0, f[i], i)
+    if im[i] > vals[1, K - 1]:
+        push_top(vals, idx, 1, im[i], i)
+    s = f[i] + t_prev * im[i]
+    if s > vals[2, K - 1]:
+        push_top(vals, idx, 2, s, i)
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
