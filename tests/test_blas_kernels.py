@@ -101,3 +101,23 @@ def test_copies_of_a_point_score_alike_under_every_core_type(duplicated_store, m
             copies = [j for j in np.flatnonzero(groups == groups[i]) if j not in taken]
             assert i == min(copies), f"{core}: query {i}, a copy with a lower index was unlabeled"
     assert {tuple(r["core"]) for r in runs.values()} != {()}, "OpenBLAS reported no core type"
+
+
+def test_products_between_passes_take_all_cores_only_when_large():
+    """A product below PARALLEL_WORK multiply-adds runs on one BLAS thread (OpenBLAS's
+    threads would spin on the cores the next pass needs); a larger one on every core the
+    process may use; the limit comes back after either."""
+    from bigsearch.engine.core.blas import PARALLEL_WORK, blas_threads
+
+    def blas_threads_now():
+        return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    before = blas_threads_now()
+    if not before:
+        pytest.skip("no BLAS library that threadpoolctl can see")
+    with blas_threads(PARALLEL_WORK / 2):
+        assert blas_threads_now() == {1}
+    assert blas_threads_now() == before
+    with blas_threads(PARALLEL_WORK):
+        assert blas_threads_now() == {len(os.sched_getaffinity(0))}
+    assert blas_threads_now() == before

@@ -25,11 +25,11 @@ sum_b c_b (x_i . g_b)^2), and K^-1 [xq, xz], the score vectors, follow in O(r B)
 (``advance_score_vectors``). K itself is only read by the drift check and saved state,
 so its updates wait until then (DeferredK).
 
-For many labels the products are BLAS calls on every core the process may use (they run
-between passes, when the chunk pool is idle: a batch of 500 at r = 2,048 is mostly these
-products; on a machine busy with other work a second BLAS thread once made them 2-2.5x
-slower), and the fold is a symmetric product S S^T (S = G sqrt|c|, syrk: half the
-multiplications).
+For many labels the products are BLAS calls, on every core the process may use when they
+are large (``blas_threads``; they run between passes, when the chunk pool is idle: a batch
+of 500 at r = 2,048 is mostly these products), on one thread when small (r = 128's folds
+and drift checks: OpenBLAS's threads would spin on the cores of the next passes), and the
+fold is a symmetric product S S^T (S = G sqrt|c|, syrk: half the multiplications).
 """
 
 import numpy as np
@@ -37,7 +37,7 @@ from scipy.linalg import solve_triangular
 
 from ...errors import NumericalError
 from ...kernels.dense import sparse_rows_times, subtract_low_rank, subtract_outer, times_columns
-from .blas import blas_on_all_cores
+from .blas import blas_threads
 
 FEW_LABELS = 8       # up to this many: the numba kernels (one thread); more: BLAS
 SPARSE_ROWS = 0.25   # labeled rows with fewer nonzeros than this share: K^-1 x_b from the rows of K^-1 at them
@@ -82,7 +82,7 @@ class LowRankInverse:
         if k and len(rows) <= FEW_LABELS:
             subtract_low_rank(out, self.Gt, self.c, k, rows)
         elif k:
-            with blas_on_all_cores():
+            with blas_threads(2 * len(rows) * k * len(self.base)):
                 out -= ((rows @ self.Gt[:k].T) * self.c[:k]) @ self.Gt[:k]
         return out
 
@@ -112,7 +112,7 @@ def batch_update(inverse, rows, gamma, indices, base_products=None):
         W, c = _coefficients(rows @ G0.T, gamma, indices)
         G = G0 if B == 1 else W.T @ G0
     else:
-        with blas_on_all_cores():
+        with blas_threads(B * B * rows.shape[1]):
             W, c = _coefficients(rows @ G0.T, gamma, indices)
             G = W.T @ G0
     folded = inverse.add(G, c)
@@ -134,7 +134,7 @@ def base_times_rows(base, rows):
         return sparse_rows_times(rows, base)
     if len(rows) <= FEW_LABELS:
         return np.ascontiguousarray(times_columns(base, rows).T)
-    with blas_on_all_cores():
+    with blas_threads(len(rows) * base.size):
         return rows @ base
 
 
@@ -147,7 +147,7 @@ def _subtract(base, G, c):
     if len(G) <= FEW_LABELS:
         subtract_outer(base, np.ascontiguousarray(G), c)
         return
-    with blas_on_all_cores():
+    with blas_threads(len(G) * base.size):
         for sign in (1.0, -1.0):                     # c_b < 0 only when 1 - eta > 1 / (1 + w0)
             part = sign * c > 0
             if part.any():
@@ -193,7 +193,8 @@ class DeferredK:
         if self.pending:
             rows = np.vstack([p[0] for p in self.pending])
             gamma = np.concatenate([p[1] for p in self.pending])
-            self.K += (rows.T * gamma) @ rows
+            with blas_threads(len(rows) * self.K.size):
+                self.K += (rows.T * gamma) @ rows
             self.pending = []
         return self.K
 
@@ -241,7 +242,7 @@ def ridge_inverse(lam, rows):
     0.10-0.15 s against 3.0-3.4 s. Raises NumericalError when the matrix is singular."""
     m, r = rows.shape
     try:
-        with blas_on_all_cores():
+        with blas_threads(m * r * min(m, r) + min(m, r) ** 3):
             if m >= r:
                 A = rows.T @ rows
                 A[np.diag_indices(r)] += lam

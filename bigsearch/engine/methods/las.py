@@ -29,6 +29,7 @@ from ...kernels.las import degrees
 from ...storage import FeatureStore
 from ...storage.encoding import decode, read_only
 from ..core.base import PointArray, PrunableSearch, StoreLike
+from ..core.blas import blas_threads
 from ..core.params import DriftCheck, LASOptions, LASParams, PruneOptions
 from ..core.rank_updates import DeferredK, LowRankInverse, advance_score_vectors, batch_update
 from ..core.select import PassSummary
@@ -400,7 +401,8 @@ class LAS(PrunableSearch):
     # -- numerical health ----------------------------------------------------------
     def inverse_residual(self) -> float:
         """max |K K^-1 - I|: a cheap (O(r^3)) check of the incrementally updated inverse."""
-        return float(np.abs(self.K @ self.Kinv - np.eye(self.store.r)).max())
+        with blas_threads(self.store.r ** 3):
+            return float(np.abs(self.K @ self.Kinv - np.eye(self.store.r)).max())
 
     def refresh(self) -> dict[str, float]:
         """Recompute K^-1, J, f and the impact factor from X; return the drift it removed.
