@@ -1,16 +1,17 @@
-"""What BLAS's threads cost the passes that follow them: LAS iterations with every product
-between passes on all cores (as before ``blas_threads``) against the default (one thread
-below ``PARALLEL_WORK`` multiply-adds).
+"""What BLAS's threads cost the passes that follow them: LAS or BLR iterations with every
+product between passes on all cores (as before ``blas_threads``) against the default (one
+thread below ``PARALLEL_WORK`` multiply-adds); for BLR also its update chunk by chunk (as
+before ``blr_update_over_store``: the pool's threads one chunk at a time, this one waiting).
 
 After a call on several threads OpenBLAS's threads spin for about 0.1 s, on the cores the
 next passes need. At r = 128 the products between passes are small (K^-1's fold every 64
 labels, the drift check every 100), so all-cores BLAS bought nothing and cost the iterations
-after each of them. Fresh processes, the two variants in turns (``--rounds`` each), each a
-run of ``--iterations`` LAS iterations (tell + ask, alpha 0.01) from the store's first
-positive, in the machine's own BLAS settings. Reports each variant's mean, median and 90th
+after each of them. Fresh processes, the variants in turns (``--rounds`` each), each a run
+of ``--iterations`` iterations (tell + ask; LAS at alpha 0.01, BLR greedy) from the store's
+first positive, in the machine's own BLAS settings. Reports each variant's mean, median and 90th
 percentile iteration, the iterations over 1.5x the run's median, and the ratio of the means.
 
-    python benchmarks/blas_threads.py [--n 1000000] [--r 128] [--iterations 300] [--rounds 2]
+    python benchmarks/blas_threads.py [--method las|blr] [--n 1000000] [--r 128] [--iterations 300] [--rounds 2]
 """
 
 import argparse
@@ -25,10 +26,13 @@ import numpy as np
 import bigsearch
 from bigsearch.engine.core import blas
 from common import report
-path, iterations, variant = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-if variant == "all cores":
+path, iterations, variant, method = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+if variant.startswith("all cores"):
     blas.PARALLEL_WORK = 0   # every product between passes on all cores, as before
-with bigsearch.LAS(path, alpha=0.01) as s:
+if variant.endswith("chunk by chunk"):
+    from bigsearch.engine.methods import blr
+    object.__setattr__(blr.BLR_UPDATE, "over_store", None)   # the update chunk by chunk, as before
+with (bigsearch.LAS(path, alpha=0.01) if method == "las" else bigsearch.BLR(path)) as s:
     y = s.store.labels()
     s.tell(int(np.flatnonzero(y)[0]), 1)
     i = s.ask()
@@ -41,7 +45,10 @@ with bigsearch.LAS(path, alpha=0.01) as s:
 report({"times": times})
 """
 
-VARIANTS = ("all cores", "default")
+VARIANTS = {
+    "las": ("all cores", "default"),
+    "blr": ("all cores, chunk by chunk", "all cores", "chunk by chunk", "default"),
+}
 
 
 def summary(times):
@@ -58,6 +65,7 @@ def summary(times):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--method", choices=VARIANTS, default="las")
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--r", type=int, default=128)
     ap.add_argument("--iterations", type=int, default=300)
@@ -66,26 +74,18 @@ def main():
     args = add_idle_arguments(ap).parse_args()
     preflight(args)
     path = bench_store(args.n, args.r)
-    runs = {v: [] for v in VARIANTS}
+    variants = VARIANTS[args.method]
+    runs = {v: [] for v in variants}
     for _ in range(args.rounds):
-        for v in VARIANTS:
-            runs[v].append(run_fresh(WORKER, path, args.iterations, v)["times"])
-    rows = [{"variant": v, "run": k, **summary(t)} for v in VARIANTS for k, t in enumerate(runs[v])]
+        for v in variants:
+            runs[v].append(run_fresh(WORKER, path, args.iterations, v, args.method)["times"])
+    rows = [{"variant": v, "run": k, **summary(t)} for v in variants for k, t in enumerate(runs[v])]
     table(rows, ["variant", "run", "mean_ms", "median_ms", "p90_ms", "slow", "iterations"])
-    mean = {v: float(np.mean([summary(t)["mean_ms"] for t in runs[v]])) for v in VARIANTS}
-    ratio = mean["all cores"] / mean["default"]
-    print(f"mean iteration: all cores {mean['all cores']:.2f} ms, default {mean['default']:.2f} ms ({ratio:.2f}x)")
-    save(
-        args.name,
-        {
-            "n": args.n,
-            "r": args.r,
-            "iterations": args.iterations,
-            "rows": rows,
-            "mean_ms": mean,
-            "ratio_all_cores_to_default": ratio,
-        },
-    )
+    mean = {v: float(np.mean([summary(t)["mean_ms"] for t in runs[v]])) for v in variants}
+    ratios = {v: mean[v] / mean["default"] for v in variants}
+    print("mean iteration: " + ", ".join(f"{v} {mean[v]:.2f} ms ({ratios[v]:.2f}x)" for v in variants))
+    record = {"method": args.method, "n": args.n, "r": args.r, "iterations": args.iterations, "rows": rows}
+    save(args.name, {**record, "mean_ms": mean, "ratio_to_default": ratios})
 
 
 if __name__ == "__main__":

@@ -52,7 +52,8 @@ SCORE_A_CHUNK = textwrap.dedent("""
     import sys
     import numpy as np
     from bigsearch.kernels.blr import blr_scores
-    from bigsearch.kernels.las import degrees, new_items, update_items, update_scores
+    from bigsearch.kernels.items import new_items
+    from bigsearch.kernels.las import degrees, update_items, update_scores
     from bigsearch.kernels.wnas import add_similarities
     from bigsearch.kernels.common import addresses_of
     rng = np.random.default_rng(0)

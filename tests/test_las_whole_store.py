@@ -1,7 +1,8 @@
-"""LAS's pass over the whole store at once (engine/core/steps.py las_update_over_store, the
-local backend with chunk maps held): the same J, f, impact factor, partials and queries as
-the pass chunk by chunk, bit for bit, with chunks of several work items, on any number of
-threads; and the chunk-by-chunk path is no longer what a held store's iteration runs."""
+"""LAS's and BLR's pass over the whole store at once (engine/core/steps.py
+las_update_over_store, engine/methods/blr.py blr_update_over_store: the local backend with
+chunk maps held): the same per-point values, partials and queries as the pass chunk by
+chunk, bit for bit, with chunks of several work items, on any number of threads; and the
+chunk-by-chunk path is no longer what a held store's iteration runs."""
 
 import numpy as np
 import pytest
@@ -11,15 +12,8 @@ from bigsearch.backends.distributed import ShardBackend
 from bigsearch.backends.local import LocalBackend
 from bigsearch.engine.core.steps import LAS_UPDATE, ItemPlan, work_items
 from bigsearch.kernels.common import addresses_of, pad3
-from bigsearch.kernels.las import (
-    ITEM_ROWS,
-    block_buffer,
-    chunk_partials,
-    items_partials,
-    new_items,
-    update_items,
-    update_scores,
-)
+from bigsearch.kernels.items import ITEM_ROWS, chunk_partials, items_partials, new_items
+from bigsearch.kernels.las import block_buffer, update_items, update_scores
 from bigsearch.synthetic import clustered_points
 
 from conftest import KINDS
@@ -32,41 +26,55 @@ def data():
     return X, y
 
 
-def run(path, y, hold, alpha, n_threads=2, steps=12):
-    """Queries, then f, J, the impact factor and the impact scale, maps held or not."""
+METHODS = {
+    "las alpha 0": lambda store, n_threads: bigsearch.LAS(store, alpha=0.0, pi=0.05, n_threads=n_threads),
+    "las alpha 0.05": lambda store, n_threads: bigsearch.LAS(store, alpha=0.05, pi=0.05, n_threads=n_threads),
+    "blr greedy": lambda store, n_threads: bigsearch.BLR(store, n_threads=n_threads),
+    "blr ucb": lambda store, n_threads: bigsearch.BLR(store, acquisition="ucb", n_threads=n_threads),
+    "blr thompson": lambda store, n_threads: bigsearch.BLR(store, acquisition="thompson", n_threads=n_threads),
+}
+
+
+def run(path, y, hold, method, n_threads=2, steps=12):
+    """Queries, then every per-point array and the partials' sums, maps held or not."""
     store = bigsearch.open_store(path)
     store.hold_maps = hold
-    search = bigsearch.LAS(store, alpha=alpha, pi=0.05, n_threads=n_threads)
+    search = METHODS[method](store, n_threads)
     search.tell([int(np.flatnonzero(y)[0]), int(np.flatnonzero(y == 0)[0])], [1, 0])
     queries = []
     for _ in range(steps):
         queries.append(search.ask())
         search.tell(queries[-1], int(y[queries[-1]]))
-    out = queries, np.array(search.f), np.array(search.J), np.array(search.impact), search.impact_scale
+    search.sync()
+    arrays = [np.array(search.backend.gather(a.name)) for a in search.POINT_STATE]
+    summary = search._summary
+    out = queries, arrays, (summary.sum_f, summary.sum_im, summary.n_unlabeled)
     search.close()
     return out
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("alpha", [0.0, 0.05])
-def test_whole_store_pass_equals_chunk_by_chunk_bit_for_bit(store_factory, data, kind, alpha):
+@pytest.mark.parametrize("method", METHODS)
+def test_whole_store_pass_equals_chunk_by_chunk_bit_for_bit(store_factory, data, kind, method):
     X, y = data
     path = store_factory(X, y, kind, "float32", 9_000)
-    per_chunk = run(path, y, False, alpha)
+    per_chunk = run(path, y, False, method)
     for n_threads in (1, 2, 3):
-        whole = run(path, y, True, alpha, n_threads)
+        whole = run(path, y, True, method, n_threads)
         assert whole[0] == per_chunk[0]
-        for a, b in zip(whole[1:4], per_chunk[1:4]):
+        for a, b in zip(whole[1], per_chunk[1]):
             np.testing.assert_array_equal(a, b)
-        assert whole[4] == per_chunk[4]
+        assert whole[2] == per_chunk[2]
 
 
-def test_held_maps_run_no_step_chunk_by_chunk(store_factory, data, monkeypatch):
-    """With the maps held, an iteration is one call of the kernel per thread: the backend
-    runs no chunk step one chunk at a time (it did, one task per chunk, before)."""
+@pytest.mark.parametrize("method", ["las alpha 0.05", "blr greedy"])
+def test_held_maps_run_no_step_chunk_by_chunk(store_factory, data, monkeypatch, method):
+    """With the maps held, an iteration's update is one call of the kernel per thread: the
+    backend runs no update step one chunk at a time (it did, one task per chunk, before;
+    BLR's refits of its prior, early on, still go chunk by chunk)."""
     X, y = data
     path = store_factory(X, y, "zarr", "float32", 2_000)
-    search = bigsearch.LAS(path, alpha=0.01, pi=0.05)
+    search = METHODS[method](path, None)
     search.tell(int(np.flatnonzero(y)[0]), 1)
     search.ask()
     per_chunk = []
@@ -76,7 +84,8 @@ def test_held_maps_run_no_step_chunk_by_chunk(store_factory, data, monkeypatch):
     )
     for _ in range(3):
         search.tell(search.ask(), 0)
-    assert search.store.hold_maps and per_chunk == []
+    updates = [step for step in per_chunk if step.run.__name__.endswith("update_step")]
+    assert search.store.hold_maps and updates == [] and (method.startswith("blr") or per_chunk == [])
     search.close()
 
 

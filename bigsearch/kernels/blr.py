@@ -30,19 +30,19 @@ import numpy as np
 
 from .common import (
     FAST,
-    N_LISTS,
     ROW_BLOCK,
-    TOP_K,
     aligned_zeros,
-    candidate_partials,
+    chunk_at,
     copy_to,
     new_top,
     pad3,
-    push_candidates,
+    push_flagged,
     push_top,
+    take_ticket,
     unlabeled_sums,
 )
 from .encoded import chunk_dots, chunk_rows, dots_setup
+from .items import ITEM_ROWS, chunk_partials, new_items
 
 
 @numba.njit(nogil=True, cache=True)  # no fastmath: docs/contributing.md, "Fast-math in a kernel"
@@ -54,22 +54,135 @@ def blr_scores(x, V, c, offset, label, J, v, f, im, mean, v0, d0, beta, t):
     d0: the constants above; beta: the UCB weight of sqrt(v); t: the weight of im in the
     selection (0 greedy, 1 otherwise). Updates J, v, f and im in place and returns the
     partials (sums [sum f, sum im, n unlabeled], candidates and the lists' K-th values).
-    Without a Thompson draw (d = 0: greedy and UCB) x . d is 0 and is not computed, so a
-    query with one new label costs LAS's three dot products per row, not six.
+
+    The chunk goes item by item (kernels/items.py) through the function ``blr_items`` runs
+    on many threads over many chunks, so both return the same partials, bit for bit.
     """
     m = chunk_rows(x)
-    n_g = V.shape[0] - 3
-    with_d = has_nonzero(V[1])
-    U = V if with_d else without_row(V, 1)  # x . d = 0 without a draw: one product less per row
-    g0 = 3 if with_d else 2  # the first g_b's row in U
-    U = pad3(U)
+    U, g0, with_d = blr_vectors(V)
     T = dots_setup(x, U)
-    Q = aligned_zeros(U.shape[0], ROW_BLOCK)  # the dot products, a row a vector (las.block_buffer)
+    Q, H = aligned_zeros(U.shape[0], ROW_BLOCK), np.zeros(ROW_BLOCK, np.uint8)
+    n_items = (m + ITEM_ROWS - 1) // ITEM_ROWS
+    sums, vals, idx = new_items(n_items)
+    for k in range(n_items):
+        a, b = k * ITEM_ROWS, min((k + 1) * ITEM_ROWS, m)
+        blr_rows(
+            x,
+            a,
+            b,
+            U,
+            g0,
+            with_d,
+            V.shape[0] - 3,
+            T,
+            c,
+            label,
+            J,
+            v,
+            f,
+            im,
+            mean,
+            v0,
+            d0,
+            beta,
+            t,
+            vals[k],
+            idx[k],
+            Q,
+            H,
+            sums[k],
+        )
+    return chunk_partials(sums, vals, idx, 0, n_items, offset, f, im)
+
+
+@numba.njit(nogil=True, cache=True)
+def blr_items(
+    x0,
+    addresses,
+    starts,
+    items,
+    counter,
+    U,
+    g0,
+    with_d,
+    n_g,
+    c,
+    label,
+    J,
+    v,
+    f,
+    im,
+    mean,
+    v0,
+    d0,
+    beta,
+    t,
+    sums,
+    vals,
+    idx,
+):
+    """``blr_scores`` over many chunks at once, run by several threads together, each
+    taking the next work item until none is left (as kernels/las.py ``update_items``,
+    whose arguments x0 .. counter and sums, vals, idx these are). U, g0, with_d: the
+    vectors of ``blr_vectors``; n_g: the number of g_b; label .. im: whole per-point arrays."""
+    T = dots_setup(x0, U)
+    Q, H = aligned_zeros(U.shape[0], ROW_BLOCK), np.zeros(ROW_BLOCK, np.uint8)
+    while True:
+        k = take_ticket(counter)
+        if k >= items.shape[0]:
+            return
+        j, a, b = items[k, 0], items[k, 1], items[k, 2]
+        s, e = starts[j], starts[j + 1]
+        x = chunk_at(addresses, starts, j, x0)
+        blr_rows(
+            x,
+            a,
+            b,
+            U,
+            g0,
+            with_d,
+            n_g,
+            T,
+            c,
+            label[s:e],
+            J[s:e],
+            v[s:e],
+            f[s:e],
+            im[s:e],
+            mean,
+            v0,
+            d0,
+            beta,
+            t,
+            vals[k],
+            idx[k],
+            Q,
+            H,
+            sums[k],
+        )
+
+
+@numba.njit(nogil=True, cache=True)
+def blr_vectors(V):
+    """The vectors of a pass's dot products, padded (``pad3``), the row of the first g_b
+    among them, and whether the Thompson direction d is among them: without a draw (d = 0:
+    greedy and UCB) x . d is 0 and is not computed, so a query with one new label costs
+    LAS's three dot products per row, not six."""
+    with_d = has_nonzero(V[1])
+    U = V if with_d else without_row(V, 1)
+    return pad3(U), 3 if with_d else 2, with_d
+
+
+@numba.njit(nogil=True, cache=True)  # no fastmath: an item's sums add block after block
+def blr_rows(x, a, b, U, g0, with_d, n_g, T, c, label, J, v, f, im, mean, v0, d0, beta, t, vals, idx, Q, H, total):
+    """J, v, f and im of rows a <= i < b, ROW_BLOCK at a time (Q, H: a block's dot products
+    and its flags of rows that may enter a candidate list, as in kernels/las.py). Writes
+    [sum of f, sum of im, count] over the unlabeled rows into ``total``."""
+    K = vals.shape[1]
     zeros = np.zeros(ROW_BLOCK)
-    vals, idx = new_top(N_LISTS, TOP_K)
-    sum_f, sum_im, n_u = 0.0, 0.0, 0
-    for i0 in range(0, m, ROW_BLOCK):
-        i1 = min(i0 + ROW_BLOCK, m)
+    total[0] = total[1] = total[2] = 0.0
+    for i0 in range(a, b, ROW_BLOCK):
+        i1 = min(i0 + ROW_BLOCK, b)
         n = i1 - i0
         chunk_dots(x, i0, i1, U, T, Q.T)
         xw, xd, xh = Q[0, :n], Q[1, :n] if with_d else zeros[:n], Q[g0 - 1, :n]
@@ -81,9 +194,11 @@ def blr_scores(x, V, c, offset, label, J, v, f, im, mean, v0, d0, beta, t):
         elif n_g > 1:
             for k in range(n):
                 j = Jb[k]
-                for b in range(n_g):
-                    j -= c[b] * Q[g0 + b, k] * Q[g0 + b, k]
+                for q in range(n_g):
+                    j -= c[q] * Q[g0 + q, k] * Q[g0 + q, k]
                 Jb[k] = j
+        k_f, k_im, k_s = vals[0, K - 1], vals[1, K - 1], vals[2, K - 1]
+        n_u, hit = 0, False
         for k in range(n):
             vi = Jb[k] - 2.0 * xh[k] + v0
             vb[k] = vi
@@ -93,12 +208,16 @@ def blr_scores(x, V, c, offset, label, J, v, f, im, mean, v0, d0, beta, t):
             imi = 0.0 if lab else beta * math.sqrt(max(vi, 0.0)) + xd[k] + d0
             ib[k] = imi
             n_u += 0 if lab else 1
+            ti = t * imi
+            enters = (not lab) & ((fi > k_f) | (imi > k_im) | (fi + ti + 1e-12 * (abs(fi) + abs(ti)) > k_s))
+            H[k] = enters
+            hit |= enters
         block_f, block_im = unlabeled_sums(lb, fb, ib, n)
-        sum_f += block_f
-        sum_im += block_im
-        push_candidates(label, f, im, i0, i1, t, vals, idx)
-    sums = np.array([sum_f, sum_im, n_u])
-    return (sums,) + candidate_partials(vals, idx, offset, f, im)
+        total[0] += block_f
+        total[1] += block_im
+        total[2] += n_u
+        if hit:
+            push_flagged(f, im, i0, i1, H, t, vals, idx)
 
 
 @numba.njit(nogil=True, cache=True)

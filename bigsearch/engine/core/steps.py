@@ -23,7 +23,8 @@ import numpy as np
 from ...backends import ChunkStep
 from ...kernels.common import addresses_of, column_sums, pad3, scaled_rows, top_unlabeled
 from ...kernels.encoded import binary_gram, binary_products, binary_quadratic
-from ...kernels.las import ITEM_ROWS, degrees, items_partials, new_items, point_weights, update_items, update_scores
+from ...kernels.items import ITEM_ROWS, items_partials, new_items
+from ...kernels.las import degrees, point_weights, update_items, update_scores
 from ...kernels.rows import (
     add_signed_and_absolute,
     packed_tiles,
@@ -266,18 +267,28 @@ def las_update_over_store(chunks, arrays, on_threads, V, c, label_idx, label_val
     call per thread, each taking work items of ITEM_ROWS rows from any chunk until none is
     left. The same numbers as chunk by chunk, bit for bit (kernels/las.py). None for many
     labels (their products go to BLAS chunk by chunk) or chunks other than float arrays
-    of one kind. How the chunks are shared out is made once per ``HeldChunks``."""
-    if len(c) > FUSED_LABELS:
-        return None
-    plan = chunks.derived(ItemPlan, lambda: ItemPlan.of(chunks))
-    if plan is None:
+    of one kind."""
+    if len(c) > FUSED_LABELS or (plan := item_plan(chunks)) is None:
         return None
     arrays["label"][label_idx] = label_val
-    sums, vals, idx = new_items(len(plan.items))
     label, deg, J, f, im = (arrays[name] for name in ("label", "deg", "J", "f", "im"))
-    args = (plan.chunks[0], plan.addresses, plan.starts, plan.items, np.zeros(1, np.int64), pad3(V), len(V), c,
-            label, deg, J, f, im, eta, w0, pi, t_prev, sums, vals, idx)
-    on_threads(lambda: update_items(*args))
+    return over_items(plan, on_threads, update_items, (pad3(V), len(V), c, label, deg, J, f, im, eta, w0, pi, t_prev),
+                      f, im)
+
+
+def item_plan(chunks):
+    """How a kernel over every chunk at once shares these chunks out (``ItemPlan``), made
+    once per ``HeldChunks``; None when they are not float arrays of one kind."""
+    return chunks.derived(ItemPlan, lambda: ItemPlan.of(chunks))
+
+
+def over_items(plan, on_threads, kernel, args, f, im):
+    """``kernel(x0, addresses, starts, items, counter, *args, sums, vals, idx)`` on every
+    thread at once, the threads taking the plan's work items in turn (kernels/items.py);
+    every chunk's partials from the items' (f, im: the whole per-point arrays they rank)."""
+    sums, vals, idx = new_items(len(plan.items))
+    head = (plan.chunks[0], plan.addresses, plan.starts, plan.items, np.zeros(1, np.int64))
+    on_threads(lambda: kernel(*head, *args, sums, vals, idx))
     return [ChunkPartials(*p) for p in zip(*items_partials(sums, vals, idx, plan.first, plan.starts, f, im))]
 
 

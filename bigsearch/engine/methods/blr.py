@@ -42,13 +42,23 @@ import numpy as np
 from ... import limits
 from ...backends import ChunkStep, StepCall
 from ...errors import DataError
-from ...kernels.blr import blr_scores, sample_tops
+from ...kernels.blr import blr_items, blr_scores, blr_vectors, sample_tops
 from ...storage.encoding import decode
 from ..core.base import PointArray, PrunableSearch, StoreLike
+from ..core.blas import blas_threads
 from ..core.params import BLROptions, BLRParams, PruneOptions
 from ..core.rank_updates import LowRankInverse, RidgeFactor, base_times_rows, batch_update, ridge_inverse
 from ..core.select import ChunkPartials, best_ranked
-from ..core.steps import COLSUM, FUSED_LABELS, QuadraticForm, decoded_blocks, lower_quadratic_form, quadratic_forms
+from ..core.steps import (
+    COLSUM,
+    FUSED_LABELS,
+    QuadraticForm,
+    decoded_blocks,
+    item_plan,
+    lower_quadratic_form,
+    over_items,
+    quadratic_forms,
+)
 from ..pruning.blr import BLRPruning
 from . import blr_evidence as evidence
 
@@ -81,6 +91,19 @@ def blr_update_step(x, state, V, c, label_idx, label_val, consts, beta, t):
     return _scores(x, state, V, c, consts, beta, t)
 
 
+def blr_update_over_store(chunks, arrays, on_threads, V, c, label_idx, label_val, consts, beta, t):
+    """``blr_update_step`` over every chunk at once (``ChunkStep.over_store``), as LAS's
+    (engine/core/steps.py ``las_update_over_store``): the same numbers, bit for bit, with
+    every thread busy to the end of the pass. None for many labels or chunks of several kinds."""
+    if len(c) > FUSED_LABELS or (plan := item_plan(chunks)) is None:
+        return None
+    arrays["label"][label_idx] = label_val
+    U, g0, with_d = blr_vectors(V)
+    label, J, v, f, im = (arrays[name] for name in ("label", "J", "v", "f", "im"))
+    args = (U, g0, with_d, len(V) - 3, c, label, J, v, f, im, *consts, beta, t)
+    return over_items(plan, on_threads, blr_items, args, f, im)
+
+
 def _scores(x, state, V, c, consts, beta, t):
     s = state
     return ChunkPartials(*blr_scores(x, V, c, s.start, s.label, s.J, s.v, s.f, s.im, *consts, beta, t))
@@ -98,7 +121,7 @@ def sample_tops_step(x, state, W, k):
 
 
 BLR_RESCORE = ChunkStep(blr_rescore_step)
-BLR_UPDATE = ChunkStep(blr_update_step)
+BLR_UPDATE = ChunkStep(blr_update_step, over_store=blr_update_over_store)
 SAMPLE_TOPS = ChunkStep(sample_tops_step)  # reads the labels it did not write: redone after a loss
 
 
@@ -415,7 +438,8 @@ class BLR(PrunableSearch):
         if np.ptp(y) == 0:  # all labels alike (no positive yet): nothing to fit
             return False
         XL = decode(self.store.read_stored_rows(idx))
-        sp = evidence.spectrum(XL, y)  # once: the fit and the record's evidence both read it
+        with blas_threads(XL.size * min(XL.shape)):  # the spectrum's SVD: one thread while small
+            sp = evidence.spectrum(XL, y)  # once: the fit and the record's evidence both read it
         fitted = evidence.fit(XL, y, p.lam, p.noise, sp=sp)
         self._labels_at_refit = n_L
         if fitted is None:
