@@ -32,17 +32,15 @@ from .common import (
     FAST,
     ROW_BLOCK,
     aligned_zeros,
-    chunk_at,
     copy_to,
     new_top,
     pad3,
     push_flagged,
     push_top,
-    take_ticket,
     unlabeled_sums,
 )
 from .encoded import chunk_dots, chunk_rows, dots_setup
-from .items import ITEM_ROWS, chunk_partials, new_items
+from .items import ITEM_ROWS, chunk_partials, new_items, next_item
 
 
 @numba.njit(nogil=True, cache=True)  # no fastmath: docs/contributing.md, "Fast-math in a kernel"
@@ -62,104 +60,30 @@ def blr_scores(x, V, c, offset, label, J, v, f, im, mean, v0, d0, beta, t):
     U, g0, with_d = blr_vectors(V)
     T = dots_setup(x, U)
     Q, H = aligned_zeros(U.shape[0], ROW_BLOCK), np.zeros(ROW_BLOCK, np.uint8)
+    points, consts = (label, J, v, f, im), (mean, v0, d0, beta, t)
     n_items = (m + ITEM_ROWS - 1) // ITEM_ROWS
     sums, vals, idx = new_items(n_items)
     for k in range(n_items):
         a, b = k * ITEM_ROWS, min((k + 1) * ITEM_ROWS, m)
-        blr_rows(
-            x,
-            a,
-            b,
-            U,
-            g0,
-            with_d,
-            V.shape[0] - 3,
-            T,
-            c,
-            label,
-            J,
-            v,
-            f,
-            im,
-            mean,
-            v0,
-            d0,
-            beta,
-            t,
-            vals[k],
-            idx[k],
-            Q,
-            H,
-            sums[k],
-        )
+        blr_rows(x, a, b, U, g0, with_d, V.shape[0] - 3, T, c, points, consts, vals[k], idx[k], Q, H, sums[k])
     return chunk_partials(sums, vals, idx, 0, n_items, offset, f, im)
 
 
 @numba.njit(nogil=True, cache=True)
-def blr_items(
-    x0,
-    addresses,
-    starts,
-    items,
-    counter,
-    U,
-    g0,
-    with_d,
-    n_g,
-    c,
-    label,
-    J,
-    v,
-    f,
-    im,
-    mean,
-    v0,
-    d0,
-    beta,
-    t,
-    sums,
-    vals,
-    idx,
-):
+def blr_items(x0, addresses, starts, items, counter, U, g0, with_d, n_g, c, points, consts, sums, vals, idx):
     """``blr_scores`` over many chunks at once, run by several threads together, each
     taking the next work item until none is left (as kernels/las.py ``update_items``,
     whose arguments x0 .. counter and sums, vals, idx these are). U, g0, with_d: the
-    vectors of ``blr_vectors``; n_g: the number of g_b; label .. im: whole per-point arrays."""
+    vectors of ``blr_vectors``; n_g: the number of g_b; points: the whole per-point arrays
+    (label, J, v, f, im); consts: (mean, v0, d0, beta, t)."""
     T = dots_setup(x0, U)
     Q, H = aligned_zeros(U.shape[0], ROW_BLOCK), np.zeros(ROW_BLOCK, np.uint8)
     while True:
-        k = take_ticket(counter)
-        if k >= items.shape[0]:
+        k, x, a, b, s, e = next_item(counter, items, addresses, starts, x0)
+        if k < 0:
             return
-        j, a, b = items[k, 0], items[k, 1], items[k, 2]
-        s, e = starts[j], starts[j + 1]
-        x = chunk_at(addresses, starts, j, x0)
-        blr_rows(
-            x,
-            a,
-            b,
-            U,
-            g0,
-            with_d,
-            n_g,
-            T,
-            c,
-            label[s:e],
-            J[s:e],
-            v[s:e],
-            f[s:e],
-            im[s:e],
-            mean,
-            v0,
-            d0,
-            beta,
-            t,
-            vals[k],
-            idx[k],
-            Q,
-            H,
-            sums[k],
-        )
+        rows = (points[0][s:e], points[1][s:e], points[2][s:e], points[3][s:e], points[4][s:e])
+        blr_rows(x, a, b, U, g0, with_d, n_g, T, c, rows, consts, vals[k], idx[k], Q, H, sums[k])
 
 
 @numba.njit(nogil=True, cache=True)
@@ -174,10 +98,13 @@ def blr_vectors(V):
 
 
 @numba.njit(nogil=True, cache=True)  # no fastmath: an item's sums add block after block
-def blr_rows(x, a, b, U, g0, with_d, n_g, T, c, label, J, v, f, im, mean, v0, d0, beta, t, vals, idx, Q, H, total):
-    """J, v, f and im of rows a <= i < b, ROW_BLOCK at a time (Q, H: a block's dot products
-    and its flags of rows that may enter a candidate list, as in kernels/las.py). Writes
-    [sum of f, sum of im, count] over the unlabeled rows into ``total``."""
+def blr_rows(x, a, b, U, g0, with_d, n_g, T, c, points, consts, vals, idx, Q, H, total):
+    """J, v, f and im of rows a <= i < b, ROW_BLOCK at a time (points: label, J, v, f, im;
+    consts: mean, v0, d0, beta, t; Q, H: a block's dot products and its flags of rows that
+    may enter a candidate list, as in kernels/las.py). Writes [sum of f, sum of im, count]
+    over the unlabeled rows into ``total``."""
+    label, J, v, f, im = points
+    mean, v0, d0, beta, t = consts
     K = vals.shape[1]
     zeros = np.zeros(ROW_BLOCK)
     total[0] = total[1] = total[2] = 0.0

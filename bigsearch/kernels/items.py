@@ -11,9 +11,21 @@ threads shared the items out.
 import numba
 import numpy as np
 
-from .common import N_LISTS, TOP_K, candidate_partials, copy_to, new_top, push_top
+from .common import N_LISTS, TOP_K, candidate_partials, chunk_at, copy_to, new_top, push_top, take_ticket
 
 ITEM_ROWS = 8192  # rows per work item (threads take items in turn; each has its own candidate lists)
+
+
+@numba.njit(nogil=True, cache=True)
+def next_item(counter, items, addresses, starts, x0):
+    """The work item a thread takes next (``take_ticket`` on the shared ``counter``): (k,
+    its chunk's rows (``chunk_at``), the item's first and end row in the chunk, the chunk's
+    first and end global row); k = -1 when every item is taken."""
+    k = take_ticket(counter)
+    if k >= items.shape[0]:
+        return -1, chunk_at(addresses, starts, 0, x0), 0, 0, 0, 0
+    j = items[k, 0]
+    return k, chunk_at(addresses, starts, j, x0), items[k, 1], items[k, 2], starts[j], starts[j + 1]
 
 
 @numba.njit(nogil=True, cache=True)

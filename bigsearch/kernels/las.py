@@ -31,14 +31,12 @@ from .common import (
     FAST,
     ROW_BLOCK,
     aligned_zeros,
-    chunk_at,
     pad3,
     push_flagged,
-    take_ticket,
     unlabeled_sums,
 )
 from .encoded import chunk_dots, chunk_rows, dots_setup
-from .items import ITEM_ROWS, chunk_partials, new_items
+from .items import ITEM_ROWS, chunk_partials, new_items, next_item
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FAST)
@@ -127,12 +125,9 @@ def update_items(x0, addresses, starts, items, counter, V, nv, c, label, deg, J,
     T = dots_setup(x0, V)
     Q, H = block_buffer(V.shape[0]), hit_flags()
     while True:
-        k = take_ticket(counter)
-        if k >= items.shape[0]:
+        k, x, a, b, s, e = next_item(counter, items, addresses, starts, x0)
+        if k < 0:
             return
-        j, a, b = items[k, 0], items[k, 1], items[k, 2]
-        s, e = starts[j], starts[j + 1]
-        x = chunk_at(addresses, starts, j, x0)
         update_rows(x, a, b, V, nv, T, c, label[s:e], deg[s:e], J[s:e], f[s:e], im[s:e], eta, w0, pi, t_prev,
                     vals[k], idx[k], Q, H, sums[k])
 

@@ -99,9 +99,9 @@ def blr_update_over_store(chunks, arrays, on_threads, V, c, label_idx, label_val
         return None
     arrays["label"][label_idx] = label_val
     U, g0, with_d = blr_vectors(V)
-    label, J, v, f, im = (arrays[name] for name in ("label", "J", "v", "f", "im"))
-    args = (U, g0, with_d, len(V) - 3, c, label, J, v, f, im, *consts, beta, t)
-    return over_items(plan, on_threads, blr_items, args, f, im)
+    points = tuple(arrays[name] for name in ("label", "J", "v", "f", "im"))
+    args = (U, g0, with_d, len(V) - 3, c, points, (*consts, beta, t))
+    return over_items(plan, on_threads, blr_items, args, points[3], points[4])
 
 
 def _scores(x, state, V, c, consts, beta, t):
