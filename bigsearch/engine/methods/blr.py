@@ -438,7 +438,7 @@ class BLR(PrunableSearch):
         if np.ptp(y) == 0:  # all labels alike (no positive yet): nothing to fit
             return False
         XL = decode(self.store.read_stored_rows(idx))
-        with blas_threads(XL.size * min(XL.shape)):  # the spectrum's SVD: one thread while small
+        with blas_threads(XL.size * min(XL.shape)):  # the spectrum's eigh: one thread while small
             sp = evidence.spectrum(XL, y)  # once: the fit and the record's evidence both read it
         fitted = evidence.fit(XL, y, p.lam, p.noise, sp=sp)
         self._labels_at_refit = n_L
