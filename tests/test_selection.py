@@ -177,8 +177,8 @@ def test_top_k_is_the_sorted_scores(store_factory, k, alpha):
 def test_flagged_rows_make_the_lists_of_a_full_scan(seed):
     """push_flagged offers only the rows a kernel flagged (any superset of those above the
     lists' K-th values when the block began, here with ties and labeled rows): the lists
-    come out as push_candidates' scan of every row makes them, values and indices."""
-    from bigsearch.kernels.common import N_LISTS, new_top, push_candidates, push_flagged
+    come out as a scan offering every unlabeled row makes them, values and indices."""
+    from bigsearch.kernels.common import N_LISTS, new_top, offer_row, push_flagged
 
     rng = np.random.default_rng(seed)
     n, block, t_prev = 3000, 997, 0.3                           # blocks end inside a word of flags
@@ -189,7 +189,8 @@ def test_flagged_rows_make_the_lists_of_a_full_scan(seed):
     scanned, flagged = new_top(N_LISTS, TOP_K), new_top(N_LISTS, TOP_K)
     for i0 in range(0, n, block):
         i1 = min(i0 + block, n)
-        push_candidates(label, f, im, i0, i1, t_prev, *scanned)
+        for i in np.flatnonzero(label[i0:i1] < 0) + i0:
+            offer_row(f, im, i, t_prev, *scanned)
         kth = flagged[0][:, -1].copy()
         sl = slice(i0, i1)
         enters = (label[sl] < 0) & ((f[sl] > kth[0]) | (im[sl] > kth[1]) | (f[sl] + t_prev * im[sl] > kth[2]))

@@ -33,6 +33,7 @@ from .common import (
     ROW_BLOCK,
     aligned_zeros,
     copy_to,
+    may_enter,
     new_top,
     pad3,
     push_flagged,
@@ -135,8 +136,7 @@ def blr_rows(x, a, b, U, g0, with_d, n_g, T, c, points, consts, vals, idx, Q, H,
             imi = 0.0 if lab else beta * math.sqrt(max(vi, 0.0)) + xd[k] + d0
             ib[k] = imi
             n_u += 0 if lab else 1
-            ti = t * imi
-            enters = (not lab) & ((fi > k_f) | (imi > k_im) | (fi + ti + 1e-12 * (abs(fi) + abs(ti)) > k_s))
+            enters = may_enter(lab, fi, imi, t, k_f, k_im, k_s)
             H[k] = enters
             hit |= enters
         block_f, block_im = unlabeled_sums(lb, fb, ib, n)

@@ -304,21 +304,12 @@ def push_top(vals, idx, row, v, i):
 
 
 @numba.njit(nogil=True, cache=True)
-def push_candidates(label, f, im, i0, i1, t_prev, vals, idx):
-    """Offer the unlabeled rows i0 <= i < i1 to the three candidate lists: by f, by im and
-    by f + t_prev im. Each value is compared with its list's K-th value inline, so
-    insertions (``push_top``) run rarely."""
-    for i in range(i0, i1):
-        if label[i] < 0:
-            offer_row(f, im, i, t_prev, vals, idx)
-
-
-@numba.njit(nogil=True, cache=True)
 def push_flagged(f, im, i0, i1, flags, t_prev, vals, idx):
-    """``push_candidates`` for the rows i0 + t (t < i1 - i0) whose flags[t] is set: the
-    rows a kernel found may enter a list (unlabeled, above a K-th value it read before).
-    The others cannot (the K-th values only rise), so the lists are those
-    ``push_candidates`` makes; the flags are read eight at a time, as uint64 words."""
+    """Offer the rows i0 + t (t < i1 - i0) whose flags[t] is set (``may_enter``, tested
+    against the K-th values the block began with) to the three candidate lists: by f, by
+    im and by f + t_prev im. The others cannot enter (the K-th values only rise), so the
+    lists are those a scan offering every unlabeled row makes; the flags are read eight
+    at a time, as uint64 words."""
     n = i1 - i0
     words = flags.view(np.uint64)
     for q in range((n + 7) // 8):
@@ -326,6 +317,15 @@ def push_flagged(f, im, i0, i1, flags, t_prev, vals, idx):
             for t in range(8 * q, min(8 * q + 8, n)):
                 if flags[t]:
                     offer_row(f, im, i0 + t, t_prev, vals, idx)
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def may_enter(labeled, fi, imi, t_prev, k_f, k_im, k_s):
+    """Whether an unlabeled row may enter a candidate list whose K-th values are k_f, k_im,
+    k_s (the test for f + t_prev im has a margin for rounding, so it errs only toward yes).
+    Bitwise operators, not ``and``/``or``: the kernels' per-point loops stay vectorized."""
+    ti = t_prev * imi
+    return (not labeled) & ((fi > k_f) | (imi > k_im) | (fi + ti + 1e-12 * (abs(fi) + abs(ti)) > k_s))
 
 
 @numba.njit(nogil=True, cache=True, inline="always")

@@ -31,6 +31,7 @@ from .common import (
     FAST,
     ROW_BLOCK,
     aligned_zeros,
+    may_enter,
     pad3,
     push_flagged,
     unlabeled_sums,
@@ -197,8 +198,7 @@ def update_block(x, a, b, V, nv, T, c, label, deg, J, f, im, eta, w0, pi, t_prev
         imi = 0.0 if lab else fi * ci * (mu - mi)
         ib[t] = imi
         n_u += 0 if lab else 1
-        ti = t_prev * imi
-        enters = (not lab) & ((fi > k_f) | (imi > k_im) | (fi + ti + 1e-12 * (abs(fi) + abs(ti)) > k_s))
+        enters = may_enter(lab, fi, imi, t_prev, k_f, k_im, k_s)
         H[t] = enters
         hit |= enters
     sum_f, sum_im = unlabeled_sums(lb, fb, ib, n)
