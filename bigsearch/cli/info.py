@@ -81,7 +81,9 @@ def _provenance_text(p):
 def _text_column_text(c):
     t = c["text"]
     how = "LSA" if t["projection"] == "svd" else "hashed"
-    return (f"text {'+'.join(t['columns'])} ({t.get('documents', '?'):,} documents: TF-IDF of 1-{t['ngram_max']} "
+    weights = t.get("column_weights") or [1] * len(t["columns"])
+    columns = "+".join(name if w == 1 else f"{name} x{w}" for name, w in zip(t["columns"], weights))
+    return (f"text {columns} ({t.get('documents', '?'):,} documents: TF-IDF of 1-{t['ngram_max']} "
             f"word n-grams, {how} to {t['dim']})")
 
 

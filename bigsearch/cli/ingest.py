@@ -11,7 +11,7 @@ from .options import as_flags, cluster_backend, cluster_options, flags_for, obje
 # The library's names for what ingest's flags set (ingest/options.py): errors speak of those.
 INGEST_FLAGS = ("rff", "gamma", "bins", "minmax", "minmax_buckets", "minmax_power", "smiles_column", "fingerprint",
                 "n_features", "prevalence", "cluster_order", "overwrite", "text_dim", "text_projection", "ngram_max",
-                "text_sample")
+                "text_sample", "title_weight")
 INGEST_RENAMED = {"labels.column": "--label-column", "labels.files": "--labels", "labels.positive": "--positive",
                   "features.drop": "--drop", "features.categorical": "--categorical",
                   "features.text_columns": "--text-column", "text_columns": "--text-column", "features.keep": "--keep",
@@ -114,6 +114,7 @@ def _option_groups(o):
                                        minmax_power=o["minmax_power"], text_columns=_split(o["text_column"]),
                                        text_dim=o["text_dim"], text_projection=o["text_projection"],
                                        ngram_max=o["ngram_max"], text_sample=o["text_sample"],
+                                       title_weight=o["title_weight"],
                                        keep=_split(o["keep"])),
             "output": OutputOptions(format=o["output_format"], chunk_rows=o["chunk_rows"], dtype=o["dtype"],
                                     codec=o["codec"], overwrite=o["overwrite"], encoding=o["encoding"],
@@ -169,6 +170,9 @@ def _passes_text(passes, rows):
               help="Text: word n-grams up to N words.")
 @click.option("--text-sample", type=click.IntRange(2), default=20_000, show_default=True, metavar="K",
               help="Text, svd: documents the projection is fitted on.")
+@click.option("--title-weight", type=click.IntRange(1, 10), default=2, show_default=True, metavar="N",
+              help="Text: times a title's words count beside the other text columns (the column named "
+                   "title, TI, primary_title, ...); 1: the columns joined as they are.")
 @click.option("--bins", type=int, default=None, metavar="K",
               help="Cut numeric columns into K quantile bins, one-hot encoded.")
 @click.option("--smiles-column", default=None, metavar="NAME|INDEX",

@@ -45,13 +45,16 @@ def text_values(block, j):
     return pc.utf8_trim_whitespace(col)
 
 
-def documents(block, indices):
+def documents(block, indices, weights=()):
     """The documents of a block (ingest/text.py): its text columns ``indices`` joined by a
-    space; a missing value reads as empty, so a record without an abstract keeps its title."""
+    space, each ``weights[k]`` times (its words count that many times: the title twice by
+    default, ingest/pipeline.py); a missing value reads as empty, so a record without an
+    abstract keeps its title."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    parts = [pc.fill_null(text_values(block, j), "") for j in indices]
+    times = weights or (1,) * len(indices)
+    parts = [text for j, w in zip(indices, times) for text in [pc.fill_null(text_values(block, j), "")] * w]
     if len(parts) == 1:
         return parts[0]
     return pc.binary_join_element_wise(*parts, pa.scalar(" "))

@@ -196,7 +196,8 @@ def encode(block, plan):
         elif c.kind == "fingerprint":
             encode_column(block, c.index, c.fingerprint, Z[:, offset:offset + c.width])
         elif c.kind == "text":
-            text_features(documents(block, c.sources), c.text_model, Z[:, offset:offset + c.width])
+            docs = documents(block, c.sources, c.text.column_weights)
+            text_features(docs, c.text_model, Z[:, offset:offset + c.width])
         else:
             codes = _category_codes(block, c)
             hit = codes >= 0

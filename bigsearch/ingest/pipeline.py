@@ -401,9 +401,16 @@ def _text_plan(readers, features, skip):
     for r in readers:
         for j in sources:
             r.force_text(j)
-    name = "+".join(first.columns[j].name for j in sources)
-    spec = replace(features.text_spec, columns=tuple(first.columns[j].name for j in sources))
-    return ColumnPlan(sources[0], name, "text", text=spec, sources=list(sources))
+    names = tuple(first.columns[j].name for j in sources)
+    spec = replace(features.text_spec, columns=names, column_weights=_text_weights(names, features.title_weight))
+    return ColumnPlan(sources[0], "+".join(names), "text", text=spec, sources=list(sources))
+
+
+def _text_weights(names, title_weight):
+    """Times each text column's words count: the title's (the column ingest/documents.py reads
+    as the title, by its name) ``title_weight`` times beside other columns, the rest once."""
+    title = document_roles(names).get("title") if len(names) > 1 else None
+    return tuple(title_weight if name == title else 1 for name in names)
 
 
 # Names of columns that identify a record rather than describe it (compared lower-cased, with

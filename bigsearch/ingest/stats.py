@@ -36,7 +36,7 @@ def block_stats(block, columns, label_rule, nonzero=None, texts=None):
     stats = {"rows": len(block), "labels": Counter(), "label_values": set(), "matched": set(),
              "vocab": {}, "chars": {}, "sketch": {}, "df": {}, "text": {}}
     for j, (sources, spec) in (texts or {}).items():
-        stats["text"][j] = block_text_stats(documents(block, sources), spec)
+        stats["text"][j] = block_text_stats(documents(block, sources, spec.column_weights), spec)
     for j, spec in (nonzero or {}).items():
         stats["df"][j] = document_frequency(encode_column(block, j, spec))
     if label_rule is not None:

@@ -70,6 +70,7 @@ class TextSpec:
     """How documents become features (recorded in the store's featurization)."""
 
     columns: tuple = ()  # the input columns joined into the document (names)
+    column_weights: tuple = ()  # how many times each column's words count (empty: once each)
     ngram_max: int = 2
     bits: int = 22  # 2^bits hashed term ids
     sublinear_tf: bool = True
@@ -89,11 +90,14 @@ class TextSpec:
             raise ParameterError(f"text bits must be 10 to 26 (2^bits hashed terms), got {self.bits}")
         if not 0 < self.max_df <= 1:
             raise ParameterError(f"text max_df must be in (0, 1], got {self.max_df}")
+        weights = self.column_weights
+        if weights and (len(weights) != len(self.columns) or min(weights) < 1):
+            raise ParameterError(f"text column_weights must be one count >= 1 per column, got {list(weights)}")
         if self.dim < 0 or self.min_df < 1 or self.sample < 2:
             raise ParameterError("text dim must be >= 1 (or auto), min_df >= 1 and sample >= 2")
 
     def describe(self):
-        return asdict(self) | {"columns": list(self.columns)}
+        return asdict(self) | {"columns": list(self.columns), "column_weights": list(self.column_weights)}
 
 
 # -- tokens and terms -----------------------------------------------------------------
