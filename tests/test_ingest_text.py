@@ -79,18 +79,18 @@ def test_text_features_are_the_text_modules(screening_csv, tmp_path):
     s = bigsearch.open_store(store)
     assert (s.n, s.r) == (300, 24)
     rows = list(csv.DictReader(open(screening_csv, encoding="utf-8")))
-    # the title's words count twice by default (--title-weight): the title joined twice
-    docs = pa.array([f"{r['title']} {r['title']} {r['abstract']}" for r in rows])
-    spec = TextSpec(columns=("title", "abstract"), column_weights=(2, 1), dim=24, sample=200)
+    # the title's words count three times by default (--title-weight): the title joined three times
+    docs = pa.array([f"{r['title']} {r['title']} {r['title']} {r['abstract']}" for r in rows])
+    spec = TextSpec(columns=("title", "abstract"), column_weights=(3, 1), dim=24, sample=200)
     expected = text_features(docs, fit_text_model(block_text_stats(docs, spec), spec)).astype(np.float32)
     np.testing.assert_array_equal(s.read_rows(np.arange(300)), expected)
     # a record without an abstract is its title's document (joined by a space)
     no_abstract = next(i for i, r in enumerate(rows) if not r["abstract"])
-    assert docs[no_abstract].as_py() == f"{rows[no_abstract]['title']} {rows[no_abstract]['title']} "
+    assert docs[no_abstract].as_py() == " ".join([rows[no_abstract]["title"]] * 3) + " "
     described = json.loads(run_cli("info", store, "--json").stdout)
     column = described["attrs"]["featurization"]["columns"][0]
     assert column["kind"] == "text" and column["text"]["columns"] == ["title", "abstract"]
-    assert column["text"]["column_weights"] == [2, 1] and column["text"]["documents"] == 300
+    assert column["text"]["column_weights"] == [3, 1] and column["text"]["documents"] == 300
     # --title-weight 1: the columns joined as they are
     out = ingest_text(
         screening_csv, tmp_path / "once.zarr", "--text-dim", "24", "--text-sample", "200", "--title-weight", "1"
@@ -112,7 +112,7 @@ def test_text_features_are_the_text_modules(screening_csv, tmp_path):
         (("notes", "abstract"), (1, 1)),
     ],
 )
-def test_the_title_counts_twice_beside_other_text_columns(names, weights):
+def test_the_title_counts_more_beside_other_text_columns(names, weights):
     from bigsearch.ingest.pipeline import _text_weights
 
     assert _text_weights(names, 2) == weights
@@ -134,16 +134,16 @@ def test_by_default_a_feature_per_document_and_bibliographic_data_left_out(tmp_p
     assert "(--keep NAME to make it a feature too)" in out.stderr
     s = bigsearch.open_store(store)
     assert (s.n, s.r) == (60, 60)
-    docs = pa.array([f"{r['title']} {r['title']} {r['abstract']}" for r in rows])
+    docs = pa.array([f"{r['title']} {r['title']} {r['title']} {r['abstract']}" for r in rows])
     Z = np.asarray(s.read_rows(np.arange(60)), np.float64)
-    kept = TextSpec(columns=("title", "abstract"), column_weights=(2, 1))  # the store's: terms in 2+ documents
+    kept = TextSpec(columns=("title", "abstract"), column_weights=(3, 1))  # the store's: terms in 2+ documents
     Zk = text_features(docs, fit_text_model(block_text_stats(docs, kept), replace(kept, dim=60)))
     np.testing.assert_allclose(Z, Zk, atol=1e-6)  # the text module's (test_text.py: the cosines exactly)
     out = ingest_text(data, tmp_path / "k.zarr", "--keep", "year")
     assert out.returncode == 0 and "columns authors, journal are not" in out.stderr
     assert bigsearch.open_store(tmp_path / "k.zarr").r == 61
     info = run_cli("info", store).stdout
-    assert "text title x2+abstract (60 documents: TF-IDF of 1-2 word n-grams, LSA to 60)" in info
+    assert "text title x3+abstract (60 documents: TF-IDF of 1-2 word n-grams, LSA to 60)" in info
 
 
 def test_the_documents_stay_for_the_page(screening_csv, tmp_path):

@@ -170,7 +170,7 @@ def _passes_text(passes, rows):
               help="Text: word n-grams up to N words.")
 @click.option("--text-sample", type=click.IntRange(2), default=20_000, show_default=True, metavar="K",
               help="Text, svd: documents the projection is fitted on.")
-@click.option("--title-weight", type=click.IntRange(1, 10), default=2, show_default=True, metavar="N",
+@click.option("--title-weight", type=click.IntRange(1, 10), default=3, show_default=True, metavar="N",
               help="Text: times a title's words count beside the other text columns (the column named "
                    "title, TI, primary_title, ...); 1: the columns joined as they are.")
 @click.option("--bins", type=int, default=None, metavar="K",

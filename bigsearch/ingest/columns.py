@@ -47,8 +47,8 @@ def text_values(block, j):
 
 def documents(block, indices, weights=()):
     """The documents of a block (ingest/text.py): its text columns ``indices`` joined by a
-    space, each ``weights[k]`` times (its words count that many times: the title twice by
-    default, ingest/pipeline.py); a missing value reads as empty, so a record without an
+    space, each ``weights[k]`` times (its words count that many times: the title three
+    times by default, ingest/pipeline.py); a missing value reads as empty, so a record without an
     abstract keeps its title."""
     import pyarrow as pa
     import pyarrow.compute as pc
