@@ -30,12 +30,14 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import hypergeom
 
+from bigsearch.engine.core.params import ScreenParams
 from bigsearch.engine.guidance import stopping
 
 from common import RESULTS, save, table
 
 TARGET, SHARE, OVER = 0.95, 0.95, 1.5
 GIVEN = 2  # the priors: one relevant and one irrelevant record, not evidence of the pace
+EXPLORE_AFTER = ScreenParams().explore_after  # the screen method's default
 ORDERS = RESULTS / "stopping-orders.json"
 
 
@@ -80,14 +82,27 @@ def rule_constants(**values):
             setattr(stopping, k, v)
 
 
-def model_stop(labels, n, least=0.0, level=stopping.LEVEL, **constants):
+def model_stop(labels, n, least=0.0, level=stopping.LEVEL, misses=0, **constants):
     """Records read when the rule's lower end of the recall (at ``level``) first reaches the
-    target (not before a share ``least`` of the records is read)."""
+    target (not before a share ``least`` of the records is read, nor before ``misses``
+    irrelevant records in a row)."""
+    in_a_row = misses_in_a_row(labels)
     with rule_constants(**constants):
         for k in range(max(GIVEN + stopping.MIN_WINDOW, math.ceil(least * n)), len(labels) + 1):
+            if in_a_row[k - 1] < misses:
+                continue
             if stopping.stop_reached(stopping.recall_estimate(labels[:k], n, level=level, given=GIVEN), TARGET):
                 return k
     return None
+
+
+def misses_in_a_row(labels):
+    """After each record read, the irrelevant records read in a row up to it."""
+    out, run = np.zeros(len(labels), int), 0
+    for i, hit in enumerate(labels):
+        run = 0 if hit else run + 1
+        out[i] = run
+    return out
 
 
 PREVIOUS_DECAYS = np.concatenate([[0.0], np.geomspace(1e-4, 1.0, 400)])  # the previous rule's grid
@@ -141,6 +156,11 @@ VARIANTS = {
     "change point, not before 10% read": lambda labels, n: model_stop(labels, n, least=0.1),
     "change point, interval at 90%": lambda labels, n: model_stop(labels, n, level=0.9),
     "change point, interval at 80%": lambda labels, n: model_stop(labels, n, level=0.8),
+    # The screen method draws records at random from EXPLORE_AFTER misses in a row on: a stop
+    # after its first draws has seen a small random sample of the records left.
+    "change point, after 100 misses in a row": lambda labels, n: model_stop(labels, n, misses=EXPLORE_AFTER),
+    "change point, after 100 misses and 50 draws": lambda labels, n: model_stop(labels, n, misses=EXPLORE_AFTER + 50),
+    "change point, after 100 misses and 100 draws": lambda labels, n: model_stop(labels, n, misses=2 * EXPLORE_AFTER),
     "knee method": knee_stop,
     "hypergeometric, last k read": hypergeometric_stop,
 }
