@@ -86,7 +86,7 @@ def model_stop(labels, n, least=0.0, level=stopping.LEVEL, misses=0, **constants
     """Records read when the rule's lower end of the recall (at ``level``) first reaches the
     target (not before a share ``least`` of the records is read, nor before ``misses``
     irrelevant records in a row)."""
-    in_a_row = misses_in_a_row(labels)
+    in_a_row = misses_in_a_row_after_each(labels)
     with rule_constants(**constants):
         for k in range(max(GIVEN + stopping.MIN_WINDOW, math.ceil(least * n)), len(labels) + 1):
             if in_a_row[k - 1] < misses:
@@ -96,8 +96,9 @@ def model_stop(labels, n, least=0.0, level=stopping.LEVEL, misses=0, **constants
     return None
 
 
-def misses_in_a_row(labels):
-    """After each record read, the irrelevant records read in a row up to it."""
+def misses_in_a_row_after_each(labels):
+    """After each record read, the irrelevant records read in a row up to it (the engine's
+    exploration.misses_in_a_row gives the last of them)."""
     out, run = np.zeros(len(labels), int), 0
     for i, hit in enumerate(labels):
         run = 0 if hit else run + 1
