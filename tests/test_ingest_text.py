@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 import bigsearch
+from bigsearch.ingest.options import TITLE_WEIGHT
 from bigsearch.ingest.text import TextSpec, block_text_stats, fit_text_model, text_features
 from bigsearch.storage.format import DISPLAY_ATTR, RECORDS_NAME
 
@@ -22,6 +23,11 @@ WORDS = (
     "virus metagenomics swine farm animals influenza sequencing viral diversity cattle poultry sample "
     "surveillance outbreak genome detection faecal respiratory novel species host reservoir"
 ).split()
+
+
+def document(row, title_times=TITLE_WEIGHT):
+    """A record's document as ingest joins it: the title ``title_times`` times, then the abstract."""
+    return " ".join([row["title"]] * title_times + [row["abstract"]])
 
 
 def corpus(n, seed=0):
@@ -80,8 +86,8 @@ def test_text_features_are_the_text_modules(screening_csv, tmp_path):
     assert (s.n, s.r) == (300, 24)
     rows = list(csv.DictReader(open(screening_csv, encoding="utf-8")))
     # the title's words count three times by default (--title-weight): the title joined three times
-    docs = pa.array([f"{r['title']} {r['title']} {r['title']} {r['abstract']}" for r in rows])
-    spec = TextSpec(columns=("title", "abstract"), column_weights=(3, 1), dim=24, sample=200)
+    docs = pa.array([document(r) for r in rows])
+    spec = TextSpec(columns=("title", "abstract"), column_weights=(TITLE_WEIGHT, 1), dim=24, sample=200)
     expected = text_features(docs, fit_text_model(block_text_stats(docs, spec), spec)).astype(np.float32)
     np.testing.assert_array_equal(s.read_rows(np.arange(300)), expected)
     # a record without an abstract is its title's document (joined by a space)
@@ -96,7 +102,7 @@ def test_text_features_are_the_text_modules(screening_csv, tmp_path):
         screening_csv, tmp_path / "once.zarr", "--text-dim", "24", "--text-sample", "200", "--title-weight", "1"
     )
     assert out.returncode == 0, out.stderr
-    docs = pa.array([f"{r['title']} {r['abstract']}" for r in rows])
+    docs = pa.array([document(r, 1) for r in rows])
     spec = replace(spec, column_weights=(1, 1))
     expected = text_features(docs, fit_text_model(block_text_stats(docs, spec), spec)).astype(np.float32)
     np.testing.assert_array_equal(bigsearch.open_store(tmp_path / "once.zarr").read_rows(np.arange(300)), expected)
@@ -134,9 +140,10 @@ def test_by_default_a_feature_per_document_and_bibliographic_data_left_out(tmp_p
     assert "(--keep NAME to make it a feature too)" in out.stderr
     s = bigsearch.open_store(store)
     assert (s.n, s.r) == (60, 60)
-    docs = pa.array([f"{r['title']} {r['title']} {r['title']} {r['abstract']}" for r in rows])
+    docs = pa.array([document(r) for r in rows])
     Z = np.asarray(s.read_rows(np.arange(60)), np.float64)
-    kept = TextSpec(columns=("title", "abstract"), column_weights=(3, 1))  # the store's: terms in 2+ documents
+    # the store's spec: terms in 2+ documents
+    kept = TextSpec(columns=("title", "abstract"), column_weights=(TITLE_WEIGHT, 1))
     Zk = text_features(docs, fit_text_model(block_text_stats(docs, kept), replace(kept, dim=60)))
     np.testing.assert_allclose(Z, Zk, atol=1e-6)  # the text module's (test_text.py: the cosines exactly)
     out = ingest_text(data, tmp_path / "k.zarr", "--keep", "year")
