@@ -67,8 +67,15 @@ def test_ris_round_trip_through_a_session(tmp_path):
     r = ok(run_cli("session", "export", session, "--out", tmp_path / "screened.ris"))
     assert "wrote 13 records (3 with a decision)" in r.stderr
     ok(run_cli("session", "export", session, "--out", tmp_path / "screened.csv", "--format", "records"))
+    shown = ok(run_cli("session", "next", session, "-k", 10)).stdout.splitlines()
 
     expected = [e for s in sources for e in rispy_entries(s)]
+    # `next` shows a field of several values a value a line, under the first (not "a\nb")
+    unlabeled = [e for i, e in enumerate(expected) if i not in (0, 7, 11)]
+    authors = next(e["authors"] for e in unlabeled if len(e.get("authors", ())) > 1)
+    at = next(k for k, line in enumerate(shown) if line.split(maxsplit=1) == ["authors", authors[0]])
+    below = shown[at + 1 : at + len(authors)]
+    assert [line.strip() for line in below] == authors[1:] and all(line.startswith("    ") for line in below)
     with open(tmp_path / "screened.ris", encoding="utf-8") as fh:
         back = rispy.load(fh, enforce_list_tags=False)
     decisions = []

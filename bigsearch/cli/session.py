@@ -209,7 +209,11 @@ def _print_candidate(r):
     elif record["kind"] == "fields":
         width = max((len(printable(k)) for k in record["fields"]), default=0)
         for name, value in record["fields"].items():
-            click.echo(f"  {printable(name):<{width}}  {printable(_value(value))}")
+            # a field of several values (a RIS export's authors, keywords) a line each, as on the page
+            first, *more = _value(value).splitlines() or [""]
+            click.echo(f"  {printable(name):<{width}}  {printable(first)}")
+            for line in more:
+                click.echo(f"  {'':<{width}}  {printable(line)}")
     else:
         for line in _image_lines(record):
             click.echo("  " + line)
