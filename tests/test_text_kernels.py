@@ -12,14 +12,14 @@ import scipy.sparse as sp
 from sklearn.utils import murmurhash3_32
 
 from bigsearch.ingest import text
-from bigsearch.ingest.text import TextSpec, _utf8_buffers, block_text_stats, merge_text_stats, term_counts
+from bigsearch.ingest.text import TextSpec, block_text_stats, merge_text_stats, term_counts, utf8_buffers
 from bigsearch.kernels.text import hash_strings, project_documents, sparse_times_dense, text_keys
 
 WORDS = ["", "a", "ab", "abc", "abcd", "abcde", "hello_world", "zebra12", "x" * 37, "café", "ünïcödé", "日本語"]
 
 
 def buffers(strings):
-    return _utf8_buffers(pa.array(strings, pa.string()))
+    return utf8_buffers(pa.array(strings, pa.string()))
 
 
 def random_documents(rng, m, non_ascii=0.0):

@@ -11,7 +11,7 @@ from .options import as_flags, cluster_backend, cluster_options, flags_for, obje
 # The library's names for what ingest's flags set (ingest/options.py): errors speak of those.
 INGEST_FLAGS = ("rff", "gamma", "bins", "minmax", "minmax_buckets", "minmax_power", "smiles_column", "fingerprint",
                 "n_features", "prevalence", "cluster_order", "overwrite", "text_dim", "text_projection", "ngram_max",
-                "text_sample", "title_weight")
+                "text_sample", "title_weight", "drop_duplicates")
 INGEST_RENAMED = {"labels.column": "--label-column", "labels.files": "--labels", "labels.positive": "--positive",
                   "features.drop": "--drop", "features.categorical": "--categorical",
                   "features.text_columns": "--text-column", "text_columns": "--text-column", "features.keep": "--keep",
@@ -114,7 +114,7 @@ def _option_groups(o):
                                        minmax_power=o["minmax_power"], text_columns=_split(o["text_column"]),
                                        text_dim=o["text_dim"], text_projection=o["text_projection"],
                                        ngram_max=o["ngram_max"], text_sample=o["text_sample"],
-                                       title_weight=o["title_weight"],
+                                       title_weight=o["title_weight"], drop_duplicates=o["drop_duplicates"],
                                        keep=_split(o["keep"])),
             "output": OutputOptions(format=o["output_format"], chunk_rows=o["chunk_rows"], dtype=o["dtype"],
                                     codec=o["codec"], overwrite=o["overwrite"], encoding=o["encoding"],
@@ -173,6 +173,9 @@ def _passes_text(passes, rows):
 @click.option("--title-weight", type=click.IntRange(1, 10), default=3, show_default=True, metavar="N",
               help="Text: times a title's words count beside the other text columns (the column named "
                    "title, TI, primary_title, ...); 1: the columns joined as they are.")
+@click.option("--drop-duplicates", is_flag=True,
+              help="Text: leave out the records that repeat an earlier one (the same DOI, or the same title and "
+                   "abstract: one search exported from several databases); without it they are named.")
 @click.option("--bins", type=int, default=None, metavar="K",
               help="Cut numeric columns into K quantile bins, one-hot encoded.")
 @click.option("--smiles-column", default=None, metavar="NAME|INDEX",
@@ -256,6 +259,9 @@ def ingest(paths, scheduler, cluster, quiet, **flags):
         click.echo("per stage: " + "; ".join(_stage_text(name, s) for name, s in summary["stages"].items()), err=True)
         if "statistics" in summary.get("passes", {}):
             click.echo("per pass: " + _passes_text(summary["passes"], summary["rows_read"]), err=True)
+        if summary["duplicates_left_out"]:
+            click.echo(f"left out {summary['duplicates_left_out']:,} records repeating an earlier one (the "
+                       "earliest copy of each kept)", err=True)
         if summary.get("label_column_found"):
             name = summary["label_column_found"]
             click.echo(f"column {name!r} looks like labels (a reviewer's decisions); it was not used as labels: "

@@ -95,7 +95,7 @@ _APPLIES_ONLY_WITH = (("counts", False, "smiles_column"), ("fingerprint", "atomp
                       ("gamma", 1.0, "rff"), ("minmax_buckets", 8, "minmax"), ("minmax_power", 1, "minmax"),
                       ("text_dim", 0, "text_columns"), ("text_projection", "svd", "text_columns"),
                       ("ngram_max", 2, "text_columns"), ("text_sample", 20_000, "text_columns"),
-                      ("title_weight", TITLE_WEIGHT, "text_columns"))
+                      ("title_weight", TITLE_WEIGHT, "text_columns"), ("drop_duplicates", False, "text_columns"))
 
 
 @dataclass(frozen=True)
@@ -122,6 +122,7 @@ class FeatureOptions(_Group):
     text_sample: int = 20_000         # documents the svd projection is fitted on
     title_weight: int = TITLE_WEIGHT  # times the title's words count beside the other text columns
     keep: tuple = ()                  # columns kept as features though they look like identifiers or free text
+    drop_duplicates: bool = False     # text: leave out the records repeating an earlier one (ingest/duplicates.py)
 
     def __post_init__(self):
         _as_tuple(self, "categorical", "drop", "text_columns", "keep")

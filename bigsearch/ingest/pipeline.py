@@ -25,6 +25,7 @@ from ..storage.remote import store_exists
 from ..storage.remote_options import check_writable
 from .columns import resolve_columns as _resolve
 from .documents import document_roles
+from .duplicates import DuplicateFilter, DuplicateFinder
 from .featurize import MAX_CATEGORIES, ColumnPlan, Plan, RowBuffers, featurize_timed, finish_plan, prepare
 from .fingerprints import fingerprint_workers
 from .labels import LabelRule, PositiveSubsample, label_block, raw_labels, vocabulary_of
@@ -98,6 +99,9 @@ def _ingest(sources, out, source, labels, features, output, progress, command, m
     rule = _label_rule(readers, label_readers, labels.column, labels.positive)
     if labels.prevalence is not None and rule is None:
         raise ParameterError("prevalence needs labels: give labels.column (or labels.files)")
+    if labels.prevalence is not None and features.drop_duplicates:
+        raise ParameterError("prevalence and drop_duplicates together: subsample a store without duplicates "
+                             "(ingest with drop_duplicates first, then again from it with prevalence)")
     plan = _plan(readers, rule, features)
     _check_plan_size(plan)
     if block_bytes == BLOCK_BYTES and any(c.kind == "text" for c in plan.columns):
@@ -114,15 +118,19 @@ def _ingest(sources, out, source, labels, features, output, progress, command, m
         _check_plan_size(plan)
         _check_positives(readers, rule, stats, progress)
     _say_not_features(plan, progress)
+    duplicates = _duplicates(stats, features.drop_duplicates, progress)
     subsample = None
     if labels.prevalence is not None:
         subsample = PositiveSubsample(labels.prevalence, labels.seed, stats["labels"].get(1, 0),
                                       stats["labels"].get(0, 0))
 
     carry_ids = all(r.ids is not None for r in readers)
-    ids_dtype = readers[0].ids.dtype if carry_ids else (np.int64 if subsample else None)
+    # rows left out: each row written keeps its row number in the input as its id
+    ids_dtype = readers[0].ids.dtype if carry_ids else (np.int64 if subsample or duplicates else None)
     encoding = output.encoding or output.dtype
     rows = _rows_to_write(readers, stats, subsample)
+    if duplicates:
+        rows -= len(duplicates)
     if output.codec == "none" and not is_url(out):
         limits.check_disk(out, rows, stored_columns(encoding, plan.width), stored_dtype(encoding).itemsize)
     chunk_rows = output.chunk_rows or _default_chunk_rows(rows, stored_columns(encoding, plan.width),
@@ -134,7 +142,7 @@ def _ingest(sources, out, source, labels, features, output, progress, command, m
                      compressors=compressors) as writer:
         keeper = display_keeper(readers, writer)
         writing = time.perf_counter()
-        totals = _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids,
+        totals = _second_pass(readers, label_readers, plan, rule, (subsample, duplicates), writer, carry_ids,
                               ids_dtype is not None, block_bytes, progress, mapper, stats is not None, keeper)
         record_display(writer, keeper)
         if stats is None:
@@ -142,8 +150,11 @@ def _ingest(sources, out, source, labels, features, output, progress, command, m
         mapping = _label_mapping(readers, rule, totals)
         if totals["zero_rows"]:
             progress.warn(f"{totals['zero_rows']:,} rows are all zero; features.normalize leaves them zero")
+        provenance = _provenance(readers, label_readers, totals, command)
+        if duplicates:
+            provenance["duplicates_left_out"] = len(duplicates)
         writer.set_attrs(featurization=_featurization(plan, rule, subsample, features.bins, mapping),
-                         provenance=_provenance(readers, label_readers, totals, command))
+                         provenance=provenance)
         closing = time.perf_counter()
     totals["seconds"]["write"] += time.perf_counter() - closing     # the last chunks, the publishing
     passes["writing"] = time.perf_counter() - writing
@@ -158,7 +169,22 @@ def _ingest(sources, out, source, labels, features, output, progress, command, m
             "bits_set": writer.bits_set() if writer.binary_possible else None,
             "int8_exact": writer.int8_exact and encoding in ("float32", "float64"),
             "encoding": encoding, "stages": stages, "passes": passes, "label_mapping": mapping,
-            "label_column_found": _label_column_found(readers, rule)}
+            "label_column_found": _label_column_found(readers, rule),
+            "duplicates": 0 if stats is None or "repeats" not in stats else len(stats["repeats"][0]),
+            "duplicates_left_out": len(duplicates) if duplicates else 0}
+
+
+def _duplicates(stats, drop, progress):
+    """A DuplicateFilter of the rows repeating an earlier record when ``drop``; else they are named."""
+    rows, firsts = (stats or {}).get("repeats", ((), ()))
+    if not len(rows):
+        return None
+    if drop:
+        return DuplicateFilter(rows)
+    shown = ", ".join(f"{r} repeats {f}" for r, f in zip(rows[:4], firsts[:4])) + (", ..." if len(rows) > 4 else "")
+    progress.warn(f"{len(rows):,} records repeat an earlier one (the same DOI, or the same title and abstract; "
+                  f"rows from 0: row {shown}): each would be screened twice (drop_duplicates leaves them out)")
+    return None
 
 
 def _needs_statistics(plan, labels):
@@ -539,6 +565,8 @@ def _steps(tagged_blocks, width):
 
 
 def _first_pass(readers, label_readers, plan, rule, block_bytes, progress, mapper):
+    """The merged statistics of every block; with text columns, also "repeats": the rows
+    repeating an earlier record (ingest/duplicates.py)."""
     kinds = {c.index: c.kind for c in plan.columns}
     nonzero = None
     if plan.idf is not None:
@@ -547,23 +575,42 @@ def _first_pass(readers, label_readers, plan, rule, block_bytes, progress, mappe
     steps = _steps(_blocks(readers, label_readers, block_bytes, progress, "pass 1/2: statistics"),
                    max(len(readers[0].columns), sum(c.width for c in plan.columns if c.kind == "fingerprint"), 1))
     texts = {c.index: (c.sources, c.text) for c in plan.columns if c.kind == "text"} or None
+    keys = _record_keys(plan, readers[0])
+    finder = DuplicateFinder() if keys else None
     ahead = TEXT_BLOCKS_AHEAD if texts and not mapper.remote_capable else 0    # a block on every core
-    for _, _, s in mapper.imap(block_stats, steps, kinds, rule, nonzero, texts, ahead=ahead):
+    for offset, _, s in mapper.imap(block_stats, steps, kinds, rule, nonzero, texts, keys, ahead=ahead):
+        if finder is not None:
+            finder.add(offset, s.pop("keys"))
         stats = s if stats is None else merge_stats(stats, s)
+    if finder is not None:
+        stats["repeats"] = finder.repeats()
     return stats
 
 
-def _second_pass(readers, label_readers, plan, rule, subsample, writer, carry_ids, write_ids,
+def _record_keys(plan, reader):
+    """(the DOI column or None, the text columns) that say whether two records are one work;
+    None without text columns (not documents)."""
+    sources = [j for c in plan.columns if c.kind == "text" for j in c.sources]
+    if not sources:
+        return None
+    names = [c.name for c in reader.columns]
+    doi = document_roles(names).get("doi")
+    return (None if doi is None else names.index(doi)), sources
+
+
+def _second_pass(readers, label_readers, plan, rule, filters, writer, carry_ids, write_ids,
                  block_bytes, progress, mapper, stats_pass, keeper=None):
+    """``filters``: (a PositiveSubsample, a DuplicateFilter), each None or what leaves rows out."""
     with ThreadPoolExecutor(1) as side:
         # here, the map's random numbers are drawn while the first blocks are parsed
         weights = prepare(plan) if mapper.remote_capable else side.submit(prepare, plan)
-        return _write_blocks(readers, label_readers, plan, rule, subsample, writer, carry_ids, write_ids,
+        return _write_blocks(readers, label_readers, plan, rule, filters, writer, carry_ids, write_ids,
                              block_bytes, progress, mapper, stats_pass, keeper, weights)
 
 
-def _write_blocks(readers, label_readers, plan, rule, subsample, writer, carry_ids, write_ids,
+def _write_blocks(readers, label_readers, plan, rule, filters, writer, carry_ids, write_ids,
                   block_bytes, progress, mapper, stats_pass, keeper, weights):
+    subsample, duplicates = filters
     seconds = dict.fromkeys(STAGES, 0.0)
     totals = {"rows": 0, "labels": Counter(), "label_values": set(), "matched": set(), "zero_rows": 0,
               "seconds": seconds}
@@ -587,10 +634,12 @@ def _write_blocks(readers, label_readers, plan, rule, subsample, writer, carry_i
             totals["matched"] |= matched
         if write_ids:
             ids = step.ids if carry_ids else offset + np.arange(len(step))
-        keep = None
-        if subsample is not None:
-            keep = subsample.keep(y)
-            X, y, ids = X[keep], y[keep], ids[keep]
+        keep = None if subsample is None else subsample.keep(y)
+        if duplicates is not None:
+            kept = duplicates.keep(offset, len(step))
+            keep = kept if keep is None else keep & kept
+        if keep is not None:
+            X, y, ids = X[keep], None if y is None else y[keep], ids[keep]
         if keeper is not None:
             keeper.append(step, keep)
         if rule is not None:
@@ -599,7 +648,7 @@ def _write_blocks(readers, label_readers, plan, rule, subsample, writer, carry_i
         if len(X):
             t0 = time.perf_counter()
             limits.check_values(X, _value_dtype(writer.encoding),
-                                step.where if subsample is None else _kept_where(step, keep))
+                                step.where if keep is None else _kept_where(step, keep))
             writer.append(X, y, ids)
             seconds["write"] += time.perf_counter() - t0
     return totals

@@ -16,6 +16,7 @@ from collections import Counter
 import numpy as np
 
 from .columns import documents, numeric_matrix, text_values
+from .duplicates import row_keys
 from .labels import label_block
 from .text import block_text_stats, merge_text_stats
 from .weighting import document_frequency
@@ -26,15 +27,19 @@ MAX_LABEL_VALUES = 20
 VOCABULARY_CAP = 10_000      # distinct values counted per categorical column (then: too many to encode)
 
 
-def block_stats(block, columns, label_rule, nonzero=None, texts=None):
+def block_stats(block, columns, label_rule, nonzero=None, texts=None, keys=None):
     """Summary of one block: rows, label counts, a vocabulary (and the characters) per
     categorical column and a value-count sketch per binned column. ``columns`` maps column
     index -> kind. ``nonzero`` (for --idf) maps the indices of number and fingerprint
     columns to None or their FingerprintSpec: per such column, how many rows have each
     feature non-zero. ``texts`` maps a text column's index to (its source columns, its
-    TextSpec): the terms' document counts and the sample (ingest/text.py)."""
+    TextSpec): the terms' document counts and the sample (ingest/text.py). ``keys`` (the DOI
+    column or None, the text columns): the rows' keys, for the driver to find the records
+    that repeat an earlier one ("keys", not merged: ingest/duplicates.py)."""
     stats = {"rows": len(block), "labels": Counter(), "label_values": set(), "matched": set(),
              "vocab": {}, "chars": {}, "sketch": {}, "df": {}, "text": {}}
+    if keys is not None:
+        stats["keys"] = row_keys(block, *keys)
     for j, (sources, spec) in (texts or {}).items():
         stats["text"][j] = block_text_stats(documents(block, sources, spec.column_weights), spec)
     for j, spec in (nonzero or {}).items():

@@ -115,7 +115,7 @@ def string_array(docs):
     return docs
 
 
-def _utf8_buffers(docs):
+def utf8_buffers(docs):
     """(offsets as int64, bytes as uint8) of a pyarrow string array."""
     import pyarrow as pa
 
@@ -138,7 +138,7 @@ def term_ids(docs, spec):
     keep = pc.greater_equal(pc.utf8_length(flat), 2)
     flat, doc = pc.filter(flat, keep), doc[keep.to_numpy(zero_copy_only=False)]
     encoded = pc.dictionary_encode(flat)
-    hashes = hash_strings(*_utf8_buffers(string_array(encoded.dictionary)))
+    hashes = hash_strings(*utf8_buffers(string_array(encoded.dictionary)))
     token = hashes[encoded.indices.to_numpy(zero_copy_only=False)]
     docs_out, terms_out = [doc], [token]
     gram = token
@@ -166,7 +166,7 @@ def term_counts(docs, spec):
     kernel cannot read (invalid UTF-8) through :func:`term_ids`."""
     docs = string_array(docs)
     none = np.zeros(0, np.int32), np.zeros(0, np.uint8)
-    counted = document_term_counts(*_utf8_buffers(docs), spec.ngram_max, spec.bits, *none)
+    counted = document_term_counts(*utf8_buffers(docs), spec.ngram_max, spec.bits, *none)
     for tables in (unicode_tables(), None):
         rest = np.flatnonzero(counted[3])
         if not len(rest):
@@ -175,7 +175,7 @@ def term_counts(docs, spec):
         if tables is None:
             sub = _arrow_term_counts(part, spec)
         else:
-            sub = document_term_counts(*_utf8_buffers(part), spec.ngram_max, spec.bits, *tables)
+            sub = document_term_counts(*utf8_buffers(part), spec.ngram_max, spec.bits, *tables)
         counted = (*_with_rows(*counted[:3], rest, sub[:3]), np.zeros(len(docs), bool))
         if tables is not None:
             counted[3][rest] = sub[3]
@@ -194,7 +194,7 @@ def unicode_tables():
     lowered = pc.utf8_lower(_one_character_strings(points))
     single = pc.equal(pc.utf8_length(lowered), 1).to_numpy(zero_copy_only=False)
     lower = np.full(0x110000, -1, np.int32)  # -1: the kernel leaves the document to term_ids
-    lower[points[single]] = _first_code_points(*_utf8_buffers(lowered))[single]
+    lower[points[single]] = _first_code_points(*utf8_buffers(lowered))[single]
     word = np.zeros(0x110000, np.uint8)
     word[points] = pc.match_substring_regex(lowered, r"[\p{L}\p{N}_]").to_numpy(zero_copy_only=False)
     return lower, word
@@ -267,7 +267,7 @@ def block_text_stats(docs, spec):
     docs = string_array(docs)
     _, terms, _ = term_counts(docs, spec)
     ids, df = np.unique(terms, return_counts=True)
-    keys = _mix(text_keys(*_utf8_buffers(docs)) + np.uint64(spec.seed) * GOLDEN)
+    keys = _mix(text_keys(*utf8_buffers(docs)) + np.uint64(spec.seed) * GOLDEN)
     order = np.lexsort((np.arange(len(docs)), keys))[: spec.sample]
     return {
         "rows": len(docs),

@@ -401,3 +401,24 @@ def sparse_times_dense(indptr, indices, values, B, out):
         for i in range(bounds[p], bounds[p + 1]):
             out[i, :] = 0
             _add_rows(out[i], indptr[i], indptr[i + 1], indices, values, B)
+
+
+@numba.njit(nogil=True, cache=True)
+def record_hashes(offsets, data, squeeze):
+    """A 64-bit hash of each string of (offsets, bytes), 0 for an empty one (ingest/duplicates.py):
+    FNV-1a over its bytes, ASCII capitals lower-cased, mixed by splitmix64's finalizer. With
+    ``squeeze``, only letters and digits count (ASCII ones, and every byte of a non-ASCII
+    character): two exports of one record that differ in case, spaces and punctuation hash
+    alike. Also 0 where nothing counted."""
+    out = np.zeros(len(offsets) - 1, np.uint64)
+    for i in range(len(out)):
+        h, counted = np.uint64(0xCBF29CE484222325), 0
+        for p in range(offsets[i], offsets[i + 1]):
+            b = data[p]
+            if squeeze and b < 128 and not ((48 <= b <= 57) or (65 <= b <= 90) or (97 <= b <= 122)):
+                continue
+            h = (h ^ _lower(b)) * np.uint64(0x100000001B3)
+            counted += 1
+        if counted:
+            out[i] = max(mix(h), np.uint64(1))
+    return out
