@@ -143,6 +143,45 @@ def test_ids_are_known_positives_told_as_labels(tmp_path, stores):
     assert not (tmp_path / "t").exists()  # nothing half-made
 
 
+@pytest.mark.parametrize("kind,dtype,rows", [("zarr", "float32", 1), ("hdf5", "float64", 7)])
+def test_the_stored_labels_start_a_session_as_its_first_labels(tmp_path, data, kind, dtype, rows):
+    """A store whose file held some decisions (a pilot screening): --start-from labels tells
+    every one of them, as they are, in one group; f is then the dense reference's."""
+    X, y = data
+    decided = np.r_[np.flatnonzero(y == 1)[:2], np.flatnonzero(y == 0)[:4]]
+    partial = np.full(N, -1, np.int8)
+    partial[decided] = y[decided]
+    path = bigsearch.create_store(
+        store_path(tmp_path, "pilot", kind), X, partial, dtype=dtype, chunk_rows=rows, kind=kind
+    )
+    with Session.create(path, tmp_path / "s", pi=0.15, start_from="labels") as s:
+        assert s.history == [(int(i), int(y[i])) for i in sorted(decided)]
+        assert s.info["start"] == {"strategy": "labels", "source": "labels", "told": 6, "positive": 2, "negative": 4}
+        labels = np.array(s.search.labels, np.int64)
+        np.testing.assert_allclose(s.search.f, dense_f(X.astype(dtype), labels, 0.15), rtol=1e-10, atol=1e-12)
+        # the told labels count as found, not as the search's pace: the estimate waits for 100 read past them
+        assert s.recall()["window"] == 0 and s.recall()["found"] == 2
+    res = run_cli("session", "new", path, tmp_path / "c", "--pi", 0.15, "--start-from", "labels")
+    assert res.returncode == 0, res.stderr
+    assert "started from the store's 6 labels (2 positive, 4 negative), recorded as labels" in res.stdout
+    assert "blind start" not in res.stdout
+
+
+def test_the_stored_labels_are_for_sessions_and_must_be_there(tmp_path, data, stores):
+    X, _ = data
+    with pytest.raises(BigsearchError, match="start_from labels is for sessions"):
+        simulate(stores[("zarr", "float32", 1)], "las", 3, start_from="labels")
+    unlabeled = bigsearch.create_store(tmp_path / "none.zarr", X)
+    with pytest.raises(LabelError, match="has no labels: ingest its file again with its label column"):
+        Session.create(unlabeled, tmp_path / "s", start_from="labels")
+    undecided = bigsearch.create_store(tmp_path / "undecided.zarr", X, np.full(N, -1, np.int8))
+    with pytest.raises(LabelError, match="every row is unlabeled"):
+        Session.create(undecided, tmp_path / "t", pi=0.1, start_from="labels")
+    assert not (tmp_path / "s").exists() and not (tmp_path / "t").exists()
+    res = run_cli("session", "new", undecided, tmp_path / "u", "--pi", 0.1, "--start-from", "labels:x")
+    assert res.returncode == 2 and res.stderr.startswith("Error: --start-from 'labels:x': give ids:ID")
+
+
 def test_run_from_known_positives_and_from_a_vector(tmp_path, data, stores):
     X, y = data
     path = stores[("zarr", "float32", 1)]

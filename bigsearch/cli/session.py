@@ -105,7 +105,8 @@ def session():
 @click.option("--start-from", default=None, metavar="SPEC",
               help="Start from what you know: ids:ID,ID,... (known positives, recorded as labels), "
                    "vector:FILE.npy (ask the most similar first) or keyword:COLUMN=WORDS (ask matching "
-                   "records first), until the first positive; docs/sessions.md.")
+                   "records first), until the first positive; labels: the decisions the store holds "
+                   "(ingest --label-column: a pilot screening), recorded as labels; docs/sessions.md.")
 @click.option("--prune", is_flag=True,
               help="LAS (alpha = 0), WNAS, BLR (greedy, UCB) and screen (neighbour weight 0): exact pruned queries: "
                    "read only the blocks of rows that could hold the answer.")
@@ -143,16 +144,17 @@ def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, sta
     click.echo(f"created session {directory}: {_describe_method(st)} on {st['store']} ({st['n']:,} x {st['r']})")
     if start is not None:
         click.echo(_describe_start(start))
-    if blind:
-        click.echo(blind_start_notice(directory, st))
+    if blind:    # with a start, only the store's labels can leave it blind: they held no positive
+        click.echo(blind_start_notice(directory, st, "no --start-from" if start is None else
+                                      "the store's labels hold no positive"))
     click.echo(f"next: bigsearch session next {directory}")
 
 
-def blind_start_notice(directory, st):
-    """What a session started with nothing to go on (no --start-from) should be told."""
+def blind_start_notice(directory, st, why="no --start-from"):
+    """What a session started with nothing to go on (no positive known) should be told."""
     prior = st["params"].get("pi")
     same = f"the prior, pi = {prior:g}" if isinstance(prior, (int, float)) else "the same"
-    return (f"blind start: no --start-from, so until a first positive answer every point scores {same}, and "
+    return (f"blind start: {why}, so until a first positive answer every point scores {same}, and "
             "the first queries are about as good as any (on Adult, 50 of them found no positive: "
             "docs/sessions.md). Give what you know: label a record you know is positive "
             f"(bigsearch session label {directory} INDEX 1), or start the session again with --start-from "
@@ -508,6 +510,9 @@ def read_label_csv(path):
 def _describe_start(start):
     if "positives" in start:
         return f"started from {_count(len(start['positives']), 'known positive')}, recorded as labels"
+    if "told" in start:
+        return (f"started from the store's {_count(start['told'], 'label')} ({start['positive']:,} positive, "
+                f"{start['negative']:,} negative), recorded as labels")
     how = "most similar first" if start["ordered"] else "highest f first"
     return (f"started from {start['source']}: {start['candidates']:,} candidates, asked {how} "
             "until the first positive")

@@ -262,6 +262,11 @@ class ExperimentPlan:
         points left unlabeled, the defaults from its size, the answers."""
         y = self._oracle(store)
         start = resolve_start(store, self.start.start_from)
+        if start is not None and start.told is not None:
+            raise ParameterError(
+                "start_from labels is for sessions: in a run the stored labels are the answers "
+                "(start a run from init_index or ids:...)"
+            )
         initial = tuple(self.start.initial(y, self.run_seed(run), start) for run in range(self.runs))
         check_budget(self.budget, store.n - len(initial[0]))  # every run starts from as many
         methods = tuple(m.for_shape(store.n, store.r) for m in self.methods)

@@ -34,7 +34,7 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor
 import numpy as np
 
 from ..engine.guidance.remaining import recent_hit_rate
-from ..engine.guidance.seeding import seeded_top, seeding
+from ..engine.guidance.seeding import labels_told, seeded_top, seeding
 from ..errors import BigsearchError, LabelError, ParameterError, SessionWarning
 from ..session.session import ranked_unskipped
 from .explain import explain
@@ -74,8 +74,7 @@ class Labeler:
         self.highlight = highlight_terms(highlight)
         self.hidden = hidden_fields(session.search.store, hide)
         self.summaries = Summaries(session.search.store, self.hidden)   # the records the lists name
-        start = session.info.get("start") or {}
-        self.start_labels = 0 if count_start else len(start.get("positives") or [])
+        self.start_labels = 0 if count_start else labels_told(session.info.get("start"))
         self.copy_in_memory = copy_in_memory   # False: copy through export/from_state, as on a cluster
         self.budget = budget
         self.prefetch = prefetch

@@ -173,9 +173,10 @@ class Session(SessionRecovery, SessionStatus):
             store.close()
             raise
         session._store, session._engine = store, engine
-        if start is not None and start.positives is not None:
+        told = None if start is None else start.labels_to_tell()
+        if told is not None:
             try:
-                session.tell(start.positives.tolist(), [1] * len(start.positives))    # journaled like any label
+                session.tell(*told)    # journaled like any label
             except BaseException:
                 session.close(checkpoint=False)
                 raise

@@ -81,11 +81,13 @@ class SessionStatus:
         (engine/guidance/stopping.py), or from the random sample when one is answered
         (calibrated by construction); with the session's target (``stop_at_recall``),
         whether the stopping rule is met: the interval's lower end at the target."""
+        from ..engine.guidance.seeding import labels_told
         from ..engine.guidance.stopping import recall_estimate, stop_reached
 
         answers = np.array([y for _, y in self.history], np.float64)
         n = self.info["store"]["fingerprint"]["n"]
-        estimate = recall_estimate(answers, n)
+        given = labels_told(self.info.get("start"))  # the start's labels: not the search's pace
+        estimate = recall_estimate(answers, n, given=given)
         found = int(np.sum(answers >= 0.5))
         out: dict[str, Any] = {"basis": "order", **estimate.as_dict()}
         sample = self._sample_estimate()

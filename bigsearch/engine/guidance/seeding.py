@@ -11,6 +11,9 @@ gives a better start (docs/sessions.md, "Starting from what you know"):
 - ``keyword``: the rows whose source record has the words in a text column (a store made
   by `bigsearch ingest` from CSV / TSV / Parquet keeps the records): the first queries are
   drawn from them, the engine's best (highest f) first.
+- ``labels``: the decisions the store holds (its file's label column: a pilot screening, a
+  review's earlier update), told as the session's first labels. For sessions: in a
+  simulation the stored labels are the answers.
 
 A vector or a keyword only chooses *which points are asked*, until the first positive
 answer; nothing is told to the engine but the oracle's answers, so every score stays
@@ -33,30 +36,54 @@ from ...storage.encoding import decode
 from ...storage.format import DISPLAY_ATTR, RECORDS_NAME
 from ..core.select import Ranked
 
-STRATEGIES = ("ids", "vector", "keyword")
+STRATEGIES = ("ids", "vector", "keyword", "labels")
 VECTOR_CANDIDATES = 1000  # points kept, most similar first: the seed's queries until a positive
 BLOCK_ROWS = 1 << 16  # rows of ids or records read at a time
 
 
 @dataclass(frozen=True)
 class StartFrom:
-    """A resolved start: ``positives`` to tell (ids), or ``candidates`` to ask first,
-    in the order given (``ordered``: vector) or by the engine's f (keyword)."""
+    """A resolved start: ``positives`` to tell (ids), ``told`` (rows, labels) to tell
+    (labels), or ``candidates`` to ask first, in the order given (``ordered``: vector) or by
+    the engine's f (keyword)."""
 
     strategy: str
     source: str
     positives: np.ndarray | None = None
     candidates: np.ndarray | None = None
     ordered: bool = True
+    told: tuple[np.ndarray, np.ndarray] | None = None
+
+    def labels_to_tell(self) -> tuple[list[int], list[Any]] | None:
+        """(rows, labels) that start the session as its first label group, or None."""
+        if self.told is not None:
+            return self.told[0].tolist(), self.told[1].tolist()
+        if self.positives is not None:
+            return self.positives.tolist(), [1] * len(self.positives)
+        return None
 
     def describe(self) -> dict[str, Any]:
         """What a session or a results file records about it."""
         out: dict[str, Any] = {"strategy": self.strategy, "source": self.source}
         if self.positives is not None:
             out["positives"] = self.positives.tolist()
+        if self.told is not None:
+            values = self.told[1]
+            out.update(
+                told=int(len(values)),
+                positive=int(np.count_nonzero(values == 1)),
+                negative=int(np.count_nonzero(values == 0)),
+            )
         if self.candidates is not None:
             out.update(candidates=int(len(self.candidates)), ordered=self.ordered)
         return out
+
+
+def labels_told(described: dict[str, Any] | None) -> int:
+    """How many labels a start told (the session's first group), from what
+    :meth:`StartFrom.describe` recorded: the known positives of ``ids``, or ``labels``'."""
+    described = described or {}
+    return len(described.get("positives") or []) + described.get("told", 0)
 
 
 def resolve_start(store: Any, start_from: str | dict | StartFrom | None) -> StartFrom | None:
@@ -66,10 +93,10 @@ def resolve_start(store: Any, start_from: str | dict | StartFrom | None) -> Star
     if start_from is None or isinstance(start_from, StartFrom):
         return start_from
     if isinstance(start_from, dict):
-        if len(start_from) != 1 or next(iter(start_from)) not in STRATEGIES:
+        if len(start_from) != 1 or next(iter(start_from)) not in ("ids", "vector", "keyword"):
             raise ParameterError(
-                f"start_from: give one of {{'ids': [...]}}, {{'vector': array}} or "
-                f"{{'keyword': (column, words)}}, got keys {sorted(start_from)}"
+                f"start_from: give one of {{'ids': [...]}}, {{'vector': array}}, "
+                f"{{'keyword': (column, words)}} or 'labels', got keys {sorted(start_from)}"
             )
         ((kind, value),) = start_from.items()
         if kind == "ids":
@@ -85,9 +112,11 @@ def parse_start(store: Any, spec: str) -> StartFrom:
     """``ids:A,B,C`` (or ``ids:FILE``, one id per line), ``vector:FILE.npy`` or
     ``keyword:COLUMN=WORDS`` -> a :class:`StartFrom` resolved on ``store``."""
     strategy, sep, value = str(spec).partition(":")
-    if not sep or strategy not in STRATEGIES or not value:
+    if strategy == "labels" and not value:
+        return from_stored_labels(store)
+    if not sep or strategy not in STRATEGIES or not value or strategy == "labels":
         raise ParameterError(
-            f"start_from {spec!r}: give ids:ID,ID,... (or ids:FILE), vector:FILE.npy or keyword:COLUMN=WORDS"
+            f"start_from {spec!r}: give ids:ID,ID,... (or ids:FILE), vector:FILE.npy, keyword:COLUMN=WORDS or labels"
         )
     if strategy == "ids":
         path = Path(value)
@@ -103,6 +132,21 @@ def parse_start(store: Any, spec: str) -> StartFrom:
     if not sep or not column or not words.strip():
         raise ParameterError(f"start_from {spec!r}: give keyword:COLUMN=WORDS, e.g. keyword:title=quantum")
     return from_keyword(store, column, words, source=spec)
+
+
+def from_stored_labels(store: Any) -> StartFrom:
+    """The store's labels (ingest --label-column: the decisions its file holds), every
+    labeled row told as it is."""
+    y = store.labels()
+    if y is None:
+        raise LabelError(
+            f"start_from labels: {store.path} has no labels: ingest its file again with its label "
+            "column to keep its decisions (docs/ingest.md, Labels)"
+        )
+    rows = np.flatnonzero(y >= 0)
+    if not len(rows):
+        raise LabelError(f"start_from labels: {store.path} has labels, but every row is unlabeled (-1)")
+    return StartFrom("labels", "labels", told=(rows, np.asarray(y)[rows]))
 
 
 def from_ids(store: Any, ids: list[Any], source: str = "ids") -> StartFrom:
