@@ -116,14 +116,17 @@ def test_record_hashes_against_a_direct_computation(squeeze):
 
 
 def test_the_finder_against_a_direct_search():
-    """Random keys (few distinct, many absent) in random blocks: each row's earliest match by
-    either key, as a direct search finds it (a copy of a copy names the copy)."""
+    """Random keys (few distinct, many absent) in random blocks, added in any order: each
+    row's earliest match by either key, as a direct search finds it (a copy of a copy names
+    the copy)."""
     rng = np.random.default_rng(3)
     n = 500
     keys = [rng.integers(0, 40, n).astype(np.uint64) * (rng.random(n) < 0.3) for _ in range(2)]
     cuts = np.sort(rng.choice(np.arange(1, n), 30, replace=False))
     finder = DuplicateFinder()
-    for a, b in zip(np.r_[0, cuts], np.r_[cuts, n]):
+    blocks = list(zip(np.r_[0, cuts], np.r_[cuts, n]))
+    for k in rng.permutation(len(blocks)):            # in any order, as workers may return them
+        a, b = blocks[k]
         finder.add(int(a), (keys[0][a:b], keys[1][a:b]))
     rows, firsts = finder.repeats()
     direct = {}

@@ -72,7 +72,8 @@ class DuplicateFinder:
             keys = np.concatenate([k[which] for _, k in self.parts])
             present = keys != 0
             _earliest(keys[present], rows[present], first, present)
-        repeated = first < rows
+        repeated = np.flatnonzero(first < rows)
+        repeated = repeated[np.argsort(rows[repeated], kind="stable")]    # in row order, however the blocks came
         return rows[repeated], first[repeated]
 
 
