@@ -754,6 +754,18 @@ def test_the_budget_ends_the_page_and_starting_labels_are_not_counted(tmp_path, 
             labeler.close()
 
 
+def test_the_stores_labels_told_at_the_start_are_not_counted_either(tmp_path, store_factory, data):
+    X, y = data
+    pilot = np.full(len(y), -1, np.int8)
+    pilot[:5] = y[:5]                                  # a pilot's five decisions kept in the store
+    Session.create(store_factory(X, pilot, "zarr", "float32", 37), tmp_path / "s", pi=0.1, start_from="labels").close()
+    with Session.open(tmp_path / "s") as s:
+        labeler = Labeler(s, budget=3)
+        progress = labeler.view()["progress"]
+        assert (progress["labels"], progress["used"], progress["start_labels"]) == (5, 0, 5)
+        labeler.close()
+
+
 def test_the_recent_hit_rate_is_shown(tmp_path, store, data):
     _, y = data
     Session.create(store, tmp_path / "s", pi=0.1).close()
