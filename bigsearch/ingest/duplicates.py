@@ -16,10 +16,10 @@ of the writing pass (``ingest --drop-duplicates``).
 
 import numpy as np
 
+from ..kernels.text import GOLDEN
 from .columns import text_values
 
 DOI_PREFIXES = r"^(?i)(?:https?://(?:dx\.)?doi\.org/|doi:\s*)"
-GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 def row_keys(block, doi_column, text_columns):

@@ -118,7 +118,8 @@ def _ingest(sources, out, source, labels, features, output, progress, command, m
         _check_plan_size(plan)
         _check_positives(readers, rule, stats, progress)
     _say_not_features(plan, progress)
-    duplicates = _duplicates(stats, features.drop_duplicates, progress)
+    repeats = (stats or {}).get("repeats", (np.zeros(0, np.int64),) * 2)    # (rows, the earlier row of each)
+    duplicates = _duplicates(*repeats, features.drop_duplicates, progress)
     subsample = None
     if labels.prevalence is not None:
         subsample = PositiveSubsample(labels.prevalence, labels.seed, stats["labels"].get(1, 0),
@@ -170,13 +171,12 @@ def _ingest(sources, out, source, labels, features, output, progress, command, m
             "int8_exact": writer.int8_exact and encoding in ("float32", "float64"),
             "encoding": encoding, "stages": stages, "passes": passes, "label_mapping": mapping,
             "label_column_found": _label_column_found(readers, rule),
-            "duplicates": 0 if stats is None or "repeats" not in stats else len(stats["repeats"][0]),
+            "duplicates": len(repeats[0]),
             "duplicates_left_out": len(duplicates) if duplicates else 0}
 
 
-def _duplicates(stats, drop, progress):
+def _duplicates(rows, firsts, drop, progress):
     """A DuplicateFilter of the rows repeating an earlier record when ``drop``; else they are named."""
-    rows, firsts = (stats or {}).get("repeats", ((), ()))
     if not len(rows):
         return None
     if drop:

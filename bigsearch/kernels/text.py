@@ -415,7 +415,7 @@ def record_hashes(offsets, data, squeeze):
         h, counted = np.uint64(0xCBF29CE484222325), 0
         for p in range(offsets[i], offsets[i + 1]):
             b = data[p]
-            if squeeze and b < 128 and not ((48 <= b <= 57) or (65 <= b <= 90) or (97 <= b <= 122)):
+            if squeeze and b < 128 and (b == 95 or not _is_word(b)):  # '_' is punctuation here
                 continue
             h = (h ^ _lower(b)) * np.uint64(0x100000001B3)
             counted += 1

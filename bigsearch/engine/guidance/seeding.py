@@ -37,6 +37,7 @@ from ...storage.format import DISPLAY_ATTR, RECORDS_NAME
 from ..core.select import Ranked
 
 STRATEGIES = ("ids", "vector", "keyword", "labels")
+PYTHON_FORMS = ("ids", "vector", "keyword")  # the strategies also given as {name: value}
 VECTOR_CANDIDATES = 1000  # points kept, most similar first: the seed's queries until a positive
 BLOCK_ROWS = 1 << 16  # rows of ids or records read at a time
 
@@ -93,7 +94,7 @@ def resolve_start(store: Any, start_from: str | dict | StartFrom | None) -> Star
     if start_from is None or isinstance(start_from, StartFrom):
         return start_from
     if isinstance(start_from, dict):
-        if len(start_from) != 1 or next(iter(start_from)) not in ("ids", "vector", "keyword"):
+        if len(start_from) != 1 or next(iter(start_from)) not in PYTHON_FORMS:
             raise ParameterError(
                 f"start_from: give one of {{'ids': [...]}}, {{'vector': array}}, "
                 f"{{'keyword': (column, words)}} or 'labels', got keys {sorted(start_from)}"
