@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
+from forked_cli import ForkedCli
 
 import bigsearch
 from bigsearch import datasets
@@ -152,12 +153,37 @@ QUIET_AND_TRACED = {"PYTHONWARNINGS": "ignore", "PYTHONFAULTHANDLER": "1"}
 
 
 def run_cli(*args, cwd=None, timeout=300, env=None, prefix=()):
-    """The real `bigsearch` command in a subprocess; returns CompletedProcess. ``env``:
+    """The real `bigsearch` command in a process of its own; returns CompletedProcess. ``env``:
     variables to set (a value None removes one); ``prefix``: a command that runs it
-    (e.g. WITHOUT_FILE_PERMISSION_OVERRIDE)."""
+    (e.g. WITHOUT_FILE_PERMISSION_OVERRIDE). Forked from a process with the libraries
+    imported (tests/forked_cli.py) unless a prefix, a variable read at import, another
+    command running or BIGSEARCH_TEST_FORK=0 asks for `python -m bigsearch` from scratch."""
     env = {k: v for k, v in {**os.environ, **QUIET_AND_TRACED, **(env or {})}.items() if v is not None}
-    return subprocess.run([*prefix, sys.executable, "-m", "bigsearch", *map(str, args)], capture_output=True,
+    args = [str(a) for a in args]
+    forked = None if prefix else forked_cli(env)
+    done = forked.run(args, cwd or os.getcwd(), env, timeout) if forked else None
+    if done is not None:
+        return done
+    return subprocess.run([*prefix, sys.executable, "-m", "bigsearch", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=timeout, env=env)
+
+
+_STARTING_ENV = {**os.environ, **QUIET_AND_TRACED}  # before any test sets a variable
+_forked_cli = []
+
+
+def forked_cli(env):
+    """This test process's ForkedCli, started on first use; None where ``env`` needs a fresh start."""
+    if os.environ.get("BIGSEARCH_TEST_FORK", "1") == "0":
+        return None
+    if not _forked_cli:
+        _forked_cli.append(ForkedCli(_STARTING_ENV))
+    return _forked_cli[0] if _forked_cli[0].can_run(env) else None
+
+
+def pytest_unconfigure(config):
+    for forked in _forked_cli:
+        forked.close()
 
 
 def without_file_permission_override():

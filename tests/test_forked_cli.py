@@ -1,0 +1,57 @@
+"""tests/forked_cli.py: a command forked from the process with the libraries imported gives
+what `python -m bigsearch` from scratch gives (exit status, stdout, stderr), in its own
+directory and environment; a variable read at import sends it back to a fresh start."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bigsearch.testing import clustered_points
+from conftest import QUIET_AND_TRACED
+from forked_cli import ForkedCli
+
+
+@pytest.fixture(scope="module")
+def forked():
+    forking = ForkedCli({**os.environ, **QUIET_AND_TRACED})
+    assert forking.ready
+    yield forking
+    forking.close()
+
+
+def from_scratch(args, cwd, env):
+    return subprocess.run([sys.executable, "-m", "bigsearch", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=120)
+
+
+def test_a_forked_command_gives_what_a_fresh_one_gives(forked, tmp_path, store_factory):
+    store = store_factory(*clustered_points(300, 4, prevalence=0.1, seed=3), "zarr", "float32", 64)
+    env = {**os.environ, **QUIET_AND_TRACED}
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n3\n")
+    for args in (["--version"], ["info", str(store)], ["no-such-command"], ["info", "missing.zarr"],
+                 ["ingest", "bad.csv", "out.zarr"], ["run", str(store), "--budget", "0", "--out", "r"]):
+        fork, fresh = forked.run(args, tmp_path, env, 120), from_scratch(args, tmp_path, env)
+        assert (fork.returncode, fork.stdout, fork.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr), args
+    assert not (tmp_path / "out.zarr").exists() and not (tmp_path / "r").exists()
+
+
+def test_the_command_has_its_own_directory_and_environment(forked, tmp_path):
+    env = {**os.environ, **QUIET_AND_TRACED, "BIGSEARCH_DATA_DIR": "cache"}
+    (tmp_path / "cache" / "adult").mkdir(parents=True)
+    (tmp_path / "cache" / "adult" / "adult.data").write_text("1,2\n")
+    fork, fresh = (run(["datasets", "path", "adult"], tmp_path, env) for run in (forked_run(forked), from_scratch))
+    assert fork.stdout == fresh.stdout and (fork.returncode, fork.stderr) == (fresh.returncode, fresh.stderr)
+    assert "BIGSEARCH_DATA_DIR" not in os.environ and os.getcwd() != str(tmp_path)
+
+
+def forked_run(forked):
+    return lambda args, cwd, env: forked.run(args, cwd, env, 60)
+
+
+def test_a_variable_read_at_import_needs_a_fresh_start(forked):
+    env = {**os.environ, **QUIET_AND_TRACED}
+    assert forked.can_run(env) and forked.can_run({**env, "BIGSEARCH_DATA_DIR": "elsewhere"})
+    for name in ("NUMBA_CACHE_DIR", "PYTHONPATH", "OPENBLAS_CORETYPE", "TMPDIR"):
+        assert not forked.can_run({**env, name: "/somewhere/else"}), name
