@@ -11,13 +11,14 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
-from forked_cli import ForkedCli
 
 import bigsearch
 from bigsearch import datasets
 from bigsearch.storage import STORE_FORMATS, store_format
 from bigsearch.testing import clustered_points, store_suite
 from bigsearch.testing.store_suite import DTYPES, read_all  # noqa: F401 (read_all: for the tests)
+
+from forked_cli import ForkedCli
 
 pytest_plugins = ["pytester"]   # tests/test_lanes.py runs pytest on small test files
 

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from bigsearch.testing import clustered_points
+
 from conftest import QUIET_AND_TRACED
 from forked_cli import ForkedCli
 
