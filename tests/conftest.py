@@ -2,6 +2,7 @@
 
 import os
 import pty
+import resource
 import shutil
 import subprocess
 import sys
@@ -153,20 +154,22 @@ def run_queries(search, y, steps):
 QUIET_AND_TRACED = {"PYTHONWARNINGS": "ignore", "PYTHONFAULTHANDLER": "1"}
 
 
-def run_cli(*args, cwd=None, timeout=300, env=None, prefix=()):
+def run_cli(*args, cwd=None, timeout=300, env=None, prefix=(), address_space=None):
     """The real `bigsearch` command in a process of its own; returns CompletedProcess. ``env``:
     variables to set (a value None removes one); ``prefix``: a command that runs it
-    (e.g. WITHOUT_FILE_PERMISSION_OVERRIDE). Forked from a process with the libraries
+    (e.g. WITHOUT_FILE_PERMISSION_OVERRIDE); ``address_space``: its limit of virtual memory
+    in bytes. Forked from a process with the libraries
     imported (tests/forked_cli.py) unless a prefix, a variable read at import, another
     command running or BIGSEARCH_TEST_FORK=0 asks for `python -m bigsearch` from scratch."""
     env = {k: v for k, v in {**os.environ, **QUIET_AND_TRACED, **(env or {})}.items() if v is not None}
     args = [str(a) for a in args]
     forked = None if prefix else forked_cli(env)
-    done = forked.run(args, cwd or os.getcwd(), env, timeout) if forked else None
+    done = forked.run(args, cwd or os.getcwd(), env, timeout, address_space) if forked else None
     if done is not None:
         return done
+    limit = (lambda: resource.setrlimit(resource.RLIMIT_AS, (address_space,) * 2)) if address_space else None
     return subprocess.run([*prefix, sys.executable, "-m", "bigsearch", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=timeout, env=env)
+                          text=True, cwd=cwd, timeout=timeout, env=env, preexec_fn=limit)
 
 
 _STARTING_ENV = {**os.environ, **QUIET_AND_TRACED}  # before any test sets a variable

@@ -1,6 +1,6 @@
 """`bigsearch` commands in processes forked from one that has already imported the third-party
 libraries (numpy, numba, zarr, h5py, scipy, pyarrow, pandas, dask): a command's process is its
-own (its exit status, stdout and stderr, its working directory and environment), and it starts
+own (its exit status, stdout and stderr, its working directory, environment and memory limit), and it starts
 the way `python -m bigsearch` does, without paying 0.5 s of imports each time. The suite runs
 some 500 commands; docs/contributing.md has what this saves and when a command still starts
 from scratch (``run_cli`` in tests/conftest.py decides).
@@ -70,22 +70,32 @@ class ForkedCli:
         self.proc = subprocess.Popen(
             [sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, bufsize=0
         )
+        self.replies = select.poll()  # not select(): a test process may hold more than 1,024 files
+        self.replies.register(self.proc.stdout, select.POLLIN)
         self.ready = self._reply(timeout=120) == {"ready": True}
 
     def can_run(self, env):
         return self.ready and self.proc.poll() is None and import_settings(env) == self.settings
 
-    def run(self, args, cwd, env, timeout):
+    def run(self, args, cwd, env, timeout, address_space=None):
+        """``address_space``: the command's limit of virtual memory in bytes (RLIMIT_AS)."""
         if not os.path.isdir(cwd) or not self.lock.acquire(blocking=False):
             return None  # subprocess says what is wrong with cwd; another command running: the caller starts it
         try:
-            return self._run(args, cwd, env, timeout)
+            return self._run(args, cwd, env, timeout, address_space)
         finally:
             self.lock.release()
 
-    def _run(self, args, cwd, env, timeout):
+    def _run(self, args, cwd, env, timeout, address_space):
         out, err = self.outputs / "stdout", self.outputs / "stderr"
-        request = {"args": args, "cwd": str(cwd), "env": env, "stdout": str(out), "stderr": str(err)}
+        request = {
+            "args": args,
+            "cwd": str(cwd),
+            "env": env,
+            "stdout": str(out),
+            "stderr": str(err),
+            "address_space": address_space,
+        }
         try:
             self.proc.stdin.write((json.dumps(request) + "\n").encode())
             pid = self._reply(timeout=60)["pid"]
@@ -103,7 +113,7 @@ class ForkedCli:
     def _reply(self, timeout):
         line = b""
         while not line.endswith(b"\n"):
-            if not select.select([self.proc.stdout], [], [], timeout)[0]:
+            if not self.replies.poll(timeout * 1000):
                 return None
             chunk = os.read(self.proc.stdout.fileno(), 4096)
             if not chunk:
@@ -153,8 +163,11 @@ def run_command(request):
     """In the forked process: become `python -m bigsearch ARGS` run in ``cwd`` with ``env``,
     its stdin empty and its output in the two files."""
     import importlib.util
+    import resource
     import types
 
+    if request["address_space"]:
+        resource.setrlimit(resource.RLIMIT_AS, (request["address_space"],) * 2)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])

@@ -3,6 +3,7 @@ what `python -m bigsearch` from scratch gives (exit status, stdout, stderr), in 
 directory and environment; a variable read at import sends it back to a fresh start."""
 
 import os
+import resource
 import subprocess
 import sys
 
@@ -56,3 +57,23 @@ def test_a_variable_read_at_import_needs_a_fresh_start(forked):
     assert forked.can_run(env) and forked.can_run({**env, "BIGSEARCH_DATA_DIR": "elsewhere"})
     for name in ("NUMBA_CACHE_DIR", "PYTHONPATH", "OPENBLAS_CORETYPE", "TMPDIR"):
         assert not forked.can_run({**env, name: "/somewhere/else"}), name
+
+
+def test_a_test_process_holding_many_files(tmp_path):
+    """A test process may hold more than select()'s 1,024 files (it did on CI): the replies'
+    pipe is then numbered past them."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if min(hard, 4096) < 1200:
+        pytest.skip(f"this system allows {hard} open files, too few to open 1,100")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        forking = ForkedCli({**os.environ, **QUIET_AND_TRACED})
+        assert forking.proc.stdout.fileno() > 1024
+        done = forking.run(["--version"], tmp_path, {**os.environ, **QUIET_AND_TRACED}, 60)
+        assert done.returncode == 0 and done.stdout.startswith("bigsearch")
+        forking.close()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

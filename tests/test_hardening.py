@@ -12,10 +12,7 @@ import gzip
 import hashlib
 import json
 import os
-import resource
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +21,8 @@ import pytest
 import bigsearch
 from bigsearch.errors import StoreError
 from bigsearch.testing import clustered_points
+
+from conftest import run_cli
 
 LIMIT_BYTES = 3 << 30
 
@@ -355,16 +354,10 @@ CASES = _ingest_cases() + _store_cases() + _run_cases() + _parameter_cases() + _
 
 
 # -- running a case -------------------------------------------------------------------
-def _limit_memory():
-    resource.setrlimit(resource.RLIMIT_AS, (LIMIT_BYTES, LIMIT_BYTES))
-
-
 def cli(*args, cwd=None, limit=True, timeout=120):
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    if cwd is not None:          # data sets fetched go into the case: a refused fetch leaves none
-        env["BIGSEARCH_DATA_DIR"] = str(Path(cwd) / "datasets-cache")
-    return subprocess.run([sys.executable, "-m", "bigsearch", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=timeout, preexec_fn=_limit_memory if limit else None)
+    # data sets fetched go into the case: a refused fetch leaves none
+    env = {"BIGSEARCH_DATA_DIR": str(Path(cwd) / "datasets-cache")} if cwd is not None else None
+    return run_cli(*args, cwd=cwd, env=env, timeout=timeout, address_space=LIMIT_BYTES if limit else None)
 
 
 def checksums(root):

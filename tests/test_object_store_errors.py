@@ -22,23 +22,15 @@ from bigsearch.errors import ParameterError, StoreError
 from bigsearch.testing import clustered_points
 from bigsearch.testing.s3_server import ACCESS, NO_METADATA, S3Server
 
-from conftest import QUIET_AND_TRACED
+from conftest import run_cli
 
 FAST_FAIL = ["--storage-option", "retries=1", "--storage-option", "retry_timeout=2"]
 
 
 def cli(*args, env=None, cwd=None):
     """The real CLI with exactly this environment (plus the no-metadata guard)."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env = {**base, **NO_METADATA, **QUIET_AND_TRACED, **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "bigsearch", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=300,
-    )
+    unset = {k: None for k in os.environ if k.startswith("AWS_")}
+    return run_cli(*args, env={**unset, **NO_METADATA, **(env or {})}, cwd=cwd)
 
 
 def assert_one_line_error(done, *words):
