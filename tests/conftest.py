@@ -17,9 +17,8 @@ import bigsearch
 from bigsearch import datasets
 from bigsearch.storage import STORE_FORMATS, store_format
 from bigsearch.testing import clustered_points, store_suite
+from bigsearch.testing.forked_cli import ForkedCli
 from bigsearch.testing.store_suite import DTYPES, read_all  # noqa: F401 (read_all: for the tests)
-
-from forked_cli import ForkedCli
 
 pytest_plugins = ["pytester"]   # tests/test_lanes.py runs pytest on small test files
 
@@ -159,7 +158,7 @@ def run_cli(*args, cwd=None, timeout=300, env=None, prefix=(), address_space=Non
     variables to set (a value None removes one); ``prefix``: a command that runs it
     (e.g. WITHOUT_FILE_PERMISSION_OVERRIDE); ``address_space``: its limit of virtual memory
     in bytes. Forked from a process with the libraries
-    imported (tests/forked_cli.py) unless a prefix, a variable read at import, another
+    imported (bigsearch/testing/forked_cli.py) unless a prefix, a variable read at import, another
     command running or BIGSEARCH_TEST_FORK=0 asks for `python -m bigsearch` from scratch."""
     env = {k: v for k, v in {**os.environ, **QUIET_AND_TRACED, **(env or {})}.items() if v is not None}
     args = [str(a) for a in args]

@@ -1,4 +1,4 @@
-"""tests/forked_cli.py: a command forked from the process with the libraries imported gives
+"""bigsearch/testing/forked_cli.py: a command forked from the process with the libraries imported gives
 what `python -m bigsearch` from scratch gives (exit status, stdout, stderr), in its own
 directory and environment; a variable read at import sends it back to a fresh start."""
 
@@ -10,15 +10,15 @@ import sys
 import pytest
 
 from bigsearch.testing import clustered_points
+from bigsearch.testing.forked_cli import ForkedCli
 
 from conftest import QUIET_AND_TRACED
-from forked_cli import ForkedCli
 
 
 @pytest.fixture(scope="module")
 def forked():
     forking = ForkedCli({**os.environ, **QUIET_AND_TRACED})
-    assert forking.ready
+    assert forking.forker.ready
     yield forking
     forking.close()
 
@@ -69,7 +69,7 @@ def test_a_test_process_holding_many_files(tmp_path):
     held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
     try:
         forking = ForkedCli({**os.environ, **QUIET_AND_TRACED})
-        assert forking.proc.stdout.fileno() > 1024
+        assert forking.forker.proc.stdout.fileno() > 1024
         done = forking.run(["--version"], tmp_path, {**os.environ, **QUIET_AND_TRACED}, 60)
         assert done.returncode == 0 and done.stdout.startswith("bigsearch")
         forking.close()

@@ -23,13 +23,13 @@ directory behind provably landed during checkpointing; those are counted.
 import os
 import shutil
 import signal
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
+
+from .forking import Forker, serve
 
 DECOY_EVERY, DECOY_AT = 7, 3      # at steps k = 3, 10, 17, ...: a wrong label, then undo
 
@@ -70,7 +70,7 @@ def drive(store, session_dir, ack_path, y, limit, checkpoint_every):
 
 
 def zygote(store, session_dir, limit, checkpoint_every):
-    """Warm up, then fork one driver per "fork ACK_PATH" line on stdin."""
+    """Warm up, then fork one driver per request ``{"ack": ACK_PATH}`` on stdin (forking.py)."""
     from ..session import Session
     from ..storage import open_store
     with open_store(store) as st:
@@ -84,17 +84,7 @@ def zygote(store, session_dir, limit, checkpoint_every):
     with Session.open(warm) as s:
         s.tell(s.ask(), 1)
     shutil.rmtree(warm)
-    if threading.active_count() != 1:
-        raise RuntimeError(f"{threading.active_count()} threads alive in the zygote: fork would be unsafe")
-    print("ready", flush=True)
-    for line in sys.stdin:
-        ack_path = line.split(maxsplit=1)[1].strip()
-        pid = os.fork()
-        if pid == 0:
-            _child(store, session_dir, ack_path, y, limit, checkpoint_every)
-        print(f"pid {pid}", flush=True)
-        _, status = os.waitpid(pid, 0)
-        print(f"exit {pid} {status}", flush=True)
+    serve(lambda request: _child(store, session_dir, request["ack"], y, limit, checkpoint_every))
 
 
 def _child(*args):
@@ -141,31 +131,22 @@ def reference_run(store, directory, limit, checkpoint_every):
 # -- the controller -----------------------------------------------------------------------------
 class Zygote:
     def __init__(self, store, session_dir, limit, checkpoint_every):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bigsearch.testing.session_crash", "zygote", str(store), str(session_dir),
-             str(limit), str(checkpoint_every)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
-            env={**os.environ, "PYTHONWARNINGS": "ignore"})
-        self._expect("ready")
-
-    def _expect(self, word):
-        line = self.proc.stdout.readline()
-        if not line.startswith(word):
-            raise RuntimeError(f"zygote said {line!r}, expected {word!r} (exit status {self.proc.poll()})")
-        return line.split()
+        self.forker = Forker([sys.executable, "-m", "bigsearch.testing.session_crash", "zygote", str(store),
+                              str(session_dir), str(limit), str(checkpoint_every)],
+                             env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        if not self.forker.ready:
+            raise RuntimeError(f"the zygote is not ready to fork (exit status {self.forker.proc.poll()})")
 
     def run_and_kill(self, ack_path, delay):
-        """Fork a driver, SIGKILL it after ``delay`` seconds; returns its wait status."""
-        self.proc.stdin.write(f"fork {ack_path}\n")
-        self.proc.stdin.flush()
-        pid = int(self._expect("pid")[1])
+        """Fork a driver, SIGKILL it after ``delay`` seconds; returns its exit status (minus
+        the signal that ended it)."""
+        pid = self.forker.start({"ack": str(ack_path)})
         time.sleep(delay)
         os.kill(pid, signal.SIGKILL)
-        return int(self._expect("exit")[2])
+        return self.forker.wait()
 
     def close(self):
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
+        self.forker.close()
 
 
 def acknowledged(ack_path, labels):
@@ -249,7 +230,7 @@ def crash_test(workdir, kills, *, seed=0, max_delay=0.25, n=600, r=8, limit=160,
             # labelling gets somewhere again, so every round keeps making progress
             status = zyg.run_and_kill(ack_path, rng.uniform(0, max_delay * (1 + stalled)))
             stats["kills"] += 1
-            stats["sigkilled"] += os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+            stats["sigkilled"] += status == -signal.SIGKILL
             if any(".tmp-" in p.name for p in (session_dir / "checkpoints").glob(".*")):
                 stats["during_checkpoint"] += 1
             acked, acks, last, errors = acknowledged(ack_path, held)
