@@ -17,7 +17,8 @@ import bigsearch
 from bigsearch import datasets
 from bigsearch.storage import STORE_FORMATS, store_format
 from bigsearch.testing import clustered_points, store_suite
-from bigsearch.testing.forked_cli import ForkedCli
+from bigsearch.testing.forked_cli import close_forked_cli, shared_forked_cli
+from bigsearch.testing.serve import ServerProcess
 from bigsearch.testing.store_suite import DTYPES, read_all  # noqa: F401 (read_all: for the tests)
 
 pytest_plugins = ["pytester"]   # tests/test_lanes.py runs pytest on small test files
@@ -171,22 +172,26 @@ def run_cli(*args, cwd=None, timeout=300, env=None, prefix=(), address_space=Non
                           text=True, cwd=cwd, timeout=timeout, env=env, preexec_fn=limit)
 
 
+def server_process(directory, *args, **kw):
+    """`bigsearch serve` (bigsearch/testing/serve.py), forked as run_cli's commands are where
+    it can be, with the environment they have."""
+    env = {**os.environ, **QUIET_AND_TRACED}
+    return ServerProcess(directory, *args, env=env, forked=forked_cli(env), **kw)
+
+
 _STARTING_ENV = {**os.environ, **QUIET_AND_TRACED}  # before any test sets a variable
-_forked_cli = []
 
 
 def forked_cli(env):
-    """This test process's ForkedCli, started on first use; None where ``env`` needs a fresh start."""
+    """This test process's ForkedCli; None where ``env`` needs a fresh start."""
     if os.environ.get("BIGSEARCH_TEST_FORK", "1") == "0":
         return None
-    if not _forked_cli:
-        _forked_cli.append(ForkedCli(_STARTING_ENV))
-    return _forked_cli[0] if _forked_cli[0].can_run(env) else None
+    forking = shared_forked_cli(_STARTING_ENV)
+    return forking if forking.can_run(env) else None
 
 
 def pytest_unconfigure(config):
-    for forked in _forked_cli:
-        forked.close()
+    close_forked_cli()
 
 
 def without_file_permission_override():

@@ -77,3 +77,18 @@ def test_a_test_process_holding_many_files(tmp_path):
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_started_command_reads_as_a_pipe_does(forked, tmp_path):
+    """popen (what ServerProcess forks `serve` with): stdout line by line as it comes, then
+    the rest and stderr at the end, as Popen's pipes give them; the next command may then fork."""
+    env = {**os.environ, **QUIET_AND_TRACED}
+    for args in (["run", "--help"], ["ingest", "missing.csv", "out.zarr"]):
+        command = forked.popen(args, tmp_path, env)
+        assert forked.run(["--version"], tmp_path, env, 60) is None  # one command at a time
+        first = command.stdout.readline()
+        out, err = command.communicate(timeout=60)
+        fresh = from_scratch(args, tmp_path, env)
+        assert (command.returncode, first + out, err) == (fresh.returncode, fresh.stdout, fresh.stderr)
+        assert first == fresh.stdout[: len(first)] and (first.endswith("\n") or not first)
+    assert forked.run(["--version"], tmp_path, env, 60).returncode == 0

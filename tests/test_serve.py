@@ -17,8 +17,8 @@ import bigsearch
 from bigsearch import Session
 from bigsearch.testing import clustered_points
 from bigsearch.testing.dense import dense_f, dense_wnas
-from bigsearch.testing.serve import PageClient, ServerProcess
-from tests.conftest import chunkings, run_cli
+from bigsearch.testing.serve import PageClient
+from tests.conftest import chunkings, run_cli, server_process
 
 flask = pytest.importorskip("flask", reason="bigsearch[serve] (flask, waitress) is not installed")
 
@@ -292,7 +292,7 @@ def client_for(tmp_path, store):
     def make(host="127.0.0.1", *args, cookie=True):
         d = tmp_path / f"s{len(servers)}"
         Session.create(store, d, pi=0.1).close()
-        servers.append(ServerProcess(d, "--host", host, *args).start())
+        servers.append(server_process(d, "--host", host, *args).start())
         token = re.search(r"access token: (\S+)", servers[-1].banner[1])
         auth = {"Authorization": f"Bearer {token.group(1)}"} if token else {}
         state = PageClient(servers[-1].url).get("/api/state", headers=auth).get_json()

@@ -24,8 +24,8 @@ import pytest
 
 from bigsearch import Session
 from bigsearch.testing import clustered_points
-from bigsearch.testing.serve import CHROMEDRIVER, CHROMIUM, ServerProcess, chromium
-from tests.conftest import run_cli
+from bigsearch.testing.serve import CHROMEDRIVER, CHROMIUM, chromium
+from tests.conftest import run_cli, server_process
 
 pytest.importorskip("flask", reason="bigsearch[serve] (flask, waitress) is not installed")
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
@@ -94,7 +94,7 @@ def servers():
     started = []
 
     def make(*args, **kw):
-        server = ServerProcess(*args, timeout=WAIT, **kw)
+        server = server_process(*args, timeout=WAIT, **kw)
         started.append(server)
         return server
     yield make

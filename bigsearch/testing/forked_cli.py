@@ -11,10 +11,13 @@ figures and when a command still starts from scratch).
 import atexit
 import os
 import runpy
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from .forking import Forker, serve
@@ -58,29 +61,39 @@ def import_settings(env):
 
 
 class ForkedCli:
-    """The forking process of one test process; ``run`` gives what subprocess.run would, or
-    None where it cannot (another command running, a bad directory, the process gone)."""
+    """The forking process of one test process. ``run`` gives what subprocess.run would and
+    ``popen`` what subprocess.Popen would (stdout and stderr read as pipes), or None where
+    they cannot: another command running, a bad directory, a variable read at import that
+    differs (``can_run``), the forking process gone."""
 
     def __init__(self, env):
         self.settings = import_settings(env)
         self.lock = threading.Lock()
         self.outputs = Path(tempfile.mkdtemp(prefix="bigsearch-cli-"))
         self.forker = Forker([sys.executable, "-m", "bigsearch.testing.forked_cli"], env)
+        self.started = 0
 
     def can_run(self, env):
         return self.forker.alive() and import_settings(env) == self.settings
 
     def run(self, args, cwd, env, timeout, address_space=None):
         """``address_space``: the command's limit of virtual memory in bytes (RLIMIT_AS)."""
-        if not os.path.isdir(cwd) or not self.lock.acquire(blocking=False):
-            return None  # subprocess says what is wrong with cwd; another command running: the caller starts it
+        command = self.popen(args, cwd, env, address_space)
+        if command is None:
+            return None
         try:
-            return self._run(args, cwd, env, timeout, address_space)
-        finally:
-            self.lock.release()
+            out, err = command.communicate(timeout)
+        except subprocess.TimeoutExpired:
+            command.kill()
+            out, err = command.communicate()
+            raise subprocess.TimeoutExpired(command.args, timeout, out, err) from None
+        return subprocess.CompletedProcess(command.args, command.returncode, out, err)
 
-    def _run(self, args, cwd, env, timeout, address_space):
-        out, err = self.outputs / "stdout", self.outputs / "stderr"
+    def popen(self, args, cwd, env, address_space=None):
+        if not (os.path.isdir(cwd) and self.can_run(env) and self.lock.acquire(blocking=False)):
+            return None  # subprocess says what is wrong with cwd; another command running: the caller starts it
+        self.started += 1
+        out, err = self.outputs / f"{self.started}.stdout", self.outputs / f"{self.started}.stderr"
         request = {
             "args": args,
             "cwd": str(cwd),
@@ -92,29 +105,99 @@ class ForkedCli:
         try:
             pid = self.forker.start(request)
         except OSError:
+            self.lock.release()
             return None  # the forking process is gone: this command and the next start from scratch
-        status = self.forker.wait(timeout)
-        cmd = [sys.executable, "-m", "bigsearch", *args]
-        if status is None:
-            os.kill(pid, 9)
-            self.forker.wait()
-            raise subprocess.TimeoutExpired(cmd, timeout, _read(out), _read(err))
-        return subprocess.CompletedProcess(cmd, status, _read(out), _read(err))
+        return ForkedCommand(self, pid, [sys.executable, "-m", "bigsearch", *args], out, err)
 
     def close(self):
         self.forker.close()
-        for path in self.outputs.iterdir():
-            path.unlink()
-        self.outputs.rmdir()
+        shutil.rmtree(self.outputs, ignore_errors=True)
 
 
-def _read(path):
-    """A command's output as subprocess.run(text=True) gives it: the locale's encoding,
-    universal newlines."""
-    with open(path) as f:
-        text = f.read()
-    path.unlink()
-    return text
+_ONE_PER_PROCESS = []
+
+
+def shared_forked_cli(env):
+    """This process's ForkedCli, started with ``env`` on first use (one, however many copies
+    of the module asking for it: tests import conftest under two names)."""
+    if not _ONE_PER_PROCESS:
+        _ONE_PER_PROCESS.append(ForkedCli(env))
+    return _ONE_PER_PROCESS[0]
+
+
+def close_forked_cli():
+    while _ONE_PER_PROCESS:
+        _ONE_PER_PROCESS.pop().close()
+
+
+class ForkedCommand:
+    """A command ForkedCli.popen started, with the part of Popen's interface the tests use:
+    pid, args, returncode, stdout.readline(), poll, wait, send_signal, kill, communicate."""
+
+    def __init__(self, owner, pid, args, out, err):
+        self.owner, self.pid, self.args, self.returncode = owner, pid, args, None
+        self.stdout, self._err = _Following(out, self), err
+
+    def poll(self):
+        if self.returncode is None:
+            self._ended(self.owner.forker.wait(timeout=0))
+        return self.returncode
+
+    def wait(self, timeout=None):
+        if self.returncode is None:
+            self._ended(self.owner.forker.wait(timeout))
+            if self.returncode is None:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+        return self.returncode
+
+    def _ended(self, status):
+        if status is not None:
+            self.returncode = status
+            self.owner.lock.release()
+
+    def send_signal(self, sig):
+        if self.returncode is None:
+            os.kill(self.pid, sig)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+    def communicate(self, timeout=None):
+        """What it writes from here to its end: (stdout, stderr), as text."""
+        self.wait(timeout)
+        out = self.stdout.read()
+        with open(self._err) as f:
+            err = f.read()
+        self.stdout.path.unlink()
+        self._err.unlink()
+        return out, err
+
+
+class _Following:
+    """A command's stdout file read as a pipe is: readline waits for a whole line, or the end."""
+
+    def __init__(self, path, command):
+        self.path, self.command, self.file = path, command, None
+
+    def readline(self):
+        line = ""
+        while not line.endswith("\n"):
+            self.file = self.file or (open(self.path) if self.path.exists() else None)
+            more = self.file.readline() if self.file else ""
+            line += more
+            if not more and self.command.poll() is not None and not self._unread():
+                return line
+            if not more:
+                time.sleep(0.01)
+        return line
+
+    def _unread(self):
+        return self.file is not None and self.file.tell() < self.path.stat().st_size
+
+    def read(self):
+        self.file = self.file or open(self.path)
+        with self.file:
+            return self.file.read()
 
 
 def run_command(request):

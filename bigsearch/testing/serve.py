@@ -2,6 +2,7 @@
 subprocess and a headless Chromium (Selenium) pointed at the system's browser."""
 
 import json as _json  # PageClient.post takes json= as Flask's client does
+import os
 import re
 import shutil
 import signal
@@ -40,19 +41,22 @@ def free_port():
 class ServerProcess:
     """`bigsearch serve` in a subprocess, on a fixed port so the page can reconnect."""
 
-    def __init__(self, directory, *args, port=None, timeout=60):
+    def __init__(self, directory, *args, port=None, timeout=60, env=None, forked=None):
+        """``env``: the server's environment (this process's by default); ``forked``: a
+        ForkedCli (forked_cli.py) to fork the server from where it can."""
         self.directory, self.args, self.port = directory, args, port or free_port()
-        self.timeout = timeout
+        self.timeout, self.env, self.forked = timeout, dict(env or os.environ), forked
         self.proc = None
 
     def start(self):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bigsearch", "serve", str(self.directory), "--port", str(self.port), *self.args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        args = ["serve", str(self.directory), "--port", str(self.port), *self.args]
+        self.proc = self.forked and self.forked.popen(args, os.getcwd(), self.env)
+        self.proc = self.proc or subprocess.Popen([sys.executable, "-m", "bigsearch", *args], stdout=subprocess.PIPE,
+                                                  stderr=subprocess.PIPE, text=True, env=self.env)
         self.banner = [self.proc.stdout.readline() for _ in range(2)]
         if "serving session" not in self.banner[0]:
             self.proc.kill()
-            raise RuntimeError(f"the server did not start: {self.banner}{self.proc.stderr.read()}")
+            raise RuntimeError(f"the server did not start: {self.banner}{self.proc.communicate(timeout=60)[1]}")
         self.url = re.search(r"at (http://\S+)", self.banner[0]).group(1)
         return self
 
