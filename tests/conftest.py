@@ -278,13 +278,19 @@ def slow_case(item):
 
 # Under pytest-xdist (`-n 3 --dist loadgroup`: docs/contributing.md) the tests that start worker
 # processes, a browser or kill processes, and time what they kill, run one at a time, on one
-# worker: two at once would race for the 2 cores they were written for.
+# worker: two at once would race for the 2 cores they were written for. The browser's tests (a
+# page waited on, no worker processes, nothing timed) are a group of their own beside them: in
+# one group they bounded the suite's wall time.
 ONE_AT_A_TIME = {"cluster", "browser", "kills"}
+
+
+def xdist_group(used):
+    return "browser" if ONE_AT_A_TIME.intersection(used) == {"browser"} else "one_at_a_time"
 
 
 class Lanes:
     """Marks each collected test with the USES markers that apply to it, and `slow` with them;
-    those in ONE_AT_A_TIME also join one xdist group."""
+    those in ONE_AT_A_TIME also join an xdist group (``xdist_group``)."""
 
     @staticmethod
     def uses(item):
@@ -303,7 +309,7 @@ class Lanes:
             if used or slow_case(item):
                 item.add_marker("slow")
             if ONE_AT_A_TIME.intersection(used):
-                item.add_marker(pytest.mark.xdist_group("one_at_a_time"))
+                item.add_marker(pytest.mark.xdist_group(xdist_group(used)))
 
 
 def compile_bytecode(config):

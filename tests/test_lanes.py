@@ -56,6 +56,10 @@ import pytest
 def client():
     yield "a cluster's client"
 
+@pytest.fixture
+def browser():
+    yield "a browser"
+
 def test_runs_the_cli():
     subprocess.run(["true"])
 
@@ -63,6 +67,9 @@ def test_on_a_cluster(client):
     pass
 
 def test_plain():
+    pass
+
+def test_on_a_page(browser):
     pass
 """
 
@@ -72,7 +79,7 @@ def test_plain():
 def test_markers_follow_what_a_test_uses(pytester, lane, passed):
     pytester.makepyfile(test_using=USING)
     result = pytester.runpytest("-p", "no:randomly", "-v", "-m", lane, plugins=[Lanes()])
-    result.assert_outcomes(passed=len(passed), deselected=3 - len(passed))
+    result.assert_outcomes(passed=len(passed), deselected=4 - len(passed))
     result.stdout.fnmatch_lines([f"*::{name} PASSED*" for name in passed])
 
 
@@ -99,8 +106,9 @@ def test_searches_over_coded_encodings_leave_the_quick_lane(pytester):
     result.stdout.no_fnmatch_line("*::test_encoded_stores[[]int8[]]*")
 
 
-def test_cluster_tests_form_one_xdist_group(pytester):
-    """ONE_AT_A_TIME: under `--dist loadgroup` the cluster test runs in the one group, the others anywhere."""
+def test_cluster_and_browser_tests_form_xdist_groups(pytester):
+    """ONE_AT_A_TIME: under `--dist loadgroup` the cluster test runs in the one group, the
+    browser's in its own, the others anywhere."""
 
     class Collected:
         @pytest.hookimpl(trylast=True)
@@ -110,4 +118,5 @@ def test_cluster_tests_form_one_xdist_group(pytester):
     pytester.makepyfile(test_using=USING)
     collected = Collected()
     pytester.inline_run("--collect-only", "-p", "no:randomly", plugins=[Lanes(), collected])
-    assert collected.groups == {"test_runs_the_cli": [], "test_on_a_cluster": [("one_at_a_time",)], "test_plain": []}
+    assert collected.groups == {"test_runs_the_cli": [], "test_on_a_cluster": [("one_at_a_time",)], "test_plain": [],
+                                "test_on_a_page": [("browser",)]}

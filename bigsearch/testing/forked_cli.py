@@ -165,11 +165,9 @@ class ForkedCommand:
     def communicate(self, timeout=None):
         """What it writes from here to its end: (stdout, stderr), as text."""
         self.wait(timeout)
-        out = self.stdout.read()
-        with open(self._err) as f:
-            err = f.read()
-        self.stdout.path.unlink()
-        self._err.unlink()
+        out, err = self.stdout.read(), _Following(self._err, self).read()
+        for path in (self.stdout.path, self._err):
+            path.unlink(missing_ok=True)
         return out, err
 
 
@@ -195,7 +193,10 @@ class _Following:
         return self.file is not None and self.file.tell() < self.path.stat().st_size
 
     def read(self):
-        self.file = self.file or open(self.path)
+        """The rest, once the command has ended ("" if it never opened its output)."""
+        self.file = self.file or (open(self.path) if self.path.exists() else None)
+        if self.file is None:
+            return ""
         with self.file:
             return self.file.read()
 
