@@ -158,9 +158,9 @@ def run_cli(*args, cwd=None, timeout=300, env=None, prefix=(), address_space=Non
     """The real `bigsearch` command in a process of its own; returns CompletedProcess. ``env``:
     variables to set (a value None removes one); ``prefix``: a command that runs it
     (e.g. WITHOUT_FILE_PERMISSION_OVERRIDE); ``address_space``: its limit of virtual memory
-    in bytes. Forked from a process with the libraries
-    imported (bigsearch/testing/forked_cli.py) unless a prefix, a variable read at import, another
-    command running or BIGSEARCH_TEST_FORK=0 asks for `python -m bigsearch` from scratch."""
+    in bytes. Forked from a process with the libraries imported (bigsearch/testing/forked_cli.py)
+    unless a prefix, a variable read at import, another command running or BIGSEARCH_TEST_FORK=0
+    asks for `python -m bigsearch` from scratch."""
     env = {k: v for k, v in {**os.environ, **QUIET_AND_TRACED, **(env or {})}.items() if v is not None}
     args = [str(a) for a in args]
     forked = None if prefix else forked_cli(env)
