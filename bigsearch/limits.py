@@ -45,6 +45,12 @@ def available_memory():
     return min(h for h in have if h)
 
 
+def open_files_allowed():
+    """How many files this process may have open at once (the soft RLIMIT_NOFILE, `ulimit -n`)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return math.inf if soft == resource.RLIM_INFINITY else soft
+
+
 def _meminfo_available():
     try:
         with open("/proc/meminfo") as fh:

@@ -2,8 +2,12 @@
 zarr or h5py files), leftovers of dead writers, and clear errors for stores bigsearch
 cannot use. What every format must do is in test_store_formats.py."""
 
+import json
 import os
 import pickle
+import resource
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -260,6 +264,25 @@ def test_a_store_of_more_chunks_than_maps_to_spare_maps_each_pass_anew(store_fac
     store = open_store(path)
     np.testing.assert_array_equal(read_all(store), X)
     assert not store.hold_maps and maps_of(path) == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_store_of_more_chunks_than_files_to_spare_runs_under_ulimit_n(store_factory, tmp_path, kind):
+    """Each held map holds a file: a run over a store of 600 chunks, under `ulimit -n 256`
+    (macOS's default), maps each chunk in each pass instead of failing with "Too many open
+    files", and asks what it asks without the limit."""
+    X, y = clustered_points(1200, 4, prevalence=0.05, seed=5)
+    path = store_factory(X, y, kind, "float32", 2)
+
+    def run(out, limit=None):
+        fewer = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))) if limit else None
+        done = subprocess.run([sys.executable, "-m", "bigsearch", "run", str(path), "--budget", "8", "--no-plots",
+                               "--out", str(out)], capture_output=True, text=True, preexec_fn=fewer, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return [(r["init"], r["queries"]) for r in json.loads((out / "results.json").read_text())["runs"]]
+
+    limited, free = run(tmp_path / "limited", 256), run(tmp_path / "free")
+    assert limited == free and len(free[0][1]) == 8
 
 
 @pytest.mark.parametrize("kind", KINDS)

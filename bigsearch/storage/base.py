@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ParameterError, StoreError
-from ..limits import MEMORY_FRACTION, available_memory
+from ..limits import MEMORY_FRACTION, available_memory, open_files_allowed
 from .atomic import fsync_tree, publish_over, remove, remove_stale_leftovers, temp_sibling
 from .encoding import SCALE_NAME, SCALED, as_chunk, bytes_per_point, concat, decode, encoding_of, take
 from .fingerprint import store_fingerprint
@@ -63,8 +63,15 @@ def _huge_pages_offered():
 
 HUGE_MAPS = _huge_pages_offered()
 # At most this many chunk maps held by one store: Linux allows 65,530 maps per process by
-# default (vm.max_map_count), shared with everything else the process maps.
+# default (vm.max_map_count), shared with everything else the process maps. Each map also
+# holds a file (Python's mmap keeps a duplicate of the descriptor), so a store holds at most
+# half the files the process may open (`ulimit -n`: 1,024 on many Linux systems, 256 on
+# macOS); beyond that it maps and unmaps each chunk in each pass, as a larger store does.
 MAX_HELD_MAPS = 16384
+
+
+def max_held_maps():
+    return min(MAX_HELD_MAPS, open_files_allowed() // 2)
 
 
 class FeatureStore:
@@ -322,10 +329,10 @@ class FeatureStore:
     @property
     def hold_maps(self):
         """Whether chunk maps are kept open across passes: a store read by maps (the
-        fast path) that fits in memory, in at most MAX_HELD_MAPS chunks, and whose format
+        fast path) that fits in memory, in at most ``max_held_maps()`` chunks, and whose format
         allows it (see the module's docstring)."""
         if self._hold_maps is None:
-            self._hold_maps = (self.maps_holdable and self.fast_path and self.n_chunks <= MAX_HELD_MAPS
+            self._hold_maps = (self.maps_holdable and self.fast_path and self.n_chunks <= max_held_maps()
                                and self.fits_in_memory)
         return self._hold_maps
 
