@@ -13,7 +13,7 @@ from bigsearch.errors import ParameterError
 from bigsearch.synthetic import clustered_points
 from bigsearch.testing.dense import dense_screen
 
-from conftest import KINDS, chunkings
+from conftest import KINDS, chunkings, run_cli
 
 RTOL = 1e-9
 
@@ -199,6 +199,37 @@ def test_simulate_records_the_recall_estimate_and_stops(store_factory):
     assert stopped is not None and stopped == len(record["queries"]) < 380
     value, low, high = estimates[-1]
     assert low >= 0.9 and low <= value <= high
+
+
+def test_run_says_where_the_rule_stopped_and_the_recall_there(store_factory, tmp_path):
+    """`run --stop-at-recall`: the table's budget columns keep a stopped run's last count, so
+    the run's end and the recall estimated there are said, as results.json has them."""
+    import json
+
+    X, y = clustered_points(400, 6, prevalence=0.1, seed=3, spread=0.5)
+    path = store_factory(X, y, "zarr", "float32", 64)
+    for budget, runs in ((380, 1), (120, 1), (380, 2)):
+        out = tmp_path / f"r{budget}-{runs}"
+        done = run_cli("run", path, "--method", "screen", "--budget", budget, "--runs", runs,
+                       "--stop-at-recall", 0.9, "--out", out)
+        assert done.returncode == 0, done.stderr
+        records = json.loads((out / "results.json").read_text())["runs"]
+        if runs == 2:
+            at = sorted(r["stopped"] for r in records)
+            assert f"screen: the rule stopped 2 of 2 runs, after {at[0]}-{at[1]} queries" in done.stderr
+            continue
+        (record,) = records
+        value, low, high = record["recall_estimate"][-1]
+        estimate = f"recall {value:.1%} estimated ({low:.1%}-{high:.1%}, 95% interval)"
+        read = len(record["init"]) + len(record["queries"])
+        if budget == 380:
+            assert record["stopped"] == len(record["queries"]) < budget and low >= 0.9
+            said = f"screen: stopped by the rule after {record['stopped']} queries ({read} of 400 records read): "
+            assert said + estimate + ", a recall of 90% reached with 95% confidence" in done.stderr
+        else:
+            assert record["stopped"] is None and low < 0.9
+            said = f"screen: not stopped by the rule within the budget ({read} of 400 records read): "
+            assert said + estimate in done.stderr
 
 
 def explore_replay(search, X, y, steps, explore_after, batch=1):

@@ -66,6 +66,8 @@ def run_and_report(exp, out, *, quiet=False, table=True, verbose=False, checkpoi
             _print_summary(results["runs"])
             for r in results["runs"]:
                 _print_remaining(r)
+        if exp.stop_at_recall is not None:
+            _print_stops(results["runs"], exp.stop_at_recall, results["n"])
         if table:
             click.echo(shown)
         for r in results["runs"][:len(exp.methods)] if verbose else ():
@@ -138,6 +140,35 @@ def _print_remaining(record):
         parts.append(f"sum of f over the unlabeled {rem['score_sum']['value']:,.0f} (not calibrated: no count)")
     if parts:
         click.echo(f"{record['method']}: " + "; ".join(parts), err=True)
+
+
+def _print_stops(runs, target, n):
+    """Where the stopping rule stopped each method's runs, and the recall estimated there
+    (engine/guidance/stopping.py): the budget columns of the table keep a stopped run's
+    last count, so this is where a run's end is said."""
+    for method in dict.fromkeys(r["method"] for r in runs):
+        mine = [r for r in runs if r["method"] == method]
+        stopped = [r for r in mine if r.get("stopped") is not None]
+        if len(mine) == 1:
+            click.echo(f"{method}: {_stop_line(mine[0], target, n)}", err=True)
+        elif stopped:
+            at = sorted(r["stopped"] for r in stopped)
+            click.echo(f"{method}: the rule stopped {len(stopped)} of {len(mine)} runs, after "
+                       f"{at[0]:,}-{at[-1]:,} queries (a recall of {target:.0%} reached with 95% confidence)",
+                       err=True)
+        else:
+            click.echo(f"{method}: the rule stopped none of {len(mine)} runs within the budget", err=True)
+
+
+def _stop_line(record, target, n):
+    read = len(record["init"]) + len(record["queries"])
+    value, low, high = (record["recall_estimate"] or [[None] * 3])[-1]
+    estimate = ("recall not estimated yet" if value is None else
+                f"recall {value:.1%} estimated ({low:.1%}-{high:.1%}, 95% interval)")
+    if record.get("stopped") is not None:
+        return (f"stopped by the rule after {len(record['queries']):,} queries ({read:,} of {n:,} records read): "
+                f"{estimate}, a recall of {target:.0%} reached with 95% confidence")
+    return f"not stopped by the rule within the budget ({read:,} of {n:,} records read): {estimate}"
 
 
 def _print_reads(record):
