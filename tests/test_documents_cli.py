@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from test_ingest_documents import rispy_entries, screening_workbook, write_ris
 
+import bigsearch
 from bigsearch import Session
 
 from conftest import FIXTURES, run_cli
@@ -89,6 +90,24 @@ def test_ris_round_trip_through_a_session(tmp_path):
         "ASReview_relevant" if i in (0, 11) else "ASReview_irrelevant" if i == 7 else "ASReview_not_seen"
         for i in range(13)
     ]
+    # ... and the export ingested again gives the decisions back as labels, a record not seen
+    # unlabeled, the decision found among a record's other notes
+    assert any(len(e.get("notes", ())) > 0 for e in back)
+    again = tmp_path / "again.zarr"
+    r = ok(
+        run_cli(
+            "ingest",
+            tmp_path / "screened.ris",
+            again,
+            "--label-column",
+            "notes",
+            *drop_all_but([tmp_path / "screened.ris"], "year", "type"),
+        )
+    )
+    assert "labels: 2 positive, 1 negative, 10 unlabeled (ASReview_relevant positive, ASReview_irrelevant " in r.stderr
+    assert "ASReview_not_seen/empty unlabeled" in r.stderr
+    y = np.asarray(bigsearch.open_store(again).labels())
+    assert y.tolist() == [1 if i in (0, 11) else 0 if i == 7 else -1 for i in range(13)]
 
     with open(tmp_path / "screened.csv", newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))

@@ -210,8 +210,9 @@ def test_run_says_where_the_rule_stopped_and_the_recall_there(store_factory, tmp
     path = store_factory(X, y, "zarr", "float32", 64)
     for budget, runs in ((380, 1), (120, 1), (380, 2)):
         out = tmp_path / f"r{budget}-{runs}"
-        done = run_cli("run", path, "--method", "screen", "--budget", budget, "--runs", runs,
-                       "--stop-at-recall", 0.9, "--out", out)
+        done = run_cli(
+            "run", path, "--method", "screen", "--budget", budget, "--runs", runs, "--stop-at-recall", 0.9, "--out", out
+        )
         assert done.returncode == 0, done.stderr
         records = json.loads((out / "results.json").read_text())["runs"]
         if runs == 2:

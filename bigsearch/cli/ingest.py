@@ -251,7 +251,8 @@ def ingest(paths, scheduler, cluster, quiet, **flags):
             if summary.get("label_mapping"):     # text labels read by their words (ingest/labels.py)
                 m = summary["label_mapping"]
                 labels_text += (f", {c.get('-1', 0):,} unlabeled ({'/'.join(m['positive']) or '-'} positive, "
-                                f"{'/'.join(m['negative']) or '-'} negative, empty unlabeled: the {m['vocabulary']} "
+                                f"{'/'.join(m['negative']) or '-'} negative, "
+                                f"{'/'.join([*m.get('unlabeled', []), 'empty'])} unlabeled: the {m['vocabulary']} "
                                 "words; --positive VALUE to choose)")
         click.echo(f"{summary['out']}: {summary['rows_written']:,} rows x {summary['n_features']} features "
                    f"({summary['rows_read']:,} rows read{labels_text}) in {summary['seconds']:.1f} s, "

@@ -7,8 +7,11 @@ Rules, so that a mistake is an error rather than a silent wrong y:
 - without --positive: numeric labels must be 1 (positive) or 0 / -1 (negative), the
   two usual binary conventions; text labels must be the words of one of the vocabularies
   reviewers use (``VOCABULARIES``: yes/no, included/excluded, ..., any case; empty:
-  unknown), else an error lists the values and asks for --positive. Labels of an input
-  store (its y) are kept as they are.
+  unknown), else an error lists the values and asks for --positive. ASReview's RIS notes
+  (``ASReview_relevant``, ``_irrelevant``, ``_not_seen``: what `session export` writes) are
+  one of them, read from whichever line of a record's notes holds one, so an export comes
+  back with its decisions and a record not seen unlabeled. Labels of an input store (its y)
+  are kept as they are.
 """
 
 from dataclasses import dataclass
@@ -28,18 +31,24 @@ VOCABULARIES = {
     "true/false": {"true": 1, "false": 0},
     "included/excluded": {"included": 1, "excluded": 0, "include": 1, "exclude": 0},
     "relevant/irrelevant": {"relevant": 1, "irrelevant": 0},
+    "ASReview RIS note": {"asreview_relevant": 1, "asreview_irrelevant": 0, "asreview_not_seen": -1},
 }
 WORDS = {word: (name, y) for name, words in VOCABULARIES.items() for word, y in words.items()}
-KNOWN = "1/0, yes/no, y/n, true/false, included/excluded, include/exclude, relevant/irrelevant (any case)"
+KNOWN = (
+    "1/0, yes/no, y/n, true/false, included/excluded, include/exclude, relevant/irrelevant (any case); "
+    "ASReview's RIS notes ASReview_relevant, ASReview_irrelevant, ASReview_not_seen"
+)
+# a line of a record's notes (a RIS tag's values joined by newlines) that is one of ASReview's decisions
+ASREVIEW_NOTE = r"(?im)^\s*(?P<note>asreview_(?:relevant|irrelevant|not_seen))\s*$"
 
 
 @dataclass(frozen=True)
 class LabelRule:
-    column: int | None           # index of the label column, None: labels beside the features
-    name: str                    # for messages
+    column: int | None  # index of the label column, None: labels beside the features
+    name: str  # for messages
     numeric: bool
     positives: tuple = ()
-    stored: bool = False         # the labels are an input store's y
+    stored: bool = False  # the labels are an input store's y
 
     @property
     def vocabulary(self):
@@ -50,8 +59,9 @@ class LabelRule:
         if self.numeric and self.positives:
             bad = [p for p in self.positives if _number(p) is None]
             if bad:
-                raise ParameterError(f"labels.positive {bad[0]!r} is not a number, but label column "
-                                     f"{self.name} holds numbers")
+                raise ParameterError(
+                    f"labels.positive {bad[0]!r} is not a number, but label column {self.name} holds numbers"
+                )
 
 
 def _number(text):
@@ -70,8 +80,11 @@ def raw_labels(block, rule):
         return np.asarray(values, dtype=np.float64) if rule.numeric else values
     if rule.numeric:
         col = block.column(rule.column)
-        return col.to_numpy(zero_copy_only=False).astype(np.float64) if hasattr(col, "to_numpy") \
+        return (
+            col.to_numpy(zero_copy_only=False).astype(np.float64)
+            if hasattr(col, "to_numpy")
             else np.asarray(col, np.float64)
+        )
     return text_values(block, rule.column)
 
 
@@ -97,8 +110,10 @@ def _numeric_labels(block, rule, values):
     bad = known & ~np.isin(values, (-1, 0, 1))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise InputError(f"{block.where(i)}: label {values[i]:g} is not binary (1, or 0 / -1); "
-                         "say which values are positive with labels.positive VALUE")
+        raise InputError(
+            f"{block.where(i)}: label {values[i]:g} is not binary (1, or 0 / -1); "
+            "say which values are positive with labels.positive VALUE"
+        )
     if rule.stored:  # a store's own y: -1 is unknown
         y = np.where(known, values, -1)
     else:
@@ -109,6 +124,7 @@ def _numeric_labels(block, rule, values):
 def _text_labels(rule, values):
     import pyarrow as pa
     import pyarrow.compute as pc
+
     positives = pa.array(list(rule.positives), pa.string())
     is_pos = pc.fill_null(pc.is_in(values, value_set=positives), False).to_numpy(zero_copy_only=False)
     missing = pc.fill_null(pc.equal(values, ""), True).to_numpy(zero_copy_only=False)
@@ -123,6 +139,7 @@ def _vocabulary_labels(block, rule, values):
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    values = _asreview_notes(values)
     words = pa.array(list(WORDS), pa.string())
     found = pc.index_in(pc.utf8_lower(values), value_set=words).to_numpy(zero_copy_only=False)
     empty = pc.fill_null(pc.equal(values, ""), True).to_numpy(zero_copy_only=False)
@@ -130,10 +147,12 @@ def _vocabulary_labels(block, rule, values):
     unknown = np.flatnonzero(np.isnan(found.astype(np.float64)) & ~empty)
     if len(unknown):
         i = int(unknown[0])
-        raise InputError(f"{block.where(i)}: label {values[i].as_py()!r} in label column {rule.name} is not a label "
-                         f"word bigsearch reads on its own ({KNOWN}; empty: unlabeled); values seen: "
-                         f"{_listed(distinct)}; say which values are positive with labels.positive VALUE "
-                         "(repeatable; the others are negative)")
+        raise InputError(
+            f"{block.where(i)}: label {values[i].as_py()!r} in label column {rule.name} is not a label "
+            f"word bigsearch reads on its own ({KNOWN}; empty: unlabeled); values seen: "
+            f"{_listed(distinct)}; say which values are positive with labels.positive VALUE "
+            "(repeatable; the others are negative)"
+        )
     vocabulary_of(distinct, rule.name, block.reader.path)
     ys = np.array([y for _, y in WORDS.values()], np.int8)
     index = np.where(empty, 0, np.nan_to_num(found.astype(np.float64))).astype(np.int64)
@@ -141,17 +160,30 @@ def _vocabulary_labels(block, rule, values):
     return y, set(distinct[:MAX_VALUES]), set()
 
 
+def _asreview_notes(values):
+    """Each value that has a line of ASReview's decisions (among other notes: a RIS
+    record's N1 values are joined by newlines) as that line; the others as they are."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = values.cast(pa.string()) if values.type != pa.string() else values
+    note = pc.struct_field(pc.extract_regex(values, ASREVIEW_NOTE), [0])
+    return pc.if_else(pc.is_valid(note), note, values)
+
+
 def vocabulary_of(values, name, path):
-    """(vocabulary, positive words, negative words) of the label values ``values`` (all
-    known words or empty); words of two vocabularies are an error naming them."""
+    """(vocabulary, positive words, negative words, unlabeled words) of the label values
+    ``values`` (all known words or empty); words of two vocabularies are an error naming
+    them."""
     words = {v: WORDS[v.strip().lower()] for v in values if v.strip()}
     used = sorted({vocabulary for vocabulary, _ in words.values()})
     if len(used) > 1:
-        raise InputError(f"{path}: label column {name} mixes the label words of {' and '.join(used)} (values seen: "
-                         f"{_listed(sorted(values))}); say which values are positive with labels.positive VALUE "
-                         "(repeatable; the others are negative)")
-    return (used[0] if used else None, sorted(v for v, (_, y) in words.items() if y == 1),
-            sorted(v for v, (_, y) in words.items() if y == 0))
+        raise InputError(
+            f"{path}: label column {name} mixes the label words of {' and '.join(used)} (values seen: "
+            f"{_listed(sorted(values))}); say which values are positive with labels.positive VALUE "
+            "(repeatable; the others are negative)"
+        )
+    return (used[0] if used else None, *(sorted(v for v, (_, y) in words.items() if y == k) for k in (1, 0, -1)))
 
 
 def _listed(values):
@@ -175,12 +207,13 @@ class PositiveSubsample:
         self.k = int(round(prevalence / (1 - prevalence) * n_neg))
         current = n_pos / max(1, n_pos + n_neg)
         if self.k > n_pos:
-            raise ParameterError(f"prevalence {prevalence} is above the data's share of positives "
-                                 f"({current:.4f}: {n_pos:,} positives, {n_neg:,} negatives); "
-                                 "ingest only subsamples positives")
+            raise ParameterError(
+                f"prevalence {prevalence} is above the data's share of positives "
+                f"({current:.4f}: {n_pos:,} positives, {n_neg:,} negatives); "
+                "ingest only subsamples positives"
+            )
         if self.k < 1:
-            raise ParameterError(f"prevalence {prevalence} keeps no positive of {n_pos:,} "
-                                 f"(with {n_neg:,} negatives)")
+            raise ParameterError(f"prevalence {prevalence} keeps no positive of {n_pos:,} (with {n_neg:,} negatives)")
         self.rng = np.random.default_rng([seed, 0])
         self.need, self.left = self.k, n_pos
 
@@ -193,9 +226,14 @@ class PositiveSubsample:
         return mask
 
     def describe(self):
-        return {"prevalence": self.prevalence, "seed": self.seed, "positives_kept": self.k,
-                "positives_in_input": self.n_pos, "negatives": self.n_neg,
-                "method": "selection sampling (Knuth's Algorithm S), numpy default_rng([seed, 0])"}
+        return {
+            "prevalence": self.prevalence,
+            "seed": self.seed,
+            "positives_kept": self.k,
+            "positives_in_input": self.n_pos,
+            "negatives": self.n_neg,
+            "method": "selection sampling (Knuth's Algorithm S), numpy default_rng([seed, 0])",
+        }
 
 
 @numba.njit(cache=True)

@@ -700,12 +700,12 @@ def _kept_where(step, keep):
 
 def _label_mapping(readers, rule, totals):
     """How text labels were read without labels.positive: {"vocabulary", "positive",
-    "negative"} (the words seen), or None."""
+    "negative", "unlabeled"} (the words seen), or None."""
     if rule is None or not rule.vocabulary:
         return None
     files = ", ".join(r.path for r in readers)
-    vocabulary, positive, negative = vocabulary_of(sorted(totals["label_values"]), rule.name, files)
-    return {"vocabulary": vocabulary, "positive": positive, "negative": negative}
+    vocabulary, positive, negative, unlabeled = vocabulary_of(sorted(totals["label_values"]), rule.name, files)
+    return {"vocabulary": vocabulary, "positive": positive, "negative": negative, "unlabeled": unlabeled}
 
 
 def _label_column_found(readers, rule):
