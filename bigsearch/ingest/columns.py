@@ -78,12 +78,14 @@ def resolve_columns(reader, refs, option):
             out.append(j)
         else:
             shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
-            # a text cell in a column of numbers makes the header look like data
-            hint = (
-                "; the first line was read as data, not as a header: does a column of numbers hold text?"
-                if getattr(reader, "header", None) is False
-                else ""
-            )
+            other_case = [n for n in names if n.lower() == ref.lower()]
+            if other_case:
+                hint = f"; names are matched as written: did you mean {other_case[0]!r}?"
+            elif getattr(reader, "header", None) is False:
+                # a text cell in a column of numbers makes the header look like data
+                hint = "; the first line was read as data, not as a header: does a column of numbers hold text?"
+            else:
+                hint = ""
             raise InputError(f"{reader.path}: {option} {ref!r}: no such column (columns: {shown}){hint}")
     return out
 
