@@ -77,6 +77,19 @@ def test_free_text_and_identifiers_are_left_out_and_said(screening_csv, tmp_path
     assert not (tmp_path / "s.zarr").exists()
 
 
+def test_a_store_left_with_other_columns_says_how_to_compare_the_text(tmp_path):
+    """With a column of numbers beside them (a year) the store is made, and one line says
+    how to read the records as documents, not only a warning per column."""
+    rows = [{**r, "year": 2000 + i % 20} for i, r in enumerate(corpus(300))]
+    out = run_cli(
+        "ingest", write_csv(tmp_path / "y.csv", rows), tmp_path / "s.zarr", "--label-column", "label_included"
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Warning: column title is not a feature: free text" in out.stderr
+    assert "Warning: to compare the records by their text: --text-column title,abstract\n" in out.stderr
+    assert bigsearch.open_store(tmp_path / "s.zarr").r == 1
+
+
 def test_text_features_are_the_text_modules(screening_csv, tmp_path):
     store = tmp_path / "s.zarr"
     out = ingest_text(screening_csv, store, "--text-dim", "24", "--text-sample", "200")

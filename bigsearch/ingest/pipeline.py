@@ -500,6 +500,9 @@ def _say_not_features(plan, progress):
             names = ", ".join(name for name, _ in items)
             how = items[0][1].replace(items[0][0], "NAME")
             progress.warn(f"columns {names} are not features: {why} ({how})")
+    texts = [name for name, why, _ in plan.not_features if why.startswith("free text")]
+    if len(texts) > 1:  # a title and an abstract: one document of each record, as screening reads it
+        progress.warn(f"to compare the records by their text: features.text_columns {','.join(texts)}")
 
 
 # -- the passes ---------------------------------------------------------------------------
