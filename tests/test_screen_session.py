@@ -43,6 +43,11 @@ def test_status_gives_the_rules_estimate_and_says_when_it_is_met(store, tmp_path
         assert recall["basis"] == "order"
         assert recall["recall_low"] == pytest.approx(direct.recall_low)
         assert recall["stop"] == stop_reached(direct, 0.9) is True
+    # a stop from the order of the hits names its check, a random sample
+    said = run_cli("session", "status", tmp_path / "s").stdout.splitlines()
+    at = next(k for k, line in enumerate(said) if line.startswith("stop "))
+    assert said[at] == "stop        yes: the rule is a recall of 90% reached with 95% confidence"
+    assert said[at + 1].startswith("check       the rule models the hits found") and "session sample" in said[at + 1]
 
 
 def test_a_random_sample_answers_instead(store, tmp_path):

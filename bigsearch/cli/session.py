@@ -568,6 +568,11 @@ def _recall_lines(recall):
     if target is not None:
         lines.append(f"stop        {'yes' if recall.get('stop') else 'not yet'}: the rule is a recall of "
                      f"{target:.0%} reached with 95% confidence")
+        if recall.get("stop") and recall["basis"] != "sample":
+            # the rule's calibration: its misses were relevant records of a kind the search had not met
+            lines.append("check       the rule models the hits found, and cannot see relevant records of a kind the "
+                         "search has not met: label a random sample of the records not read to check the stop "
+                         "(bigsearch session sample DIR -m 300; docs/screening.md)")
     return lines
 
 
