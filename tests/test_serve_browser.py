@@ -421,6 +421,27 @@ def test_decisions_question_hit_rate_and_the_end_of_the_budget(tmp_path, browser
     assert journal_history(d)[0] == [(answers[0][0], 1), *answers[1:]]
 
 
+def test_a_screening_at_its_stop_says_so_and_names_the_check(tmp_path, browser, servers, store, data):
+    """A screening session answered to its stopping rule: the page's recall says the target
+    is reached, and that a random sample checks it (the rule reads the order of the hits)."""
+    _, y = data
+    d = tmp_path / "s"
+    with Session.create(store, d, method="screen", stop_at_recall=0.9, start_from=f"ids:{np.flatnonzero(y)[0]}") as s:
+        while not s.status()["remaining"]["recall"]["stop"]:
+            i = int(s.candidates(1)[0]["index"])
+            s.tell(i, int(y[i]))
+        n = len(s.history)
+    server = servers(d).start()
+    browser.get(server.url)
+    wait_for(browser, n)
+    assert body(browser, "stop") == "1"
+    recall = browser.find_element(By.ID, "recall")
+    assert recall.text.endswith("stop: 90% reached with 95% confidence; check it with a random sample")
+    check = recall.find_element(By.CLASS_NAME, "stop-check").get_attribute("title")
+    assert check.startswith("The rule models the hits found") and "bigsearch session sample" in check
+    server.stop()
+
+
 def test_a_phone_width_page(tmp_path, browser, servers, store):
     """At 390 px nothing is wider than the screen; the buttons, progress and status are
     on it (docs/serve-narrow.png comes from here)."""

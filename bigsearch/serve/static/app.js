@@ -731,6 +731,15 @@ function renderRecall(r) {
       : ` (stop at ${Math.round(100 * r.target)}%)`);
     rule.className = r.stop ? "stop-met" : "stop-rule";
     out.append(rule);
+    if (r.stop && r.basis !== "sample") {
+      // the rule's misses in its calibration: relevant records of a kind the search had not met
+      const check = el("span", "; check it with a random sample");
+      check.className = "stop-check";
+      check.title = "The rule models the hits found, and cannot see relevant records of a kind the search " +
+        "has not met: label a random sample of the records not read to check the stop " +
+        "(bigsearch session sample DIR -m 300; docs/screening.md)";
+      out.append(check);
+    }
   }
 }
 
