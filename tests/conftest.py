@@ -280,10 +280,11 @@ def slow_case(item):
 # processes, a browser or kill processes, and time what they kill, run one at a time, on one
 # worker: two at once would race for the 2 cores they were written for. The browser's tests (a
 # page waited on, no worker processes, nothing timed) are a group of their own beside them: in
-# one group they bounded the suite's wall time. Every other test is in its module's group: a
+# one group they bounded the suite's wall time. Every quick test is in its module's group: a
 # module's tests call the same kernels, and dealt out one by one they had every worker compile
 # them at once in a fresh clone (the quick lane compiled 77 kernel variants twice: 59 s of its
-# 124 s of compiling; by module it took 132 s where it took 152-163 s).
+# 124 s of compiling; by module it took 132 s where it took 152-163 s). The slow ones (commands,
+# servers: seconds each) are dealt out one by one, so that no module's run is the suite's tail.
 ONE_AT_A_TIME = {"cluster", "browser", "kills"}
 
 
@@ -309,11 +310,12 @@ class Lanes:
             used = self.uses(item)
             for marker in used:
                 item.add_marker(marker)
-            if used or slow_case(item):
+            slow = used or slow_case(item)
+            if slow:
                 item.add_marker("slow")
             if ONE_AT_A_TIME.intersection(used):
                 item.add_marker(pytest.mark.xdist_group(xdist_group(used)))
-            elif getattr(item, "module", None):
+            elif not slow and getattr(item, "module", None):
                 item.add_marker(pytest.mark.xdist_group(item.module.__name__.rpartition(".")[2]))
 
 

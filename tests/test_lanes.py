@@ -108,7 +108,8 @@ def test_searches_over_coded_encodings_leave_the_quick_lane(pytester):
 
 def test_cluster_and_browser_tests_form_xdist_groups(pytester):
     """ONE_AT_A_TIME: under `--dist loadgroup` the cluster test runs in the one group, the
-    browser's in its own, the others in their module's (its kernels compiled by one worker)."""
+    browser's in its own, the other quick ones in their module's (its kernels compiled by one
+    worker), the other slow ones anywhere."""
 
     class Collected:
         @pytest.hookimpl(trylast=True)
@@ -118,5 +119,5 @@ def test_cluster_and_browser_tests_form_xdist_groups(pytester):
     pytester.makepyfile(test_using=USING)
     collected = Collected()
     pytester.inline_run("--collect-only", "-p", "no:randomly", plugins=[Lanes(), collected])
-    assert collected.groups == {"test_runs_the_cli": [("test_using",)], "test_on_a_cluster": [("one_at_a_time",)],
+    assert collected.groups == {"test_runs_the_cli": [], "test_on_a_cluster": [("one_at_a_time",)],
                                 "test_plain": [("test_using",)], "test_on_a_page": [("browser",)]}
