@@ -108,6 +108,21 @@ def test_ris_round_trip_through_a_session(tmp_path):
     assert "ASReview_not_seen/empty unlabeled" in r.stderr
     y = np.asarray(bigsearch.open_store(again).labels())
     assert y.tolist() == [1 if i in (0, 11) else 0 if i == 7 else -1 for i in range(13)]
+    # the same with the positive value named: a record not seen is still no decision
+    named = tmp_path / "named.zarr"
+    ok(
+        run_cli(
+            "ingest",
+            tmp_path / "screened.ris",
+            named,
+            "--label-column",
+            "notes",
+            "--positive",
+            "ASReview_relevant",
+            *drop_all_but([tmp_path / "screened.ris"], "year", "type"),
+        )
+    )
+    assert np.asarray(bigsearch.open_store(named).labels()).tolist() == y.tolist()
 
     with open(tmp_path / "screened.csv", newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))

@@ -10,8 +10,8 @@ Rules, so that a mistake is an error rather than a silent wrong y:
   unknown), else an error lists the values and asks for --positive. ASReview's RIS notes
   (``ASReview_relevant``, ``_irrelevant``, ``_not_seen``: what `session export` writes) are
   one of them, read from whichever line of a record's notes holds one, so an export comes
-  back with its decisions and a record not seen unlabeled. Labels of an input store (its y)
-  are kept as they are.
+  back with its decisions and a record not seen unlabeled (with --positive too: not seen is
+  no decision). Labels of an input store (its y) are kept as they are.
 """
 
 from dataclasses import dataclass
@@ -40,6 +40,7 @@ KNOWN = (
 )
 # a line of a record's notes (a RIS tag's values joined by newlines) that is one of ASReview's decisions
 ASREVIEW_NOTE = r"(?im)^\s*(?P<note>asreview_(?:relevant|irrelevant|not_seen))\s*$"
+NOT_SEEN = "asreview_not_seen"
 
 
 @dataclass(frozen=True)
@@ -125,9 +126,12 @@ def _text_labels(rule, values):
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    values = _asreview_notes(values)
     positives = pa.array(list(rule.positives), pa.string())
     is_pos = pc.fill_null(pc.is_in(values, value_set=positives), False).to_numpy(zero_copy_only=False)
-    missing = pc.fill_null(pc.equal(values, ""), True).to_numpy(zero_copy_only=False)
+    # ASReview_not_seen is no decision, whichever values are positive
+    undecided = pc.or_(pc.equal(values, ""), pc.equal(pc.utf8_lower(values), NOT_SEEN))
+    missing = pc.fill_null(undecided, True).to_numpy(zero_copy_only=False)
     y = np.where(is_pos, 1, np.where(missing, -1, 0)).astype(np.int8)
     distinct = pc.unique(values.drop_null()).to_pylist()
     return y, set(sorted(distinct)[:MAX_VALUES]), set(rule.positives) & set(distinct)
