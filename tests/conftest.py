@@ -292,6 +292,10 @@ def xdist_group(used):
     return "browser" if ONE_AT_A_TIME.intersection(used) == {"browser"} else "one_at_a_time"
 
 
+def module_name(item):
+    return item.module.__name__.rpartition(".")[2] if getattr(item, "module", None) else ""
+
+
 class Lanes:
     """Marks each collected test with the USES markers that apply to it, and `slow` with them;
     those in ONE_AT_A_TIME also join an xdist group (``xdist_group``)."""
@@ -300,7 +304,7 @@ class Lanes:
     def uses(item):
         fixtures = set(getattr(item, "fixturenames", ()))
         names = set(getattr(getattr(getattr(item, "function", None), "__code__", None), "co_names", ()))
-        module = item.module.__name__.rpartition(".")[2] if getattr(item, "module", None) else ""
+        module = module_name(item)
         return [marker for marker, how in USES.items()
                 if fixtures & how.get("fixtures", set()) or names & how.get("names", set())
                 or module in how.get("modules", set())]
@@ -315,8 +319,8 @@ class Lanes:
                 item.add_marker("slow")
             if ONE_AT_A_TIME.intersection(used):
                 item.add_marker(pytest.mark.xdist_group(xdist_group(used)))
-            elif not slow and getattr(item, "module", None):
-                item.add_marker(pytest.mark.xdist_group(item.module.__name__.rpartition(".")[2]))
+            elif not slow and module_name(item):
+                item.add_marker(pytest.mark.xdist_group(module_name(item)))
 
 
 def compile_bytecode(config):

@@ -94,6 +94,7 @@ def label_block(block, rule):
     values = raw_labels(block, rule)
     if rule.numeric:
         return _numeric_labels(block, rule, values)
+    values = _asreview_notes(values)
     if rule.vocabulary:
         return _vocabulary_labels(block, rule, values)
     return _text_labels(rule, values)
@@ -126,7 +127,6 @@ def _text_labels(rule, values):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    values = _asreview_notes(values)
     positives = pa.array(list(rule.positives), pa.string())
     is_pos = pc.fill_null(pc.is_in(values, value_set=positives), False).to_numpy(zero_copy_only=False)
     # ASReview_not_seen is no decision, whichever values are positive
@@ -143,7 +143,6 @@ def _vocabulary_labels(block, rule, values):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    values = _asreview_notes(values)
     words = pa.array(list(WORDS), pa.string())
     found = pc.index_in(pc.utf8_lower(values), value_set=words).to_numpy(zero_copy_only=False)
     empty = pc.fill_null(pc.equal(values, ""), True).to_numpy(zero_copy_only=False)

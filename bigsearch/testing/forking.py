@@ -30,9 +30,10 @@ def serve(run_child):
         if pid == 0:
             try:
                 run_child(request)
+            except BaseException:
+                traceback.print_exc()
             finally:
-                traceback.print_exc()  # reached only where the child did not end itself
-                os._exit(70)
+                os._exit(70)  # reached only where the child did not end itself
         _say(pid=pid)
         _, status = os.waitpid(pid, 0)
         _say(status=os.waitstatus_to_exitcode(status))

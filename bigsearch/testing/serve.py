@@ -50,9 +50,10 @@ class ServerProcess:
 
     def start(self):
         args = ["serve", str(self.directory), "--port", str(self.port), *self.args]
-        self.proc = self.forked and self.forked.popen(args, os.getcwd(), self.env)
-        self.proc = self.proc or subprocess.Popen([sys.executable, "-m", "bigsearch", *args], stdout=subprocess.PIPE,
-                                                  stderr=subprocess.PIPE, text=True, env=self.env)
+        self.proc = self.forked.popen(args, os.getcwd(), self.env) if self.forked else None
+        if self.proc is None:  # not forked, or it could not be: a fresh start
+            self.proc = subprocess.Popen([sys.executable, "-m", "bigsearch", *args], stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True, env=self.env)
         self.banner = [self.proc.stdout.readline() for _ in range(2)]
         if "serving session" not in self.banner[0]:
             self.proc.kill()
