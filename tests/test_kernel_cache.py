@@ -1,10 +1,12 @@
 """numba's cache of the kernels is dropped when any kernel source changes (numba itself
 checks only the file that defines a function, not the kernels it calls)."""
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 
@@ -129,3 +131,46 @@ def test_a_search_with_a_warm_cache_compiles_nothing(tmp_path):
     held, compiled = runs[1]
     assert held == "True"                     # the passes over held maps ran
     assert compiled.strip() == "[]", compiled
+
+
+COMPILE_AT_A_SIGNAL = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    import numpy as np
+    from numba.core import event
+    from bigsearch.kernels.stopping import remaining_hits
+    go, ready = Path(sys.argv[1]), Path(sys.argv[2])
+    ready.touch()
+    while not go.exists():
+        time.sleep(0.005)
+    with event.install_recorder("numba:compile") as compiled:
+        out = remaining_hits(np.array([0.0, 3.0, 7.0]), 100, 1000, 1.5, np.linspace(0, 1, 5), 0.01,
+                             np.array([10.0, 50.0, 100.0]))
+    print(json.dumps({"compiled": sorted({e.data["dispatcher"].py_func.__qualname__ for _, e in compiled.buffer}),
+                      "out": list(out)}))
+""")
+
+
+def test_processes_calling_a_kernel_at_once_compile_it_once(tmp_path):
+    """Two processes reach the same uncompiled kernel at the same moment (a dask cluster's
+    workers, commands started together): one compiles it, the other waits for it and loads
+    it from numba's cache (kernels/compile_lock.py). Without the lock both compiled it."""
+    script = tmp_path / "call.py"
+    script.write_text(COMPILE_AT_A_SIGNAL)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    go = tmp_path / "go"
+    ready = [tmp_path / f"ready{k}" for k in range(2)]
+    procs = [subprocess.Popen([sys.executable, str(script), str(go), str(r)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for r in ready]
+    deadline = time.monotonic() + 120
+    while not all(r.exists() for r in ready) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    go.touch()                                  # both imported: they call the kernel together
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        results.append(json.loads(out))
+    compiled = sorted("remaining_hits" in r["compiled"] for r in results)
+    assert compiled == [False, True], results
+    assert results[0]["out"] == results[1]["out"]

@@ -19,6 +19,7 @@ import numba
 import numpy as np
 
 from .common import TOP_K, candidate_partials, copy_to, new_top, push_top
+from .compile_lock import lock_compiles
 
 LAE_TOLERANCE = 1e-4     # stop when the l1 change of z is at most this (the authors' value)
 MAX_BACKTRACKS = 101     # step sizes tried per iteration: beta, 2 beta, ..., 2^100 beta
@@ -186,3 +187,6 @@ def anchor_scores(nearest, weights, coef, offset, label, f):
                 push_top(vals, idx, 0, v, i)
     sums = np.array([sum_f, 0.0, n_u])
     return (sums,) + candidate_partials(vals, idx, offset, f, f[:0])
+
+
+lock_compiles(globals())

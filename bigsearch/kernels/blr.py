@@ -40,6 +40,7 @@ from .common import (
     push_top,
     unlabeled_sums,
 )
+from .compile_lock import lock_compiles
 from .encoded import chunk_dots, chunk_rows, dots_setup
 from .items import ITEM_ROWS, chunk_partials, new_items, next_item
 
@@ -190,3 +191,6 @@ def sample_tops(x, W, offset, label, k):
             if idx[b, p] >= 0:
                 idx[b, p] += offset
     return idx, vals
+
+
+lock_compiles(globals())

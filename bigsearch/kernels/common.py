@@ -16,6 +16,8 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic, overload
 
+from .compile_lock import lock_compiles
+
 FAST = {"reassoc", "contract", "nsz"}
 ROW_BLOCK = 64          # rows whose dot products are computed before the per-point update
 TOP_K = 8               # candidates a chunk reports per criterion (see engine/core/select.py)
@@ -445,3 +447,6 @@ def add_row_squares(Z, out):
         for k in range(Z.shape[1]):
             acc += Z[i, k] * Z[i, k]
         out[i] += acc
+
+
+lock_compiles(globals())

@@ -10,6 +10,7 @@ import numba
 import numpy as np
 
 from .common import FAST
+from .compile_lock import lock_compiles
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FAST)
@@ -79,3 +80,6 @@ def subtract_low_rank(out, Gt, c, k, rows):
             s *= c[a]
             for j in range(rows.shape[1]):
                 out[b, j] -= s * Gt[a, j]
+
+
+lock_compiles(globals())

@@ -24,6 +24,7 @@ from numba import types
 from numba.extending import overload
 
 from .common import FAST, ROW_BLOCK, pad3, row_dots
+from .compile_lock import lock_compiles
 
 LUT_MAX_BYTES = 1 << 21         # largest lookup table (all columns) worth building: ~L2
 
@@ -240,3 +241,6 @@ def binary_quadratic(codes, scale, r, A, out):
                 t += A[row, bits[b]]
         s = np.float64(scale[i])
         out[i] = s * s * t
+
+
+lock_compiles(globals())

@@ -12,6 +12,7 @@ import numba
 import numpy as np
 
 from .common import N_LISTS, TOP_K, candidate_partials, chunk_at, copy_to, new_top, push_top, take_ticket
+from .compile_lock import lock_compiles
 
 ITEM_ROWS = 8192  # rows per work item (threads take items in turn; each has its own candidate lists)
 
@@ -74,3 +75,6 @@ def items_partials(sums, vals, idx, first, starts, f, im):
         copy_to(cim[j], parts[3])
         copy_to(kth[j], parts[4])
     return totals, cand, cf, cim, kth
+
+
+lock_compiles(globals())

@@ -36,6 +36,7 @@ from .common import (
     push_flagged,
     unlabeled_sums,
 )
+from .compile_lock import lock_compiles
 from .encoded import chunk_dots, chunk_rows, dots_setup
 from .items import ITEM_ROWS, chunk_partials, new_items, next_item
 
@@ -220,3 +221,6 @@ def hit_flags():
     """A block's flags of rows that may enter a candidate list (``update_block``), as
     bytes, eight of them read at a time."""
     return np.zeros(BLOCK_ROWS, np.uint8)
+
+
+lock_compiles(globals())

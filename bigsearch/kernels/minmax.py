@@ -23,6 +23,8 @@ definition's, in the same order, so the buckets are bit-identical to the plain l
 import numba
 import numpy as np
 
+from .compile_lock import lock_compiles
+
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -197,3 +199,6 @@ def one_hot_blocks(buckets, rows, n_buckets, value, out):
     for i in rows:
         for d in range(buckets.shape[1]):
             out[i, d * n_buckets + np.int64(buckets[i, d])] = value
+
+
+lock_compiles(globals())

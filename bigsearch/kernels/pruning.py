@@ -18,6 +18,7 @@ import numba
 import numpy as np
 
 from .common import FAST
+from .compile_lock import lock_compiles
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FAST)
@@ -108,3 +109,6 @@ def unlabeled_maxima(f, label, start, stop, out):
                 top = f[i]
         out[b] = top
     return out
+
+
+lock_compiles(globals())

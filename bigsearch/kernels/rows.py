@@ -26,6 +26,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .common import FAST
+from .compile_lock import lock_compiles
 
 LANES = 8  # doubles per vector (one AVX-512 register; two AVX2 registers)
 VECTORS = 2  # vectors per tile row
@@ -192,3 +193,6 @@ def add_signed_and_absolute(S, signs, num, den):
             d += abs(S[i, b])
         num[i] += a
         den[i] += d
+
+
+lock_compiles(globals())

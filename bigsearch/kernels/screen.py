@@ -10,6 +10,7 @@ import numba
 import numpy as np
 
 from .common import FAST, ROW_BLOCK, TOP_K, candidate_partials, new_top, pad3, push_top
+from .compile_lock import lock_compiles
 from .encoded import chunk_dots, chunk_rows, dots_setup
 
 NEIGHBOURS = 3  # similarities kept per point
@@ -74,3 +75,6 @@ def _mean_top(a, c, d, k):
     if k == 2:
         return (a + c) / 2.0
     return (a + c + d) / 3.0
+
+
+lock_compiles(globals())

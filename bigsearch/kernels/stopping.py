@@ -13,6 +13,8 @@ import math
 import numba
 import numpy as np
 
+from .compile_lock import lock_compiles
+
 NEWTON_STEPS = 8  # from the starts below: within 1e-14 of the roots for every t
 
 
@@ -112,3 +114,6 @@ def remaining_hits(hits, W, M, cut, decays, b_max, knots):
             if rate * math.exp(-1.0 - t) * future[j] < low:
                 low = min(low, rate * math.exp(_root(t, False)) * future[j])
     return min(low, fitted), fitted, high
+
+
+lock_compiles(globals())

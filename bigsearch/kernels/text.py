@@ -13,6 +13,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .common import FAST
+from .compile_lock import lock_compiles
 
 M32 = np.uint64(0xFFFFFFFF)
 C1, C2 = np.uint64(0xCC9E2D51), np.uint64(0x1B873593)
@@ -422,3 +423,6 @@ def record_hashes(offsets, data, squeeze):
         if counted:
             out[i] = max(mix(h), np.uint64(1))
     return out
+
+
+lock_compiles(globals())

@@ -9,6 +9,7 @@ import numba
 import numpy as np
 
 from .common import FAST, ROW_BLOCK, TOP_K, candidate_partials, new_top, pad3, push_top
+from .compile_lock import lock_compiles
 from .encoded import chunk_dots, chunk_rows, dots_setup
 
 
@@ -48,3 +49,6 @@ def add_similarities(x, Z, signs, offset, label, num, den, f):
                     k_f = vals[0, TOP_K - 1]
     sums = np.array([sum_f, 0.0, n_u])
     return (sums,) + candidate_partials(vals, idx, offset, f, f[:0])
+
+
+lock_compiles(globals())
