@@ -109,6 +109,7 @@ def test_only_the_atomic_module_renames_and_fsyncs():
 SCRATCH_WRITES = {
     "ingest/cluster_order.py": "spill files in a temporary directory beside the output",
     "kernels/__init__.py": "a stamp beside numba's cache: a torn one only drops the cache again",
+    "kernels/compile_lock.py": "an empty lock file beside numba's cache, opened to lock, never written",
 }
 
 
