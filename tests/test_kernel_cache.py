@@ -174,3 +174,22 @@ def test_processes_calling_a_kernel_at_once_compile_it_once(tmp_path):
     compiled = sorted("remaining_hits" in r["compiled"] for r in results)
     assert compiled == [False, True], results
     assert results[0]["out"] == results[1]["out"]
+
+
+def test_every_kernel_compiles_under_its_lock():
+    """Each kernel module ends with lock_compiles(globals()): a module that forgot it would
+    compile its kernels in every process again."""
+    import importlib
+    import pkgutil
+
+    from numba.core.registry import CPUDispatcher
+
+    import bigsearch.kernels
+
+    unlocked = []
+    for info in pkgutil.iter_modules(bigsearch.kernels.__path__):
+        module = importlib.import_module(f"bigsearch.kernels.{info.name}")
+        unlocked += [f"{info.name}.{name}" for name, value in vars(module).items()
+                     if isinstance(value, CPUDispatcher) and value.py_func.__module__ == module.__name__
+                     and not getattr(value.compile, "locked", False)]
+    assert unlocked == []
