@@ -40,14 +40,20 @@ def lock_compiles(namespace: dict) -> None:
     """Make every cached numba function in ``namespace`` (a kernel module's globals())
     compile under its lock file."""
     for value in list(namespace.values()):
-        if isinstance(value, CPUDispatcher) and isinstance(value._cache, FunctionCache):
-            if not getattr(value.compile, "locked", False):
-                value.compile = _locked(value.compile, _lock_path(value._cache))
+        if isinstance(value, CPUDispatcher) and not getattr(value.compile, "locked", False):
+            path = _lock_path(value)
+            if path is not None:
+                value.compile = _locked(value.compile, path)
 
 
-def _lock_path(cache: FunctionCache) -> Path:
-    index = Path(cache._cache_file._index_path)
-    return index.with_name(index.name + ".lock")
+def _lock_path(dispatcher) -> Path | None:
+    """The lock file beside the function's cache index; None where it has no cache (or a
+    numba whose cache is laid out otherwise: its internals are read here)."""
+    cache = getattr(dispatcher, "_cache", None)
+    index = getattr(getattr(cache, "_cache_file", None), "_index_path", None)
+    if not isinstance(cache, FunctionCache) or index is None:
+        return None
+    return Path(index).with_name(Path(index).name + ".lock")
 
 
 def _locked(compile, path: Path):
