@@ -412,3 +412,49 @@ def test_records_export_from_excel(tmp_path):
     assert back[0]["title"] == "Exercise for back pain" and back[0]["keywords"] == ["exercise", "pain"]
     assert back[0]["year"] == "2021" and back[2]["notes"] == ["ASReview_relevant"]
     assert back[0]["type_of_reference"] == "JOUR"
+
+
+def test_a_placeholder_for_a_missing_abstract_reads_as_an_empty_one(tmp_path):
+    """Scopus writes "[No abstract available]" where a record has none: its features are
+    those of the record with an empty abstract (the title alone), and the records without
+    one do not share three words that make them alike."""
+    rng = random.Random(0)
+    words = "virus swine farm influenza sequencing cattle poultry genome outbreak host reservoir".split()
+    rows = [(" ".join(rng.choices(words, k=6)), " ".join(rng.choices(words, k=40))) for _ in range(40)]
+    placeholders = ["[No abstract available]", "No abstract available.", "Abstract not available"]
+    stores = []
+    for name, missing in (("empty", lambda k: ""), ("placeholder", lambda k: placeholders[k % 3])):
+        src = tmp_path / f"{name}.csv"
+        with open(src, "w", encoding="utf-8") as fh:
+            fh.write("title,abstract\n")
+            for k, (title, abstract) in enumerate(rows):
+                fh.write(f'"{title}","{missing(k) if k % 4 == 1 else abstract}"\n')
+        ingest([src], tmp_path / f"{name}.zarr", features=FeatureOptions(text_columns=["title", "abstract"]))
+        with open_store(tmp_path / f"{name}.zarr") as s:
+            stores.append(s.read_rows(np.arange(s.n)))
+    np.testing.assert_array_equal(stores[0], stores[1])
+
+
+@pytest.mark.parametrize(
+    "text, header",
+    [
+        ('title,abstract\n"Swine virus in farms","We sequenced viral genomes from swine farms."\n'
+         '"Cattle genome","A reference genome of cattle, from long reads."\n', True),
+        ("Title;Abstract;Keywords\nSwine virus;We sequenced viral genomes.;virus\n"
+         "Cattle genome;A genome.;cattle\n", True),
+        ("Alice,Smith\nBob,Jones\nCarol,Lee\n", False),              # a first record of short words
+        ("red,blue\ngreen,red\nblue,green\n", False),                # its words come again below
+        ('"Swine virus in farms","We sequenced viral genomes from swine farms over two years, at '
+         'eleven sites, and report forty new species."\n"Cattle genome","A reference genome."\n', False),
+    ],
+)
+def test_a_file_of_text_alone_has_its_header_found(tmp_path, text, header):
+    """With no numbers to tell a header from data, a first row of short distinct names, each
+    new in its column and one shorter than every value below it, is the header: a screening
+    export of titles and abstracts alone read its names as a record before."""
+    src = tmp_path / "refs.csv"
+    src.write_text(text)
+    reader = open_reader(src)
+    assert reader.header is header
+    assert [c.name for c in reader.columns][:2] == (["title", "abstract"] if header and "title" in text
+                                                    else ["Title", "Abstract"] if header else ["f0", "f1"])

@@ -158,3 +158,16 @@ def test_the_exact_fit_makes_its_components_a_block_of_columns_at_a_time(monkeyp
         tracemalloc.stop()
         np.testing.assert_array_equal(blocked, whole)
         assert peak < whole.nbytes + 8 * terms * k / 2, (peak, whole.nbytes)
+
+
+def test_the_exact_fit_of_fewer_terms_than_documents_leaves_the_last_features_zero():
+    """A feature per document, but fewer terms than documents (a few short titles): the
+    components beyond the terms' rank are zero. Made a block at a time, the last block was
+    written wider than the vectors it had (a ValueError out of `ingest`)."""
+    docs = ["alpha", "beta", "gamma", "alpha", "beta", "gamma beta", "alpha", "gamma"]
+    spec = auto_dim(TextSpec(bits=18, min_df=1), len(docs))
+    model = fit_text_model(block_text_stats(pa.array(docs), spec), spec)
+    terms, dim = model.components.shape
+    assert dim == len(docs) and terms < dim
+    assert np.abs(model.components[:, :terms]).sum(axis=0).min() > 0  # a direction per term
+    assert not model.components[:, terms:].any()

@@ -16,7 +16,7 @@ INGEST_RENAMED = {"labels.column": "--label-column", "labels.files": "--labels",
                   "features.drop": "--drop", "features.categorical": "--categorical",
                   "features.text_columns": "--text-column", "text_columns": "--text-column", "features.keep": "--keep",
                   "features.normalize": "--normalize", "features.bias": "--bias", "source.format": "--format",
-                  "source.dataset": "--dataset", "source.sheet": "--sheet",
+                  "source.dataset": "--dataset", "source.sheet": "--sheet", "source.header=True": "--header",
                   "source.names": "--names", "output.encoding": "--encoding", "output.format": "--output-format"}
 
 

@@ -45,19 +45,34 @@ def text_values(block, j):
     return pc.utf8_trim_whitespace(col)
 
 
+# What a database writes in a field it has no text for (Scopus: "[No abstract available]"):
+# read as empty, so the record keeps its title alone, as one without an abstract does, and
+# the records without one do not look alike by these three words.
+NO_TEXT = r"(?i)^\W*(no abstract( is)? available|abstract( is)? not available)\W*$"
+
+
 def documents(block, indices, weights=()):
     """The documents of a block (ingest/text.py): its text columns ``indices`` joined by a
     space, each ``weights[k]`` times (its words count that many times: the title three
-    times by default, ingest/pipeline.py); a missing value reads as empty, so a record without an
-    abstract keeps its title."""
+    times by default, ingest/pipeline.py); a missing value, or a placeholder for one
+    (NO_TEXT), reads as empty, so a record without an abstract keeps its title."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     times = weights or (1,) * len(indices)
-    parts = [text for j, w in zip(indices, times) for text in [pc.fill_null(text_values(block, j), "")] * w]
+    parts = [text for j, w in zip(indices, times) for text in [document_text(block, j)] * w]
     if len(parts) == 1:
         return parts[0]
     return pc.binary_join_element_wise(*parts, pa.scalar(" "))
+
+
+def document_text(block, j):
+    """Text column j as a document's part: missing values and placeholders empty."""
+    import pyarrow.compute as pc
+
+    text = pc.fill_null(text_values(block, j), "")
+    placeholder = pc.match_substring_regex(text, NO_TEXT)
+    return pc.if_else(placeholder, "", text) if pc.any(placeholder).as_py() else text
 
 
 def resolve_columns(reader, refs, option):
@@ -83,7 +98,8 @@ def resolve_columns(reader, refs, option):
                 hint = f"; names are matched as written: did you mean {other_case[0]!r}?"
             elif getattr(reader, "header", None) is False:
                 # a text cell in a column of numbers makes the header look like data
-                hint = "; the first line was read as data, not as a header: does a column of numbers hold text?"
+                hint = ("; the first line was read as data, not as a header: if it names the columns, "
+                        "say so with source.header=True (or does a column of numbers hold text?)")
             else:
                 hint = ""
             raise InputError(f"{reader.path}: {option} {ref!r}: no such column (columns: {shown}){hint}")

@@ -502,7 +502,8 @@ def _exact_right_singular_vectors(S, k, out):
     ST = S.T.tocsr()
     step = max(1, EXACT_BLOCK_BYTES // (8 * ST.shape[0]))
     for start in range(0, k, step):
-        out[:, start : start + step] = ST @ np.ascontiguousarray(basis[:, start : start + step])
+        stop = min(start + step, k)  # out may be wider than k: its last columns stay zero
+        out[:, start:stop] = ST @ np.ascontiguousarray(basis[:, start:stop])
 
 
 def _weights(indptr, terms, counts, idf, spec, kept=None):

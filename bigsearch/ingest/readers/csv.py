@@ -238,7 +238,8 @@ def _names_file(path):
 
 
 def _has_header(reader, body):
-    """True when the first row is text in a column whose other values are numbers."""
+    """True when the first row is text in a column whose other values are numbers; in a
+    file of text alone, when the first row looks like the columns' names (_names_over_text)."""
     pa = _pa()
     po = pa.csv.ParseOptions(delimiter=reader.delimiter)
     try:
@@ -252,5 +253,28 @@ def _has_header(reader, body):
                                  parse_options=po)
     except (pa.ArrowInvalid, OSError):
         return False
-    return any(_is_number(b) and not _is_number(a)
-               for a, b in zip(with_first.schema.types, without.schema.types))
+    types = list(zip(with_first.schema.types, without.schema.types))
+    if any(_is_number(b) and not _is_number(a) for a, b in types):
+        return True
+    if any(_is_number(b) for _, b in types):
+        return False  # a number on the first line where numbers are below: data
+    return _names_over_text(with_first)
+
+
+NAME_CHARS = 64  # the longest field read as a column's name in a file of text alone
+
+
+def _names_over_text(table):
+    """A sample of text columns only (titles and abstracts): its first row is a header when
+    its fields look like names (distinct, one line of 1-64 characters), none comes again
+    below it, and one of them is shorter than every value under it ("title" above titles).
+    A first record of short words ("Alice,Smith" above "Bob,Jones") is not."""
+    first = [table.column(j)[0].as_py() for j in range(table.num_columns)]
+    if len(set(first)) < len(first) or any(
+        not isinstance(v, str) or not 0 < len(v.strip()) <= NAME_CHARS or "\n" in v for v in first
+    ):
+        return False
+    below = [[v for v in table.column(j).to_pylist()[1:] if v] for j in range(table.num_columns)]
+    if set(first) & set().union(*below):
+        return False
+    return any(values and len(name) < min(map(len, values)) for name, values in zip(first, below))
