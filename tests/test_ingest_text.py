@@ -210,3 +210,15 @@ def test_bad_text_options_say_what_is_wrong(screening_csv, tmp_path, flags, mess
         *flags,
     )
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_numeric_labels_with_empty_cells_say_those_records_are_unlabeled(tmp_path):
+    """Decisions as 1/0 with the records not screened yet left empty: the summary counts
+    them, as it does for label words (before, 1 positive and 1 negative of 3 records, the
+    third unsaid)."""
+    rows = corpus(3)
+    for row, decision in zip(rows, ["1", "0", ""]):
+        row["label_included"] = decision
+    done = ingest_text(write_csv(tmp_path / "refs.csv", rows), tmp_path / "s.zarr")
+    assert done.returncode == 0, done.stderr
+    assert "labels: 1 positive, 1 negative, 1 unlabeled (empty))" in done.stderr, done.stderr

@@ -254,6 +254,8 @@ def ingest(paths, scheduler, cluster, quiet, **flags):
                                 f"{'/'.join(m['negative']) or '-'} negative, "
                                 f"{'/'.join([*m.get('unlabeled', []), 'empty'])} unlabeled: the {m['vocabulary']} "
                                 "words; --positive VALUE to choose)")
+            elif c.get("-1", 0):                 # numbers with empty cells: those records are unlabeled
+                labels_text += f", {c['-1']:,} unlabeled (empty)"
         click.echo(f"{summary['out']}: {summary['rows_written']:,} rows x {summary['n_features']} features "
                    f"({summary['rows_read']:,} rows read{labels_text}) in {summary['seconds']:.1f} s, "
                    f"{input_rate(summary['input_bytes'], summary['seconds'])}", err=True)
