@@ -458,3 +458,29 @@ def test_a_file_of_text_alone_has_its_header_found(tmp_path, text, header):
     assert reader.header is header
     assert [c.name for c in reader.columns][:2] == (["title", "abstract"] if header and "title" in text
                                                     else ["Title", "Abstract"] if header else ["f0", "f1"])
+
+
+def test_the_columns_a_reviewer_names_by_their_role(tmp_path):
+    """An EndNote or Ovid export writes the title as T1 and the abstract as N2 (read as
+    primary_title and notes_abstract), another file writes Title and Included: `--text-column
+    title,abstract` and `--label-column included` name the columns playing those roles
+    (before, no such column)."""
+    ris = tmp_path / "endnote.ris"
+    ris.write_text(
+        "TY  - JOUR\nT1  - Swine virus in farms\nN2  - We sequenced viral genomes from swine farms.\nER  - \n\n"
+        "TY  - JOUR\nT1  - Cattle genome\nN2  - A reference genome of cattle, from long reads.\nER  - \n\n"
+        "TY  - JOUR\nT1  - Poultry outbreak\nER  - \n"
+    )
+    ingest([ris], tmp_path / "a.zarr", features=FeatureOptions(text_columns=["title", "abstract"]))
+    with open_store(tmp_path / "a.zarr") as s:
+        text = s.attrs["featurization"]["columns"][0]["text"]
+        assert text["columns"] == ["primary_title", "notes_abstract"] and text["column_weights"] == [3, 1]
+    src = tmp_path / "refs.csv"
+    src.write_text("Title,Abstract,Included\nSwine virus genome,We sequenced the virus genome.,1\n"
+                   "Cattle virus genome,A genome of the cattle virus.,0\n"
+                   "Poultry outbreak,Surveillance of poultry farms.,0\n")
+    ingest([src], tmp_path / "b.zarr", features=FeatureOptions(text_columns=["title", "abstract"]),
+           labels=LabelOptions(column="included"))
+    with open_store(tmp_path / "b.zarr") as s:
+        assert s.attrs["featurization"]["columns"][0]["text"]["columns"] == ["Title", "Abstract"]
+        assert s.labels().tolist() == [1, 0, 0]

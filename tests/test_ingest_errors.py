@@ -91,8 +91,8 @@ def test_missing_label_column(tmp_path):
     assert "h.csv: --label-column 'target': no such column (columns: a, b, label)" in msg
     msg = ingest_fails(tmp_path, src, "--label-column", "3", "--positive", "x")
     assert "h.csv: --label-column 3 is out of range: the input has 3 columns (0..2)" in msg
-    msg = ingest_fails(tmp_path, src, "--label-column", "Label", "--positive", "x")
-    assert msg.endswith("no such column (columns: a, b, label); names are matched as written: did you mean 'label'?")
+    msg = ingest_fails(tmp_path, src, "--label-column", "B", "--positive", "x")
+    assert msg.endswith("no such column (columns: a, b, label); names are matched as written: did you mean 'b'?")
 
 
 def test_positive_value_that_never_occurs(tmp_path):

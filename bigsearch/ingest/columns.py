@@ -76,7 +76,11 @@ def document_text(block, j):
 
 
 def resolve_columns(reader, refs, option):
-    """Column references (names, or 0-based indices when numeric) -> indices."""
+    """Column references (names, or 0-based indices when numeric) -> indices. A name no
+    column has, but that names a document role (ingest/documents.py: title, abstract,
+    keywords, label, ...), is the column playing that role."""
+    from .documents import role_column
+
     names = [c.name for c in reader.columns]
     out = []
     for ref in refs:
@@ -91,6 +95,8 @@ def resolve_columns(reader, refs, option):
                     f"{len(names)} columns (0..{len(names) - 1})"
                 )
             out.append(j)
+        elif (playing := role_column(names, ref)) is not None:
+            out.append(names.index(playing))
         else:
             shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
             other_case = [n for n in names if n.lower() == ref.lower()]

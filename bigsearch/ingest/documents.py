@@ -86,3 +86,13 @@ def document_roles(column_names: Iterable[str]) -> dict[str, str]:
                 taken.add(name)
                 break
     return roles
+
+
+def role_column(column_names: Iterable[str], name: str) -> str | None:
+    """The column playing the role that ``name`` names (the role or one of its aliases, as
+    ``document_roles`` compares them), or None: ``--text-column title,abstract`` reads an
+    EndNote export's ``primary_title`` (T1) and ``notes_abstract`` (N2), or a file's
+    ``Title``."""
+    key = _key(name)
+    role = next((r for r, aliases in ROLES.items() if key in {_key(a) for a in aliases}), None)
+    return document_roles(column_names).get(role) if role else None
