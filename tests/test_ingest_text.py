@@ -222,3 +222,18 @@ def test_numeric_labels_with_empty_cells_say_those_records_are_unlabeled(tmp_pat
     done = ingest_text(write_csv(tmp_path / "refs.csv", rows), tmp_path / "s.zarr")
     assert done.returncode == 0, done.stderr
     assert "labels: 1 positive, 1 negative, 1 unlabeled (empty))" in done.stderr, done.stderr
+
+
+def test_a_few_records_by_the_names_of_their_columns(tmp_path):
+    """Five records are too few to tell free text or identifiers by their values (distinct
+    in every file that small): a title, an abstract and a DOI are known by their columns'
+    names, left out and said; a name with a space is quoted as the shell needs it."""
+    rows = [{"Article Title": r["title"], "Abstract": r["abstract"], "DOI": f"10.1000/x{i}", "Year": 2000 + i,
+             "Included": r["label_included"]} for i, r in enumerate(corpus(5))]
+    done = run_cli("ingest", write_csv(tmp_path / "wos.csv", rows), tmp_path / "s.zarr", "--label-column", "Included")
+    assert done.returncode == 0, done.stderr
+    assert "column Article Title is not a feature: free text" in done.stderr
+    assert "(--text-column 'Article Title' to make text features of it" in done.stderr
+    assert "column DOI is not a feature: an identifier" in done.stderr
+    assert "to compare the records by their text: --text-column 'Article Title,Abstract'" in done.stderr
+    assert "5 rows x 1 features" in done.stderr  # the year alone

@@ -6,6 +6,7 @@ StoreWriter, which publishes the store atomically when everything succeeded. Mem
 bounded by the block size and the per-column statistics, never by the input size.
 """
 
+import shlex
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +39,7 @@ from .stats import block_stats, merge_stats
 
 FREE_TEXT_SHARE = 0.5     # a text column with more distinct values than this share of the rows ...
 FREE_TEXT_CHARS = 30      # ... is free text when its values are this long on average, else an identifier
+NAMED_NOT_FEATURES = {"title": "free text", "abstract": "free text", "doi": "an identifier"}  # roles (documents.py)
 
 # The most float64 data one transform step holds (docs/ingest.md has the measurements).
 STEP_BYTES = 32 << 20
@@ -381,7 +383,7 @@ def _column_plans(readers, rule, features):
             continue
         if j in metadata:
             notes.append((col.name, "a document's bibliographic data, not its content (records are compared "
-                          "by their text)", f"features.keep {col.name} to make it a feature too"))
+                          "by their text)", f"features.keep {_arg(col.name)} to make it a feature too"))
             continue
         if j == smiles:
             for r in readers:
@@ -394,7 +396,7 @@ def _column_plans(readers, rule, features):
                 r.force_text(j)
         elif j not in keep and _identifier_name(col.name):
             notes.append((col.name, "its name says it identifies records, it measures nothing",
-                          f"features.keep {col.name} to keep it as a number"))
+                          f"features.keep {_arg(col.name)} to keep it as a number"))
             continue
         else:
             kind = "bins" if features.bins else "number"
@@ -458,6 +460,9 @@ def _drop_free_text(plan, stats, features, reader):
     features.categorical names is encoded as asked, up to MAX_CATEGORIES values."""
     asked = set(_resolve(reader, features.categorical, "features.categorical"))
     rows = max(1, stats["rows"])
+    roles = document_roles([c.name for c in plan.columns])
+    # what a column is by its name (a title, an abstract, a DOI), however few the rows
+    named = {roles.get(role): why for role, why in NAMED_NOT_FEATURES.items() if role in roles}
     for c in list(plan.columns):
         if c.kind != "onehot":
             continue
@@ -468,24 +473,30 @@ def _drop_free_text(plan, stats, features, reader):
             if distinct is None or distinct > MAX_CATEGORIES:
                 raise InputError(f"column {c.name} has {counted} distinct values: one-hot encoding it would "
                                  "make a feature per value; it looks like an identifier or free text: "
-                                 f"features.drop {c.name}, or features.text_columns {c.name}")
+                                 f"features.drop {_arg(c.name)}, or features.text_columns {_arg(c.name)}")
             continue
-        if distinct is not None and (rows < 20 or distinct <= FREE_TEXT_SHARE * rows):
+        if c.name not in named and distinct is not None and (rows < 20 or distinct <= FREE_TEXT_SHARE * rows):
             continue
         chars = stats["chars"].get(c.index, 0) / rows
-        if chars >= FREE_TEXT_CHARS:
-            why, how = "free text", f"features.text_columns {c.name} to make text features of it"
+        if named.get(c.name, "free text" if chars >= FREE_TEXT_CHARS else "an identifier") == "free text":
+            why, how = "free text", f"features.text_columns {_arg(c.name)} to make text features of it"
         else:
-            why, how = "an identifier", f"features.drop {c.name} to say so"
+            why, how = "an identifier", f"features.drop {_arg(c.name)} to say so"
         plan.not_features.append((c.name, f"{why}: {counted} distinct values in {rows:,} rows, "
                                   f"{chars:,.0f} characters on average",
-                                  f"{how}, or features.categorical {c.name} to one-hot encode it anyway"))
+                                  f"{how}, or features.categorical {_arg(c.name)} to one-hot encode it anyway"))
         plan.columns.remove(c)
     if not plan.columns:
         texts = [name for name, why, _ in plan.not_features if why.startswith("free text")]
-        hint = f"; to make text features of the free text: features.text_columns {','.join(texts)}" if texts else ""
+        hint = f"; to make text features of the free text: features.text_columns {_arg(','.join(texts))}"
+        hint = hint if texts else ""
         raise ParameterError("no feature columns are left: " + "; ".join(
             f"{name} is not one ({why}; {how})" for name, why, how in plan.not_features) + hint)
+
+
+def _arg(value):
+    """A column's name as the shell reads it back: 'Article Title' quoted."""
+    return shlex.quote(str(value))
 
 
 def _say_not_features(plan, progress):
@@ -498,11 +509,11 @@ def _say_not_features(plan, progress):
             progress.warn(f"column {items[0][0]} is not a feature: {why} ({items[0][1]})")
         else:
             names = ", ".join(name for name, _ in items)
-            how = items[0][1].replace(items[0][0], "NAME")
+            how = items[0][1].replace(_arg(items[0][0]), "NAME")
             progress.warn(f"columns {names} are not features: {why} ({how})")
     texts = [name for name, why, _ in plan.not_features if why.startswith("free text")]
     if len(texts) > 1:  # a title and an abstract: one document of each record, as screening reads it
-        progress.warn(f"to compare the records by their text: features.text_columns {','.join(texts)}")
+        progress.warn(f"to compare the records by their text: features.text_columns {_arg(','.join(texts))}")
 
 
 # -- the passes ---------------------------------------------------------------------------
