@@ -147,7 +147,23 @@ def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, sta
     if blind:    # with a start, only the store's labels can leave it blind: they held no positive
         click.echo(blind_start_notice(directory, st, "no --start-from" if start is None else
                                       "the store's labels hold no positive"))
+        if start is None and (offer := _stored_decisions(st["store"])):
+            click.echo(offer)
     click.echo(f"next: bigsearch session next {directory}")
+
+
+def _stored_decisions(store):
+    """What the store's own labels offer a session started without them ("" when none): a
+    screening export's decisions, or a simulation's truth."""
+    from ..storage import open_store
+
+    with open_store(store) as s:
+        y = s.labels()
+    told = 0 if y is None else int((y >= 0).sum())
+    if not told:
+        return ""
+    return (f"the store holds {told:,} labels ({int((y >= 1).sum()):,} positive): if they are decisions "
+            "already made, start the session again with --start-from labels to start from them")
 
 
 def blind_start_notice(directory, st, why="no --start-from"):
