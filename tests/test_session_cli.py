@@ -295,3 +295,18 @@ def test_next_shows_an_image_as_text(tmp_path):
     expected = ["  " + "".join(shades[min(9, int((v - lo) / (hi - lo) * 10))] * 2 for v in row)
                 for row in images[record["index"]]]
     assert lines == expected
+
+
+def test_an_answer_given_again_names_the_command_that_changes_it(tmp_path, store):
+    """`session label` of a point answered before: the other answer names `session correct`
+    (a reviewer changing their mind), the same answer is refused alone."""
+    path, y = store
+    d = make_labelled(tmp_path, path, y)
+    was, other = int(y[5]), 1 - int(y[5])
+    res = run_cli("session", "label", d, 5, other)
+    assert res.returncode == 2
+    assert res.stderr == (f"Error: point 5 is already labeled ({was}); to change that answer: "
+                          f"bigsearch session correct {d} 5 {other}\n")
+    res = run_cli("session", "label", d, 5, was)
+    assert res.returncode == 2 and res.stderr == f"Error: point 5 is already labeled ({was})\n"
+    ok("session", "correct", d, 5, other)

@@ -280,7 +280,7 @@ def label(directory, pairs, from_csv, store, scheduler, cluster, persist):
     indices, labels, wheres = read_label_csv(from_csv) if from_csv else parse_pairs(pairs)
     with cluster_backend(scheduler, cluster, persist) as backend, \
             _opening(_session().open(directory, store=store, backend=backend)) as s:
-        _check_labels(s.search, indices, labels, wheres)
+        _check_labels(s.search, indices, labels, wheres, directory)
         s.tell(indices, labels)
         n, pos = s.n_labels, sum(y >= 0.5 for _, y in s.history)
     graded = sum(y not in (0, 1) for y in labels)
@@ -460,14 +460,16 @@ def parse_pairs(tokens):
     return [i for i, _ in pairs], [y for _, y in pairs], [""] * len(pairs)
 
 
-def _check_labels(engine, indices, labels, wheres):
+def _check_labels(engine, indices, labels, wheres, directory):
     """Each label checked by the session's method (what labels it takes), an error naming
-    its line of --from."""
+    its line of --from; a point answered before names the command that changes an answer."""
     for i, y, where in zip(indices, labels, wheres):
         try:
             engine.validate_labels(i, y)
         except LabelError as e:
-            raise LabelError(f"{where}{e}") from None
+            other = 0 <= i < engine.n and engine.labels[i] >= 0 and engine.labels[i] != y
+            fix = f"; to change that answer: bigsearch session correct {directory} {i} {y}" if other else ""
+            raise LabelError(f"{where}{e}{fix}") from None
 
 
 def _parse_pair(index, label, where=""):
