@@ -438,14 +438,22 @@ def test_a_placeholder_for_a_missing_abstract_reads_as_an_empty_one(tmp_path):
 @pytest.mark.parametrize(
     "text, header",
     [
-        ('title,abstract\n"Swine virus in farms","We sequenced viral genomes from swine farms."\n'
-         '"Cattle genome","A reference genome of cattle, from long reads."\n', True),
-        ("Title;Abstract;Keywords\nSwine virus;We sequenced viral genomes.;virus\n"
-         "Cattle genome;A genome.;cattle\n", True),
-        ("Alice,Smith\nBob,Jones\nCarol,Lee\n", False),              # a first record of short words
-        ("red,blue\ngreen,red\nblue,green\n", False),                # its words come again below
-        ('"Swine virus in farms","We sequenced viral genomes from swine farms over two years, at '
-         'eleven sites, and report forty new species."\n"Cattle genome","A reference genome."\n', False),
+        (
+            'title,abstract\n"Swine virus in farms","We sequenced viral genomes from swine farms."\n'
+            '"Cattle genome","A reference genome of cattle, from long reads."\n',
+            True,
+        ),
+        (
+            "Title;Abstract;Keywords\nSwine virus;We sequenced viral genomes.;virus\nCattle genome;A genome.;cattle\n",
+            True,
+        ),
+        ("Alice,Smith\nBob,Jones\nCarol,Lee\n", False),  # a first record of short words
+        ("red,blue\ngreen,red\nblue,green\n", False),  # its words come again below
+        (
+            '"Swine virus in farms","We sequenced viral genomes from swine farms over two years, at '
+            'eleven sites, and report forty new species."\n"Cattle genome","A reference genome."\n',
+            False,
+        ),
     ],
 )
 def test_a_file_of_text_alone_has_its_header_found(tmp_path, text, header):
@@ -456,8 +464,9 @@ def test_a_file_of_text_alone_has_its_header_found(tmp_path, text, header):
     src.write_text(text)
     reader = open_reader(src)
     assert reader.header is header
-    assert [c.name for c in reader.columns][:2] == (["title", "abstract"] if header and "title" in text
-                                                    else ["Title", "Abstract"] if header else ["f0", "f1"])
+    assert [c.name for c in reader.columns][:2] == (
+        ["title", "abstract"] if header and "title" in text else ["Title", "Abstract"] if header else ["f0", "f1"]
+    )
 
 
 def test_the_columns_a_reviewer_names_by_their_role(tmp_path):
@@ -476,11 +485,17 @@ def test_the_columns_a_reviewer_names_by_their_role(tmp_path):
         text = s.attrs["featurization"]["columns"][0]["text"]
         assert text["columns"] == ["primary_title", "notes_abstract"] and text["column_weights"] == [3, 1]
     src = tmp_path / "refs.csv"
-    src.write_text("Title,Abstract,Included\nSwine virus genome,We sequenced the virus genome.,1\n"
-                   "Cattle virus genome,A genome of the cattle virus.,0\n"
-                   "Poultry outbreak,Surveillance of poultry farms.,0\n")
-    ingest([src], tmp_path / "b.zarr", features=FeatureOptions(text_columns=["title", "abstract"]),
-           labels=LabelOptions(column="included"))
+    src.write_text(
+        "Title,Abstract,Included\nSwine virus genome,We sequenced the virus genome.,1\n"
+        "Cattle virus genome,A genome of the cattle virus.,0\n"
+        "Poultry outbreak,Surveillance of poultry farms.,0\n"
+    )
+    ingest(
+        [src],
+        tmp_path / "b.zarr",
+        features=FeatureOptions(text_columns=["title", "abstract"]),
+        labels=LabelOptions(column="included"),
+    )
     with open_store(tmp_path / "b.zarr") as s:
         assert s.attrs["featurization"]["columns"][0]["text"]["columns"] == ["Title", "Abstract"]
         assert s.labels().tolist() == [1, 0, 0]

@@ -228,8 +228,16 @@ def test_a_few_records_by_the_names_of_their_columns(tmp_path):
     """Five records are too few to tell free text or identifiers by their values (distinct
     in every file that small): a title, an abstract and a DOI are known by their columns'
     names, left out and said; a name with a space is quoted as the shell needs it."""
-    rows = [{"Article Title": r["title"], "Abstract": r["abstract"], "DOI": f"10.1000/x{i}", "Year": 2000 + i,
-             "Included": r["label_included"]} for i, r in enumerate(corpus(5))]
+    rows = [
+        {
+            "Article Title": r["title"],
+            "Abstract": r["abstract"],
+            "DOI": f"10.1000/x{i}",
+            "Year": 2000 + i,
+            "Included": r["label_included"],
+        }
+        for i, r in enumerate(corpus(5))
+    ]
     done = run_cli("ingest", write_csv(tmp_path / "wos.csv", rows), tmp_path / "s.zarr", "--label-column", "Included")
     assert done.returncode == 0, done.stderr
     assert "column Article Title is not a feature: free text" in done.stderr

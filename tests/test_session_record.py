@@ -132,8 +132,10 @@ def test_a_blind_start_is_said_at_session_new(tmp_path, store):
     )
     # the store's own labels, a screening's decisions or a simulation's truth: offered, not taken
     offer = r.stdout.splitlines()[2]
-    assert offer == (f"the store holds {int((y >= 0).sum()):,} labels ({int((y == 1).sum()):,} positive): if they "
-                     "are decisions already made, start the session again with --start-from labels to start from them")
+    assert offer == (
+        f"the store holds {int((y >= 0).sum()):,} labels ({int((y == 1).sum()):,} positive): if they "
+        "are decisions already made, start the session again with --start-from labels to start from them"
+    )
     known = int(np.flatnonzero(y == 1)[0])
     r = run_cli("session", "new", path, tmp_path / "known", "--pi", 0.1, "--start-from", f"ids:{known}")
     assert r.returncode == 0 and "blind start" not in r.stdout

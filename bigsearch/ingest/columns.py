@@ -104,8 +104,10 @@ def resolve_columns(reader, refs, option):
                 hint = f"; names are matched as written: did you mean {other_case[0]!r}?"
             elif getattr(reader, "header", None) is False:
                 # a text cell in a column of numbers makes the header look like data
-                hint = ("; the first line was read as data, not as a header: if it names the columns, "
-                        "say so with source.header=True (or does a column of numbers hold text?)")
+                hint = (
+                    "; the first line was read as data, not as a header: if it names the columns, "
+                    "say so with source.header=True (or does a column of numbers hold text?)"
+                )
             else:
                 hint = ""
             raise InputError(f"{reader.path}: {option} {ref!r}: no such column (columns: {shown}){hint}")
