@@ -193,32 +193,3 @@ def test_every_kernel_compiles_under_its_lock():
                      if isinstance(value, CPUDispatcher) and value.py_func.__module__ == module.__name__
                      and not getattr(value.compile, "locked", False)]
     assert unlocked == []
-
-
-ONE_VARIANT = textwrap.dedent("""
-    import sys
-    import numpy as np
-    import bigsearch
-    from bigsearch.kernels import las
-    from bigsearch.synthetic import clustered_points
-    X, y = clustered_points(3000, 8, prevalence=0.05, seed=1)
-    store = bigsearch.create_store(sys.argv[1], X, y, chunk_rows=700)
-    s = bigsearch.LAS(store, pi=0.05, alpha=0.01)
-    s.tell(int(np.flatnonzero(y)[0]), 1)
-    for _ in range(3):
-        i = s.ask()
-        s.tell(i, int(y[i]))
-    assert s.store.held_chunks() is not None      # the whole-store pass ran (update_items)
-    print(sorted({str(sig[0]) for sig in las.update_rows.signatures}))
-""")
-
-
-def test_the_whole_store_pass_reaches_the_per_chunk_kernels_as_they_are(tmp_path):
-    """update_items reads each chunk by its address (chunk_at) and calls update_rows with it:
-    typed as the chunks the backends pass (read-only), not as a second, writable variant that
-    numba would compile again (update_rows and update_block: about 7 s of a cold cache)."""
-    script = tmp_path / "one.py"
-    script.write_text(ONE_VARIANT)
-    out = subprocess.run([sys.executable, str(script), str(tmp_path / "s.zarr")], capture_output=True, text=True,
-                         check=True).stdout
-    assert out.strip() == "['readonly array(float64, 2d, C)']", out

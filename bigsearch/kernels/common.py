@@ -14,7 +14,6 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
-from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic, overload
 
 from .compile_lock import lock_compiles
@@ -135,29 +134,14 @@ def _pointer(typingctx, address, like):
     return types.CPointer(like.dtype)(address, like), codegen
 
 
-@intrinsic
-def _typed_as(typingctx, array, like):
-    """``array`` typed read-only where ``like`` is (the same data: only numba's type of it
-    changes, its layout alike)."""
-    if not (isinstance(array, types.Array) and isinstance(like, types.Array)):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return impl_ret_borrowed(context, builder, signature.return_type, args[0])
-    return array.copy(readonly=not like.mutable)(array, like), codegen
-
-
 @numba.njit(nogil=True, cache=True, inline="always")
 def chunk_at(addresses, starts, j, like):
     """Chunk j of a store passed by address: the C-ordered (starts[j+1] - starts[j], r)
     rows at addresses[j], of ``like``'s type and width. Chunks go to a kernel as their
     addresses (``addresses_of``), not as a numba typed List, whose own methods numba
     compiles anew in every process (0.4 s of every command's first pass); whoever passes
-    the addresses keeps the arrays alive. Typed read-only as the chunks the backends pass
-    are: a writable type made numba compile every kernel the chunk reaches a second time
-    (update_rows, update_block and their dot products, about 7 s of a cold cache)."""
-    rows = numba.carray(_pointer(addresses[j], like), (starts[j + 1] - starts[j], like.shape[1]))
-    return _typed_as(rows, like)
+    the addresses keeps the arrays alive."""
+    return numba.carray(_pointer(addresses[j], like), (starts[j + 1] - starts[j], like.shape[1]))
 
 
 def addresses_of(chunks):
