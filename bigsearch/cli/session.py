@@ -141,24 +141,21 @@ def new(ctx, store, directory, method, pi, eta, w0, alpha, checkpoint_every, sta
         st = s.status(estimate=False)
         start = s.info.get("start")
         blind = s.blind
+        stored = s.search.store.labels() if blind and start is None else None
     click.echo(f"created session {directory}: {_describe_method(st)} on {st['store']} ({st['n']:,} x {st['r']})")
     if start is not None:
         click.echo(_describe_start(start))
     if blind:    # with a start, only the store's labels can leave it blind: they held no positive
         click.echo(blind_start_notice(directory, st, "no --start-from" if start is None else
                                       "the store's labels hold no positive"))
-        if start is None and (offer := _stored_decisions(st["store"])):
+        if start is None and (offer := _stored_decisions(stored)):
             click.echo(offer)
     click.echo(f"next: bigsearch session next {directory}")
 
 
-def _stored_decisions(store):
-    """What the store's own labels offer a session started without them ("" when none): a
-    screening export's decisions, or a simulation's truth."""
-    from ..storage import open_store
-
-    with open_store(store) as s:
-        y = s.labels()
+def _stored_decisions(y):
+    """What the store's own labels ``y`` (None: it has none) offer a session started without
+    them ("" when none): a screening export's decisions, or a simulation's truth."""
     told = 0 if y is None else int((y >= 0).sum())
     if not told:
         return ""

@@ -488,8 +488,8 @@ def _drop_free_text(plan, stats, features, reader):
         plan.columns.remove(c)
     if not plan.columns:
         texts = [name for name, why, _ in plan.not_features if why.startswith("free text")]
-        hint = f"; to make text features of the free text: features.text_columns {_arg(','.join(texts))}"
-        hint = hint if texts else ""
+        hint = (f"; to make text features of the free text: features.text_columns {_arg(','.join(texts))}"
+                if texts else "")
         raise ParameterError("no feature columns are left: " + "; ".join(
             f"{name} is not one ({why}; {how})" for name, why, how in plan.not_features) + hint)
 
