@@ -145,6 +145,23 @@ def hypergeometric_stop(labels, n, alpha=0.05, every=5):
     return None
 
 
+def misses_worth_stop(labels, n, worth):
+    """The simplest rule of the screening alone, a run of misses weighed by the hits it would
+    have held at the search's pace before it: stop once the irrelevant records read since the last
+    hit are worth ``worth`` hits at the hit rate up to that hit (past the priors and 50
+    records read, so the priors' own pace does not count)."""
+    read_at_hit = None
+    for k, hit in enumerate(labels, start=1):
+        if hit:
+            read_at_hit, found = k, int(labels[:k].sum())
+        elif read_at_hit and read_at_hit > GIVEN + 50 and (k - read_at_hit) * found / read_at_hit >= worth:
+            return k
+    return None
+
+
+FRONTIER = (4, 8, 16, 32, 64, 128, 256)
+
+
 VARIANTS = {
     "change point (default)": model_stop,
     "one decay, 1-df profile (previous)": lambda labels, n: model_stop(
@@ -224,7 +241,14 @@ def main():
     ap.add_argument("--add", metavar="GLOB", help="add the label orders of these run directories")
     ap.add_argument("--set", help="--add: the runs' set (kwok, easy, medium, multi-topic, hard)")
     ap.add_argument("--corpus", type=int, default=0, help="--add: the corpus seed (tools/make_abstracts.py --seed)")
-    ap.add_argument("--variant", default="change point (default)", help=f"one of {list(VARIANTS)}, or all")
+    ap.add_argument(
+        "--variant", default="change point (default)", help=f"one of {list(VARIANTS)}, or all".replace("%", "%%")
+    )
+    ap.add_argument(
+        "--frontier",
+        action="store_true",
+        help=f"replay the rules that stop once the misses in a row are worth N hits at the pace before them, N in {FRONTIER}",
+    )
     ap.add_argument("--orders", type=Path, default=ORDERS, help=f"the file of label orders (default {ORDERS.name})")
     ap.add_argument("--name", default="stopping", help="the results file's name (results/NAME.json)")
     args = ap.parse_args()
@@ -236,6 +260,8 @@ def main():
     if not args.orders.exists():
         raise SystemExit(f"no label orders in {args.orders}: add runs with --add first")
     orders = json.loads(args.orders.read_text())
+    if args.frontier:
+        return frontier(orders, args.name)
     names = list(VARIANTS) if args.variant == "all" else [args.variant]
     record = {"target": TARGET, "orders": len(orders), "variants": {}}
     for name in names:
@@ -254,6 +280,41 @@ def main():
             + ["stop_over_needed_min", "stop_over_needed_mean", "stop_over_needed_max"],
         )
     save(args.name, record)
+
+
+def frontier(orders, name):
+    """Per N, the rule that stops once the misses in a row are worth N hits at the pace
+    before them: the runs reaching the target at the stop (all, and those not easy) and the
+    worst stop / needed on easy, where the 1.5x bound is tightest."""
+    rows = []
+    for worth in FRONTIER:
+        runs = replay(orders, lambda labels, n: misses_worth_stop(labels, n, worth))
+        easy, others = (
+            summarize([r for r in runs if r["set"] == "easy"]),
+            summarize([r for r in runs if r["set"] != "easy"]),
+        )
+        rows.append(
+            {
+                "worth_hits": worth,
+                **summarize(runs),
+                "not_easy_reaching": others["recall_at_stop_reached_target"],
+                "not_easy_runs": others["runs"],
+                "easy_over_max": easy["stop_over_needed_max"],
+            }
+        )
+    table(
+        rows,
+        [
+            "worth_hits",
+            "runs",
+            "recall_at_stop_reached_target",
+            "not_easy_reaching",
+            "not_easy_runs",
+            "easy_over_max",
+            "target_met",
+        ],
+    )
+    save(name, {"target": TARGET, "orders": len(orders), "frontier": rows})
 
 
 if __name__ == "__main__":
