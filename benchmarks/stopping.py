@@ -247,7 +247,8 @@ def main():
     ap.add_argument(
         "--frontier",
         action="store_true",
-        help=f"replay the rules that stop once the misses in a row are worth N hits at the pace before them, N in {FRONTIER}",
+        help=f"replay the rules that stop once the misses in a row are worth N hits at the pace before them, N in "
+        f"{FRONTIER}",
     )
     ap.add_argument("--orders", type=Path, default=ORDERS, help=f"the file of label orders (default {ORDERS.name})")
     ap.add_argument("--name", default="stopping", help="the results file's name (results/NAME.json)")
